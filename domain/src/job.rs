@@ -1,0 +1,437 @@
+//! Jobs: their statuses and transitions, the case pin, the combination, the cell identity and
+//! the origin that attributes a job to a plan or a ladder.
+
+use crate::catalogue::ENGINE_NONE;
+use crate::validation::{ValidationError, check_name, check_slug};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// Where a job is in its life. `completed`, `failed` and `canceled` are final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Queued,
+    Pending,
+    Dispatched,
+    Starting,
+    Running,
+    Completed,
+    Failed,
+    Canceled,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 8] = [
+        JobStatus::Queued,
+        JobStatus::Pending,
+        JobStatus::Dispatched,
+        JobStatus::Starting,
+        JobStatus::Running,
+        JobStatus::Completed,
+        JobStatus::Failed,
+        JobStatus::Canceled,
+    ];
+    /// Not yet claimed: the dispatcher may still pick these.
+    pub const WAITING: [JobStatus; 2] = [JobStatus::Queued, JobStatus::Pending];
+    /// Claimed and occupying one slot of the harness cap.
+    pub const OCCUPYING: [JobStatus; 3] = [JobStatus::Dispatched, JobStatus::Starting, JobStatus::Running];
+    /// Every state a cell counts as in flight.
+    pub const IN_FLIGHT: [JobStatus; 5] =
+        [JobStatus::Queued, JobStatus::Pending, JobStatus::Dispatched, JobStatus::Starting, JobStatus::Running];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Pending => "pending",
+            JobStatus::Dispatched => "dispatched",
+            JobStatus::Starting => "starting",
+            JobStatus::Running => "running",
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+            JobStatus::Canceled => "canceled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, JobStatus::Completed | JobStatus::Failed | JobStatus::Canceled)
+    }
+
+    pub fn occupies_slot(self) -> bool {
+        Self::OCCUPYING.contains(&self)
+    }
+
+    /// The transitions a job may take. Cancel is allowed from every non-final state.
+    pub fn can_become(self, next: JobStatus) -> bool {
+        use JobStatus::*;
+        match (self, next) {
+            (s, Canceled) => !s.is_final(),
+            (Queued, Pending) | (Queued, Dispatched) | (Pending, Dispatched) => true,
+            (Dispatched, Starting) | (Starting, Running) | (Running, Completed) => true,
+            (Dispatched | Starting | Running, Failed) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A pinned case: the slug, an exact version, a variant of it, and the engine runs are built on.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CasePin {
+    pub slug: String,
+    pub version: String,
+    pub variant: String,
+    /// Absent means the `none` engine.
+    #[serde(default = "engine_none")]
+    pub engine: String,
+}
+
+fn engine_none() -> String {
+    ENGINE_NONE.to_string()
+}
+
+impl CasePin {
+    pub fn validate(&self, prefix: &str) -> Result<(), ValidationError> {
+        check_slug(&format!("{prefix}.slug"), &self.slug, 64)?;
+        crate::catalogue::validate_version_string(&format!("{prefix}.version"), &self.version)?;
+        check_slug(&format!("{prefix}.variant"), &self.variant, 64)?;
+        check_slug(&format!("{prefix}.engine"), &self.engine, 64)?;
+        Ok(())
+    }
+}
+
+impl fmt::Display for CasePin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}/{}/{}", self.slug, self.version, self.variant, self.engine)
+    }
+}
+
+/// The harness every gg configuration's runs share as one lane.
+pub const GG_HARNESS: &str = "gg";
+
+/// What executes a cell's runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Combination {
+    /// A harness, the model it runs, and a provider for a provider-routed harness.
+    Harness {
+        harness: String,
+        model: String,
+        #[serde(default)]
+        provider: Option<String>,
+    },
+    /// A saved gg configuration and the model bound to each of its launch slots.
+    Gg {
+        #[serde(rename = "ggConfigId")]
+        gg_config_id: String,
+        bindings: BTreeMap<String, String>,
+    },
+}
+
+impl Combination {
+    /// The harness lane whose cap this combination's runs occupy.
+    pub fn harness(&self) -> &str {
+        match self {
+            Combination::Harness { harness, .. } => harness,
+            Combination::Gg { .. } => GG_HARNESS,
+        }
+    }
+
+    /// Every model this combination runs, in slot order for gg.
+    pub fn models(&self) -> Vec<&str> {
+        match self {
+            Combination::Harness { model, .. } => vec![model.as_str()],
+            Combination::Gg { bindings, .. } => bindings.values().map(String::as_str).collect(),
+        }
+    }
+
+    pub fn validate_shape(&self) -> Result<(), ValidationError> {
+        match self {
+            Combination::Harness { harness, model, provider } => {
+                check_slug("combination.harness", harness, 64)?;
+                if harness == GG_HARNESS {
+                    return Err(ValidationError::new(
+                        "combination.harness",
+                        "the gg lane is launched with kind \"gg\" and a ggConfigId",
+                    ));
+                }
+                check_name("combination.model", model, 128)?;
+                if let Some(p) = provider {
+                    check_slug("combination.provider", p, 64)?;
+                }
+            }
+            Combination::Gg { gg_config_id, bindings } => {
+                if !crate::ids::GgConfigId::is_valid(gg_config_id) {
+                    return Err(ValidationError::new("combination.ggConfigId", "must be a gg configuration id (gg_…)"));
+                }
+                for (slot, model) in bindings {
+                    check_slug(&format!("combination.bindings.{slot}"), slot, 64)?;
+                    check_name(&format!("combination.bindings.{slot}"), model, 128)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The identity a cell is counted by: the whole pin × harness/model/provider, or the whole pin ×
+/// the gg configuration's id and every bound model. Its text form is the `cell_key` column.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CellKey(pub String);
+
+impl CellKey {
+    pub fn of(pin: &CasePin, combo: &Combination) -> Self {
+        let right = match combo {
+            Combination::Harness { harness, model, provider } => match provider {
+                Some(p) => format!("{harness}/{model}/{p}"),
+                None => format!("{harness}/{model}"),
+            },
+            Combination::Gg { gg_config_id, bindings } => {
+                let bound: Vec<String> = bindings.iter().map(|(s, m)| format!("{s}={m}")).collect();
+                format!("gg:{gg_config_id}[{}]", bound.join(","))
+            }
+        };
+        CellKey(format!("{pin} × {right}"))
+    }
+}
+
+impl fmt::Display for CellKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Which plan or ladder launched a job. Plan and ladder ids are minted independently, so the
+/// prefix is part of the identity.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Origin {
+    Plan(String),
+    Ladder(String),
+}
+
+impl Origin {
+    pub fn parse(s: &str) -> Result<Self, ValidationError> {
+        let (kind, id) = s
+            .split_once(':')
+            .ok_or_else(|| ValidationError::new("origin", "must be plan:<id> or ladder:<id>"))?;
+        if id.is_empty() || id.len() > 128 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(ValidationError::new("origin", "must be plan:<id> or ladder:<id>"));
+        }
+        match kind {
+            "plan" => Ok(Origin::Plan(id.to_string())),
+            "ladder" => Ok(Origin::Ladder(id.to_string())),
+            _ => Err(ValidationError::new("origin", "must be plan:<id> or ladder:<id>")),
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Plan(id) => write!(f, "plan:{id}"),
+            Origin::Ladder(id) => write!(f, "ladder:{id}"),
+        }
+    }
+}
+
+impl TryFrom<String> for Origin {
+    type Error = ValidationError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Origin::parse(&s)
+    }
+}
+
+impl From<Origin> for String {
+    fn from(o: Origin) -> String {
+        o.to_string()
+    }
+}
+
+/// Infrastructure failures are retried as a new job, at most this many attempts in all.
+pub const MAX_ATTEMPTS: i64 = 3;
+
+/// What happens after a job failed on infrastructure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryDecision {
+    /// Enqueue a new job with this attempt number, same launcher and origin.
+    Retry { attempt: i64 },
+    /// The origin plan or ladder is paused: the next attempt is withheld.
+    Withheld,
+    /// Out of attempts.
+    Exhausted,
+    /// The failure is not about infrastructure (e.g. the pin names an unsupported engine).
+    NotRetryable,
+}
+
+/// Decides whether a failed job is tried again. A job launched by hand always retries (while
+/// attempts remain); one launched by a paused plan or ladder is withheld.
+pub fn retry_decision(attempt: i64, infrastructure: bool, origin: Option<&Origin>, origin_paused: bool) -> RetryDecision {
+    if !infrastructure {
+        return RetryDecision::NotRetryable;
+    }
+    if attempt >= MAX_ATTEMPTS {
+        return RetryDecision::Exhausted;
+    }
+    if origin.is_some() && origin_paused {
+        return RetryDecision::Withheld;
+    }
+    RetryDecision::Retry { attempt: attempt + 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pin(engine: &str) -> CasePin {
+        CasePin { slug: "snake".into(), version: "1.0.0".into(), variant: "default".into(), engine: engine.into() }
+    }
+
+    #[test]
+    fn cancel_is_allowed_from_every_state_that_is_not_final() {
+        for s in JobStatus::ALL {
+            assert_eq!(s.can_become(JobStatus::Canceled), !s.is_final(), "{s}");
+        }
+    }
+
+    #[test]
+    fn a_job_cannot_skip_from_queued_to_running() {
+        assert!(!JobStatus::Queued.can_become(JobStatus::Running));
+        assert!(JobStatus::Pending.can_become(JobStatus::Dispatched));
+        assert!(!JobStatus::Completed.can_become(JobStatus::Failed));
+    }
+
+    #[test]
+    fn a_pin_without_engine_reads_as_the_none_engine() {
+        let p: CasePin = serde_json::from_str(r#"{"slug":"snake","version":"1.0.0","variant":"default"}"#).unwrap();
+        assert_eq!(p.engine, "none");
+    }
+
+    #[test]
+    fn the_engine_is_part_of_the_cell_identity() {
+        let c = Combination::Harness { harness: "cc".into(), model: "m".into(), provider: None };
+        assert_ne!(CellKey::of(&pin("none"), &c), CellKey::of(&pin("godot"), &c));
+        assert_eq!(CellKey::of(&pin("none"), &c).0, "snake@1.0.0/default/none × cc/m");
+    }
+
+    #[test]
+    fn a_gg_cell_is_its_config_id_and_every_bound_model() {
+        let a = Combination::Gg {
+            gg_config_id: "gg_1".into(),
+            bindings: BTreeMap::from([("root".into(), "m1".into()), ("reviewer".into(), "m2".into())]),
+        };
+        let b = Combination::Gg {
+            gg_config_id: "gg_1".into(),
+            bindings: BTreeMap::from([("root".into(), "m1".into()), ("reviewer".into(), "m3".into())]),
+        };
+        assert_ne!(CellKey::of(&pin("none"), &a), CellKey::of(&pin("none"), &b));
+        assert_eq!(CellKey::of(&pin("none"), &a).0, "snake@1.0.0/default/none × gg:gg_1[reviewer=m2,root=m1]");
+        assert_eq!(a.harness(), GG_HARNESS);
+    }
+
+    #[test]
+    fn origins_keep_their_prefix() {
+        assert_eq!(Origin::parse("plan:p1").unwrap(), Origin::Plan("p1".into()));
+        assert_ne!(Origin::parse("plan:x").unwrap(), Origin::parse("ladder:x").unwrap());
+        assert!(Origin::parse("x:1").is_err());
+        assert!(Origin::parse("plan:").is_err());
+    }
+
+    #[test]
+    fn a_retry_inherits_nothing_when_the_origin_is_paused() {
+        let o = Origin::Plan("p".into());
+        assert_eq!(retry_decision(1, true, Some(&o), false), RetryDecision::Retry { attempt: 2 });
+        assert_eq!(retry_decision(1, true, Some(&o), true), RetryDecision::Withheld);
+        assert_eq!(retry_decision(1, true, None, true), RetryDecision::Retry { attempt: 2 });
+        assert_eq!(retry_decision(MAX_ATTEMPTS, true, None, false), RetryDecision::Exhausted);
+        assert_eq!(retry_decision(1, false, None, false), RetryDecision::NotRetryable);
+    }
+}
+
+/// A job as stored and shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Job {
+    pub id: String,
+    pub queue_seq: i64,
+    pub status: JobStatus,
+    pub case: CasePin,
+    pub combination: Combination,
+    /// The gg configuration's name as it was at launch (the run records it).
+    pub gg_config_name: Option<String>,
+    /// The cell identity this job counts toward.
+    pub cell_key: String,
+    /// The case version's test type, when the version was ingested at launch.
+    pub test_type: Option<crate::catalogue::TestType>,
+    pub user_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub origin: Option<Origin>,
+    pub attempt: i64,
+    /// The job this one retries after an infrastructure failure.
+    pub retry_of: Option<String>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub timestamps: JobTimestamps,
+}
+
+/// When the job entered each state (ms since the epoch, UTC).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct JobTimestamps {
+    pub queued_at: Option<i64>,
+    pub pending_at: Option<i64>,
+    pub dispatched_at: Option<i64>,
+    pub starting_at: Option<i64>,
+    pub running_at: Option<i64>,
+    pub completed_at: Option<i64>,
+    pub failed_at: Option<i64>,
+    pub canceled_at: Option<i64>,
+}
+
+/// A job launched by hand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LaunchInput {
+    pub case: CasePin,
+    pub combination: Combination,
+}
+
+impl LaunchInput {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        self.case.validate("case")?;
+        self.combination.validate_shape()
+    }
+}
+
+/// One recorded status change, in global order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct JobTransition {
+    pub seq: i64,
+    pub job_id: String,
+    pub harness: String,
+    pub queue_seq: i64,
+    pub from: Option<JobStatus>,
+    pub to: JobStatus,
+    pub at: i64,
+}

@@ -1,0 +1,17 @@
+//! belay's rules as pure functions over plain data.
+//!
+//! Nothing here does IO, reads a clock or draws randomness: time and ids are passed in, so every
+//! rule can be tested with the specification's own examples. The store, the activities, the
+//! workflows and the API call into this crate for every decision they make.
+
+pub mod adapter;
+pub mod catalogue;
+pub mod dispatch;
+pub mod ids;
+pub mod job;
+pub mod launch;
+pub mod review;
+pub mod run;
+pub mod validation;
+
+pub use validation::ValidationError;

@@ -1,0 +1,137 @@
+//! Reviews: a rating per domain for a standard run, a category for a game-jam run.
+//!
+//! A run's displayed rating is the worst domain across every reviewer. Nothing that gates or
+//! buffers may read it: those read one account's own review.
+
+use crate::catalogue::TestType;
+use crate::validation::{ValidationError, check_slug, check_text};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// A domain rating, worst first: `broken < scuffed < passable < great < flawless`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Rating {
+    Broken,
+    Scuffed,
+    Passable,
+    Great,
+    Flawless,
+}
+
+/// The game-jam category scale, 💩 (worst) to 💎 (best).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum JamCategory {
+    /// 💩
+    Poop,
+    /// 🧱
+    Brick,
+    /// 🥈
+    Silver,
+    /// 🥇
+    Gold,
+    /// 💎
+    Diamond,
+}
+
+/// A review as submitted: `ratings` for a standard run, `category` for a game-jam run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewInput {
+    #[serde(default)]
+    pub ratings: Option<BTreeMap<String, Rating>>,
+    #[serde(default)]
+    pub category: Option<JamCategory>,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl ReviewInput {
+    /// Checks the review's shape against the run's test type.
+    pub fn validate_for(&self, test_type: TestType) -> Result<(), ValidationError> {
+        if let Some(n) = &self.note {
+            check_text("note", n, 10_000)?;
+        }
+        match test_type {
+            TestType::Performance => Err(ValidationError::new(
+                "runId",
+                "performance runs are graded by machine and take no review",
+            )),
+            TestType::GameJam => {
+                if self.ratings.is_some() {
+                    return Err(ValidationError::new("ratings", "a game-jam run is reviewed with a category, not domain ratings"));
+                }
+                if self.category.is_none() {
+                    return Err(ValidationError::new("category", "a game-jam run needs a category (poop, brick, silver, gold, diamond)"));
+                }
+                Ok(())
+            }
+            TestType::Standard => {
+                if self.category.is_some() {
+                    return Err(ValidationError::new("category", "only a game-jam run takes a category"));
+                }
+                let Some(r) = &self.ratings else {
+                    return Err(ValidationError::new("ratings", "a standard run needs a rating per domain"));
+                };
+                if r.is_empty() || r.len() > 32 {
+                    return Err(ValidationError::new("ratings", "must rate 1 to 32 domains"));
+                }
+                for d in r.keys() {
+                    check_slug(&format!("ratings.{d}"), d, 64)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The worst domain of one review.
+pub fn worst_domain(ratings: &BTreeMap<String, Rating>) -> Option<Rating> {
+    ratings.values().copied().min()
+}
+
+/// A run's displayed rating: the worst domain across every reviewer's review.
+pub fn displayed_rating<'a>(reviews: impl IntoIterator<Item = &'a BTreeMap<String, Rating>>) -> Option<Rating> {
+    reviews.into_iter().filter_map(worst_domain).min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(pairs: &[(&str, Rating)]) -> BTreeMap<String, Rating> {
+        pairs.iter().map(|(d, r)| (d.to_string(), *r)).collect()
+    }
+
+    #[test]
+    fn ratings_order_from_broken_to_flawless() {
+        assert!(Rating::Broken < Rating::Scuffed && Rating::Great < Rating::Flawless);
+    }
+
+    #[test]
+    fn the_displayed_rating_is_the_worst_domain_across_every_reviewer() {
+        let a = r(&[("gameplay", Rating::Great), ("visuals", Rating::Passable)]);
+        let b = r(&[("gameplay", Rating::Scuffed)]);
+        assert_eq!(displayed_rating([&a]), Some(Rating::Passable));
+        assert_eq!(displayed_rating([&a, &b]), Some(Rating::Scuffed));
+        assert_eq!(displayed_rating(Vec::<&BTreeMap<String, Rating>>::new()), None);
+    }
+
+    #[test]
+    fn a_game_jam_run_takes_a_category_and_no_ratings() {
+        let jam = ReviewInput { ratings: None, category: Some(JamCategory::Gold), note: None };
+        assert!(jam.validate_for(TestType::GameJam).is_ok());
+        assert_eq!(jam.validate_for(TestType::Standard).unwrap_err().field, "category");
+        let std = ReviewInput { ratings: Some(r(&[("gameplay", Rating::Great)])), category: None, note: None };
+        assert!(std.validate_for(TestType::Standard).is_ok());
+        assert_eq!(std.validate_for(TestType::GameJam).unwrap_err().field, "ratings");
+        assert!(std.validate_for(TestType::Performance).is_err());
+    }
+}

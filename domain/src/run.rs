@@ -1,0 +1,54 @@
+//! Runs: one completed job's recorded result, identified by its cell.
+
+use crate::catalogue::TestType;
+use crate::job::{CasePin, Combination};
+use crate::review::{JamCategory, Rating};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// An artifact a run kept, in the object store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact {
+    pub path: String,
+    pub key: String,
+    pub size: u64,
+}
+
+/// A run as stored and shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    pub id: String,
+    pub job_id: String,
+    pub case: CasePin,
+    pub combination: Combination,
+    pub gg_config_name: Option<String>,
+    pub cell_key: String,
+    pub test_type: TestType,
+    pub loaded: bool,
+    pub artifacts: Vec<Artifact>,
+    pub completed_at: i64,
+    /// The worst domain across every reviewer; for display only.
+    pub rating: Option<Rating>,
+    pub review_count: i64,
+}
+
+/// One account's review of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Review {
+    pub run_id: String,
+    pub account_id: String,
+    pub ratings: Option<BTreeMap<String, Rating>>,
+    pub category: Option<JamCategory>,
+    pub note: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}

@@ -1,0 +1,83 @@
+//! The one shape of a refused input: the field that is wrong and the rule it broke.
+//!
+//! The API turns it into a 422 whose message names both, so a caller knows what to fix.
+
+use std::fmt;
+
+/// An input that breaks a rule. `field` is the JSON path of the offending value
+/// (`combination.model`, `variants[2]`), `rule` says what a valid value looks like.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationError {
+    pub field: String,
+    pub rule: String,
+}
+
+impl ValidationError {
+    pub fn new(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self { field: field.into(), rule: rule.into() }
+    }
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.rule)
+    }
+}
+
+/// A lowercase identifier: `[a-z0-9]` first, then `[a-z0-9._-]`, at most `max` characters.
+pub fn check_slug(field: &str, value: &str, max: usize) -> Result<(), ValidationError> {
+    let ok_first = value.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let ok_rest = value
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'));
+    if value.is_empty() || !ok_first || !ok_rest || value.len() > max {
+        return Err(ValidationError::new(
+            field,
+            format!("must be 1-{max} characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit"),
+        ));
+    }
+    Ok(())
+}
+
+/// An identifier that may also carry upper case, `/` and `:` (model ids such as `org/model:tag`).
+pub fn check_name(field: &str, value: &str, max: usize) -> Result<(), ValidationError> {
+    let ok = !value.is_empty()
+        && value.len() <= max
+        && value.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '/' | '@'));
+    if !ok {
+        return Err(ValidationError::new(
+            field,
+            format!("must be 1-{max} characters of letters, digits, '.', '_', '-', ':', '/' or '@', starting with a letter or digit"),
+        ));
+    }
+    Ok(())
+}
+
+/// Free text that must not be blank.
+pub fn check_text(field: &str, value: &str, max: usize) -> Result<(), ValidationError> {
+    if value.trim().is_empty() || value.chars().count() > max {
+        return Err(ValidationError::new(field, format!("must be non-blank text of at most {max} characters")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slug_rejects_upper_case_and_names_the_field() {
+        let err = check_slug("slug", "Snake", 64).unwrap_err();
+        assert_eq!(err.field, "slug");
+        assert!(check_slug("slug", "snake-2d", 64).is_ok());
+        assert!(check_slug("slug", "", 64).is_err());
+        assert!(check_slug("slug", "-x", 64).is_err());
+    }
+
+    #[test]
+    fn a_model_name_may_carry_slashes_and_colons() {
+        assert!(check_name("model", "anthropic/claude-sonnet:4.5", 128).is_ok());
+        assert!(check_name("model", "bad name", 128).is_err());
+    }
+}

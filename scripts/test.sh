@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The one command that runs belay's whole test suite; CI runs exactly this.
+#
+#   scripts/test.sh
+#
+# Installs missing prerequisites (scripts/setup.sh), starts a throwaway
+# PostgreSQL (scripts/pg-start.sh; left running for the next run, stop it with
+# scripts/pg-stop.sh), checks compose.yaml, builds every target and runs every
+# test: the store tests on SQLite and Postgres, the workflow and activity tests
+# against Temporal dev servers they start themselves from BELAY_TEMPORAL_BIN.
+#
+# Environment:
+#   CARGO_TARGET_DIR   build directory (default $BELAY_TARGET_DIR, else /var/tmp/belay-target)
+#   BELAY_CLIPPY=1     also run clippy with -D warnings
+#   and those of setup.sh and pg-start.sh.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+cd "$here/.."
+
+step() { belay_log ""; belay_log "==> $*"; }
+
+step "prerequisites"
+line=$(bash scripts/setup.sh | tail -n 1)
+export BELAY_TEMPORAL_BIN=${line#BELAY_TEMPORAL_BIN=}
+[ -x "$BELAY_TEMPORAL_BIN" ] || belay_die "scripts/setup.sh printed no usable BELAY_TEMPORAL_BIN"
+
+step "postgres"
+line=$(bash scripts/pg-start.sh | tail -n 1)
+export BELAY_TEST_POSTGRES_URL=${line#BELAY_TEST_POSTGRES_URL=}
+[ -n "$BELAY_TEST_POSTGRES_URL" ] || belay_die "scripts/pg-start.sh printed no BELAY_TEST_POSTGRES_URL"
+belay_log "BELAY_TEST_POSTGRES_URL=$BELAY_TEST_POSTGRES_URL (left running; stop it with scripts/pg-stop.sh)"
+# Each store test creates its own belay_t_<hex> database; drop those an earlier run left.
+psql "$BELAY_TEST_POSTGRES_URL" -Atqc "select datname from pg_database where datname like 'belay\_t\_%'" |
+    while read -r db; do psql "$BELAY_TEST_POSTGRES_URL" -qc "drop database if exists \"$db\"" >/dev/null; done
+
+step "compose.yaml"
+if docker compose version >/dev/null 2>&1; then
+    docker compose -f compose.yaml config -q
+elif command -v docker-compose >/dev/null 2>&1; then
+    docker-compose -f compose.yaml config -q
+else
+    belay_log "skipped: neither 'docker compose' nor 'docker-compose' is installed"
+fi
+
+belay_export_target_dir
+belay_log ""
+belay_log "CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
+
+step "cargo build --workspace --all-targets"
+cargo build --workspace --all-targets
+
+if [ "${BELAY_CLIPPY:-0}" = 1 ]; then
+    step "cargo clippy --workspace --all-targets -- -D warnings"
+    cargo clippy --workspace --all-targets -- -D warnings
+fi
+
+if cargo nextest --version >/dev/null 2>&1; then
+    step "cargo nextest run --workspace --no-fail-fast"
+    nextest_status=0
+    cargo nextest run --workspace --no-fail-fast || nextest_status=$?
+    # nextest does not run doctests.
+    step "cargo test --workspace --doc --no-fail-fast"
+    cargo test --workspace --doc --no-fail-fast
+    [ "$nextest_status" -eq 0 ] || belay_die "cargo nextest run failed (exit $nextest_status)"
+else
+    step "cargo test --workspace --no-fail-fast"
+    cargo test --workspace --no-fail-fast
+fi
+
+step "all tests passed"

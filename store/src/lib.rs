@@ -1,0 +1,178 @@
+//! All of belay's SQL, behind one repository API that serves SQLite and PostgreSQL alike.
+//!
+//! Both backends go through sqlx's `Any` driver with one SQL text each: lowercase SQL, `$n`
+//! placeholders, times as integer milliseconds, booleans as 0/1 integers and JSON as text, so the
+//! same statement runs on both. Where the dialects differ, the difference is named in
+//! [`Backend`] and nowhere else.
+
+pub mod accounts;
+pub mod catalogue;
+pub mod events;
+pub mod jobs;
+mod migrate;
+pub mod plans;
+mod rows;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod runs;
+
+use belay_domain::ValidationError;
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Executor};
+use std::sync::Once;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Which database a [`Store`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn from_url(url: &str) -> Result<Self, StoreError> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(StoreError::Config(format!(
+                "DATABASE_URL must start with sqlite: or postgres://, got {:?}",
+                url.split(':').next().unwrap_or_default()
+            )))
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// Failures of the store. Expected outcomes (a claim that found nothing, a cancel of a finished
+/// job) are values in the return types, not errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("{what} {id} not found")]
+    NotFound { what: &'static str, id: String },
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    #[error("stored data is not readable: {0}")]
+    Corrupt(String),
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl StoreError {
+    pub(crate) fn not_found(what: &'static str, id: impl Into<String>) -> Self {
+        StoreError::NotFound { what, id: id.into() }
+    }
+
+    /// Whether retrying the same call later may succeed (the database was unreachable or busy).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Database(
+                sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed
+            )
+        ) || matches!(self, StoreError::Database(sqlx::Error::Database(e)) if {
+            let m = e.message();
+            m.contains("database is locked") || m.contains("deadlock") || m.contains("could not serialize")
+        })
+    }
+}
+
+/// The repository handle: cheap to clone, shared by every caller.
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+static DRIVERS: Once = Once::new();
+
+impl Store {
+    /// Connects to `sqlite:…` (the file is created if missing) or `postgres://…`.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, 16).await
+    }
+
+    pub async fn connect_with(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        DRIVERS.call_once(install_default_drivers);
+        let backend = Backend::from_url(url)?;
+        let url = match backend {
+            Backend::Sqlite if !url.contains("mode=") => {
+                format!("{url}{}mode=rwc", if url.contains('?') { '&' } else { '?' })
+            }
+            _ => url.to_string(),
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(30))
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        conn.execute("pragma journal_mode = wal").await?;
+                        conn.execute("pragma synchronous = normal").await?;
+                        conn.execute("pragma foreign_keys = on").await?;
+                        conn.execute("pragma busy_timeout = 10000").await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await?;
+        Ok(Store { pool, backend })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Begins a transaction that reads and then writes. On SQLite its first statement is a write,
+    /// so the transaction holds the write lock from the start: a deferred transaction that read
+    /// first could not upgrade once another writer committed, and would fail at once instead of
+    /// waiting its turn.
+    pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if self.backend == Backend::Sqlite {
+            sqlx::query("update dispatcher_lock set claims = claims where id = 1").execute(&mut *tx).await?;
+        }
+        Ok(tx)
+    }
+
+    /// Applies every migration not yet applied; returns how many ran.
+    pub async fn migrate(&self) -> Result<usize, StoreError> {
+        migrate::run(self).await
+    }
+
+    /// A round trip to the database, for readiness checks.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("select 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Milliseconds since the epoch, UTC.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A fresh random id body: 32 lowercase hex digits.
+pub(crate) fn new_id_body() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}

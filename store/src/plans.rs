@@ -1,0 +1,53 @@
+//! The little of plans and ladders the run lane needs: whether a job's origin is paused, so a
+//! retry can be withheld. The coverage and ladder features own these tables and extend them.
+
+use crate::{Store, StoreError, now_ms};
+use belay_domain::job::Origin;
+use sqlx::{Any, Executor, Row};
+
+/// Whether the plan or ladder `origin` names is paused (a ladder is paused while disabled).
+/// An origin whose plan or ladder no longer exists is not paused.
+pub async fn origin_paused<'e>(exec: impl Executor<'e, Database = Any>, origin: &Origin) -> Result<bool, StoreError> {
+    let row = match origin {
+        Origin::Plan(id) => sqlx::query("select paused as held from coverage_plans where id = $1").bind(id).fetch_optional(exec).await?,
+        Origin::Ladder(id) => {
+            sqlx::query("select 1 - enabled as held from ladders where id = $1").bind(id).fetch_optional(exec).await?
+        }
+    };
+    Ok(match row {
+        Some(r) => r.try_get::<i64, _>("held")? != 0,
+        None => false,
+    })
+}
+
+impl Store {
+    /// Records a plan's pause flag (creating the plan's row if needed).
+    pub async fn set_plan_paused(&self, plan_id: &str, account_id: &str, paused: bool) -> Result<(), StoreError> {
+        sqlx::query(
+            r#"insert into coverage_plans (id, account_id, paused, created_at) values ($1, $2, $3, $4)
+               on conflict (id) do update set paused = excluded.paused"#,
+        )
+        .bind(plan_id)
+        .bind(account_id)
+        .bind(paused as i64)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Records a ladder's enabled flag (creating the ladder's row if needed).
+    pub async fn set_ladder_enabled(&self, ladder_id: &str, account_id: &str, enabled: bool) -> Result<(), StoreError> {
+        sqlx::query(
+            r#"insert into ladders (id, account_id, enabled, created_at) values ($1, $2, $3, $4)
+               on conflict (id) do update set enabled = excluded.enabled"#,
+        )
+        .bind(ladder_id)
+        .bind(account_id)
+        .bind(enabled as i64)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+}

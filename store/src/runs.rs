@@ -1,0 +1,148 @@
+//! Runs and reviews. One review per (run, account), replaceable; a run's displayed rating is the
+//! worst domain across every reviewer, computed on read and never used for a decision.
+
+use crate::rows::{self, json, to_json};
+use crate::{Store, StoreError, events, now_ms};
+use belay_domain::review::{JamCategory, Rating, ReviewInput, displayed_rating};
+use belay_domain::run::{Artifact, Review, Run};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+use std::collections::BTreeMap;
+
+const RUN_COLUMNS: &str = "id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model, provider, \
+     gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, loaded, artifacts, completed_at";
+
+/// Which runs a listing returns.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub cell_key: Option<String>,
+    pub job_id: Option<String>,
+    pub limit: i64,
+}
+
+fn review_row(r: &AnyRow) -> Result<Review, StoreError> {
+    let ratings: Option<String> = r.try_get("ratings")?;
+    let category: Option<String> = r.try_get("category")?;
+    Ok(Review {
+        run_id: r.try_get("run_id")?,
+        account_id: r.try_get("account_id")?,
+        ratings: ratings.as_deref().map(|t| json::<BTreeMap<String, Rating>>(t, "ratings")).transpose()?,
+        category: category.as_deref().map(|t| json::<JamCategory>(t, "category")).transpose()?,
+        note: r.try_get("note")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+impl Store {
+    async fn run_from_row(&self, r: &AnyRow) -> Result<Run, StoreError> {
+        let id: String = r.try_get("id")?;
+        let reviews = self.reviews_of(&id).await?;
+        let rating = displayed_rating(reviews.iter().filter_map(|rv| rv.ratings.as_ref()));
+        Ok(Run {
+            job_id: r.try_get("job_id")?,
+            case: rows::pin(r)?,
+            combination: rows::combination(r)?,
+            gg_config_name: r.try_get("gg_config_name")?,
+            cell_key: r.try_get("cell_key")?,
+            test_type: rows::test_type(&r.try_get::<String, _>("test_type")?)?,
+            loaded: r.try_get::<i64, _>("loaded")? != 0,
+            artifacts: json::<Vec<Artifact>>(&r.try_get::<String, _>("artifacts")?, "artifacts")?,
+            completed_at: r.try_get("completed_at")?,
+            rating,
+            review_count: reviews.len() as i64,
+            id,
+        })
+    }
+
+    pub async fn get_run(&self, id: &str) -> Result<Option<Run>, StoreError> {
+        let sql = format!("select {RUN_COLUMNS} from runs where id = $1");
+        match sqlx::query(&sql).bind(id).fetch_optional(self.pool()).await? {
+            Some(r) => Ok(Some(self.run_from_row(&r).await?)),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn run_of_job(&self, job_id: &str) -> Result<Option<Run>, StoreError> {
+        let sql = format!("select {RUN_COLUMNS} from runs where job_id = $1");
+        match sqlx::query(&sql).bind(job_id).fetch_optional(self.pool()).await? {
+            Some(r) => Ok(Some(self.run_from_row(&r).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs, newest first.
+    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        let mut sql = format!("select {RUN_COLUMNS} from runs where 1 = 1");
+        let mut n = 1;
+        if filter.cell_key.is_some() {
+            n += 1;
+            sql.push_str(&format!(" and cell_key = ${n}"));
+        }
+        if filter.job_id.is_some() {
+            n += 1;
+            sql.push_str(&format!(" and job_id = ${n}"));
+        }
+        sql.push_str(" order by completed_at desc, id desc limit $1");
+        let mut q = sqlx::query(&sql).bind(filter.limit.clamp(1, 1000));
+        if let Some(c) = &filter.cell_key {
+            q = q.bind(c);
+        }
+        if let Some(j) = &filter.job_id {
+            q = q.bind(j);
+        }
+        let rows = q.fetch_all(self.pool()).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(self.run_from_row(r).await?);
+        }
+        Ok(out)
+    }
+
+    /// Every review of a run.
+    pub async fn reviews_of(&self, run_id: &str) -> Result<Vec<Review>, StoreError> {
+        let rows = sqlx::query(
+            "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 order by created_at, account_id",
+        )
+        .bind(run_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(review_row).collect()
+    }
+
+    /// Submits (or replaces) `account_id`'s review of a run. The input must already have been
+    /// checked against the run's test type.
+    pub async fn submit_review(&self, run_id: &str, account_id: &str, input: &ReviewInput) -> Result<Review, StoreError> {
+        let run = self.get_run(run_id).await?.ok_or_else(|| StoreError::not_found("run", run_id))?;
+        input.validate_for(run.test_type)?;
+        let now = now_ms();
+        let worst = input.ratings.as_ref().and_then(belay_domain::review::worst_domain);
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            r#"insert into reviews (run_id, account_id, ratings, category, worst, note, created_at, updated_at)
+               values ($1, $2, $3, $4, $5, $6, $7, $7)
+               on conflict (run_id, account_id) do update set ratings = excluded.ratings, category = excluded.category,
+                   worst = excluded.worst, note = excluded.note, updated_at = excluded.updated_at"#,
+        )
+        .bind(run_id)
+        .bind(account_id)
+        .bind(input.ratings.as_ref().map(to_json))
+        .bind(input.category.as_ref().map(to_json))
+        .bind(worst.map(|w| to_json(&w)))
+        .bind(&input.note)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        events::append(&mut *tx, run_id, "review.submitted", &serde_json::json!({ "accountId": account_id })).await?;
+        let row = sqlx::query(
+            "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 and account_id = $2",
+        )
+        .bind(run_id)
+        .bind(account_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let review = review_row(&row)?;
+        tx.commit().await?;
+        Ok(review)
+    }
+}

@@ -1,0 +1,45 @@
+//! Fresh, migrated databases for tests: a SQLite file in a temporary directory, or a new
+//! database in the PostgreSQL server named by `BELAY_TEST_POSTGRES_URL` (which
+//! `scripts/test.sh` starts). Every store test runs against both.
+
+use crate::{Backend, Store};
+
+/// A migrated store that lives as long as this value (SQLite) or until the test server is reset
+/// (PostgreSQL databases are named `belay_t_<hex>`; `scripts/test.sh` drops them).
+pub struct TestDb {
+    pub store: Store,
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The PostgreSQL server tests use. Its absence is an error, not a skip: a store suite that ran
+/// on one backend only would pass while proving half of what it claims.
+pub fn postgres_admin_url() -> String {
+    std::env::var("BELAY_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!("BELAY_TEST_POSTGRES_URL is not set: run the tests with scripts/test.sh, which starts PostgreSQL")
+    })
+}
+
+pub async fn fresh(backend: Backend) -> TestDb {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!("sqlite:{}", dir.path().join("belay.db").display());
+            let store = Store::connect(&url).await.expect("connect sqlite");
+            store.migrate().await.expect("migrate sqlite");
+            TestDb { store, url, _dir: Some(dir) }
+        }
+        Backend::Postgres => {
+            let admin_url = postgres_admin_url();
+            let name = format!("belay_t_{}", crate::new_id_body());
+            let admin = Store::connect_with(&admin_url, 1).await.expect("connect postgres admin");
+            sqlx::query(&format!("create database {name}")).execute(admin.pool()).await.expect("create database");
+            admin.close().await;
+            let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url);
+            let url = format!("{base}/{name}");
+            let store = Store::connect(&url).await.expect("connect postgres");
+            store.migrate().await.expect("migrate postgres");
+            TestDb { store, url, _dir: None }
+        }
+    }
+}
