@@ -1,1 +1,21 @@
-//! placeholder
+//! Activity implementations: thin adapters from the contracts in `belay_workflows::contracts`
+//! to the store, the harness adapter runner and (later) git, the sandbox and the model API.
+//!
+//! Retryable versus fatal is decided here, once: database outages retry, bad input does not.
+
+pub mod adapter_run;
+pub mod harness;
+pub mod store;
+
+use temporalio_common::error::ApplicationFailure;
+use temporalio_sdk::activities::ActivityError;
+
+/// A failure the activity's retry policy should retry (the next attempt may succeed).
+pub(crate) fn retryable(e: impl std::error::Error + Send + Sync + 'static) -> ActivityError {
+    ActivityError::application(ApplicationFailure::new(e))
+}
+
+/// A failure no retry can fix.
+pub(crate) fn fatal(e: impl std::error::Error + Send + Sync + 'static) -> ActivityError {
+    ActivityError::application(ApplicationFailure::non_retryable(e))
+}

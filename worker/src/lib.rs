@@ -1,1 +1,159 @@
-//! placeholder
+//! Hosts belay's workflows and activity pools, each on its own task queue.
+//!
+//! `belay worker --pools git,sandbox` serves only those queues, so each pool scales on its own;
+//! `belay dev` runs every pool in its own process.
+
+use anyhow::{Context, bail};
+use belay_activities::harness::HarnessActivities;
+use belay_activities::store::StoreActivities;
+use belay_store::Store;
+use belay_workflows::dispatcher::DispatcherInput;
+use belay_workflows::{DispatcherWorkflow, RunWorkflow, queues};
+use object_store::ObjectStore;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use temporalio_client::{
+    Client, ClientOptions, ConnectionOptions, Url, WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
+};
+use temporalio_sdk::runtime::RuntimeOptions;
+use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+use tracing::{info, warn};
+
+/// A worker pool, by its `--pools` name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Pool {
+    Workflows,
+    Db,
+    Git,
+    Sandbox,
+    Llm,
+    Browser,
+    Harness,
+}
+
+impl Pool {
+    pub const ALL: [Pool; 7] = [Pool::Workflows, Pool::Db, Pool::Git, Pool::Sandbox, Pool::Llm, Pool::Browser, Pool::Harness];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Pool::Workflows => "workflows",
+            Pool::Db => "db",
+            Pool::Git => "git",
+            Pool::Sandbox => "sandbox",
+            Pool::Llm => "llm",
+            Pool::Browser => "browser",
+            Pool::Harness => "harness",
+        }
+    }
+
+    pub fn task_queue(self) -> &'static str {
+        queues::POOLS.iter().find(|(n, _)| *n == self.name()).map(|(_, q)| *q).expect("every pool has a queue")
+    }
+
+    /// Parses a comma-separated `--pools` list.
+    pub fn parse_list(s: &str) -> anyhow::Result<Vec<Pool>> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some(p) = Pool::ALL.into_iter().find(|p| p.name() == part) else {
+                bail!("--pools: unknown pool {part:?}; expected some of workflows,db,git,sandbox,llm,browser,harness");
+            };
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        if out.is_empty() {
+            bail!("--pools: name at least one pool");
+        }
+        Ok(out)
+    }
+}
+
+/// Connects a Temporal client to `address` (`host:port`).
+pub async fn connect_temporal(address: &str, namespace: &str, identity: &str) -> anyhow::Result<Client> {
+    let url = if address.contains("://") { address.to_string() } else { format!("http://{address}") };
+    let conn = ConnectionOptions::new(Url::parse(&url).with_context(|| format!("BELAY_TEMPORAL_ADDRESS {address:?}"))?)
+        .identity(identity.to_string())
+        .build();
+    Client::connect(conn, ClientOptions::new(namespace.to_string()).build())
+        .await
+        .with_context(|| format!("connecting to Temporal at {address}"))
+}
+
+/// Starts the dispatcher if it is not running, and wakes it.
+pub async fn ensure_dispatcher(client: &Client) -> anyhow::Result<()> {
+    let opts = WorkflowStartOptions::new(queues::WORKFLOWS, queues::DISPATCHER_ID)
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .build();
+    client.start_workflow(DispatcherWorkflow::run, DispatcherInput::default(), opts).await.context("starting the dispatcher")?;
+    wake_dispatcher(client).await
+}
+
+/// Signals the dispatcher that something changed.
+pub async fn wake_dispatcher(client: &Client) -> anyhow::Result<()> {
+    client
+        .get_workflow_handle::<DispatcherWorkflow>(queues::DISPATCHER_ID)
+        .signal(DispatcherWorkflow::wake, (), WorkflowSignalOptions::default())
+        .await
+        .context("waking the dispatcher")?;
+    Ok(())
+}
+
+/// What the pools need.
+pub struct WorkerDeps {
+    pub client: Client,
+    pub store: Store,
+    pub objects: Arc<dyn ObjectStore>,
+    /// Scratch space for harness adapters.
+    pub work_root: PathBuf,
+}
+
+/// Runs the given pools until `shutdown` resolves, then drains them.
+///
+/// Temporal workers are not `Send`, so this future must be awaited on the task that owns it
+/// (the binary's main task), not spawned.
+pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let runtime = Runtime::from_current_tokio(RuntimeOptions::builder().build().map_err(anyhow::Error::msg)?)?;
+    let mut workers = Vec::new();
+    for &pool in pools {
+        let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));
+        let options = match pool {
+            Pool::Workflows => base.register_workflow::<DispatcherWorkflow>()?.register_workflow::<RunWorkflow>()?.build(),
+            Pool::Db => base.register_activities(StoreActivities { store: deps.store.clone() }).build(),
+            Pool::Harness => {
+                std::fs::create_dir_all(&deps.work_root).with_context(|| format!("creating {}", deps.work_root.display()))?;
+                base.register_activities(HarnessActivities { objects: deps.objects.clone(), work_root: deps.work_root.clone() })
+                    .build()
+            }
+            Pool::Git | Pool::Sandbox | Pool::Llm | Pool::Browser => {
+                warn!(pool = pool.name(), "this pool has no activities yet; not polling its queue");
+                continue;
+            }
+        };
+        workers.push((pool, Worker::new(&runtime, deps.client.clone(), options)?));
+    }
+    if pools.contains(&Pool::Workflows) {
+        ensure_dispatcher(&deps.client).await?;
+    }
+    info!(pools = ?workers.iter().map(|(p, _)| p.name()).collect::<Vec<_>>(), "worker pools started");
+    let stops: Vec<_> = workers.iter().map(|(_, w)| w.shutdown_handle()).collect();
+    let runs = futures::future::join_all(workers.iter_mut().map(|(_, w)| w.run()));
+    let stopper = async {
+        shutdown.await;
+        info!("stopping worker pools");
+        for stop in &stops {
+            stop();
+        }
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        results = runs => {
+            for r in results {
+                r?;
+            }
+        }
+        _ = stopper => {}
+    }
+    Ok(())
+}

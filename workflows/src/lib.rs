@@ -1,1 +1,15 @@
-//! placeholder
+//! belay's Temporal workflows and the activity contracts they call.
+//!
+//! Workflows only sequence: every decision is a call into `belay-domain`, every effect an
+//! activity. This crate links no IO: the activities are declared here as contracts
+//! ([`contracts`]) and implemented in `belay-activities`, so each pool's worker serves them on its
+//! own task queue.
+
+pub mod contracts;
+pub mod dispatcher;
+pub mod queues;
+pub mod run;
+pub mod search;
+
+pub use dispatcher::DispatcherWorkflow;
+pub use run::RunWorkflow;

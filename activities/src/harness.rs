@@ -1,0 +1,60 @@
+//! HarnessActivities: the `belay.harness` pool. Runs one job's adapter as a local process
+//! (see [`crate::adapter_run`]), heartbeating while it runs, and keeps its artifacts in the
+//! object store.
+
+use crate::adapter_run::{AdapterRunError, run_adapter};
+use crate::{fatal, retryable};
+use belay_domain::adapter::JobFile;
+use belay_domain::catalogue::AdapterSpec;
+use belay_domain::run::Artifact;
+use belay_workflows::contracts::AdapterResult;
+use object_store::ObjectStore;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::instrument;
+
+pub struct HarnessActivities {
+    pub objects: Arc<dyn ObjectStore>,
+    /// A directory this worker owns; each job gets a fresh directory under it.
+    pub work_root: PathBuf,
+}
+
+/// How often a running adapter's activity heartbeats.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+
+#[activities]
+impl HarnessActivities {
+    #[activity(definition = belay_workflows::contracts::definitions::RunAdapter)]
+    #[instrument(skip_all, fields(job.id = %input.0.job_id, job.attempt = input.0.attempt), err(Debug))]
+    pub async fn run_adapter(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: (JobFile, AdapterSpec),
+    ) -> Result<AdapterResult, ActivityError> {
+        let (job, spec) = input;
+        let run = run_adapter(&spec, job, &self.work_root, self.objects.clone(), || {}, ctx.cancelled());
+        let heartbeat = async {
+            loop {
+                tokio::time::sleep(HEARTBEAT_EVERY).await;
+                // A failed heartbeat is reported again by the next one; the run goes on.
+                let _ = ctx.record_heartbeat(()).await;
+            }
+        };
+        let result = tokio::select! {
+            r = run => r,
+            _ = heartbeat => unreachable!("the heartbeat loop never ends"),
+        };
+        match result {
+            Ok(run) => Ok(AdapterResult {
+                outcome: run.outcome,
+                artifacts: run.artifacts.into_iter().map(|a| Artifact { path: a.path, key: a.key, size: a.size }).collect(),
+            }),
+            Err(AdapterRunError::Cancelled) => Err(ActivityError::cancelled()),
+            Err(e) if e.is_retryable() => Err(retryable(e)),
+            Err(e) => Err(fatal(e)),
+        }
+    }
+}

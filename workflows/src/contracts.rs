@@ -1,0 +1,115 @@
+//! Activity contracts: names, inputs and outputs. The workflows call these; `belay-activities`
+//! implements them. Activity names are stable strings: renaming one breaks running histories.
+
+use belay_domain::adapter::{AdapterOutcome, JobFile};
+use belay_domain::catalogue::AdapterSpec;
+use belay_domain::job::CasePin;
+use belay_domain::run::Artifact;
+use serde::{Deserialize, Serialize};
+use temporalio_common::ActivityError;
+use temporalio_macros::activity_definitions;
+
+/// A job the dispatcher claimed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimedJob {
+    pub job_id: String,
+    pub harness: String,
+    pub origin: Option<String>,
+}
+
+/// What a run learns when it takes its job from `dispatched` to `starting`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartedJob {
+    /// False when the job is no longer `dispatched` (it was cancelled): the run ends.
+    pub proceed: bool,
+    pub job_file: Option<JobFile>,
+    pub adapter: Option<AdapterSpec>,
+    pub case: Option<CasePin>,
+    /// The ingested version's variants and engines, or `None` if the version is not ingested.
+    pub version: Option<(Vec<String>, Vec<String>)>,
+}
+
+/// The harness adapter's outcome with the artifacts it kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdapterResult {
+    pub outcome: AdapterOutcome,
+    pub artifacts: Vec<Artifact>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompleteInput {
+    pub job_id: String,
+    pub loaded: bool,
+    pub artifacts: Vec<Artifact>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailInput {
+    pub job_id: String,
+    pub reason: String,
+    /// An infrastructure failure is retried as a new job; a pin problem is not.
+    pub infrastructure: bool,
+}
+
+/// How a job ended, as far as its run knows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ended {
+    pub status: String,
+    pub run_id: Option<String>,
+    pub retry_job_id: Option<String>,
+}
+
+/// Database activities, on the `belay.db` queue.
+pub struct StoreApi;
+
+#[activity_definitions]
+impl StoreApi {
+    /// Claims the next jobs in queue order under each harness cap (idempotent per claim key).
+    #[activity(name = "db.claim")]
+    pub fn claim(claim_key: String) -> Result<Vec<ClaimedJob>, ActivityError> {
+        unimplemented!()
+    }
+
+    /// dispatched → starting, and everything the run needs.
+    #[activity(name = "db.start_job")]
+    pub fn start_job(job_id: String) -> Result<StartedJob, ActivityError> {
+        unimplemented!()
+    }
+
+    /// starting → running. False when the job was cancelled meanwhile.
+    #[activity(name = "db.mark_running")]
+    pub fn mark_running(job_id: String) -> Result<bool, ActivityError> {
+        unimplemented!()
+    }
+
+    /// running → completed with a run row (once, however often it is called).
+    #[activity(name = "db.complete_job")]
+    pub fn complete_job(input: CompleteInput) -> Result<Ended, ActivityError> {
+        unimplemented!()
+    }
+
+    /// → failed, and the retry the rule decides on (once, however often it is called).
+    #[activity(name = "db.fail_job")]
+    pub fn fail_job(input: FailInput) -> Result<Ended, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Harness adapter activities, on the `belay.harness` queue.
+pub struct HarnessApi;
+
+#[activity_definitions]
+impl HarnessApi {
+    /// Runs the job's adapter, heartbeating; keeps its artifacts in the object store.
+    #[activity(name = "harness.run_adapter")]
+    pub fn run_adapter(input: (JobFile, AdapterSpec)) -> Result<AdapterResult, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// The marker types implementations name in `#[activity(definition = …)]` (the macro keeps its
+/// generated modules private, so they are re-exported here).
+pub mod definitions {
+    pub use super::harness_api::RunAdapter;
+    pub use super::store_api::{Claim, CompleteJob, FailJob, MarkRunning, StartJob};
+}

@@ -1,0 +1,131 @@
+//! DispatcherWorkflow: the one dispatcher (id `dispatcher`). It claims jobs strictly in queue
+//! order under each harness cap (the rule lives in `belay_domain::dispatch`, applied by the
+//! `db.claim` activity) and starts a RunWorkflow per claimed job. It is woken by a signal on
+//! every enqueue and every run end, with a timer as a backstop, and continues as new before its
+//! history grows large.
+//!
+//! No job is dispatched twice: each claim carries a key unique to this run and iteration, so a
+//! retried claim activity returns the jobs the first attempt claimed instead of claiming more,
+//! and each RunWorkflow's id is derived from its job id and never reused.
+
+use crate::contracts::{ClaimedJob, StoreApi};
+use crate::queues;
+use crate::run::{RunInput, RunWorkflow};
+use crate::search;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use temporalio_common::RetryPolicy;
+use temporalio_common::search_attributes::SearchAttributes;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ActivityOptions, ChildWorkflowOptions, ContinueAsNewOptions, ParentClosePolicy, SyncWorkflowContext, WorkflowContext,
+    WorkflowContextView, WorkflowIdReusePolicy, WorkflowResult,
+};
+
+/// How long the dispatcher sleeps without a wake-up signal before claiming again.
+pub const BACKSTOP: Duration = Duration::from_secs(15);
+/// Claims per run before continuing as new.
+pub const CLAIMS_PER_RUN: u64 = 400;
+/// History length past which the dispatcher continues as new.
+pub const MAX_HISTORY: u32 = 8_000;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DispatcherInput {
+    /// Wake-ups that arrived before the previous run continued as new.
+    pub carried_wakes: u64,
+}
+
+#[workflow]
+pub struct DispatcherWorkflow {
+    wakes: u64,
+    dispatched: u64,
+}
+
+#[workflow_methods]
+impl DispatcherWorkflow {
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, input: DispatcherInput) -> Self {
+        Self { wakes: input.carried_wakes, dispatched: 0 }
+    }
+
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
+        let run_id = ctx.run_id().to_string();
+        let mut seen_wakes = 0u64;
+        let mut claims = 0u64;
+        loop {
+            let key = format!("{run_id}:{claims}");
+            claims += 1;
+            let claimed: Vec<ClaimedJob> = ctx.execute_activity(StoreApi::claim, key, db_options()).await?;
+            let starts: Vec<_> = claimed
+                .iter()
+                .map(|job| ctx.start_child_workflow(RunWorkflow::run, RunInput { job_id: job.job_id.clone() }, child_options(job)))
+                .collect();
+            for started in temporalio_sdk::workflows::join_all(starts).await {
+                // A start refused because the run already exists means it was started before
+                // (the claim was replayed after a crash): nothing to do.
+                let _ = started;
+            }
+            ctx.state_mut(|s| s.dispatched += claimed.len() as u64);
+
+            if claims >= CLAIMS_PER_RUN || ctx.history_length() > MAX_HISTORY || ctx.continue_as_new_suggested() {
+                let carried = ctx.state(|s| s.wakes).saturating_sub(seen_wakes);
+                ctx.continue_as_new(DispatcherInput { carried_wakes: carried.min(1) }, ContinueAsNewOptions::default())?;
+            }
+            if !claimed.is_empty() {
+                continue; // more may be claimable at once
+            }
+            let wakes = ctx.state(|s| s.wakes);
+            if wakes > seen_wakes {
+                seen_wakes = wakes;
+                continue;
+            }
+            let mut timer = ctx.timer(BACKSTOP);
+            let mut woken = ctx.wait_condition(move |s| s.wakes > seen_wakes);
+            temporalio_sdk::workflows::select! {
+                _ = timer => {},
+                _ = woken => {},
+            };
+            seen_wakes = ctx.state(|s| s.wakes);
+        }
+    }
+
+    /// Something changed: a job was enqueued, a run ended, a job was cancelled.
+    #[signal]
+    pub fn wake(&mut self, _ctx: &mut SyncWorkflowContext<Self>) {
+        self.wakes += 1;
+    }
+
+    /// How many jobs this run of the dispatcher has started.
+    #[query]
+    pub fn dispatched(&self, _ctx: &WorkflowContextView) -> u64 {
+        self.dispatched
+    }
+}
+
+fn db_options() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
+        .task_queue(queues::DB.to_string())
+        .retry_policy(
+            RetryPolicy::builder()
+                .initial_interval(Duration::from_millis(200))
+                .backoff_coefficient(2.0)
+                .maximum_interval(Duration::from_secs(10))
+                .build(),
+        )
+        .build()
+}
+
+fn child_options(job: &ClaimedJob) -> ChildWorkflowOptions {
+    let mut attrs = vec![search::JOB_ID.value_set(job.job_id.clone()), search::HARNESS.value_set(job.harness.clone())];
+    if let Some(o) = &job.origin {
+        attrs.push(search::ORIGIN.value_set(o.clone()));
+    }
+    ChildWorkflowOptions::builder()
+        .workflow_id(queues::run_workflow_id(&job.job_id))
+        .task_queue(queues::WORKFLOWS.to_string())
+        .parent_close_policy(ParentClosePolicy::Abandon)
+        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+        .search_attributes(SearchAttributes::new(attrs))
+        .build()
+}

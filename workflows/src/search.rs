@@ -1,0 +1,12 @@
+//! Search attributes belay sets on its workflows, so operators find them in the Web UI by
+//! domain ids. `belay dev` registers them with the dev server; a production cluster registers
+//! them once with `temporal operator search-attribute create`.
+
+use temporalio_common::search_attributes::SearchAttributeKey;
+
+pub const JOB_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayJobId");
+pub const HARNESS: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayHarness");
+pub const ORIGIN: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayOrigin");
+
+/// Every attribute with its type name, as `temporal` expects them (`Name=Keyword`).
+pub const ALL: [(&str, &str); 3] = [("BelayJobId", "Keyword"), ("BelayHarness", "Keyword"), ("BelayOrigin", "Keyword")];
