@@ -98,3 +98,14 @@ impl StoreActivities {
         Ok(Ended { status: f.job.status.to_string(), run_id: None, retry_job_id: f.retry.map(|r| r.id) })
     }
 }
+
+/// The probe's no-op activity, served by the `db` pool.
+pub struct ProbeActivities;
+
+#[activities]
+impl ProbeActivities {
+    #[activity(definition = belay_workflows::contracts::probe_definitions::Echo)]
+    pub async fn echo(_ctx: ActivityContext, input: String) -> Result<String, ActivityError> {
+        Ok(input)
+    }
+}

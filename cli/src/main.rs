@@ -1,1 +1,123 @@
-fn main() {}
+//! `belay`: the one binary. `belay dev` runs everything on one machine; `belay api`,
+//! `belay worker` and `belay migrate` are the production processes; `belay bench` measures.
+
+mod bench;
+mod demo;
+mod dev;
+mod serve;
+mod temporal;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "belay", version, about = "Durable evaluation coverage and source verification on Temporal")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the database and Temporal are.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Conn {
+    /// `sqlite:PATH` or `postgres://…`.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: String,
+    /// Temporal frontend, `host:port`.
+    #[arg(long, env = "BELAY_TEMPORAL_ADDRESS", default_value = "127.0.0.1:7233")]
+    pub temporal_address: String,
+    #[arg(long, env = "BELAY_TEMPORAL_NAMESPACE", default_value = "default")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Storage {
+    /// Where belay keeps its files (object store, scratch space).
+    #[arg(long, env = "BELAY_DATA_DIR", default_value = ".belay")]
+    pub data_dir: PathBuf,
+    /// Object store directory (default: DATA_DIR/objects).
+    #[arg(long, env = "BELAY_OBJECT_STORE")]
+    pub object_store: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run everything on this machine: Temporal dev server, SQLite, every worker pool, the API.
+    Dev(dev::DevArgs),
+    /// Serve the HTTP API.
+    Api {
+        #[command(flatten)]
+        conn: Conn,
+        #[arg(long, env = "BELAY_API_HOST", default_value = "127.0.0.1")]
+        host: String,
+        #[arg(long, env = "BELAY_API_PORT", default_value_t = 8080)]
+        port: u16,
+    },
+    /// Run worker pools.
+    Worker {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        storage: Storage,
+        /// Comma-separated pools: workflows,db,git,sandbox,llm,browser,harness.
+        #[arg(long, env = "BELAY_POOLS", default_value = "workflows,db,git,sandbox,llm,browser,harness")]
+        pools: String,
+    },
+    /// Apply database migrations.
+    Migrate {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+    /// Accounts.
+    Account {
+        #[command(subcommand)]
+        command: AccountCommand,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AccountCommand {
+    /// Create an account and print its API token.
+    Create {
+        name: String,
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,temporalio_sdk_core=warn,tower_http=info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_tracing();
+    match cli.command {
+        Command::Dev(args) => dev::run(args).await,
+        Command::Api { conn, host, port } => serve::api(&conn, &host, port).await,
+        Command::Worker { conn, storage, pools } => serve::worker(&conn, &storage, &pools).await,
+        Command::Migrate { database_url } => {
+            let store = belay_store::Store::connect(&database_url).await?;
+            let n = store.migrate().await?;
+            println!("applied {n} migration(s)");
+            Ok(())
+        }
+        Command::Account { command: AccountCommand::Create { name, database_url } } => {
+            let store = belay_store::Store::connect(&database_url).await?;
+            let (account, token) = store.create_account(&name).await.context("creating the account")?;
+            eprintln!("created account {} ({})", account.name, account.id);
+            println!("{token}");
+            Ok(())
+        }
+        Command::Bench { command } => bench::run(command).await,
+    }
+}

@@ -39,16 +39,17 @@ pub fn check_slug(field: &str, value: &str, max: usize) -> Result<(), Validation
     Ok(())
 }
 
-/// An identifier that may also carry upper case, `/` and `:` (model ids such as `org/model:tag`).
+/// An identifier that may also carry upper case, `:` and `@` (model ids such as `claude-sonnet-4@20250514`).
+/// No `/`: such ids appear as one path segment in URLs.
 pub fn check_name(field: &str, value: &str, max: usize) -> Result<(), ValidationError> {
     let ok = !value.is_empty()
         && value.len() <= max
         && value.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '/' | '@'));
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@'));
     if !ok {
         return Err(ValidationError::new(
             field,
-            format!("must be 1-{max} characters of letters, digits, '.', '_', '-', ':', '/' or '@', starting with a letter or digit"),
+            format!("must be 1-{max} characters of letters, digits, '.', '_', '-', ':' or '@', starting with a letter or digit"),
         ));
     }
     Ok(())
@@ -76,8 +77,9 @@ mod tests {
     }
 
     #[test]
-    fn a_model_name_may_carry_slashes_and_colons() {
-        assert!(check_name("model", "anthropic/claude-sonnet:4.5", 128).is_ok());
+    fn a_model_name_may_carry_colons_but_not_slashes() {
+        assert!(check_name("model", "claude-sonnet:4.5", 128).is_ok());
+        assert!(check_name("model", "anthropic/claude", 128).is_err());
         assert!(check_name("model", "bad name", 128).is_err());
     }
 }

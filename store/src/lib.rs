@@ -162,6 +162,12 @@ impl Store {
         Ok(())
     }
 
+    /// Runs one administrative statement (`create database …`) on this connection's server.
+    pub async fn execute_admin(&self, sql: &str) -> Result<(), StoreError> {
+        self.pool.execute(sql).await?;
+        Ok(())
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
     }

@@ -5,18 +5,17 @@
 
 use anyhow::{Context, bail};
 use belay_activities::harness::HarnessActivities;
-use belay_activities::store::StoreActivities;
+use belay_activities::store::{ProbeActivities, StoreActivities};
 use belay_store::Store;
-use belay_workflows::dispatcher::DispatcherInput;
+use belay_workflows::probe::ProbeWorkflow;
 use belay_workflows::{DispatcherWorkflow, RunWorkflow, queues};
 use object_store::ObjectStore;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use temporalio_client::{
-    Client, ClientOptions, ConnectionOptions, Url, WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
-};
+use belay_workflows::client::ensure_dispatcher;
+use temporalio_client::Client;
 use temporalio_sdk::runtime::RuntimeOptions;
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use tracing::{info, warn};
@@ -70,36 +69,6 @@ impl Pool {
     }
 }
 
-/// Connects a Temporal client to `address` (`host:port`).
-pub async fn connect_temporal(address: &str, namespace: &str, identity: &str) -> anyhow::Result<Client> {
-    let url = if address.contains("://") { address.to_string() } else { format!("http://{address}") };
-    let conn = ConnectionOptions::new(Url::parse(&url).with_context(|| format!("BELAY_TEMPORAL_ADDRESS {address:?}"))?)
-        .identity(identity.to_string())
-        .build();
-    Client::connect(conn, ClientOptions::new(namespace.to_string()).build())
-        .await
-        .with_context(|| format!("connecting to Temporal at {address}"))
-}
-
-/// Starts the dispatcher if it is not running, and wakes it.
-pub async fn ensure_dispatcher(client: &Client) -> anyhow::Result<()> {
-    let opts = WorkflowStartOptions::new(queues::WORKFLOWS, queues::DISPATCHER_ID)
-        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
-        .build();
-    client.start_workflow(DispatcherWorkflow::run, DispatcherInput::default(), opts).await.context("starting the dispatcher")?;
-    wake_dispatcher(client).await
-}
-
-/// Signals the dispatcher that something changed.
-pub async fn wake_dispatcher(client: &Client) -> anyhow::Result<()> {
-    client
-        .get_workflow_handle::<DispatcherWorkflow>(queues::DISPATCHER_ID)
-        .signal(DispatcherWorkflow::wake, (), WorkflowSignalOptions::default())
-        .await
-        .context("waking the dispatcher")?;
-    Ok(())
-}
-
 /// What the pools need.
 pub struct WorkerDeps {
     pub client: Client,
@@ -119,8 +88,12 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
     for &pool in pools {
         let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));
         let options = match pool {
-            Pool::Workflows => base.register_workflow::<DispatcherWorkflow>()?.register_workflow::<RunWorkflow>()?.build(),
-            Pool::Db => base.register_activities(StoreActivities { store: deps.store.clone() }).build(),
+            Pool::Workflows => base
+                .register_workflow::<DispatcherWorkflow>()?
+                .register_workflow::<RunWorkflow>()?
+                .register_workflow::<ProbeWorkflow>()?
+                .build(),
+            Pool::Db => base.register_activities(StoreActivities { store: deps.store.clone() }).register_activities(ProbeActivities).build(),
             Pool::Harness => {
                 std::fs::create_dir_all(&deps.work_root).with_context(|| format!("creating {}", deps.work_root.display()))?;
                 base.register_activities(HarnessActivities { objects: deps.objects.clone(), work_root: deps.work_root.clone() })
@@ -134,7 +107,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
         workers.push((pool, Worker::new(&runtime, deps.client.clone(), options)?));
     }
     if pools.contains(&Pool::Workflows) {
-        ensure_dispatcher(&deps.client).await?;
+        ensure_dispatcher(&deps.client).await.context("starting the dispatcher")?;
     }
     info!(pools = ?workers.iter().map(|(p, _)| p.name()).collect::<Vec<_>>(), "worker pools started");
     let stops: Vec<_> = workers.iter().map(|(_, w)| w.shutdown_handle()).collect();

@@ -113,3 +113,19 @@ pub mod definitions {
     pub use super::harness_api::RunAdapter;
     pub use super::store_api::{Claim, CompleteJob, FailJob, MarkRunning, StartJob};
 }
+
+/// A no-op activity on the `belay.db` queue, for [`crate::probe::ProbeWorkflow`].
+pub struct ProbeApi;
+
+#[activity_definitions]
+impl ProbeApi {
+    #[activity(name = "probe.echo")]
+    pub fn echo(input: String) -> Result<String, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// The probe's marker type, likewise re-exported.
+pub mod probe_definitions {
+    pub use super::probe_api::Echo;
+}

@@ -5,8 +5,10 @@
 //! ([`contracts`]) and implemented in `belay-activities`, so each pool's worker serves them on its
 //! own task queue.
 
+pub mod client;
 pub mod contracts;
 pub mod dispatcher;
+pub mod probe;
 pub mod queues;
 pub mod run;
 pub mod search;

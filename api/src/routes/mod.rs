@@ -1,0 +1,8 @@
+//! Handlers, one module per resource.
+
+pub mod accounts;
+pub mod catalogue;
+pub mod events;
+pub mod health;
+pub mod jobs;
+pub mod runs;

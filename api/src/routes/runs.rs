@@ -1,0 +1,50 @@
+//! Runs and reviews. One review per (run, account), replaceable; the run's displayed rating is
+//! the worst domain across every reviewer.
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiJson, ApiQuery, Caller, int_param};
+use axum::Json;
+use axum::extract::{Path, State};
+use belay_domain::review::ReviewInput;
+use belay_domain::run::{Review, Run};
+use belay_store::runs::RunFilter;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+pub struct RunsQuery {
+    pub cell_key: Option<String>,
+    pub job_id: Option<String>,
+    pub limit: Option<String>,
+}
+
+/// Runs, newest first.
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(RunsQuery), responses((status = 200, body = [Run])))]
+pub async fn list(_c: Caller, State(s): State<AppState>, ApiQuery(q): ApiQuery<RunsQuery>) -> ApiResult<Json<Vec<Run>>> {
+    let filter = RunFilter { cell_key: q.cell_key, job_id: q.job_id, limit: int_param("limit", q.limit.as_deref(), 100, 1, 1000)? };
+    Ok(Json(s.store.list_runs(&filter).await?))
+}
+
+/// One run.
+#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(("id" = String, Path)), responses((status = 200, body = Run), (status = 404, body = ErrorBody)))]
+pub async fn get(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Run>> {
+    s.store.get_run(&id).await?.map(Json).ok_or_else(|| ApiError::not_found(format!("run {id} not found")))
+}
+
+/// Submits or replaces the caller's review: a rating per domain, or a category for a game-jam run.
+#[utoipa::path(post, path = "/v1/runs/{id}/review", tag = "runs", params(("id" = String, Path)), request_body = ReviewInput,
+    responses((status = 200, body = Review), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn review(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>, ApiJson(input): ApiJson<ReviewInput>) -> ApiResult<Json<Review>> {
+    let run = s.store.get_run(&id).await?.ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
+    input.validate_for(run.test_type)?;
+    Ok(Json(s.store.submit_review(&id, &a.id, &input).await?))
+}
+
+/// Every review of a run.
+#[utoipa::path(get, path = "/v1/runs/{id}/reviews", tag = "runs", params(("id" = String, Path)), responses((status = 200, body = [Review]), (status = 404, body = ErrorBody)))]
+pub async fn reviews(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Vec<Review>>> {
+    s.store.get_run(&id).await?.ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
+    Ok(Json(s.store.reviews_of(&id).await?))
+}

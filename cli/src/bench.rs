@@ -1,0 +1,353 @@
+//! `belay bench`: the measured figures. Each bench measures belay against a floor taken in the
+//! same run on the same machine, so the ratio means something on any machine.
+//!
+//! - `claim`: dispatcher claim throughput over 10,000 queued jobs on 10 harnesses, against
+//!   10,000 single-row conditional updates on the same backend.
+//! - `latency`: job enqueued → run recorded with a no-op adapter, against a bare one-activity
+//!   workflow on the same Temporal server and worker.
+//! - `dev-start`: `belay dev` cold start to ready, and the resident memory of its process tree.
+
+use crate::serve::object_store_at;
+use anyhow::{Context, bail};
+use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType};
+use belay_domain::job::{CasePin, Combination, JobStatus};
+use belay_store::jobs::NewJob;
+use belay_store::Store;
+use belay_worker::{Pool, WorkerDeps};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// Claim throughput against raw conditional updates, on SQLite and (with --postgres-url) PostgreSQL.
+    Claim {
+        #[arg(long, default_value_t = 10_000)]
+        jobs: usize,
+        #[arg(long, default_value_t = 10)]
+        harnesses: usize,
+        /// Cap of each harness.
+        #[arg(long, default_value_t = 10)]
+        cap: i64,
+        /// A PostgreSQL server where the bench may create databases.
+        #[arg(long, env = "BELAY_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+    },
+    /// Enqueued → run recorded, against a bare one-activity workflow (starts its own Temporal dev server).
+    Latency {
+        #[arg(long, default_value_t = 100)]
+        jobs: usize,
+    },
+    /// `belay dev` cold start to ready, and the resident memory of its process tree at rest.
+    DevStart {
+        /// Seconds to let it settle before reading memory.
+        #[arg(long, default_value_t = 10)]
+        rest: u64,
+    },
+}
+
+pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Claim { jobs, harnesses, cap, postgres_url } => {
+            claim_bench("sqlite", None, jobs, harnesses, cap).await?;
+            match postgres_url {
+                Some(url) => claim_bench("postgres", Some(&url), jobs, harnesses, cap).await?,
+                None => println!("postgres: skipped (no --postgres-url)"),
+            }
+            Ok(())
+        }
+        BenchCommand::Latency { jobs } => latency_bench(jobs).await,
+        BenchCommand::DevStart { rest } => dev_start_bench(rest).await,
+    }
+}
+
+/// A fresh database on `backend`: a temp SQLite file, or a new database on the server.
+async fn fresh_store(dir: &Path, postgres_url: Option<&str>, name: &str) -> anyhow::Result<Store> {
+    let url = match postgres_url {
+        None => format!("sqlite:{}", dir.join(format!("{name}.db")).display()),
+        Some(admin) => {
+            let db = format!("belay_bench_{name}_{}", std::process::id());
+            let a = Store::connect_with(admin, 1).await?;
+            a.execute_admin(&format!("drop database if exists {db}")).await?;
+            a.execute_admin(&format!("create database {db}")).await?;
+            a.close().await;
+            let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin);
+            format!("{base}/{db}")
+        }
+    };
+    let store = Store::connect(&url).await?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+fn job(harness: &str) -> NewJob {
+    NewJob {
+        case: CasePin { slug: "bench".into(), version: "1.0.0".into(), variant: "default".into(), engine: "none".into() },
+        combination: Combination::Harness { harness: harness.into(), model: "m".into(), provider: None },
+        gg_config_name: None,
+        capabilities: None,
+        test_type: Some(TestType::Standard),
+        user_id: None,
+        origin: None,
+        attempt: 1,
+        retry_of: None,
+    }
+}
+
+async fn seed_harnesses(store: &Store, n: usize, cap: i64) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for i in 0..n {
+        let name = format!("h{i}");
+        store
+            .create_harness(&HarnessInput {
+                name: name.clone(),
+                provider_routed: false,
+                max_parallelism: cap,
+                adapter: AdapterSpec::Script { script: "true".into(), timeout_seconds: 60 },
+            })
+            .await?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+async fn claim_bench(label: &str, postgres_url: Option<&str>, jobs: usize, harnesses: usize, cap: i64) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    // Claims: 10 harnesses, jobs interleaved across them; each claimed batch is finished (not
+    // timed) so the next claim finds free slots, as runs ending would.
+    let store = fresh_store(dir.path(), postgres_url, "claim").await?;
+    let names = seed_harnesses(&store, harnesses, cap).await?;
+    let batch: Vec<NewJob> = (0..jobs).map(|i| job(&names[i % names.len()])).collect();
+    for chunk in batch.chunks(1000) {
+        store.enqueue_batch(chunk.to_vec()).await?;
+    }
+    let mut claimed = 0usize;
+    let mut claim_time = Duration::ZERO;
+    let mut round = 0;
+    while claimed < jobs {
+        let t = Instant::now();
+        let got = store.claim(&format!("bench-{round}")).await?;
+        claim_time += t.elapsed();
+        round += 1;
+        if got.is_empty() {
+            bail!("a claim found nothing with {} of {jobs} jobs claimed", claimed);
+        }
+        claimed += got.len();
+        store.cancel_jobs(&[JobStatus::Dispatched], None).await?;
+    }
+    let claim_rate = claimed as f64 / claim_time.as_secs_f64();
+
+    // Raw: the same number of single-row conditional updates, one statement and commit each.
+    let raw_store = fresh_store(dir.path(), postgres_url, "raw").await?;
+    seed_harnesses(&raw_store, harnesses, cap).await?;
+    let mut ids = Vec::with_capacity(jobs);
+    for chunk in batch.chunks(1000) {
+        ids.extend(raw_store.enqueue_batch(chunk.to_vec()).await?.into_iter().map(|j| j.id));
+    }
+    let t = Instant::now();
+    let n = raw_store.bench_single_row_updates(&ids).await?;
+    let raw_time = t.elapsed();
+    let raw_rate = n as f64 / raw_time.as_secs_f64();
+    println!(
+        "{label}: claimed {claimed} jobs over {harnesses} harnesses (cap {cap}) in {round} claims, {:.3} s of claiming = {claim_rate:.0} jobs/s; \
+         raw single-row conditional updates: {n} in {:.3} s = {raw_rate:.0}/s; ratio {:.2}",
+        claim_time.as_secs_f64(),
+        raw_time.as_secs_f64(),
+        claim_rate / raw_rate
+    );
+    store.close().await;
+    raw_store.close().await;
+    Ok(())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+async fn latency_bench(n: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
+    let port = free_port()?;
+    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, free_port()?).await?;
+    let result = latency_with_server(dir.path(), port, n).await;
+    server.stop().await;
+    result
+}
+
+async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<()> {
+    let address = format!("127.0.0.1:{port}");
+    let client = belay_workflows::client::connect(&address, "default", "belay-bench").await?;
+    let store = Store::connect(&format!("sqlite:{}", dir.join("belay.db").display())).await?;
+    store.migrate().await?;
+    let noop = r#"printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFEST""#;
+    store
+        .create_harness(&HarnessInput {
+            name: "noop".into(),
+            provider_routed: false,
+            max_parallelism: 4,
+            adapter: AdapterSpec::Command { argv: vec!["/bin/sh".into(), "-c".into(), noop.into()], timeout_seconds: 60 },
+        })
+        .await?;
+    store
+        .ingest_test_case_version(&TestCaseVersionInput {
+            slug: "bench".into(),
+            version: "1.0.0".into(),
+            test_type: TestType::Standard,
+            variants: vec!["default".into()],
+            engines: vec![],
+            title: None,
+        })
+        .await?;
+    store
+        .create_model(&ModelInput {
+            id: "m".into(),
+            context_window: Some(1000),
+            list_price: Some(ListPrice { input_per_mtok_usd: 1.0, output_per_mtok_usd: 1.0 }),
+        })
+        .await?;
+    let deps = WorkerDeps {
+        client: client.clone(),
+        store: store.clone(),
+        objects: object_store_at(&dir.join("objects"))?,
+        work_root: dir.join("work"),
+    };
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let measure = async {
+        let r = measure_latency(&client, &store, n).await;
+        let _ = stop_tx.send(true);
+        r
+    };
+    let (pools, figures) = tokio::join!(
+        belay_worker::run_pools(&Pool::ALL, deps, async move {
+            let _ = stop_rx.wait_for(|s| *s).await;
+        }),
+        measure
+    );
+    pools?;
+    figures
+}
+
+async fn measure_latency(client: &temporalio_client::Client, store: &Store, n: usize) -> anyhow::Result<()> {
+    use belay_workflows::probe::ProbeWorkflow;
+    use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
+    // Warm both paths (first workflow tasks after a server start are not representative).
+    let mut lane = Vec::with_capacity(n);
+    let mut floor = Vec::with_capacity(n);
+    for i in 0..(n + 5) {
+        let t = Instant::now();
+        let h = client
+            .start_workflow(ProbeWorkflow::run, format!("p{i}"), WorkflowStartOptions::new(belay_workflows::queues::WORKFLOWS, format!("probe-{}-{i}", std::process::id())).build())
+            .await?;
+        let out: String = h.get_result(WorkflowGetResultOptions::default()).await?;
+        anyhow::ensure!(out == format!("p{i}"), "probe answered {out}");
+        let f = t.elapsed().as_secs_f64() * 1000.0;
+
+        let t = Instant::now();
+        let job = store.enqueue(job("noop")).await?;
+        belay_workflows::client::wake_dispatcher(client).await?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if store.run_of_job(&job.id).await?.is_some() {
+                break;
+            }
+            if let Some(j) = store.get_job(&job.id).await?
+                && j.status.is_final()
+                && j.status != JobStatus::Completed
+            {
+                bail!("job {} ended {} ({:?})", j.id, j.status, j.error);
+            }
+            if Instant::now() > deadline {
+                bail!("job {} recorded no run within 60 s", job.id);
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let l = t.elapsed().as_secs_f64() * 1000.0;
+        if i >= 5 {
+            floor.push(f);
+            lane.push(l);
+        }
+    }
+    floor.sort_by(f64::total_cmp);
+    lane.sort_by(f64::total_cmp);
+    let (fm, fp) = (percentile(&floor, 0.5), percentile(&floor, 0.95));
+    let (lm, lp) = (percentile(&lane, 0.5), percentile(&lane, 0.95));
+    println!("bare one-activity workflow: median {fm:.1} ms, p95 {fp:.1} ms over {n}");
+    println!("job enqueued -> run recorded (no-op adapter): median {lm:.1} ms, p95 {lp:.1} ms over {n}");
+    println!("ratio: median {:.2}x, p95 {:.2}x", lm / fm, lp / fp);
+    Ok(())
+}
+
+/// Resident memory (kB) of `pid` and every descendant.
+fn tree_rss_kb(pid: u32) -> u64 {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
+                && let Some(after) = stat.rsplit_once(')').map(|(_, a)| a)
+                && let Some(ppid) = after.split_whitespace().nth(1).and_then(|s| s.parse().ok())
+            {
+                parents.push((p, ppid));
+            }
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let cur = tree[i];
+        tree.extend(parents.iter().filter(|(_, pp)| *pp == cur).map(|(p, _)| *p));
+        i += 1;
+    }
+    tree.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .filter_map(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+        .sum()
+}
+
+async fn dev_start_bench(rest: u64) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let dir = tempfile::tempdir()?;
+    for attempt in ["cold (fresh data dir)", "resume (same data dir)"] {
+        let (api, tport, uport) = (free_port()?, free_port()?, free_port()?);
+        let t = Instant::now();
+        let mut child = tokio::process::Command::new(&exe)
+            .args(["dev", "--port", &api.to_string(), "--temporal-port", &tport.to_string(), "--ui-port", &uport.to_string()])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting belay dev")?;
+        let pid = child.id().context("belay dev pid")?;
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(r) = http.get(format!("http://127.0.0.1:{api}/v1/readyz")).send().await
+                && r.status().is_success()
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("belay dev was not ready within 120 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let ready = t.elapsed().as_secs_f64();
+        tokio::time::sleep(Duration::from_secs(rest)).await;
+        let rss = tree_rss_kb(pid);
+        let t = Instant::now();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM)?;
+        let stopped = tokio::time::timeout(Duration::from_secs(30), child.wait()).await.is_ok();
+        println!(
+            "belay dev {attempt}: ready in {ready:.2} s; process tree RSS at rest {:.1} MiB; SIGTERM to exit {}",
+            rss as f64 / 1024.0,
+            if stopped { format!("{:.2} s", t.elapsed().as_secs_f64()) } else { "did not exit within 30 s".into() }
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! `belay dev`: everything on one machine in one process tree. Starts (or reuses) the Temporal
+//! dev server with its SQLite file in the data dir, migrates belay's SQLite database, creates the
+//! bootstrap account on first start, runs every worker pool and the API in this process, prints
+//! where everything is, and stops it all on SIGINT or SIGTERM. A second start on the same data
+//! dir resumes with all state.
+
+use crate::serve::{object_store_at, shutdown_signal};
+use crate::temporal::{self, DevServer};
+use anyhow::Context;
+use belay_store::Store;
+use belay_worker::{Pool, WorkerDeps};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DevArgs {
+    /// Where belay keeps its database, Temporal's database, objects and tools.
+    #[arg(long, env = "BELAY_DATA_DIR", default_value = ".belay")]
+    pub data_dir: PathBuf,
+    /// API port.
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Temporal frontend port (an existing server there is reused).
+    #[arg(long, default_value_t = 7233)]
+    pub temporal_port: u16,
+    /// Temporal Web UI port.
+    #[arg(long, default_value_t = 8233)]
+    pub ui_port: u16,
+    /// Seed a demo catalogue (a case, a script harness, a priced model).
+    #[arg(long)]
+    pub demo: bool,
+}
+
+const TOKEN_FILE: &str = "dev-token";
+
+pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let data_dir = std::fs::canonicalize(&args.data_dir)?;
+
+    let server = if temporal::listening(args.temporal_port) {
+        eprintln!("belay: reusing the Temporal server on port {}", args.temporal_port);
+        None
+    } else {
+        let bin = temporal::find_or_install(&data_dir.join("tools")).await?;
+        Some(DevServer::start(&bin, &data_dir, args.temporal_port, args.ui_port).await?)
+    };
+    let result = run_with_server(&args, &data_dir, started).await;
+    if let Some(server) = server {
+        server.stop().await;
+    }
+    result
+}
+
+async fn run_with_server(args: &DevArgs, data_dir: &Path, started: Instant) -> anyhow::Result<()> {
+    let address = format!("127.0.0.1:{}", args.temporal_port);
+    let client = connect_with_retry(&address).await?;
+
+    let database_url = format!("sqlite:{}", data_dir.join("belay.db").display());
+    let store = Store::connect(&database_url).await?;
+    store.migrate().await?;
+    let token = bootstrap_token(&store, data_dir).await?;
+    if args.demo {
+        crate::demo::seed(&store).await?;
+    }
+
+    let listener = TcpListener::bind(("127.0.0.1", args.port)).await.with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
+    let api_url = format!("http://{}", listener.local_addr()?);
+    let objects = object_store_at(&data_dir.join("objects"))?;
+    let deps = WorkerDeps { client: client.clone(), store: store.clone(), objects, work_root: data_dir.join("work") };
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let api = tokio::spawn(belay_api::serve(listener, belay_api::AppState { store, temporal: client }, stopped(stop_rx.clone())));
+    let signals = async move {
+        shutdown_signal().await;
+        eprintln!("belay: stopping");
+        let _ = stop_tx.send(true);
+    };
+    println!("belay dev is ready in {:.1} s", started.elapsed().as_secs_f64());
+    println!("  API:          {api_url}");
+    println!("  Temporal UI:  http://127.0.0.1:{}", args.ui_port);
+    println!("  Temporal:     {address}");
+    println!("  Data:         {}", data_dir.display());
+    println!("  Token:        {token}");
+    if args.demo {
+        println!("  Try:          curl -s -H \"Authorization: Bearer {token}\" -X POST {api_url}/v1/jobs \\");
+        println!("                  -d '{{\"case\":{{\"slug\":\"hello\",\"version\":\"1.0.0\",\"variant\":\"default\"}},\"combination\":{{\"kind\":\"harness\",\"harness\":\"script\",\"model\":\"demo-model\"}}}}'");
+    }
+    let pools = tokio::join!(belay_worker::run_pools(&Pool::ALL, deps, stopped(stop_rx.clone())), signals).0;
+    pools?;
+    api.await??;
+    Ok(())
+}
+
+async fn connect_with_retry(address: &str) -> anyhow::Result<temporalio_client::Client> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match belay_workflows::client::connect(address, "default", "belay-dev").await {
+            Ok(c) => return Ok(c),
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// The bootstrap account's token: created on first start and kept in the data dir (mode 0600),
+/// since only its hash is in the database.
+async fn bootstrap_token(store: &Store, data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join(TOKEN_FILE);
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        let t = t.trim().to_string();
+        if store.authenticate(&t).await?.is_some() {
+            return Ok(t);
+        }
+    }
+    let (_, token) = store.create_account("dev").await?;
+    write_private(&path, &token)?;
+    Ok(token)
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(path)?;
+    f.write_all(contents.as_bytes())?;
+    Ok(())
+}

@@ -1,0 +1,45 @@
+//! The production processes: `belay api` and `belay worker`, and the pieces `belay dev` shares
+//! with them.
+
+use crate::{Conn, Storage};
+use anyhow::Context;
+use belay_store::Store;
+use belay_worker::{Pool, WorkerDeps};
+use object_store::ObjectStore;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// Resolves when the process receives SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+}
+
+pub fn object_store_at(dir: &Path) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir)?))
+}
+
+pub async fn api(conn: &Conn, host: &str, port: u16) -> anyhow::Result<()> {
+    let store = Store::connect(&conn.database_url).await?;
+    let temporal = belay_workflows::client::connect(&conn.temporal_address, &conn.namespace, "belay-api").await?;
+    let listener = TcpListener::bind((host, port)).await.with_context(|| format!("binding {host}:{port}"))?;
+    tracing::info!(api.url = %format!("http://{}", listener.local_addr()?), "API listening");
+    belay_api::serve(listener, belay_api::AppState { store, temporal }, shutdown_signal()).await?;
+    Ok(())
+}
+
+pub async fn worker(conn: &Conn, storage: &Storage, pools: &str) -> anyhow::Result<()> {
+    let pools = Pool::parse_list(pools)?;
+    let store = Store::connect(&conn.database_url).await?;
+    let client = belay_workflows::client::connect(&conn.temporal_address, &conn.namespace, &format!("belay-worker@{}", std::process::id())).await?;
+    let objects = object_store_at(&storage.object_store.clone().unwrap_or_else(|| storage.data_dir.join("objects")))?;
+    let deps = WorkerDeps { client, store, objects, work_root: storage.data_dir.join("work") };
+    belay_worker::run_pools(&pools, deps, shutdown_signal()).await
+}

@@ -1,0 +1,49 @@
+//! The client side of these workflows: connecting to Temporal, starting the dispatcher and
+//! waking it. Used by the API (on every enqueue and cancel) and by the workflows pool at start.
+
+use crate::dispatcher::{DispatcherInput, DispatcherWorkflow};
+use crate::queues;
+use temporalio_client::{
+    Client, ClientOptions, ConnectionOptions, Url, WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("BELAY_TEMPORAL_ADDRESS {0:?} is not a host:port or URL")]
+    Address(String),
+    #[error("connecting to Temporal at {address}: {source}")]
+    Connect { address: String, source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("{what}: {source}")]
+    Call { what: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
+}
+
+/// Connects a client to `address` (`host:port` or a URL).
+pub async fn connect(address: &str, namespace: &str, identity: &str) -> Result<Client, ClientError> {
+    let url = if address.contains("://") { address.to_string() } else { format!("http://{address}") };
+    let url = Url::parse(&url).map_err(|_| ClientError::Address(address.to_string()))?;
+    let conn = ConnectionOptions::new(url).identity(identity.to_string()).build();
+    Client::connect(conn, ClientOptions::new(namespace.to_string()).build())
+        .await
+        .map_err(|e| ClientError::Connect { address: address.to_string(), source: Box::new(e) })
+}
+
+/// Starts the dispatcher unless it is running, then wakes it.
+pub async fn ensure_dispatcher(client: &Client) -> Result<(), ClientError> {
+    let opts = WorkflowStartOptions::new(queues::WORKFLOWS, queues::DISPATCHER_ID)
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .build();
+    client
+        .start_workflow(DispatcherWorkflow::run, DispatcherInput::default(), opts)
+        .await
+        .map_err(|e| ClientError::Call { what: "starting the dispatcher", source: Box::new(e) })?;
+    wake_dispatcher(client).await
+}
+
+/// Tells the dispatcher something changed (a job was enqueued, a run ended, a job was cancelled).
+pub async fn wake_dispatcher(client: &Client) -> Result<(), ClientError> {
+    client
+        .get_workflow_handle::<DispatcherWorkflow>(queues::DISPATCHER_ID)
+        .signal(DispatcherWorkflow::wake, (), WorkflowSignalOptions::default())
+        .await
+        .map_err(|e| ClientError::Call { what: "waking the dispatcher", source: Box::new(e) })
+}
