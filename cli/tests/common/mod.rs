@@ -1,0 +1,250 @@
+//! The integration harness: a real Temporal dev server, a real `belay` API process and worker
+//! process on a fresh SQLite database, spoken to over real HTTP. Everything it starts is stopped
+//! when the value is dropped (processes by pid, files with their temp dir).
+
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BELAY: &str = env!("CARGO_BIN_EXE_belay");
+
+/// The `temporal` binary: `BELAY_TEMPORAL_BIN`, else `temporal` on PATH. Its absence fails the
+/// test: these tests exist to run against a real server.
+pub fn temporal_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("BELAY_TEMPORAL_BIN") {
+        return PathBuf::from(p);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("temporal")).find(|p| p.is_file()))
+        .expect("no temporal binary: set BELAY_TEMPORAL_BIN or run scripts/test.sh, which installs it")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits for `cond` until `limit`, polling; panics with `what` if it never holds.
+pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Temporal dev server (in memory) on free ports.
+pub struct Temporal {
+    _proc: Proc,
+    pub address: String,
+}
+
+impl Temporal {
+    pub fn start(dir: &Path) -> Temporal {
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("temporal.log")).unwrap();
+        let mut cmd = Command::new(temporal_bin());
+        cmd.args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
+            .args(["--port", &port.to_string()])
+            .args(["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]);
+        for (name, kind) in belay_workflows::search::ALL {
+            cmd.arg("--search-attribute").arg(format!("{name}={kind}"));
+        }
+        let child = cmd.stdout(log.try_clone().unwrap()).stderr(log).spawn().expect("start temporal");
+        let t = Temporal { _proc: Proc(child), address: format!("127.0.0.1:{port}") };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "temporal did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        t
+    }
+}
+
+/// belay's API and worker processes against one database and one Temporal server.
+pub struct Belay {
+    pub dir: tempfile::TempDir,
+    pub temporal: Temporal,
+    pub database_url: String,
+    pub url: String,
+    pub token: String,
+    api: Option<Proc>,
+    worker: Option<Proc>,
+    pub http: reqwest::Client,
+}
+
+impl Belay {
+    pub async fn start() -> Belay {
+        let dir = tempfile::tempdir().unwrap();
+        let temporal = Temporal::start(dir.path());
+        let database_url = format!("sqlite:{}", dir.path().join("belay.db").display());
+        let out = Command::new(BELAY).args(["migrate", "--database-url", &database_url]).output().unwrap();
+        assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
+        let token = create_account(&database_url, "tester");
+        let mut b = Belay {
+            dir,
+            temporal,
+            database_url,
+            url: String::new(),
+            token,
+            api: None,
+            worker: None,
+            http: reqwest::Client::new(),
+        };
+        b.start_api().await;
+        b.start_worker().await;
+        b
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        cmd.env("DATABASE_URL", &self.database_url)
+            .env("BELAY_TEMPORAL_ADDRESS", &self.temporal.address)
+            .env("BELAY_DATA_DIR", self.dir.path().join("data"))
+            .env("RUST_LOG", "info,sqlx=warn,temporalio_sdk_core=warn");
+    }
+
+    async fn start_api(&mut self) {
+        let port = free_port();
+        let log = std::fs::File::create(self.dir.path().join("api.log")).unwrap();
+        let mut cmd = Command::new(BELAY);
+        self.env(&mut cmd);
+        cmd.args(["api", "--port", &port.to_string()]).stdout(Stdio::null()).stderr(log);
+        self.api = Some(Proc(cmd.spawn().unwrap()));
+        self.url = format!("http://127.0.0.1:{port}");
+        let http = self.http.clone();
+        let url = self.url.clone();
+        wait_for("the API to answer", Duration::from_secs(60), || {
+            let http = http.clone();
+            let url = url.clone();
+            async move { http.get(format!("{url}/v1/healthz")).send().await.is_ok() }
+        })
+        .await;
+    }
+
+    /// Starts (or restarts) the worker process with every pool.
+    pub async fn start_worker(&mut self) {
+        let n = std::fs::read_dir(self.dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("worker")).count();
+        let log = std::fs::File::create(self.dir.path().join(format!("worker-{n}.log"))).unwrap();
+        let mut cmd = Command::new(BELAY);
+        self.env(&mut cmd);
+        cmd.arg("worker").stdout(Stdio::null()).stderr(log);
+        self.worker = Some(Proc(cmd.spawn().unwrap()));
+    }
+
+    pub fn worker_pid(&self) -> u32 {
+        self.worker.as_ref().unwrap().0.id()
+    }
+
+    /// SIGKILL to the worker: no chance to drain.
+    pub fn kill_worker(&mut self) {
+        if let Some(mut p) = self.worker.take() {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.0.id() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+            let _ = p.0.wait();
+            std::mem::forget(p);
+        }
+    }
+
+    pub async fn request(&self, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, Value) {
+        let mut r = self.http.request(method.parse().unwrap(), format!("{}{path}", self.url));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            r = r.header("content-type", "application/json").body(b.to_string());
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        let (s, v) = self.request("GET", path, Some(&self.token), None).await;
+        assert_eq!(s, 200, "GET {path}: {v}");
+        v
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.request("POST", path, Some(&self.token), Some(&body.to_string())).await
+    }
+
+    /// Adds a harness whose adapter is `script`.
+    pub async fn harness(&self, name: &str, cap: i64, script: &str) {
+        let (s, v) = self
+            .post("/v1/harnesses", json!({"name": name, "maxParallelism": cap, "adapter": {"kind": "script", "script": script, "timeoutSeconds": 120}}))
+            .await;
+        assert_eq!(s, 201, "{v}");
+    }
+
+    /// The standard catalogue: case `c@1.0.0/default`, priced model `m`.
+    pub async fn catalogue(&self) {
+        let (s, v) = self
+            .post("/v1/test-cases", json!({"slug": "c", "version": "1.0.0", "testType": "standard", "variants": ["default"]}))
+            .await;
+        assert_eq!(s, 201, "{v}");
+        let (s, v) = self
+            .post("/v1/models", json!({"id": "m", "contextWindow": 200000, "listPrice": {"inputPerMtokUsd": 3.0, "outputPerMtokUsd": 15.0}}))
+            .await;
+        assert_eq!(s, 201, "{v}");
+    }
+
+    pub async fn launch(&self, harness: &str) -> Value {
+        let (s, v) = self
+            .post(
+                "/v1/jobs",
+                json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default"}, "combination": {"kind": "harness", "harness": harness, "model": "m"}}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+        v
+    }
+
+    pub async fn job(&self, id: &str) -> Value {
+        self.get(&format!("/v1/jobs/{id}")).await
+    }
+
+    pub async fn wait_status(&self, id: &str, statuses: &[&str], limit: Duration) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let j = self.job(id).await;
+            if statuses.contains(&j["status"].as_str().unwrap()) {
+                return j;
+            }
+            assert!(Instant::now() < deadline, "job {id} never reached {statuses:?}; it is {}; logs in {}", j["status"], self.dir.path().display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn transitions(&self) -> Vec<Value> {
+        self.get("/v1/job-transitions?limit=10000").await.as_array().unwrap().clone()
+    }
+
+    pub async fn store(&self) -> belay_store::Store {
+        belay_store::Store::connect(&self.database_url).await.unwrap()
+    }
+}
+
+pub fn create_account(database_url: &str, name: &str) -> String {
+    let out = Command::new(BELAY).args(["account", "create", name, "--database-url", database_url]).output().unwrap();
+    assert!(out.status.success(), "account create: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
