@@ -36,6 +36,7 @@ const TOKEN_FILE: &str = "dev-token";
 
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    let shutdown = shutdown_signal();
     std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
     let data_dir = std::fs::canonicalize(&args.data_dir)?;
 
@@ -46,14 +47,21 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         let bin = temporal::find_or_install(&data_dir.join("tools")).await?;
         Some(DevServer::start(&bin, &data_dir, args.temporal_port, args.ui_port).await?)
     };
-    let result = run_with_server(&args, &data_dir, started).await;
+    // A signal that arrives during startup is kept by its handler and stops belay as soon as
+    // the pools run; either way the dev server is stopped below.
+    let result = run_with_server(&args, &data_dir, started, shutdown).await;
     if let Some(server) = server {
         server.stop().await;
     }
     result
 }
 
-async fn run_with_server(args: &DevArgs, data_dir: &Path, started: Instant) -> anyhow::Result<()> {
+async fn run_with_server(
+    args: &DevArgs,
+    data_dir: &Path,
+    started: Instant,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let address = format!("127.0.0.1:{}", args.temporal_port);
     let client = connect_with_retry(&address).await?;
 
@@ -76,7 +84,7 @@ async fn run_with_server(args: &DevArgs, data_dir: &Path, started: Instant) -> a
     };
     let api = tokio::spawn(belay_api::serve(listener, belay_api::AppState { store, temporal: client }, stopped(stop_rx.clone())));
     let signals = async move {
-        shutdown_signal().await;
+        shutdown.await;
         eprintln!("belay: stopping");
         let _ = stop_tx.send(true);
     };

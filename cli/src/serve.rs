@@ -10,14 +10,18 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
-/// Resolves when the process receives SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+/// Resolves when the process receives SIGINT or SIGTERM. The handlers are installed when this is
+/// called, not when the future is first polled, so a signal during startup is not lost (it would
+/// otherwise kill the process and orphan its children).
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = int.recv() => {},
+    async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
     }
 }
 

@@ -1,0 +1,121 @@
+//! `belay dev` as a newcomer meets it: it starts everything, prints where things are, runs a demo
+//! job to completion, stops every child on SIGTERM, and resumes with all state on a second start.
+
+mod common;
+
+use common::{BELAY, free_port, temporal_bin, wait_for};
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Dev {
+    child: std::process::Child,
+    api: String,
+    token: String,
+}
+
+fn start(data_dir: &std::path::Path, ports: (u16, u16, u16)) -> Dev {
+    let mut child = Command::new(BELAY)
+        .args(["dev", "--demo", "--port", &ports.0.to_string(), "--temporal-port", &ports.1.to_string(), "--ui-port", &ports.2.to_string()])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("BELAY_TEMPORAL_BIN", temporal_bin())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(data_dir.with_extension("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut api, mut token, mut ui) = (None, None, None);
+    while api.is_none() || token.is_none() || ui.is_none() {
+        let line = lines.next().expect("belay dev exited before printing its URLs").unwrap();
+        let field = |label: &str| line.trim().strip_prefix(label).map(|v| v.trim().to_string());
+        api = api.or(field("API:"));
+        token = token.or(field("Token:"));
+        ui = ui.or(field("Temporal UI:"));
+    }
+    assert_eq!(ui.unwrap(), format!("http://127.0.0.1:{}", ports.2));
+    // Keep draining stdout so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Dev { child, api: api.unwrap(), token: token.unwrap() }
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
+            && let Some((_, after)) = stat.rsplit_once(')')
+            && after.split_whitespace().nth(1) == Some(&pid.to_string())
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, a)| a.trim_start().starts_with('Z')))
+}
+
+fn stop(mut dev: Dev) {
+    let pid = dev.child.id();
+    let children = children_of(pid);
+    assert!(!children.is_empty(), "belay dev runs the Temporal server as its child");
+    let t = Instant::now();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    loop {
+        if dev.child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(15), "belay dev did not exit within 15 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for c in children {
+        let cmd = std::fs::read_to_string(format!("/proc/{c}/cmdline")).unwrap_or_default().replace('\0', " ");
+        assert!(!alive(c), "child {c} ({cmd}) outlived belay dev");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = (free_port(), free_port(), free_port());
+    let http = reqwest::Client::new();
+    let dev = start(dir.path(), ports);
+    let launch = json!({"case": {"slug": "hello", "version": "1.0.0", "variant": "default"},
+        "combination": {"kind": "harness", "harness": "script", "model": "demo-model"}});
+    let job: serde_json::Value = http
+        .post(format!("{}/v1/jobs", dev.api))
+        .bearer_auth(&dev.token)
+        .json(&launch)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = job["id"].as_str().expect("a job id").to_string();
+    let (api, token) = (dev.api.clone(), dev.token.clone());
+    wait_for("the demo job to complete", Duration::from_secs(60), || {
+        let (http, api, token, id) = (http.clone(), api.clone(), token.clone(), id.clone());
+        async move {
+            let j: serde_json::Value = http.get(format!("{api}/v1/jobs/{id}")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+            j["status"] == "completed"
+        }
+    })
+    .await;
+    stop(dev);
+
+    let again = start(dir.path(), ports);
+    assert_eq!(again.token, token, "the bootstrap account is created once");
+    let runs: serde_json::Value =
+        http.get(format!("{}/v1/runs?jobId={id}", again.api)).bearer_auth(&again.token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "the run recorded before the restart is still there");
+    let artifact = &runs[0]["artifacts"][0];
+    assert_eq!(artifact["path"], "build/index.html");
+    let stored = dir.path().join("objects").join(artifact["key"].as_str().unwrap());
+    assert!(std::fs::read_to_string(stored).unwrap().contains("demo-model"), "the artifact is in the object store");
+    stop(again);
+}
