@@ -243,3 +243,33 @@ async fn bulk_cancel_sweeps_a_state_set_and_reports_how_many() {
     assert_eq!(s, 422, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("scope"), "{v}");
 }
+
+/// Runs a job that completes and one that fails, then replays the histories of their runs and of
+/// the dispatcher against the current code. With `BELAY_RECORD_HISTORIES=DIR` it also writes them
+/// there, for the workflows crate's replay test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn records_replayable_histories() {
+    use temporalio_client::WorkflowFetchHistoryOptions;
+    let b = Belay::start().await;
+    b.catalogue().await;
+    b.harness("ok", 1, r#"printf '{"status":"completed"}' > "$BELAY_MANIFEST""#).await;
+    b.harness("bad", 1, "exit 2").await;
+    let ok = b.launch("ok").await["id"].as_str().unwrap().to_string();
+    b.wait_status(&ok, &["completed"], Duration::from_secs(60)).await;
+    let bad = b.launch("bad").await["id"].as_str().unwrap().to_string();
+    b.wait_status(&bad, &["failed"], Duration::from_secs(60)).await;
+    let client = belay_workflows::client::connect(&b.temporal.address, "default", "test").await.unwrap();
+    let record = std::env::var("BELAY_RECORD_HISTORIES").ok();
+    for (name, id) in [("run-completed", format!("run-{ok}")), ("run-failed", format!("run-{bad}")), ("dispatcher", "dispatcher".to_string())] {
+        // Wait until the run workflow has closed (its last step signals the dispatcher).
+        let handle = client.get_workflow_handle::<belay_workflows::RunWorkflow>(id.clone());
+        if name != "dispatcher" {
+            let _ = handle.get_result(Default::default()).await;
+        }
+        let json = handle.fetch_history(WorkflowFetchHistoryOptions::default()).to_json().await.unwrap();
+        belay_workflows::replay::replay_json(&json).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Some(dir) = &record {
+            std::fs::write(std::path::Path::new(dir).join(format!("{name}.json")), &json).unwrap();
+        }
+    }
+}

@@ -10,6 +10,7 @@ pub mod contracts;
 pub mod dispatcher;
 pub mod probe;
 pub mod queues;
+pub mod replay;
 pub mod run;
 pub mod search;
 
