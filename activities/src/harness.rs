@@ -37,8 +37,10 @@ impl HarnessActivities {
         let (job, spec) = input;
         let run = run_adapter(&spec, job, &self.work_root, self.objects.clone(), || {}, ctx.cancelled());
         let heartbeat = async {
+            let mut every = tokio::time::interval(HEARTBEAT_EVERY);
+            every.tick().await;
             loop {
-                tokio::time::sleep(HEARTBEAT_EVERY).await;
+                every.tick().await;
                 // A failed heartbeat is reported again by the next one; the run goes on.
                 let _ = ctx.record_heartbeat(()).await;
             }

@@ -82,6 +82,26 @@ async fn sixty_interleaved_jobs_on_caps_one_two_and_three_each_run_once_in_queue
     assert!(transitions.iter().any(|t| t["to"] == "pending"), "some job was held back");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_run_lane_runs_on_postgresql_too() {
+    let b = Belay::start_postgres().await;
+    assert!(b.database_url.starts_with("postgres://"));
+    b.catalogue().await;
+    let caps = BTreeMap::from([("one", 1), ("two", 2)]);
+    for (name, cap) in &caps {
+        b.harness(name, *cap, OK_SCRIPT).await;
+    }
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        ids.push(b.launch(if i % 3 == 0 { "two" } else { "one" }).await["id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        b.wait_status(id, &["completed"], Duration::from_secs(120)).await;
+    }
+    assert_eq!(check_dispatch_log(&b.transitions().await, &caps), 12);
+    assert_eq!(b.get("/v1/runs?limit=100").await.as_array().unwrap().len(), 12);
+}
+
 #[test]
 fn the_dispatch_log_check_catches_a_job_dispatched_past_a_free_slot() {
     let t = |seq: i64, h: &str, from: Option<&str>, to: &str| json!({"queueSeq": seq, "harness": h, "from": from, "to": to});

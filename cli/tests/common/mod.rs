@@ -93,10 +93,23 @@ pub struct Belay {
 }
 
 impl Belay {
+    /// belay on a fresh SQLite database.
     pub async fn start() -> Belay {
         let dir = tempfile::tempdir().unwrap();
-        let temporal = Temporal::start(dir.path());
         let database_url = format!("sqlite:{}", dir.path().join("belay.db").display());
+        Self::start_on(dir, database_url).await
+    }
+
+    /// belay on a fresh PostgreSQL database (`BELAY_TEST_POSTGRES_URL`).
+    pub async fn start_postgres() -> Belay {
+        let dir = tempfile::tempdir().unwrap();
+        let db = belay_store::testing::fresh(belay_store::Backend::Postgres).await;
+        db.store.close().await;
+        Self::start_on(dir, db.url.clone()).await
+    }
+
+    async fn start_on(dir: tempfile::TempDir, database_url: String) -> Belay {
+        let temporal = Temporal::start(dir.path());
         let out = Command::new(BELAY).args(["migrate", "--database-url", &database_url]).output().unwrap();
         assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
         let token = create_account(&database_url, "tester");
