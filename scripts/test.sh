@@ -45,6 +45,9 @@ else
     belay_log "skipped: neither 'docker compose' nor 'docker-compose' is installed"
 fi
 
+step "sandbox image"
+bash scripts/build-sandbox-image.sh >/dev/null
+
 belay_export_target_dir
 belay_log ""
 belay_log "CARGO_TARGET_DIR=$CARGO_TARGET_DIR"

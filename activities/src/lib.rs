@@ -4,7 +4,10 @@
 //! Retryable versus fatal is decided here, once: database outages retry, bad input does not.
 
 pub mod adapter_run;
+pub mod git;
 pub mod harness;
+pub mod sandbox;
+pub mod source_objects;
 pub mod store;
 
 use temporalio_common::error::ApplicationFailure;

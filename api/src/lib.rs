@@ -3,7 +3,9 @@
 
 pub mod error;
 pub mod extract;
+pub mod git_http;
 mod openapi;
+pub mod repo_token;
 mod routes;
 
 use axum::Router;

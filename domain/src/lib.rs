@@ -10,6 +10,8 @@ pub mod dispatch;
 pub mod ids;
 pub mod job;
 pub mod launch;
+pub mod meter;
+pub mod repo;
 pub mod review;
 pub mod run;
 pub mod validation;

@@ -1,0 +1,2054 @@
+//! The Sandbox: one Docker container per Project, in which agent workspaces, Candidate checks and
+//! code edit sessions run their commands.
+//!
+//! It exists so that untrusted commands (an agent's `bun test`, anything a person types in a code
+//! edit session) run with hard limits that the rest of belay can rely on:
+//!
+//! - one container per Project, named `proj-<id>`; at most [`SANDBOX_MAX`] live, and a call that
+//!   needs one more fails with [`SandboxError::ContainerUnavailable`];
+//! - 2 CPUs, 2 GiB of memory and no swap, 512 processes, an init process as pid 1 that reaps
+//!   orphans, a read-only root filesystem, `/workspace` on an anonymous volume (removed with the
+//!   container), `/tmp` on a tmpfs, no new privileges, and every capability dropped except
+//!   `CHOWN` (hand a session directory to its unprivileged user), `DAC_OVERRIDE` and `FOWNER`
+//!   (root's git and `rm -rf` in directories owned by that user). No `KILL`, `SETUID`/`SETGID`
+//!   (Docker switches the exec user itself) or `NET_RAW`;
+//! - an internal Docker network (no route out through Docker; host services on the bridge
+//!   address stay reachable, which is how the Sandbox reaches the git service);
+//! - every command gets a timeout that really kills it: coreutils `timeout -s KILL` in the
+//!   container kills the command's process group, a client-side deadline backs it up, and after
+//!   every command whatever it left behind is killed — for root commands every process of the
+//!   command's session (each exec is a session leader), for an unprivileged user every process
+//!   of that user (the kill runs as that user, so no capability is needed). Processes a root
+//!   command detaches into a new session escape that kill; they die with the container when it is
+//!   reaped after two idle minutes.
+//!
+//! Docker cannot kill an exec, and the exec's host pid is useless under gVisor, so the killing is
+//! done by one more exec inside the container: a small `sh` script that uses only builtins, so it
+//! works even when a fork bomb has used up the pids limit (see [`KILLER`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::errors::Error as DockerError;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{
+    ContainerCreateBody, ContainerSummary, ContainerSummaryStateEnum, HostConfig, Mount, MountType,
+    NetworkCreateRequest,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use futures::StreamExt;
+use thiserror::Error;
+use tracing::{instrument, warn};
+
+/// At most this many Sandboxes are live at one time.
+pub const SANDBOX_MAX: usize = 4;
+/// A Sandbox unused for this long is removed with its disk (sleepAfter 2 min).
+pub const IDLE_AFTER: Duration = Duration::from_secs(120);
+/// The image used when the configuration names none.
+pub const DEFAULT_IMAGE: &str = "belay-sandbox:dev";
+/// The internal network Sandboxes sit on when the configuration names none.
+pub const DEFAULT_NETWORK: &str = "belay_sbx";
+/// Where the per-use directories live inside the container.
+pub const WORKSPACE: &str = "/workspace";
+/// stdout and stderr each keep at most this many bytes: the tail, where errors are.
+pub const OUTPUT_LIMIT: usize = 64 * 1024;
+
+const NANO_CPUS: i64 = 2_000_000_000;
+const MEMORY_BYTES: i64 = 2 << 30;
+const PIDS_LIMIT: i64 = 512;
+const TMP_TMPFS: &str = "rw,exec,nosuid,nodev,size=512m,mode=1777";
+/// What `timeout -k` waits between its signal and KILL (the signal is KILL already, so this is
+/// only a second chance if the first did not land).
+const KILL_AFTER_SECONDS: u64 = 2;
+/// How long past the in-container timeout the client-side backstop waits.
+const BACKSTOP_GRACE: Duration = Duration::from_secs(5);
+/// How often a running exec is inspected, so that a command whose background children hold
+/// its output open is noticed as finished without waiting for the daemon's own IO grace.
+const EXEC_POLL: Duration = Duration::from_millis(250);
+/// How long the output may take to close once the command and its leftovers are gone.
+const DRAIN_GRACE: Duration = Duration::from_secs(3);
+/// How long the leftover kill may take before the container is given up as lost.
+const KILL_DEADLINE: Duration = Duration::from_secs(30);
+/// How long creating or removing a directory may take.
+const HOUSEKEEPING_DEADLINE: Duration = Duration::from_secs(120);
+/// How long an exec may take to be reported finished after its output closed.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
+/// The first line the exec wrapper writes to stderr, before running anything: its session id.
+const SID_HEADER: &[u8] = b"belay-sid=";
+/// Kills what a command left behind, from ONE process that never forks: after a fork bomb the
+/// pids limit is used up, so a killer that needed a process per pass (a `pkill` exec each) could
+/// wait for a free slot for tens of seconds, and a kill that frees slots lets the survivors fork
+/// again. So it stops first (a stopped process cannot fork) until nothing in the selection can
+/// run, then kills, and repeats until nothing is alive; then it waits until the dead are reaped
+/// by the container's init, so that their pid slots are free for the next command.
+/// Arguments: `session <sid>` (run as root) or `user <uid>` (run as that user: every process it
+/// owns). Exit 1: nothing was left; 0: leftovers were killed; 3 or 4: it gave up.
+const KILLER: &str = r#"mode=$1 want=$2 me=$$ n=0
+pass() {
+  n=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$me" ] && continue
+    { read -r st < "$d/stat"; } 2>/dev/null || continue
+    st=${st##*) }
+    state=${st%% *}
+    case "$state" in ""|*" "*) continue ;; esac
+    case "$2" in *"$state"*) ;; *) continue ;; esac
+    if [ "$mode" = session ]; then
+      r=${st#* }; r=${r#* }; r=${r#* }
+      [ "${r%% *}" = "$want" ] || continue
+    elif [ ! -O "$d" ]; then
+      continue
+    fi
+    kill -s "$1" "$p" 2>/dev/null && n=$((n + 1))
+  done
+}
+pass 0 RSDTt
+[ "$n" -eq 0 ] && exit 1
+i=0
+while :; do
+  pass STOP RSD
+  while [ "$n" -gt 0 ]; do
+    i=$((i + 1)); [ "$i" -gt 2000 ] && exit 3
+    pass STOP RSD
+  done
+  pass KILL RSDTt
+  [ "$n" -eq 0 ] && break
+  i=$((i + 1)); [ "$i" -gt 2000 ] && exit 3
+done
+i=0
+while :; do
+  pass 0 Z
+  [ "$n" -eq 0 ] && exit 0
+  i=$((i + 1)); [ "$i" -gt 20000 ] && exit 4
+done"#;
+/// Runs as the exec's own process (a session leader under runc): reports its session id, then
+/// becomes coreutils `timeout`, which puts the command in its own process group and kills that
+/// group when time runs out. Forks nothing itself, so it starts even when the pids limit is
+/// exhausted. Arguments: the timeout in seconds, then the command.
+const WRAPPER: &str = r#"read -r st < /proc/self/stat; st=${st##*) }; st=${st#* }; st=${st#* }; st=${st#* }; printf 'belay-sid=%s\n' "${st%% *}" >&2; t=$1; shift; exec timeout -s KILL -k 2 "$t" "$@""#;
+
+/// The container runtime a Sandbox runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// The default OCI runtime.
+    Runc,
+    /// gVisor, for Linux servers.
+    Runsc,
+}
+
+impl Runtime {
+    /// The name Docker knows the runtime by.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runtime::Runc => "runc",
+            Runtime::Runsc => "runsc",
+        }
+    }
+
+    /// Parses `runc` or `runsc`.
+    pub fn parse(s: &str) -> Result<Self, SandboxError> {
+        match s {
+            "runc" => Ok(Runtime::Runc),
+            "runsc" => Ok(Runtime::Runsc),
+            other => Err(SandboxError::InvalidConfig(format!(
+                "SANDBOX_RUNTIME must be runc or runsc, not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// How Sandboxes are made. One deployment has one configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// The image every Sandbox runs (BELAY_SANDBOX_IMAGE). It must provide a POSIX `sh`,
+    /// `sleep`, coreutils `timeout` (busybox's does not kill the process group), `mkdir`,
+    /// `chown`, `rm`, and what the Projects run.
+    pub image: String,
+    /// BELAY_SANDBOX_RUNTIME.
+    pub runtime: Runtime,
+    /// The internal network (BELAY_SANDBOX_NETWORK), created with `internal: true` if missing.
+    pub network: String,
+    /// SANDBOX_MAX.
+    pub max_live: usize,
+    /// Labels are `<prefix>.sandbox` and `<prefix>.project`; only containers carrying them are
+    /// counted, reaped or removed.
+    pub label_prefix: String,
+    /// Further labels put on every container and network created (tests use `belay.test=1`).
+    pub extra_labels: BTreeMap<String, String>,
+    /// An egress proxy on the internal network (BELAY_SANDBOX_EGRESS_PROXY), exported to
+    /// commands as HTTP(S)_PROXY; its allowlist is the proxy's own configuration.
+    pub egress_proxy: Option<String>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            image: DEFAULT_IMAGE.to_owned(),
+            runtime: Runtime::Runc,
+            network: DEFAULT_NETWORK.to_owned(),
+            max_live: SANDBOX_MAX,
+            label_prefix: "belay".to_owned(),
+            extra_labels: BTreeMap::new(),
+            egress_proxy: None,
+        }
+    }
+}
+
+impl SandboxConfig {
+    /// The defaults, overridden by BELAY_SANDBOX_IMAGE, BELAY_SANDBOX_RUNTIME,
+    /// BELAY_SANDBOX_NETWORK and BELAY_SANDBOX_EGRESS_PROXY.
+    pub fn from_env() -> Result<Self, SandboxError> {
+        Self::from_lookup(|key| std::env::var(key).ok())
+    }
+
+    /// As [`SandboxConfig::from_env`], reading variables through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, SandboxError> {
+        let mut config = Self::default();
+        let set = |key: &str| lookup(key).filter(|v| !v.is_empty());
+        if let Some(image) = set("BELAY_SANDBOX_IMAGE") {
+            config.image = image;
+        }
+        if let Some(runtime) = set("BELAY_SANDBOX_RUNTIME") {
+            config.runtime = Runtime::parse(&runtime)?;
+        }
+        if let Some(network) = set("BELAY_SANDBOX_NETWORK") {
+            config.network = network;
+        }
+        config.egress_proxy = set("BELAY_SANDBOX_EGRESS_PROXY");
+        Ok(config)
+    }
+
+    fn sandbox_label(&self) -> String {
+        format!("{}.sandbox", self.label_prefix)
+    }
+
+    fn project_label(&self) -> String {
+        format!("{}.project", self.label_prefix)
+    }
+}
+
+/// A live Sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Container {
+    pub id: String,
+    /// `proj-<id>`.
+    pub name: String,
+    pub project_id: String,
+    /// Whether this call started it (a fresh container has an empty /workspace).
+    pub fresh: bool,
+}
+
+/// Who a command runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxUser {
+    /// Agent workspaces and Candidate checks (allowlisted commands).
+    Root,
+    /// A code edit session's own user. Give each open session its own uid (1000 for the first):
+    /// after every command every process of that uid is killed.
+    Unprivileged(u32),
+}
+
+impl SandboxUser {
+    /// The image's `sandbox` user.
+    pub const SANDBOX: SandboxUser = SandboxUser::Unprivileged(1000);
+
+    fn check(self) -> Result<Self, SandboxError> {
+        match self {
+            SandboxUser::Unprivileged(uid) if !(1000..60_000).contains(&uid) => {
+                Err(SandboxError::InvalidUser(uid))
+            }
+            user => Ok(user),
+        }
+    }
+
+    fn docker_user(self) -> String {
+        match self {
+            SandboxUser::Root => "0:0".to_owned(),
+            SandboxUser::Unprivileged(uid) => format!("{uid}:{uid}"),
+        }
+    }
+}
+
+/// What a command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// The last [`OUTPUT_LIMIT`] bytes of stdout (invalid UTF-8 replaced).
+    pub stdout: String,
+    /// The last [`OUTPUT_LIMIT`] bytes of stderr.
+    pub stderr: String,
+    /// Whether earlier output was dropped.
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// The exit status; 137 when killed (by the timeout or the OOM killer).
+    pub exit_code: Option<i64>,
+    /// Whether the command ran out of time and was killed.
+    pub timed_out: bool,
+}
+
+impl ExecOutput {
+    /// Exited 0 within its time.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum SandboxError {
+    #[error("no Sandbox available: {live} of {max} are live; retry when one is idle")]
+    ContainerUnavailable { live: usize, max: usize },
+    #[error(
+        "the Sandbox of {project_id} is gone or not running ({reason}); ensure it again and restore the workspace"
+    )]
+    Lost { project_id: String, reason: String },
+    #[error(
+        "the Sandbox image {0} does not exist: build it with scripts/build-sandbox-image.sh or set BELAY_SANDBOX_IMAGE"
+    )]
+    ImageMissing(String),
+    #[error("invalid project id {0:?}: expected proj_ followed by 1 to 64 of [a-z0-9-]")]
+    InvalidProjectId(String),
+    #[error("invalid Sandbox directory {0:?}")]
+    InvalidDirectory(String),
+    #[error("invalid Sandbox user uid {0}: unprivileged users have uids 1000 to 59999")]
+    InvalidUser(u32),
+    #[error(
+        "the Sandbox directory {0} does not exist (a fresh Sandbox starts empty): prepare it again"
+    )]
+    MissingDirectory(String),
+    #[error("the command could not be started: {0}")]
+    NotStarted(String),
+    #[error("a command needs at least a program name")]
+    EmptyCommand,
+    #[error("a command needs a timeout above zero")]
+    InvalidTimeout,
+    #[error("invalid Sandbox configuration: {0}")]
+    InvalidConfig(String),
+    #[error("{what} failed with exit code {code:?}: {stderr}")]
+    Command {
+        what: &'static str,
+        code: Option<i64>,
+        stderr: String,
+    },
+    #[error("Docker: {0}")]
+    Docker(#[from] DockerError),
+}
+
+impl SandboxError {
+    /// Whether a later attempt may succeed: the Docker daemon, a lost container and a full
+    /// house are transient; bad input, a missing image and a failing housekeeping command are not.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            SandboxError::ContainerUnavailable { .. }
+                | SandboxError::Lost { .. }
+                | SandboxError::NotStarted(_)
+                | SandboxError::Docker(_)
+        )
+    }
+}
+
+/// `proj_<id>` → `proj-<id>`, the Sandbox's container name.
+pub fn container_name(project_id: &str) -> Result<String, SandboxError> {
+    let body = project_id.strip_prefix("proj_").unwrap_or_default();
+    if body.is_empty()
+        || body.len() > 64
+        || !body
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        return Err(SandboxError::InvalidProjectId(project_id.to_owned()));
+    }
+    Ok(format!("proj-{body}"))
+}
+
+/// An agent workspace's directory: `/workspace/<last 24 characters of the run id>`.
+pub fn run_dir(run_id: &str) -> Result<String, SandboxError> {
+    let name = safe_name(run_id)?;
+    Ok(format!(
+        "{WORKSPACE}/{}",
+        &name[name.len().saturating_sub(24)..]
+    ))
+}
+
+/// A Candidate's check directory: `/workspace/cand-<id>` (a `cand_` prefix of the id is dropped).
+pub fn candidate_dir(candidate_id: &str) -> Result<String, SandboxError> {
+    let id = candidate_id.strip_prefix("cand_").unwrap_or(candidate_id);
+    Ok(format!("{WORKSPACE}/cand-{}", safe_name(id)?))
+}
+
+/// A code edit session's directory: `/workspace/edit-<hex>`.
+pub fn edit_dir(hex: &str) -> Result<String, SandboxError> {
+    if hex.is_empty()
+        || hex.len() > 64
+        || !hex
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    {
+        return Err(SandboxError::InvalidDirectory(format!("edit-{hex}")));
+    }
+    Ok(format!("{WORKSPACE}/edit-{hex}"))
+}
+
+fn safe_name(s: &str) -> Result<&str, SandboxError> {
+    if s.is_empty()
+        || s.len() > 128
+        || !s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(SandboxError::InvalidDirectory(s.to_owned()));
+    }
+    Ok(s)
+}
+
+/// `/workspace` or a path below it, without `.`/`..` or unusual characters.
+fn check_dir(dir: &str) -> Result<(), SandboxError> {
+    let bad = || SandboxError::InvalidDirectory(dir.to_owned());
+    let rest = dir.strip_prefix(WORKSPACE).ok_or_else(bad)?;
+    if rest.is_empty() {
+        return Ok(());
+    }
+    let rest = rest.strip_prefix('/').ok_or_else(bad)?;
+    for part in rest.split('/') {
+        if part.is_empty()
+            || part == "."
+            || part == ".."
+            || !part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
+            return Err(bad());
+        }
+    }
+    Ok(())
+}
+
+/// When each Project's container was last used, and whether a command is running in it.
+#[derive(Debug)]
+struct Usage {
+    last_use: Instant,
+    running: u32,
+    reaping: bool,
+}
+
+/// The Sandboxes of one deployment, on one Docker Engine.
+pub struct Sandboxes {
+    docker: Docker,
+    config: SandboxConfig,
+    usage: Mutex<HashMap<String, Usage>>,
+    /// Serialises the count-then-create of `ensure` and the choose-then-remove of `reap_idle`
+    /// within this process (sandboxd is the only creator of Sandboxes).
+    lifecycle: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Sandboxes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandboxes")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Marks a Project's container busy for as long as it lives; the last use is its drop.
+struct InUse<'a> {
+    sandboxes: &'a Sandboxes,
+    project_id: String,
+}
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        let mut usage = self
+            .sandboxes
+            .usage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(u) = usage.get_mut(&self.project_id) {
+            u.running = u.running.saturating_sub(1);
+            u.last_use = Instant::now();
+        }
+    }
+}
+
+impl Sandboxes {
+    pub fn new(docker: Docker, config: SandboxConfig) -> Self {
+        Self {
+            docker,
+            config,
+            usage: Mutex::new(HashMap::new()),
+            lifecycle: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Connects to the Docker Engine named by DOCKER_HOST (the local socket by default, or a
+    /// socket proxy over TCP) and agrees on an API version with it.
+    pub async fn connect(config: SandboxConfig) -> Result<Self, SandboxError> {
+        let docker = Docker::connect_with_defaults()?.negotiate_version().await?;
+        Ok(Self::new(docker, config))
+    }
+
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// The Project's running Sandbox, started if needed. A container that exists but is not
+    /// running (it crashed, or was stopped) is removed and replaced: a Sandbox loss.
+    #[instrument(skip_all, fields(project.id = %project_id), err)]
+    pub async fn ensure(&self, project_id: &str) -> Result<Container, SandboxError> {
+        let name = container_name(project_id)?;
+        let _lifecycle = self.lifecycle.lock().await;
+        match self.docker.inspect_container(&name, None).await {
+            Ok(found) => {
+                let running = found
+                    .state
+                    .as_ref()
+                    .and_then(|s| s.running)
+                    .unwrap_or(false);
+                if running {
+                    self.touch(project_id);
+                    return Ok(Container {
+                        id: found.id.unwrap_or_default(),
+                        name,
+                        project_id: project_id.to_owned(),
+                        fresh: false,
+                    });
+                }
+                warn!(container.name = %name, "replacing a Sandbox that is not running");
+                self.remove_container(&name).await?;
+            }
+            Err(e) if status(&e) == Some(404) => {}
+            Err(e) => return Err(e.into()),
+        }
+
+        let live = self.list_live().await?.len();
+        if live >= self.config.max_live {
+            return Err(SandboxError::ContainerUnavailable {
+                live,
+                max: self.config.max_live,
+            });
+        }
+        self.ensure_network().await?;
+        match self.docker.inspect_image(&self.config.image).await {
+            Ok(_) => {}
+            Err(e) if status(&e) == Some(404) => {
+                return Err(SandboxError::ImageMissing(self.config.image.clone()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+
+        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let created = self
+            .docker
+            .create_container(Some(options), self.container_body(project_id, &name))
+            .await?;
+        if let Err(e) = self.docker.start_container(&created.id, None).await {
+            // Do not leave a container that counts against SANDBOX_MAX but never ran.
+            let _ = self.remove_container(&name).await;
+            return Err(e.into());
+        }
+        self.touch(project_id);
+        Ok(Container {
+            id: created.id,
+            name,
+            project_id: project_id.to_owned(),
+            fresh: true,
+        })
+    }
+
+    /// Runs `argv` in `dir` as `user`, killed after `timeout` together with everything it
+    /// started; whatever it leaves behind is killed when it returns. The container must have
+    /// been ensured and `dir` prepared.
+    #[instrument(skip_all, fields(project.id = %project_id, exec.dir = %dir), err)]
+    pub async fn exec(
+        &self,
+        project_id: &str,
+        dir: &str,
+        argv: &[String],
+        user: SandboxUser,
+        timeout: Duration,
+    ) -> Result<ExecOutput, SandboxError> {
+        let name = container_name(project_id)?;
+        check_dir(dir)?;
+        let user = user.check()?;
+        if argv.is_empty() {
+            return Err(SandboxError::EmptyCommand);
+        }
+        if timeout.is_zero() {
+            return Err(SandboxError::InvalidTimeout);
+        }
+        let _in_use = self.begin_use(project_id)?;
+        let started = Instant::now();
+
+        let seconds = format!("{}.{:03}", timeout.as_secs(), timeout.subsec_millis());
+        let mut cmd: Vec<String> = ["sh", "-c", WRAPPER, "belay-exec"]
+            .map(str::to_owned)
+            .to_vec();
+        cmd.push(seconds);
+        cmd.extend(argv.iter().cloned());
+        let exec = self
+            .docker
+            .create_exec(
+                &name,
+                CreateExecOptions {
+                    cmd: Some(cmd),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    user: Some(user.docker_user()),
+                    working_dir: Some(dir.to_owned()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| lost_or(project_id, e))?;
+        let started_exec = self
+            .docker
+            .start_exec(
+                &exec.id,
+                Some(StartExecOptions {
+                    detach: false,
+                    tty: false,
+                    output_capacity: None,
+                }),
+            )
+            .await
+            .map_err(|e| lost_or(project_id, e))?;
+        let StartExecResults::Attached { mut output, .. } = started_exec else {
+            return Err(SandboxError::Lost {
+                project_id: project_id.to_owned(),
+                reason: "the exec started detached".to_owned(),
+            });
+        };
+
+        let backstop = tokio::time::Instant::from_std(
+            started + timeout + Duration::from_secs(KILL_AFTER_SECONDS) + BACKSTOP_GRACE,
+        );
+        let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + EXEC_POLL, EXEC_POLL);
+        let mut collected = Collected::default();
+        let mut closed = false;
+        let mut backstop_fired = false;
+        loop {
+            tokio::select! {
+                item = output.next() => match item {
+                    Some(Ok(chunk)) => collected.push(chunk),
+                    Some(Err(e)) => {
+                        warn!(error = %e, "the exec's output broke off");
+                        break;
+                    }
+                    None => {
+                        closed = true;
+                        break;
+                    }
+                },
+                _ = poll.tick() => {
+                    let inspected = self.docker.inspect_exec(&exec.id).await.map_err(|e| lost_or(project_id, e))?;
+                    if inspected.running != Some(true) {
+                        break;
+                    }
+                }
+                _ = tokio::time::sleep_until(backstop) => {
+                    backstop_fired = true;
+                    break;
+                }
+            }
+        }
+
+        let ran_for = started.elapsed();
+        // Kill what the command left behind; that also closes output its children held open.
+        let sid = collected.sid();
+        self.kill_leftovers(project_id, &name, user, sid).await?;
+        if !closed {
+            let drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
+            while let Ok(Some(Ok(chunk))) =
+                tokio::time::timeout_at(drain_until, output.next()).await
+            {
+                collected.push(chunk);
+            }
+        }
+        let exit_code = match self
+            .exit_code(&exec.id)
+            .await
+            .map_err(|e| lost_or(project_id, e))?
+        {
+            Finished::Exited(code) => code,
+            Finished::StillRunning => {
+                return Err(self
+                    .give_up(project_id, &name, "a command could not be killed")
+                    .await);
+            }
+        };
+        if sid.is_none() && exit_code == Some(126) {
+            // The wrapper never ran: the runtime refused to start the process at all.
+            let (stdout, _, stderr, _) = collected.finish();
+            let reason = format!("{}{}", stdout.trim(), stderr.trim());
+            if reason.contains("chdir to cwd") {
+                return Err(SandboxError::MissingDirectory(dir.to_owned()));
+            }
+            return Err(SandboxError::NotStarted(reason));
+        }
+        // 137 is also the OOM killer's mark; only a command that ran its full time timed out.
+        let killed = matches!(exit_code, Some(124 | 137));
+        let (stdout, stdout_truncated, stderr, stderr_truncated) = collected.finish();
+        Ok(ExecOutput {
+            stdout,
+            stderr,
+            stdout_truncated,
+            stderr_truncated,
+            exit_code,
+            timed_out: backstop_fired || (killed && ran_for >= timeout),
+        })
+    }
+
+    /// Creates `dir` (below /workspace) and hands it to `owner`.
+    #[instrument(skip_all, fields(project.id = %project_id, exec.dir = %dir), err)]
+    pub async fn prepare_dir(
+        &self,
+        project_id: &str,
+        dir: &str,
+        owner: SandboxUser,
+    ) -> Result<(), SandboxError> {
+        let name = container_name(project_id)?;
+        check_dir(dir)?;
+        let owner = owner.check()?.docker_user();
+        let _in_use = self.begin_use(project_id)?;
+        let argv = [
+            "sh",
+            "-c",
+            r#"mkdir -p -- "$1" && chown -- "$2" "$1""#,
+            "prepare-dir",
+            dir,
+            &owner,
+        ];
+        self.run_checked(
+            project_id,
+            &name,
+            SandboxUser::Root,
+            &argv,
+            "creating the directory",
+        )
+        .await
+    }
+
+    /// Deletes `dir` (a directory below /workspace, never /workspace itself) and all it holds.
+    #[instrument(skip_all, fields(project.id = %project_id, exec.dir = %dir), err)]
+    pub async fn remove_dir(&self, project_id: &str, dir: &str) -> Result<(), SandboxError> {
+        let name = container_name(project_id)?;
+        check_dir(dir)?;
+        if dir == WORKSPACE {
+            return Err(SandboxError::InvalidDirectory(dir.to_owned()));
+        }
+        let _in_use = self.begin_use(project_id)?;
+        self.run_checked(
+            project_id,
+            &name,
+            SandboxUser::Root,
+            &["rm", "-rf", "--", dir],
+            "removing the directory",
+        )
+        .await
+    }
+
+    /// Removes the Project's Sandbox with its disk. Whether there was one.
+    #[instrument(skip_all, fields(project.id = %project_id), err)]
+    pub async fn remove(&self, project_id: &str) -> Result<bool, SandboxError> {
+        let name = container_name(project_id)?;
+        let _lifecycle = self.lifecycle.lock().await;
+        let removed = self.remove_container(&name).await?;
+        self.usage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(project_id);
+        Ok(removed)
+    }
+
+    /// Removes, with their disks, the Sandboxes unused for `idle` at `now` and those no longer
+    /// running. A Sandbox this process has not used yet (it was started before a restart) gets
+    /// its idle clock started at `now`. Returns the Projects whose Sandbox was removed.
+    #[instrument(skip_all, err)]
+    pub async fn reap_idle(
+        &self,
+        now: Instant,
+        idle: Duration,
+    ) -> Result<Vec<String>, SandboxError> {
+        let _lifecycle = self.lifecycle.lock().await;
+        let live = self.list_live().await?;
+        let project_label = self.config.project_label();
+        let mut victims = Vec::new();
+        {
+            let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+            for container in &live {
+                let Some(project_id) = container
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(&project_label))
+                    .cloned()
+                else {
+                    continue;
+                };
+                let Ok(name) = container_name(&project_id) else {
+                    continue;
+                };
+                let running = container.state == Some(ContainerSummaryStateEnum::RUNNING);
+                let u = usage.entry(project_id.clone()).or_insert(Usage {
+                    last_use: now,
+                    running: 0,
+                    reaping: false,
+                });
+                if !running || (u.running == 0 && now.saturating_duration_since(u.last_use) >= idle)
+                {
+                    u.reaping = true;
+                    victims.push((project_id, name));
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for (project_id, name) in victims {
+            let outcome = self.remove_container(&name).await;
+            self.usage
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&project_id);
+            outcome?;
+            removed.push(project_id);
+        }
+        Ok(removed)
+    }
+
+    /// The Sandboxes that exist (running or not), by label.
+    pub async fn list_live(&self) -> Result<Vec<ContainerSummary>, SandboxError> {
+        let filters =
+            HashMap::from([("label", vec![format!("{}=1", self.config.sandbox_label())])]);
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        Ok(self.docker.list_containers(Some(options)).await?)
+    }
+
+    fn container_body(&self, project_id: &str, name: &str) -> ContainerCreateBody {
+        let mut labels: HashMap<String, String> = self
+            .config
+            .extra_labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        labels.insert(self.config.sandbox_label(), "1".to_owned());
+        labels.insert(self.config.project_label(), project_id.to_owned());
+        let env = self.config.egress_proxy.as_ref().map(|proxy| {
+            ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
+                .map(|k| format!("{k}={proxy}"))
+                .to_vec()
+        });
+        let host_config = HostConfig {
+            nano_cpus: Some(NANO_CPUS),
+            memory: Some(MEMORY_BYTES),
+            // Equal to memory: no swap.
+            memory_swap: Some(MEMORY_BYTES),
+            pids_limit: Some(PIDS_LIMIT),
+            runtime: Some(self.config.runtime.as_str().to_owned()),
+            network_mode: Some(self.config.network.clone()),
+            // An anonymous volume: it goes when the container is removed with v=true.
+            mounts: Some(vec![Mount {
+                target: Some(WORKSPACE.to_owned()),
+                typ: Some(MountType::VOLUME),
+                read_only: Some(false),
+                ..Default::default()
+            }]),
+            tmpfs: Some(HashMap::from([("/tmp".to_owned(), TMP_TMPFS.to_owned())])),
+            readonly_rootfs: Some(true),
+            init: Some(true),
+            cap_drop: Some(vec!["ALL".to_owned()]),
+            cap_add: Some(
+                ["CHOWN", "DAC_OVERRIDE", "FOWNER"]
+                    .map(str::to_owned)
+                    .to_vec(),
+            ),
+            security_opt: Some(vec!["no-new-privileges".to_owned()]),
+            ..Default::default()
+        };
+        ContainerCreateBody {
+            image: Some(self.config.image.clone()),
+            // Explicit, so that an image's own entrypoint cannot replace the keeper process.
+            entrypoint: Some(vec!["sleep".to_owned()]),
+            cmd: Some(vec!["infinity".to_owned()]),
+            hostname: Some(name.to_owned()),
+            user: Some("0:0".to_owned()),
+            working_dir: Some(WORKSPACE.to_owned()),
+            labels: Some(labels),
+            env,
+            host_config: Some(host_config),
+            ..Default::default()
+        }
+    }
+
+    async fn ensure_network(&self) -> Result<(), SandboxError> {
+        match self
+            .docker
+            .inspect_network(&self.config.network, None)
+            .await
+        {
+            Ok(found) => {
+                if found.internal != Some(true) {
+                    return Err(SandboxError::InvalidConfig(format!(
+                        "network {} exists but is not internal",
+                        self.config.network
+                    )));
+                }
+                return Ok(());
+            }
+            Err(e) if status(&e) == Some(404) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let mut labels: HashMap<String, String> = self
+            .config
+            .extra_labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        labels.insert(
+            format!("{}.sandbox-network", self.config.label_prefix),
+            "1".to_owned(),
+        );
+        let request = NetworkCreateRequest {
+            name: self.config.network.clone(),
+            driver: Some("bridge".to_owned()),
+            internal: Some(true),
+            labels: Some(labels),
+            ..Default::default()
+        };
+        match self.docker.create_network(request).await {
+            Ok(_) => Ok(()),
+            Err(e) if status(&e) == Some(409) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Kills every process the command left: its session for root, every process of the user
+    /// for an unprivileged user, with [`KILLER`] run as that user. If that does not finish in
+    /// time the container is removed.
+    async fn kill_leftovers(
+        &self,
+        project_id: &str,
+        name: &str,
+        user: SandboxUser,
+        sid: Option<u32>,
+    ) -> Result<(), SandboxError> {
+        let (mode, target) = match user {
+            // A session id of 1 or 0 would be the keeper's or none: never kill by it.
+            SandboxUser::Root => match sid {
+                Some(sid) if sid > 1 => ("session", sid.to_string()),
+                _ => return Ok(()),
+            },
+            SandboxUser::Unprivileged(uid) => ("user", uid.to_string()),
+        };
+        let argv = ["sh", "-c", KILLER, "belay-kill", mode, &target];
+        let attempts = async {
+            loop {
+                match self.run_plain(project_id, name, user, &argv).await? {
+                    // The runtime could not start the killer (no pid to spare yet): try again.
+                    (Some(126), _) => continue,
+                    other => return Ok::<_, SandboxError>(other),
+                }
+            }
+        };
+        match tokio::time::timeout(KILL_DEADLINE, attempts).await {
+            Ok(Ok((Some(0 | 1), _))) => Ok(()),
+            Ok(Ok((Some(3 | 4), _))) | Err(_) => Err(self
+                .give_up(project_id, name, "leftover processes survived every kill")
+                .await),
+            Ok(Ok((code, stderr))) => Err(SandboxError::Command {
+                what: "killing leftover processes",
+                code,
+                stderr,
+            }),
+            Ok(Err(e)) => Err(e),
+        }
+    }
+
+    async fn run_checked(
+        &self,
+        project_id: &str,
+        name: &str,
+        user: SandboxUser,
+        argv: &[&str],
+        what: &'static str,
+    ) -> Result<(), SandboxError> {
+        let run = tokio::time::timeout(
+            HOUSEKEEPING_DEADLINE,
+            self.run_plain(project_id, name, user, argv),
+        );
+        let (code, stderr) = run
+            .await
+            .unwrap_or_else(|_| Ok((None, "did not finish in time".to_owned())))?;
+        if code != Some(0) {
+            return Err(SandboxError::Command { what, code, stderr });
+        }
+        Ok(())
+    }
+
+    /// A short housekeeping exec without the wrapper: its exit code and stderr.
+    async fn run_plain(
+        &self,
+        project_id: &str,
+        name: &str,
+        user: SandboxUser,
+        argv: &[&str],
+    ) -> Result<(Option<i64>, String), SandboxError> {
+        let exec = self
+            .docker
+            .create_exec(
+                name,
+                CreateExecOptions {
+                    cmd: Some(argv.iter().map(|s| (*s).to_owned()).collect()),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    user: Some(user.docker_user()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| lost_or(project_id, e))?;
+        let mut stderr = Tail::default();
+        if let StartExecResults::Attached { mut output, .. } = self
+            .docker
+            .start_exec(&exec.id, None)
+            .await
+            .map_err(|e| lost_or(project_id, e))?
+        {
+            while let Some(chunk) = output.next().await {
+                if let LogOutput::StdErr { message } = chunk.map_err(|e| lost_or(project_id, e))? {
+                    stderr.push(&message);
+                }
+            }
+        }
+        match self
+            .exit_code(&exec.id)
+            .await
+            .map_err(|e| lost_or(project_id, e))?
+        {
+            Finished::Exited(code) => Ok((code, stderr.finish().0)),
+            Finished::StillRunning => Err(SandboxError::Command {
+                what: "a housekeeping command",
+                code: None,
+                stderr: "did not finish".to_owned(),
+            }),
+        }
+    }
+
+    async fn exit_code(&self, exec_id: &str) -> Result<Finished, DockerError> {
+        let deadline = Instant::now() + EXIT_WAIT;
+        loop {
+            let inspected = self.docker.inspect_exec(exec_id).await?;
+            if inspected.running != Some(true) {
+                return Ok(Finished::Exited(inspected.exit_code));
+            }
+            if Instant::now() >= deadline {
+                return Ok(Finished::StillRunning);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Removes a container whose commands can no longer be controlled: a Sandbox loss.
+    async fn give_up(&self, project_id: &str, name: &str, why: &str) -> SandboxError {
+        warn!(project.id = %project_id, container.name = %name, reason = why, "removing a Sandbox that could not be brought back under control");
+        if let Err(e) = self.remove_container(name).await {
+            warn!(error = %e, "removing the Sandbox failed");
+        }
+        self.usage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(project_id);
+        SandboxError::Lost {
+            project_id: project_id.to_owned(),
+            reason: format!("{why}; the Sandbox was removed"),
+        }
+    }
+
+    async fn remove_container(&self, name: &str) -> Result<bool, SandboxError> {
+        let options = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        match self.docker.remove_container(name, Some(options)).await {
+            Ok(()) => Ok(true),
+            Err(e) if status(&e) == Some(404) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn touch(&self, project_id: &str) {
+        let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        let u = usage.entry(project_id.to_owned()).or_insert(Usage {
+            last_use: Instant::now(),
+            running: 0,
+            reaping: false,
+        });
+        u.last_use = Instant::now();
+        u.reaping = false;
+    }
+
+    fn begin_use(&self, project_id: &str) -> Result<InUse<'_>, SandboxError> {
+        let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        let u = usage.entry(project_id.to_owned()).or_insert(Usage {
+            last_use: Instant::now(),
+            running: 0,
+            reaping: false,
+        });
+        if u.reaping {
+            return Err(SandboxError::Lost {
+                project_id: project_id.to_owned(),
+                reason: "it is being removed after idling".to_owned(),
+            });
+        }
+        u.running += 1;
+        u.last_use = Instant::now();
+        Ok(InUse {
+            sandboxes: self,
+            project_id: project_id.to_owned(),
+        })
+    }
+}
+
+enum Finished {
+    Exited(Option<i64>),
+    StillRunning,
+}
+
+fn status(e: &DockerError) -> Option<u16> {
+    match e {
+        DockerError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// A missing container (404) or one that is not running (409) is a lost Sandbox.
+fn lost_or(project_id: &str, e: DockerError) -> SandboxError {
+    match (status(&e), &e) {
+        (Some(404 | 409), DockerError::DockerResponseServerError { message, .. }) => {
+            SandboxError::Lost {
+                project_id: project_id.to_owned(),
+                reason: message.clone(),
+            }
+        }
+        _ => SandboxError::Docker(e),
+    }
+}
+
+/// The last [`OUTPUT_LIMIT`] bytes of a stream.
+#[derive(Debug, Default)]
+struct Tail {
+    buf: Vec<u8>,
+    truncated: bool,
+}
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        // Trim with slack so that many small chunks do not each move the whole buffer.
+        if self.buf.len() > 2 * OUTPUT_LIMIT {
+            self.cut();
+        }
+    }
+
+    fn cut(&mut self) {
+        if self.buf.len() > OUTPUT_LIMIT {
+            self.buf.drain(..self.buf.len() - OUTPUT_LIMIT);
+            self.truncated = true;
+        }
+    }
+
+    fn finish(mut self) -> (String, bool) {
+        self.cut();
+        (
+            String::from_utf8_lossy(&self.buf).into_owned(),
+            self.truncated,
+        )
+    }
+}
+
+/// The output of a wrapped command: stdout, and stderr with the wrapper's first line taken off.
+#[derive(Debug, Default)]
+struct Collected {
+    stdout: Tail,
+    stderr: Tail,
+    header: Vec<u8>,
+    header_done: bool,
+    sid: Option<u32>,
+}
+
+impl Collected {
+    fn push(&mut self, chunk: LogOutput) {
+        match chunk {
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                self.stdout.push(&message)
+            }
+            LogOutput::StdErr { message } => self.push_stderr(&message),
+            LogOutput::StdIn { .. } => {}
+        }
+    }
+
+    fn push_stderr(&mut self, bytes: &[u8]) {
+        if self.header_done {
+            return self.stderr.push(bytes);
+        }
+        self.header.extend_from_slice(bytes);
+        if let Some(newline) = self.header.iter().position(|b| *b == b'\n') {
+            let line = &self.header[..newline];
+            self.sid = line
+                .strip_prefix(SID_HEADER)
+                .and_then(|n| std::str::from_utf8(n).ok())
+                .and_then(|n| n.parse().ok());
+            let rest = if self.sid.is_some() {
+                self.header[newline + 1..].to_vec()
+            } else {
+                std::mem::take(&mut self.header)
+            };
+            self.header_done = true;
+            self.header.clear();
+            self.stderr.push(&rest);
+        } else if self.header.len() > 64 {
+            // Not the wrapper's line (the wrapper did not run): it is all the command's.
+            self.header_done = true;
+            let all = std::mem::take(&mut self.header);
+            self.stderr.push(&all);
+        }
+    }
+
+    fn sid(&self) -> Option<u32> {
+        self.sid
+    }
+
+    fn finish(mut self) -> (String, bool, String, bool) {
+        if !self.header_done {
+            let rest = std::mem::take(&mut self.header);
+            self.stderr.push(&rest);
+        }
+        let (stdout, stdout_truncated) = self.stdout.finish();
+        let (stderr, stderr_truncated) = self.stderr.finish();
+        (stdout, stdout_truncated, stderr, stderr_truncated)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_project_id_becomes_its_container_name() {
+        assert_eq!(container_name("proj_0a1b2c").unwrap(), "proj-0a1b2c");
+        assert_eq!(
+            container_name("proj_3f2e1c4a-1b2c-4d5e-8f90-a1b2c3d4e5f6").unwrap(),
+            "proj-3f2e1c4a-1b2c-4d5e-8f90-a1b2c3d4e5f6"
+        );
+        for bad in [
+            "proj_", "0a1b", "proj_A1", "proj_a/b", "run_0a1b", "proj_a b",
+        ] {
+            assert!(
+                matches!(container_name(bad), Err(SandboxError::InvalidProjectId(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_use_has_its_own_directory() {
+        assert_eq!(
+            run_dir("run_0123456789abcdef0123456789abcdef").unwrap(),
+            "/workspace/89abcdef0123456789abcdef"
+        );
+        assert_eq!(run_dir("run_ab").unwrap(), "/workspace/run_ab");
+        assert_eq!(candidate_dir("cand_9f").unwrap(), "/workspace/cand-9f");
+        assert_eq!(candidate_dir("9f").unwrap(), "/workspace/cand-9f");
+        assert_eq!(edit_dir("00ff").unwrap(), "/workspace/edit-00ff");
+        assert!(run_dir("../etc").is_err());
+        assert!(candidate_dir("a/b").is_err());
+        assert!(edit_dir("xyz").is_err());
+        assert!(edit_dir("").is_err());
+    }
+
+    #[test]
+    fn commands_run_only_below_the_workspace() {
+        for good in [
+            "/workspace",
+            "/workspace/cand-9f",
+            "/workspace/edit-00ff/src/lib",
+        ] {
+            assert!(check_dir(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "/",
+            "/etc",
+            "/workspace/../etc",
+            "/workspacex",
+            "/workspace/",
+            "/workspace//a",
+            "/workspace/a/./b",
+            "workspace/a",
+            "/workspace/a b",
+        ] {
+            assert!(check_dir(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_session_uids_are_unprivileged_users() {
+        assert!(SandboxUser::Unprivileged(0).check().is_err());
+        assert!(SandboxUser::Unprivileged(65534).check().is_err());
+        assert!(SandboxUser::SANDBOX.check().is_ok());
+        assert_eq!(SandboxUser::Root.docker_user(), "0:0");
+        assert_eq!(SandboxUser::Unprivileged(1001).docker_user(), "1001:1001");
+    }
+
+    #[test]
+    fn the_configuration_comes_from_the_environment() {
+        let vars = HashMap::from([
+            ("BELAY_SANDBOX_IMAGE", "registry.example/sbx:7"),
+            ("BELAY_SANDBOX_RUNTIME", "runsc"),
+            ("BELAY_SANDBOX_NETWORK", ""),
+        ]);
+        let config = SandboxConfig::from_lookup(|k| vars.get(k).map(|v| (*v).to_owned())).unwrap();
+        assert_eq!(config.image, "registry.example/sbx:7");
+        assert_eq!(config.runtime, Runtime::Runsc);
+        assert_eq!(config.network, DEFAULT_NETWORK);
+        assert_eq!(config.max_live, SANDBOX_MAX);
+        assert!(
+            SandboxConfig::from_lookup(
+                |k| (k == "BELAY_SANDBOX_RUNTIME").then(|| "kata".to_owned())
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn output_keeps_its_last_64_kib() {
+        let mut tail = Tail::default();
+        for i in 0..300_000u32 {
+            tail.push(&[b'a' + u8::try_from(i % 26).unwrap()]);
+        }
+        tail.push(b"END");
+        let (text, truncated) = tail.finish();
+        assert!(truncated);
+        assert_eq!(text.len(), OUTPUT_LIMIT);
+        assert!(text.ends_with("END"));
+        let (short, truncated) = {
+            let mut t = Tail::default();
+            t.push(b"hello");
+            t.finish()
+        };
+        assert_eq!((short.as_str(), truncated), ("hello", false));
+    }
+
+    #[test]
+    fn the_wrappers_session_line_is_taken_off_stderr() {
+        let mut c = Collected::default();
+        c.push(LogOutput::StdErr {
+            message: "belay-sid".into(),
+        });
+        c.push(LogOutput::StdOut {
+            message: "out\n".into(),
+        });
+        c.push(LogOutput::StdErr {
+            message: "=42\nwarning: x\n".into(),
+        });
+        assert_eq!(c.sid(), Some(42));
+        let (stdout, _, stderr, _) = c.finish();
+        assert_eq!(
+            (stdout.as_str(), stderr.as_str()),
+            ("out\n", "warning: x\n")
+        );
+
+        let mut c = Collected::default();
+        c.push(LogOutput::StdErr {
+            message: "OCI runtime exec failed\n".into(),
+        });
+        assert_eq!(c.sid(), None);
+        assert_eq!(c.finish().2, "OCI runtime exec failed\n");
+    }
+
+    /// Against the real Docker Engine and the image of scripts/build-sandbox-image.sh.
+    mod engine {
+        use super::*;
+        use std::process::Command;
+        use std::sync::OnceLock;
+        use std::sync::atomic::{AtomicU32, Ordering};
+
+        /// One Docker test at a time: they share two cores, and the measurements need quiet.
+        static ENGINE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+
+        fn image() -> &'static str {
+            static IMAGE: OnceLock<String> = OnceLock::new();
+            IMAGE.get_or_init(|| {
+                let image = std::env::var("BELAY_SANDBOX_IMAGE").ok().filter(|i| !i.is_empty()).unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+                let present = |image: &str| Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success());
+                if present(&image) {
+                    return image;
+                }
+                assert_eq!(image, DEFAULT_IMAGE, "the Sandbox image {image} (BELAY_SANDBOX_IMAGE) does not exist");
+                let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+                let script = [manifest.join("scripts/build-sandbox-image.sh"), manifest.join("../scripts/build-sandbox-image.sh")]
+                    .into_iter()
+                    .find(|p| p.exists())
+                    .unwrap_or_else(|| panic!("the Sandbox image {DEFAULT_IMAGE} does not exist and scripts/build-sandbox-image.sh was not found to build it"));
+                let built = Command::new("bash").arg(&script).output().expect("running scripts/build-sandbox-image.sh");
+                assert!(
+                    built.status.success() && present(&image),
+                    "the Sandbox image {DEFAULT_IMAGE} does not exist and {} could not build it:\n{}",
+                    script.display(),
+                    String::from_utf8_lossy(&built.stderr)
+                );
+                image
+            })
+        }
+
+        /// A Sandboxes of its own (label prefix, network, project ids) that removes everything it
+        /// made when dropped, also when the test fails.
+        struct Fixture {
+            sandboxes: Sandboxes,
+            tag: String,
+        }
+
+        impl Fixture {
+            async fn new(max_live: usize) -> Fixture {
+                let image = image().to_owned();
+                let tag = format!(
+                    "t{}x{}",
+                    std::process::id(),
+                    NEXT.fetch_add(1, Ordering::Relaxed)
+                );
+                let config = SandboxConfig {
+                    image,
+                    network: format!("belay-test-sbx-{tag}"),
+                    max_live,
+                    label_prefix: format!("belay.test.{tag}"),
+                    extra_labels: BTreeMap::from([("belay.test".to_owned(), "1".to_owned())]),
+                    ..SandboxConfig::default()
+                };
+                let sandboxes = Sandboxes::connect(config).await.expect(
+                    "the Docker Engine must be reachable (DOCKER_HOST or /var/run/docker.sock)",
+                );
+                Fixture { sandboxes, tag }
+            }
+
+            fn project(&self, n: u32) -> String {
+                format!("proj_{}p{n}", self.tag)
+            }
+
+            async fn ps(&self, project: &str) -> String {
+                let out = self
+                    .sandboxes
+                    .exec(
+                        project,
+                        WORKSPACE,
+                        &argv(&["ps", "-eo", "pid,sid,user,args"]),
+                        SandboxUser::Root,
+                        Duration::from_secs(10),
+                    )
+                    .await
+                    .unwrap();
+                assert!(out.success(), "{out:?}");
+                out.stdout
+            }
+        }
+
+        impl Drop for Fixture {
+            fn drop(&mut self) {
+                let label = format!("label={}=1", self.sandboxes.config.sandbox_label());
+                if let Ok(out) = Command::new("docker")
+                    .args(["ps", "-aq", "--filter", &label])
+                    .output()
+                {
+                    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                        .split_whitespace()
+                        .map(str::to_owned)
+                        .collect();
+                    if !ids.is_empty() {
+                        let _ = Command::new("docker")
+                            .args(["rm", "-f", "-v"])
+                            .args(&ids)
+                            .output();
+                    }
+                }
+                let _ = Command::new("docker")
+                    .args(["network", "rm", &self.sandboxes.config.network])
+                    .output();
+            }
+        }
+
+        fn argv(args: &[&str]) -> Vec<String> {
+            args.iter().map(|s| (*s).to_owned()).collect()
+        }
+
+        fn bash(script: &str) -> Vec<String> {
+            argv(&["bash", "-c", script])
+        }
+
+        fn median(mut v: Vec<Duration>) -> Duration {
+            v.sort();
+            v[v.len() / 2]
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_project_gets_one_container_with_the_sandbox_limits() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let project = f.project(1);
+            let first = f.sandboxes.ensure(&project).await.unwrap();
+            assert!(first.fresh);
+            assert_eq!(first.name, container_name(&project).unwrap());
+            let again = f.sandboxes.ensure(&project).await.unwrap();
+            assert_eq!((again.id.as_str(), again.fresh), (first.id.as_str(), false));
+
+            let docker = &f.sandboxes.docker;
+            let inspected = docker.inspect_container(&first.name, None).await.unwrap();
+            let host = inspected.host_config.unwrap();
+            assert_eq!(host.memory, Some(2 << 30));
+            assert_eq!(host.memory_swap, Some(2 << 30));
+            assert_eq!(host.nano_cpus, Some(2_000_000_000));
+            assert_eq!(host.pids_limit, Some(512));
+            assert_eq!(host.runtime.as_deref(), Some("runc"));
+            assert_eq!(host.init, Some(true));
+            assert_eq!(host.readonly_rootfs, Some(true));
+            assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
+            assert_eq!(
+                host.security_opt,
+                Some(vec!["no-new-privileges".to_owned()])
+            );
+            let network = docker
+                .inspect_network(&f.sandboxes.config.network, None)
+                .await
+                .unwrap();
+            assert_eq!(network.internal, Some(true));
+
+            let limits = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &argv(&[
+                        "cat",
+                        "/sys/fs/cgroup/pids/pids.max",
+                        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                        "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes",
+                    ]),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            assert_eq!(limits.stdout, "512\n2147483648\n2147483648\n", "{limits:?}");
+
+            let out = f.sandboxes.exec(&project, WORKSPACE, &bash("echo out; echo err >&2; id -u; touch /usr/x 2>/dev/null || echo read-only; exit 3"), SandboxUser::Root, Duration::from_secs(10)).await.unwrap();
+            assert_eq!(
+                (
+                    out.stdout.as_str(),
+                    out.stderr.as_str(),
+                    out.exit_code,
+                    out.timed_out
+                ),
+                ("out\n0\nread-only\n", "err\n", Some(3), false)
+            );
+
+            // A session directory belongs to its user, who can work in it but not outside it.
+            let dir = edit_dir("00ff").unwrap();
+            f.sandboxes
+                .prepare_dir(&project, &dir, SandboxUser::SANDBOX)
+                .await
+                .unwrap();
+            let out = f.sandboxes.exec(&project, &dir, &bash("id -u; touch mine && echo wrote; touch /workspace/x 2>/dev/null || echo refused"), SandboxUser::SANDBOX, Duration::from_secs(10)).await.unwrap();
+            assert_eq!(out.stdout, "1000\nwrote\nrefused\n", "{out:?}");
+            f.sandboxes.remove_dir(&project, &dir).await.unwrap();
+            let gone = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &argv(&["ls", "-A", WORKSPACE]),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            assert_eq!(gone.stdout, "");
+
+            let missing = f
+                .sandboxes
+                .exec(
+                    &project,
+                    "/workspace/missing",
+                    &argv(&["true"]),
+                    SandboxUser::Root,
+                    Duration::from_secs(5),
+                )
+                .await;
+            assert!(
+                matches!(&missing, Err(SandboxError::MissingDirectory(d)) if d == "/workspace/missing"),
+                "{missing:?}"
+            );
+            assert!(matches!(
+                f.sandboxes
+                    .exec(
+                        &f.project(9),
+                        WORKSPACE,
+                        &argv(&["true"]),
+                        SandboxUser::Root,
+                        Duration::from_secs(5)
+                    )
+                    .await,
+                Err(SandboxError::Lost { .. })
+            ));
+            assert!(f.sandboxes.remove(&project).await.unwrap());
+            assert!(!f.sandboxes.remove(&project).await.unwrap());
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_fork_bomb_is_contained_and_the_same_container_then_runs_echo() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let project = f.project(1);
+            let container = f.sandboxes.ensure(&project).await.unwrap();
+            // The bomb runs in the background while the command itself waits 3 s.
+            let bomb = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &bash(":(){ :|:& };: ; sleep 3"),
+                    SandboxUser::Root,
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap();
+            assert!(
+                bomb.stderr.contains("Resource temporarily unavailable"),
+                "the bomb never hit the pids limit: {bomb:?}"
+            );
+            let events = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &argv(&["cat", "/sys/fs/cgroup/pids/pids.events"]),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            let refused: u64 = events
+                .stdout
+                .trim()
+                .strip_prefix("max ")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            assert!(refused > 0, "{events:?}");
+
+            let ok = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &argv(&["echo", "ok"]),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            assert_eq!(ok.stdout, "ok\n", "{ok:?}");
+            assert_eq!(
+                f.sandboxes.ensure(&project).await.unwrap().id,
+                container.id,
+                "the same container"
+            );
+            let ps = f.ps(&project).await;
+            assert!(
+                ps.lines().count() <= 5,
+                "the bomb left processes behind:\n{ps}"
+            );
+
+            // The same from an edit session's unprivileged user.
+            let dir = edit_dir("0c").unwrap();
+            f.sandboxes
+                .prepare_dir(&project, &dir, SandboxUser::SANDBOX)
+                .await
+                .unwrap();
+            let bomb = f
+                .sandboxes
+                .exec(
+                    &project,
+                    &dir,
+                    &bash(":(){ :|:& };: ; sleep 3"),
+                    SandboxUser::SANDBOX,
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap();
+            assert!(
+                bomb.stderr.contains("Resource temporarily unavailable"),
+                "the bomb never hit the pids limit: {bomb:?}"
+            );
+            let ok = f
+                .sandboxes
+                .exec(
+                    &project,
+                    &dir,
+                    &argv(&["echo", "ok"]),
+                    SandboxUser::SANDBOX,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            assert_eq!(ok.stdout, "ok\n", "{ok:?}");
+            assert_eq!(
+                f.sandboxes.ensure(&project).await.unwrap().id,
+                container.id,
+                "the same container"
+            );
+            let ps = f.ps(&project).await;
+            assert!(
+                ps.lines().count() <= 5,
+                "the bomb left processes behind:\n{ps}"
+            );
+            println!("fork bomb: {refused} forks refused at the pids limit; afterwards:\n{ps}");
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn allocating_past_2_gib_is_oom_killed_and_the_container_serves_the_next_command() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let project = f.project(1);
+            let container = f.sandboxes.ensure(&project).await.unwrap();
+            // tail keeps the last 10 lines of 3 GiB without a newline, that is all of it.
+            let hog = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &bash("head -c 3G /dev/zero | tail > /dev/null"),
+                    SandboxUser::Root,
+                    Duration::from_secs(120),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                (hog.exit_code, hog.timed_out),
+                (Some(137), false),
+                "{hog:?}"
+            );
+            let oom = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &argv(&[
+                        "grep",
+                        "oom_kill ",
+                        "/sys/fs/cgroup/memory/memory.oom_control",
+                    ]),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            assert_ne!(oom.stdout.trim(), "oom_kill 0", "{oom:?}");
+
+            let ok = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &argv(&["echo", "ok"]),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            assert_eq!(ok.stdout, "ok\n");
+            assert_eq!(
+                f.sandboxes.ensure(&project).await.unwrap().id,
+                container.id,
+                "the same container"
+            );
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_command_past_its_timeout_is_killed_with_its_whole_tree() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let project = f.project(1);
+            f.sandboxes.ensure(&project).await.unwrap();
+            let started = Instant::now();
+            let out = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &argv(&["sleep", "300"]),
+                    SandboxUser::Root,
+                    Duration::from_secs(2),
+                )
+                .await
+                .unwrap();
+            let took = started.elapsed();
+            assert!(out.timed_out, "{out:?}");
+            assert!(took < Duration::from_secs(10), "took {took:?}");
+            // A tree: a shell with a child in the foreground and one in the background.
+            let tree = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &bash("sleep 301 & sleep 302; echo never"),
+                    SandboxUser::Root,
+                    Duration::from_secs(2),
+                )
+                .await
+                .unwrap();
+            assert!(tree.timed_out && !tree.stdout.contains("never"), "{tree:?}");
+            let ps = f.ps(&project).await;
+            assert!(
+                !ps.contains("sleep 30"),
+                "a sleep survived its timeout:\n{ps}"
+            );
+            println!("sleep 300 with a 2 s timeout returned after {took:?}");
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_background_process_does_not_outlive_its_command() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let project = f.project(1);
+            f.sandboxes.ensure(&project).await.unwrap();
+            let started = Instant::now();
+            let out = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &bash("sleep 311 & nohup sleep 312 >/dev/null 2>&1 & echo started"),
+                    SandboxUser::Root,
+                    Duration::from_secs(60),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                (out.stdout.as_str(), out.exit_code, out.timed_out),
+                ("started\n", Some(0), false),
+                "{out:?}"
+            );
+            let root_took = started.elapsed();
+
+            // An edit session's user: even a process in a new session of its own is killed.
+            let dir = edit_dir("0b").unwrap();
+            f.sandboxes
+                .prepare_dir(&project, &dir, SandboxUser::SANDBOX)
+                .await
+                .unwrap();
+            let out = f
+                .sandboxes
+                .exec(
+                    &project,
+                    &dir,
+                    &bash("setsid sleep 313 & (sleep 314 &) ; echo started"),
+                    SandboxUser::SANDBOX,
+                    Duration::from_secs(60),
+                )
+                .await
+                .unwrap();
+            assert_eq!(out.stdout, "started\n", "{out:?}");
+            let ps = f.ps(&project).await;
+            assert!(
+                !ps.contains("sleep 31"),
+                "a background process outlived its command:\n{ps}"
+            );
+            println!("a command leaving a background sleep returned after {root_took:?}");
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn no_command_reaches_an_address_outside_the_sandbox_network() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let project = f.project(1);
+            f.sandboxes.ensure(&project).await.unwrap();
+            // Opens (and would at once close) a TCP connection; sends no data.
+            let started = Instant::now();
+            let out = f.sandboxes.exec(&project, WORKSPACE, &bash("timeout 3 bash -c ': > /dev/tcp/1.1.1.1/53' && echo connected || echo no-route"), SandboxUser::Root, Duration::from_secs(10)).await.unwrap();
+            assert_eq!(out.stdout, "no-route\n", "{out:?}");
+            println!(
+                "connect to 1.1.1.1:53 failed after {:?}: {}",
+                started.elapsed(),
+                out.stderr.trim()
+            );
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_fifth_container_is_refused_with_container_unavailable() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            for n in 1..=4 {
+                f.sandboxes.ensure(&f.project(n)).await.unwrap();
+            }
+            let fifth = f.sandboxes.ensure(&f.project(5)).await;
+            assert!(
+                matches!(
+                    fifth,
+                    Err(SandboxError::ContainerUnavailable { live: 4, max: 4 })
+                ),
+                "{fifth:?}"
+            );
+            assert!(fifth.unwrap_err().is_retryable());
+            // The four keep working, and a freed slot can be taken.
+            assert!(!f.sandboxes.ensure(&f.project(2)).await.unwrap().fresh);
+            f.sandboxes.remove(&f.project(1)).await.unwrap();
+            assert!(f.sandboxes.ensure(&f.project(5)).await.unwrap().fresh);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn an_idle_container_is_removed_with_its_disk_and_the_next_ensure_starts_a_fresh_one()
+        {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let project = f.project(1);
+            let first = f.sandboxes.ensure(&project).await.unwrap();
+            f.sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &bash("echo kept > /workspace/file"),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            let docker = &f.sandboxes.docker;
+            let volume = docker
+                .inspect_container(&first.name, None)
+                .await
+                .unwrap()
+                .mounts
+                .unwrap()
+                .into_iter()
+                .find(|m| m.destination.as_deref() == Some(WORKSPACE))
+                .and_then(|m| m.name)
+                .unwrap();
+
+            // Not yet idle for two minutes: kept.
+            assert!(
+                f.sandboxes
+                    .reap_idle(Instant::now() + Duration::from_secs(60), IDLE_AFTER)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+            let reaped = f
+                .sandboxes
+                .reap_idle(
+                    Instant::now() + IDLE_AFTER + Duration::from_secs(1),
+                    IDLE_AFTER,
+                )
+                .await
+                .unwrap();
+            assert_eq!(reaped, vec![project.clone()]);
+            assert_eq!(
+                docker
+                    .inspect_container(&first.name, None)
+                    .await
+                    .err()
+                    .as_ref()
+                    .and_then(status),
+                Some(404)
+            );
+            assert_eq!(
+                docker
+                    .inspect_volume(&volume)
+                    .await
+                    .err()
+                    .as_ref()
+                    .and_then(status),
+                Some(404),
+                "the workspace volume survived"
+            );
+
+            let next = f.sandboxes.ensure(&project).await.unwrap();
+            assert!(next.fresh && next.id != first.id);
+            let ls = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &argv(&["ls", "-A", WORKSPACE]),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                ls.stdout, "",
+                "a fresh Sandbox starts with an empty workspace"
+            );
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn measure_a_warm_command_against_docker_run_and_a_cold_start() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let project = f.project(1);
+            let started = Instant::now();
+            f.sandboxes.ensure(&project).await.unwrap();
+            let cold = started.elapsed();
+
+            let mut warm = Vec::new();
+            for _ in 0..10 {
+                let started = Instant::now();
+                let out = f
+                    .sandboxes
+                    .exec(
+                        &project,
+                        WORKSPACE,
+                        &argv(&["true"]),
+                        SandboxUser::Root,
+                        Duration::from_secs(10),
+                    )
+                    .await
+                    .unwrap();
+                warm.push(started.elapsed());
+                assert!(out.success());
+            }
+            let mut run = Vec::new();
+            for _ in 0..10 {
+                let started = Instant::now();
+                let status = Command::new("docker")
+                    .args([
+                        "run",
+                        "--rm",
+                        "--label",
+                        "belay.test=1",
+                        "--network",
+                        "none",
+                        image(),
+                        "true",
+                    ])
+                    .status()
+                    .unwrap();
+                run.push(started.elapsed());
+                assert!(status.success());
+            }
+            let started = Instant::now();
+            f.sandboxes.remove(&project).await.unwrap();
+            let removal = started.elapsed();
+            let (warm, run) = (median(warm), median(run));
+            println!(
+                "sandbox figures: warm exec of `true` (wrapper + leftover kill) median {:.1} ms; `docker run --rm {} true` median {:.1} ms; ratio {:.2}; cold start (ensure of a new Sandbox) {:.2} s; removal with disk {:.2} s",
+                warm.as_secs_f64() * 1e3,
+                image(),
+                run.as_secs_f64() * 1e3,
+                warm.as_secs_f64() / run.as_secs_f64(),
+                cold.as_secs_f64(),
+                removal.as_secs_f64()
+            );
+        }
+    }
+}
