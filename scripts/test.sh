@@ -61,16 +61,12 @@ if [ "${BELAY_CLIPPY:-0}" = 1 ]; then
 fi
 
 if cargo nextest --version >/dev/null 2>&1; then
+    # nextest does not run doctests: run them first, so nextest's summary closes the output.
+    step "cargo test --workspace --doc"
+    cargo test --workspace --doc
     step "cargo nextest run --workspace --no-fail-fast"
-    nextest_status=0
-    cargo nextest run --workspace --no-fail-fast || nextest_status=$?
-    # nextest does not run doctests.
-    step "cargo test --workspace --doc --no-fail-fast"
-    cargo test --workspace --doc --no-fail-fast
-    [ "$nextest_status" -eq 0 ] || belay_die "cargo nextest run failed (exit $nextest_status)"
+    cargo nextest run --workspace --no-fail-fast
 else
     step "cargo test --workspace --no-fail-fast"
     cargo test --workspace --no-fail-fast
 fi
-
-step "all tests passed"
