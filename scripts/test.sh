@@ -58,6 +58,7 @@ cargo build --workspace --all-targets
 if [ "${BELAY_CLIPPY:-0}" = 1 ]; then
     step "cargo clippy --workspace --all-targets -- -D warnings"
     cargo clippy --workspace --all-targets -- -D warnings
+    cargo fmt --all -- --check
 fi
 
 if cargo nextest --version >/dev/null 2>&1; then

@@ -135,15 +135,7 @@ pub async fn run_adapter(
     let work_root = std::path::absolute(work_root).map_err(AdapterRunError::Prepare)?;
     let dir = work_root.join(format!("{job_id}-a{attempt}"));
 
-    let result = run_in(
-        &dir,
-        spec,
-        job,
-        objects.as_ref(),
-        &mut on_tick,
-        pin!(cancelled),
-    )
-    .await;
+    let result = run_in(&dir, spec, job, objects.as_ref(), &mut on_tick, pin!(cancelled)).await;
 
     // Removed on every path, a cancelled or failed one included: the artifacts worth keeping are
     // in the object store by now, and a retry recreates the directory anyway.
@@ -180,9 +172,7 @@ async fn run_in(
     let manifest_path = dir.join(MANIFEST_FILE);
     job.output_dir = utf8(dir)?.to_string();
     job.manifest = utf8(&manifest_path)?.to_string();
-    prepare_dir(dir, &job)
-        .await
-        .map_err(AdapterRunError::Prepare)?;
+    prepare_dir(dir, &job).await.map_err(AdapterRunError::Prepare)?;
 
     let mut cmd = command(spec, &job)?;
     cmd.current_dir(dir);
@@ -192,17 +182,12 @@ async fn run_in(
         let manifest = read_manifest(&manifest_path).await;
         let mut outcome = match (ran.end, manifest) {
             // A manifest problem only matters when the exit code would otherwise let it decide.
-            (ProcessEnd::Exited(0), Manifest::Unusable(reason)) => {
-                AdapterOutcome::Failed { reason }
-            }
+            (ProcessEnd::Exited(0), Manifest::Unusable(reason)) => AdapterOutcome::Failed { reason },
             (end, Manifest::Text(text)) => adapter::decide_outcome(end, Some(&text)),
             (end, _) => adapter::decide_outcome(end, None),
         };
         let mut artifacts = Vec::new();
-        if let AdapterOutcome::Completed {
-            artifacts: listed, ..
-        } = &outcome
-        {
+        if let AdapterOutcome::Completed { artifacts: listed, .. } = &outcome {
             match store_artifacts(dir, &job, listed, objects).await? {
                 Ok(stored) => artifacts = stored,
                 Err(reason) => outcome = AdapterOutcome::Failed { reason },
@@ -253,15 +238,9 @@ async fn remove_dir(dir: &Path) -> io::Result<()> {
 fn command(spec: &AdapterSpec, job: &JobFile) -> Result<tokio::process::Command, AdapterRunError> {
     let vars = adapter::template_vars(job);
     let argv: Vec<String> = match spec {
-        AdapterSpec::Command { argv, .. } => {
-            argv.iter().map(|a| adapter::expand(a, &vars)).collect()
-        }
+        AdapterSpec::Command { argv, .. } => argv.iter().map(|a| adapter::expand(a, &vars)).collect(),
         AdapterSpec::Script { script, .. } => {
-            vec![
-                "/bin/sh".into(),
-                "-c".into(),
-                adapter::expand(script, &vars),
-            ]
+            vec!["/bin/sh".into(), "-c".into(), adapter::expand(script, &vars)]
         }
     };
     let Some((program, args)) = argv.split_first() else {
@@ -307,9 +286,7 @@ async fn run_process(
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
-        .ok_or_else(|| {
-            AdapterRunError::Spawn(io::Error::other("the adapter has no usable process id"))
-        })?;
+        .ok_or_else(|| AdapterRunError::Spawn(io::Error::other("the adapter has no usable process id")))?;
     let mut group = ProcessGroup {
         pgid: Pid::from_raw(pid),
         killed: false,
@@ -433,10 +410,7 @@ impl Capture {
                 let mut buf = vec![0u8; 8 * 1024];
                 // A read error ends the capture like EOF: the tail is diagnostic, not the outcome.
                 while let Ok(n @ 1..) = stream.read(&mut buf).await {
-                    keep_tail(
-                        &mut tail.lock().unwrap_or_else(PoisonError::into_inner),
-                        &buf[..n],
-                    );
+                    keep_tail(&mut tail.lock().unwrap_or_else(PoisonError::into_inner), &buf[..n]);
                 }
             })
         });
@@ -478,11 +452,7 @@ async fn read_manifest(path: &Path) -> Manifest {
     };
     let mut bytes = Vec::new();
     // `take` as well as the size check: the file could still be growing.
-    if let Err(e) = file
-        .take(MAX_MANIFEST_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .await
-    {
+    if let Err(e) = file.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes).await {
         return unusable(&format!("could not be read: {e}"));
     }
     if bytes.len() as u64 > MAX_MANIFEST_BYTES {
@@ -503,9 +473,7 @@ enum Refused {
 /// Opens a regular file without following a symlink (an adapter must not be able to point the
 /// worker at files outside its output directory) and without blocking on a FIFO.
 async fn open_regular(path: &Path) -> Result<(tokio::fs::File, u64), Refused> {
-    let meta = tokio::fs::symlink_metadata(path)
-        .await
-        .map_err(Refused::Io)?;
+    let meta = tokio::fs::symlink_metadata(path).await.map_err(Refused::Io)?;
     if meta.file_type().is_symlink() {
         return Err(Refused::Not("is a symlink"));
     }
@@ -618,8 +586,7 @@ async fn upload(
         objects.put(key, bytes.into()).await.map_err(store_err)?;
         return Ok(copied);
     }
-    let mut upload =
-        object_store::WriteMultipart::new(objects.put_multipart(key).await.map_err(store_err)?);
+    let mut upload = object_store::WriteMultipart::new(objects.put_multipart(key).await.map_err(store_err)?);
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
     let mut copied = 0u64;
     loop {
@@ -663,8 +630,7 @@ mod tests {
         let work_root = scratch.path().join("work");
         let store_root = scratch.path().join("store");
         std::fs::create_dir_all(&store_root).unwrap();
-        let objects: Arc<dyn ObjectStore> =
-            Arc::new(LocalFileSystem::new_with_prefix(&store_root).unwrap());
+        let objects: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(&store_root).unwrap());
         Rig {
             scratch,
             work_root,
@@ -677,11 +643,7 @@ mod tests {
             self.scratch.path().join(name)
         }
 
-        async fn run(
-            &self,
-            spec: &AdapterSpec,
-            job: JobFile,
-        ) -> Result<AdapterRun, AdapterRunError> {
+        async fn run(&self, spec: &AdapterSpec, job: JobFile) -> Result<AdapterRun, AdapterRunError> {
             run_adapter(
                 spec,
                 job,
@@ -764,11 +726,7 @@ mod tests {
             {
                 return line.trim().parse().unwrap();
             }
-            assert!(
-                Instant::now() < deadline,
-                "{} was never written",
-                path.display()
-            );
+            assert!(Instant::now() < deadline, "{} was never written", path.display());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -800,10 +758,7 @@ printf '{"status":"completed","loaded":true,"artifacts":["build/index.html"]}' >
                 size: 11,
             }]
         );
-        assert_eq!(
-            rig.object("artifacts/job_t1/a2/build/index.html").await,
-            b"<h1>hi</h1>"
-        );
+        assert_eq!(rig.object("artifacts/job_t1/a2/build/index.html").await, b"<h1>hi</h1>");
         assert_eq!(run.stdout_tail, "building\n");
         assert!(!rig.work_root.join("job_t1-a2").exists());
     }
@@ -904,14 +859,10 @@ printf '{"status":"completed","artifacts":["env.txt","job-copy.json"]}' > manife
         );
         let run = rig.run(&spec, job("job_t7")).await.unwrap();
 
-        assert!(
-            matches!(run.outcome, AdapterOutcome::Completed { .. }),
-            "{run:?}"
-        );
+        assert!(matches!(run.outcome, AdapterOutcome::Completed { .. }), "{run:?}");
         let env = rig.object("artifacts/job_t7/a2/env.txt").await;
         assert_eq!(String::from_utf8(env).unwrap(), "job_t7|m-large|tetris");
-        let copied: JobFile =
-            serde_json::from_slice(&rig.object("artifacts/job_t7/a2/job-copy.json").await).unwrap();
+        let copied: JobFile = serde_json::from_slice(&rig.object("artifacts/job_t7/a2/job-copy.json").await).unwrap();
         let dir = std::path::absolute(rig.work_root.join("job_t7-a2")).unwrap();
         assert_eq!(copied.job_id, "job_t7");
         assert_eq!(copied.output_dir, dir.to_str().unwrap());
@@ -939,10 +890,7 @@ printf '{{"status":"completed","artifacts":["leaked.txt"]}}' > manifest.json"#
 
         let run = rig.run(&spec, job("job_t8")).await.unwrap();
 
-        assert!(
-            matches!(run.outcome, AdapterOutcome::Completed { .. }),
-            "{run:?}"
-        );
+        assert!(matches!(run.outcome, AdapterOutcome::Completed { .. }), "{run:?}");
         let leaked = String::from_utf8(rig.object("artifacts/job_t8/a2/leaked.txt").await).unwrap();
         assert_eq!(leaked, "");
     }
@@ -951,10 +899,7 @@ printf '{{"status":"completed","artifacts":["leaked.txt"]}}' > manifest.json"#
     async fn a_timeout_kills_the_whole_process_tree() {
         let rig = rig();
         let pid_file = rig.owned("grandchild.pid");
-        let spec = script(
-            &format!("sleep 300 & echo $! > '{}'; sleep 300", pid_file.display()),
-            1,
-        );
+        let spec = script(&format!("sleep 300 & echo $! > '{}'; sleep 300", pid_file.display()), 1);
 
         let run = rig.run(&spec, job("job_t9")).await.unwrap();
 
@@ -989,10 +934,7 @@ printf '{{"status":"completed","artifacts":["leaked.txt"]}}' > manifest.json"#
         )
         .await;
 
-        assert!(
-            matches!(result, Err(AdapterRunError::Cancelled)),
-            "{result:?}"
-        );
+        assert!(matches!(result, Err(AdapterRunError::Cancelled)), "{result:?}");
         wait_until_gone(written_pid(&pid_file).await).await;
         assert!(!rig.work_root.join("job_t10-a2").exists());
     }
@@ -1027,10 +969,7 @@ printf '{{"status":"completed"}}' > manifest.json"#,
         .await
         .unwrap();
 
-        assert!(
-            matches!(run.outcome, AdapterOutcome::Completed { .. }),
-            "{run:?}"
-        );
+        assert!(matches!(run.outcome, AdapterOutcome::Completed { .. }), "{run:?}");
         assert!(ticks.load(Ordering::SeqCst) >= 1);
     }
 
@@ -1051,17 +990,9 @@ printf '{{"status":"completed"}}' > manifest.json"#,
 
         let run = rig.run(&spec, job("job_t12")).await.unwrap();
 
-        assert!(
-            matches!(run.outcome, AdapterOutcome::Completed { .. }),
-            "{run:?}"
-        );
-        assert_eq!(
-            rig.object("artifacts/job_t12/a2/model.txt").await,
-            b"--model=m-large"
-        );
-        let copied: JobFile =
-            serde_json::from_slice(&rig.object("artifacts/job_t12/a2/job-copy.json").await)
-                .unwrap();
+        assert!(matches!(run.outcome, AdapterOutcome::Completed { .. }), "{run:?}");
+        assert_eq!(rig.object("artifacts/job_t12/a2/model.txt").await, b"--model=m-large");
+        let copied: JobFile = serde_json::from_slice(&rig.object("artifacts/job_t12/a2/job-copy.json").await).unwrap();
         assert_eq!(copied.job_id, "job_t12");
     }
 
@@ -1110,10 +1041,7 @@ printf '{{"status":"completed","artifacts":["huge.bin"]}}' > manifest.json"#,
     #[tokio::test]
     async fn a_chatty_adapter_keeps_only_the_tail_of_its_output() {
         let rig = rig();
-        let spec = script(
-            r#"head -c 100000 /dev/zero | tr '\0' x; echo END; exit 1"#,
-            30,
-        );
+        let spec = script(r#"head -c 100000 /dev/zero | tr '\0' x; echo END; exit 1"#, 30);
 
         let run = rig.run(&spec, job("job_t13")).await.unwrap();
 
@@ -1127,10 +1055,7 @@ printf '{{"status":"completed","artifacts":["huge.bin"]}}' > manifest.json"#,
 
         let result = rig.run(&script("exit 0", 30), job("../job_t14")).await;
 
-        assert!(
-            matches!(result, Err(AdapterRunError::InvalidJobId(_))),
-            "{result:?}"
-        );
+        assert!(matches!(result, Err(AdapterRunError::InvalidJobId(_))), "{result:?}");
     }
 
     #[test]
@@ -1140,10 +1065,7 @@ printf '{{"status":"completed","artifacts":["huge.bin"]}}' > manifest.json"#,
         keep_tail(&mut tail, b"bc");
         assert_eq!(tail.len(), TAIL_BYTES);
         assert_eq!(tail.front(), Some(&b'a'));
-        assert_eq!(
-            tail.iter().rev().take(2).copied().collect::<Vec<_>>(),
-            b"cb"
-        );
+        assert_eq!(tail.iter().rev().take(2).copied().collect::<Vec<_>>(), b"cb");
         keep_tail(&mut tail, &vec![b'z'; TAIL_BYTES + 5]);
         assert!(tail.iter().all(|&b| b == b'z') && tail.len() == TAIL_BYTES);
     }

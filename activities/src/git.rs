@@ -82,7 +82,11 @@ pub enum GitError {
     #[error("{repo} has no commit {commit}")]
     MissingCommit { repo: String, commit: String },
     #[error("{repo}: {new} does not descend from {expected}; main only moves forward")]
-    NotFastForward { repo: String, expected: String, new: String },
+    NotFastForward {
+        repo: String,
+        expected: String,
+        new: String,
+    },
     #[error("{op} for {repo}")]
     Io {
         op: &'static str,
@@ -229,14 +233,19 @@ impl GitService {
         self.blocking(move |root| {
             let r = open(root, &repo)?;
             let id = parse_id(&commit)?;
-            let Some(main) = main_of(&r, &repo)? else { return Ok(false) };
+            let Some(main) = main_of(&r, &repo)? else {
+                return Ok(false);
+            };
             if main == id {
                 return Ok(true);
             }
             if !r.has_object(id) {
                 return Ok(false);
             }
-            Ok(r.merge_base(main, id).gix("find merge base", &repo)?.map(|b| b.detach()) == Some(id))
+            Ok(r.merge_base(main, id)
+                .gix("find merge base", &repo)?
+                .map(|b| b.detach())
+                == Some(id))
         })
         .await
     }
@@ -252,7 +261,10 @@ impl GitService {
         let repo = repo.to_owned();
         self.blocking(move |root| {
             let r = open(root, &repo)?;
-            blobs.iter().map(|b| Ok(r.find_object(parse_id(b)?).gix("read blob", &repo)?.detach().data)).collect()
+            blobs
+                .iter()
+                .map(|b| Ok(r.find_object(parse_id(b)?).gix("read blob", &repo)?.detach().data))
+                .collect()
         })
         .await
     }
@@ -260,7 +272,8 @@ impl GitService {
     /// Writes a commit on `parent` with `files` changed; moves no ref. Paths use `/`.
     pub async fn commit_files(&self, repo: &str, parent: &str, files: Vec<FileWrite>, message: &str) -> Result<String> {
         let (repo, parent, message) = (repo.to_owned(), parent.to_owned(), message.to_owned());
-        self.blocking(move |root| commit_files(root, &repo, &parent, &files, &message)).await
+        self.blocking(move |root| commit_files(root, &repo, &parent, &files, &message))
+            .await
     }
 
     /// Merges `tips` into `base` in order, one merge commit per tip (`Merge <label>`), and stops
@@ -274,7 +287,12 @@ impl GitService {
     /// Copies into `to_repo` every object reachable from `tip` that it lacks, walking no further
     /// than `base`. Returns how many objects were written.
     pub async fn copy_objects(&self, from_repo: &str, to_repo: &str, tip: &str, base: Option<&str>) -> Result<usize> {
-        let (from, to, tip, base) = (from_repo.to_owned(), to_repo.to_owned(), tip.to_owned(), base.map(str::to_owned));
+        let (from, to, tip, base) = (
+            from_repo.to_owned(),
+            to_repo.to_owned(),
+            tip.to_owned(),
+            base.map(str::to_owned),
+        );
         self.blocking(move |root| {
             let src = open(root, &from)?;
             let dst = open(root, &to)?;
@@ -310,12 +328,20 @@ trait GixContext<T> {
 
 impl<T, E: Into<Box<dyn std::error::Error + Send + Sync>>> GixContext<T> for std::result::Result<T, E> {
     fn gix(self, op: &'static str, repo: &str) -> Result<T> {
-        self.map_err(|e| GitError::Gix { op, repo: repo.to_owned(), source: e.into() })
+        self.map_err(|e| GitError::Gix {
+            op,
+            repo: repo.to_owned(),
+            source: e.into(),
+        })
     }
 }
 
 fn io_err<'a>(op: &'static str, repo: &'a str) -> impl FnOnce(std::io::Error) -> GitError + 'a {
-    move |source| GitError::Io { op, repo: repo.to_owned(), source }
+    move |source| GitError::Io {
+        op,
+        repo: repo.to_owned(),
+        source,
+    }
 }
 
 fn check_name(name: &str) -> Result<RepoKind> {
@@ -359,7 +385,10 @@ fn main_of(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>> {
 fn require_commit(repo: &gix::Repository, name: &str, id: ObjectId) -> Result<()> {
     match repo.try_find_object(id).gix("look up commit", name)? {
         Some(o) if o.kind == gix::objs::Kind::Commit => Ok(()),
-        _ => Err(GitError::MissingCommit { repo: name.to_owned(), commit: id.to_string() }),
+        _ => Err(GitError::MissingCommit {
+            repo: name.to_owned(),
+            commit: id.to_string(),
+        }),
     }
 }
 
@@ -371,13 +400,23 @@ fn commit(repo: &gix::Repository, name: &str, message: &str, tree: ObjectId, par
     };
     let mut time = gix::date::parse::TimeBuf::default();
     let s = signature.to_ref(&mut time);
-    Ok(repo.new_commit_as(s, s, message, tree, parents.iter().copied()).gix("write commit", name)?.id)
+    Ok(repo
+        .new_commit_as(s, s, message, tree, parents.iter().copied())
+        .gix("write commit", name)?
+        .id)
 }
 
 fn s0_tree(repo: &gix::Repository, name: &str) -> Result<ObjectId> {
-    let blob = repo.write_blob(GITIGNORE.as_bytes()).gix("write .gitignore", name)?.detach();
-    let mut editor = repo.edit_tree(ObjectId::empty_tree(repo.object_hash())).gix("edit tree", name)?;
-    editor.upsert(".gitignore", EntryKind::Blob, blob).gix("edit tree", name)?;
+    let blob = repo
+        .write_blob(GITIGNORE.as_bytes())
+        .gix("write .gitignore", name)?
+        .detach();
+    let mut editor = repo
+        .edit_tree(ObjectId::empty_tree(repo.object_hash()))
+        .gix("edit tree", name)?;
+    editor
+        .upsert(".gitignore", EntryKind::Blob, blob)
+        .gix("edit tree", name)?;
     Ok(editor.write().gix("write tree", name)?.detach())
 }
 
@@ -393,19 +432,31 @@ fn provision(root: &Path, name: &str) -> Result<Provisioned> {
         let c = repo.find_commit(main).gix("read main", name)?;
         let at_s0 = c.parent_ids().next().is_none() && c.tree_id().gix("read main", name)?.detach() == tree;
         if !at_s0 {
-            return Err(GitError::AlreadyExists { repo: name.to_owned(), main: main.to_string() });
+            return Err(GitError::AlreadyExists {
+                repo: name.to_owned(),
+                main: main.to_string(),
+            });
         }
-        return Ok(Provisioned { repo: name.to_owned(), commit: main.to_string(), tree: tree.to_string() });
+        return Ok(Provisioned {
+            repo: name.to_owned(),
+            commit: main.to_string(),
+            tree: tree.to_string(),
+        });
     }
     let staging = fresh_staging(root, name)?;
     let repo = gix::init_bare(&staging).gix("init bare repository", name)?;
     let tree = s0_tree(&repo, name)?;
     let c = commit(&repo, name, "S0: .gitignore", tree, &[])?;
-    repo.reference(MAIN_REF, c, PreviousValue::MustNotExist, "belay: provision").gix("create main", name)?;
+    repo.reference(MAIN_REF, c, PreviousValue::MustNotExist, "belay: provision")
+        .gix("create main", name)?;
     drop(repo);
     std::fs::rename(&staging, &path).map_err(io_err("move the repository into place", name))?;
     tracing::info!(repo = name, commit = %c, "provisioned canonical repository");
-    Ok(Provisioned { repo: name.to_owned(), commit: c.to_string(), tree: tree.to_string() })
+    Ok(Provisioned {
+        repo: name.to_owned(),
+        commit: c.to_string(),
+        tree: tree.to_string(),
+    })
 }
 
 fn fresh_staging(root: &Path, name: &str) -> Result<PathBuf> {
@@ -423,12 +474,17 @@ fn canonical_alternate(source_path: &Path, source: &str) -> Result<String> {
     let file = source_path.join("objects/info/alternates");
     match std::fs::read_to_string(&file) {
         Ok(text) => {
-            let lines: Vec<&str> =
-                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .collect();
             match lines[..] {
                 [only] => Ok(only.to_owned()),
                 [] => Ok(format!("../../{source}.git/objects")),
-                _ => Err(GitError::NotAStar { repo: source.to_owned() }),
+                _ => Err(GitError::NotAStar {
+                    repo: source.to_owned(),
+                }),
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(format!("../../{source}.git/objects")),
@@ -478,12 +534,22 @@ fn create_fork(root: &Path, source: &str, fork: &str) -> Result<ForkInfo> {
         };
         copy_missing(&src, &dst, source_main, hidden, fork)?
     };
-    dst.reference(MAIN_REF, source_main, PreviousValue::MustNotExist, format!("belay: fork of {source}"))
-        .gix("create main", fork)?;
+    dst.reference(
+        MAIN_REF,
+        source_main,
+        PreviousValue::MustNotExist,
+        format!("belay: fork of {source}"),
+    )
+    .gix("create main", fork)?;
     drop(dst);
     std::fs::rename(&staging, &path).map_err(io_err("move the repository into place", fork))?;
     tracing::info!(repo = fork, source, main = %source_main, objects_copied, "forked repository");
-    Ok(ForkInfo { repo: fork.to_owned(), source: source.to_owned(), main: source_main.to_string(), objects_copied })
+    Ok(ForkInfo {
+        repo: fork.to_owned(),
+        source: source.to_owned(),
+        main: source_main.to_string(),
+        objects_copied,
+    })
 }
 
 /// The canonical repository named by an alternates line we wrote (`../../<name>.git/objects`).
@@ -513,14 +579,22 @@ fn file_index(root: &Path, name: &str, commit: &str) -> Result<Vec<FileEntry>> {
     let repo = open(root, name)?;
     let id = parse_id(commit)?;
     require_commit(&repo, name, id)?;
-    let tree = repo.find_commit(id).gix("read commit", name)?.tree().gix("read tree", name)?;
+    let tree = repo
+        .find_commit(id)
+        .gix("read commit", name)?
+        .tree()
+        .gix("read tree", name)?;
     let mut files = Vec::new();
     for e in tree.traverse().breadthfirst.files().gix("walk tree", name)? {
         if e.mode.is_tree() || e.mode.is_commit() {
             continue;
         }
         let size = repo.find_header(e.oid).gix("read object header", name)?.size();
-        files.push(FileEntry { path: e.filepath.to_string(), blob: e.oid.to_string(), size });
+        files.push(FileEntry {
+            path: e.filepath.to_string(),
+            blob: e.oid.to_string(),
+            size,
+        });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
@@ -530,13 +604,20 @@ fn commit_files(root: &Path, name: &str, parent: &str, files: &[FileWrite], mess
     let repo = open(root, name)?;
     let parent = parse_id(parent)?;
     require_commit(&repo, name, parent)?;
-    let base_tree = repo.find_commit(parent).gix("read commit", name)?.tree_id().gix("read commit", name)?.detach();
+    let base_tree = repo
+        .find_commit(parent)
+        .gix("read commit", name)?
+        .tree_id()
+        .gix("read commit", name)?
+        .detach();
     let mut editor = repo.edit_tree(base_tree).gix("edit tree", name)?;
     for (path, contents) in files {
         match contents {
             Some(bytes) => {
                 let blob = repo.write_blob(bytes).gix("write blob", name)?.detach();
-                editor.upsert(path.as_str(), EntryKind::Blob, blob).gix("edit tree", name)?;
+                editor
+                    .upsert(path.as_str(), EntryKind::Blob, blob)
+                    .gix("edit tree", name)?;
             }
             None => {
                 editor.remove(path.as_str()).gix("edit tree", name)?;
@@ -555,7 +636,11 @@ fn merge_into(root: &Path, name: &str, base: &str, tips: &[(String, String)]) ->
         let tip = parse_id(tip)?;
         require_commit(&repo, name, tip)?;
         let contained = tip == current
-            || repo.merge_base(current, tip).gix("find merge base", name)?.map(|id| id.detach()) == Some(tip);
+            || repo
+                .merge_base(current, tip)
+                .gix("find merge base", name)?
+                .map(|id| id.detach())
+                == Some(tip);
         if contained {
             continue;
         }
@@ -580,13 +665,23 @@ fn merge_into(root: &Path, name: &str, base: &str, tips: &[(String, String)]) ->
                 .collect();
             paths.sort();
             paths.dedup();
-            return Ok(MergeOutcome::Conflict(Conflict { label: label.clone(), paths }));
+            return Ok(MergeOutcome::Conflict(Conflict {
+                label: label.clone(),
+                paths,
+            }));
         }
         let tree = out.tree_merge.tree.write().gix("write merged tree", name)?.detach();
         current = commit(&repo, name, &format!("Merge {label}"), tree, &[current, tip])?;
     }
-    let tree = repo.find_commit(current).gix("read commit", name)?.tree_id().gix("read commit", name)?;
-    Ok(MergeOutcome::Merged(Merged { commit: current.to_string(), tree: tree.to_string() }))
+    let tree = repo
+        .find_commit(current)
+        .gix("read commit", name)?
+        .tree_id()
+        .gix("read commit", name)?;
+    Ok(MergeOutcome::Merged(Merged {
+        commit: current.to_string(),
+        tree: tree.to_string(),
+    }))
 }
 
 /// Copies what `dst` lacks of the history from `tip` down to (not into) `hidden`.
@@ -602,9 +697,15 @@ fn copy_missing(
 ) -> Result<usize> {
     use gix::objs::Write as _;
     require_commit(src, "source", tip)?;
-    let walk = src.rev_walk([tip]).with_hidden(hidden).all().gix("walk history", name)?;
-    let commits: Vec<ObjectId> =
-        walk.map(|i| i.map(|i| i.id)).collect::<std::result::Result<_, _>>().gix("walk history", name)?;
+    let walk = src
+        .rev_walk([tip])
+        .with_hidden(hidden)
+        .all()
+        .gix("walk history", name)?;
+    let commits: Vec<ObjectId> = walk
+        .map(|i| i.map(|i| i.id))
+        .collect::<std::result::Result<_, _>>()
+        .gix("walk history", name)?;
     enum Step {
         Visit(ObjectId),
         Write(gix::objs::Kind, Vec<u8>),
@@ -656,10 +757,15 @@ fn cas_main(root: &Path, name: &str, expected: &str, new: &str) -> Result<CasOut
         return Ok(CasOutcome::AlreadyAt);
     }
     if current != expected {
-        return Ok(CasOutcome::Mismatch { actual: current.to_string() });
+        return Ok(CasOutcome::Mismatch {
+            actual: current.to_string(),
+        });
     }
-    let fast_forward =
-        repo.merge_base(expected, new).gix("find merge base", name)?.map(|id| id.detach()) == Some(expected);
+    let fast_forward = repo
+        .merge_base(expected, new)
+        .gix("find merge base", name)?
+        .map(|id| id.detach())
+        == Some(expected);
     if !fast_forward {
         return Err(GitError::NotFastForward {
             repo: name.to_owned(),
@@ -678,7 +784,9 @@ fn cas_main(root: &Path, name: &str, expected: &str, new: &str) -> Result<CasOut
         Err(e) => match main_of(&repo, name)? {
             // Someone else moved main between our read and the swap: a lost race is an answer.
             Some(actual) if actual == new => Ok(CasOutcome::AlreadyAt),
-            Some(actual) if actual != expected => Ok(CasOutcome::Mismatch { actual: actual.to_string() }),
+            Some(actual) if actual != expected => Ok(CasOutcome::Mismatch {
+                actual: actual.to_string(),
+            }),
             _ => Err(e).gix("move main", name),
         },
     }
@@ -704,21 +812,50 @@ fn unified_diff(root: &Path, name: &str, old: &str, new: &str) -> Result<String>
     let (old, new) = (parse_id(old)?, parse_id(new)?);
     require_commit(&repo, name, old)?;
     require_commit(&repo, name, new)?;
-    let old_tree = repo.find_commit(old).gix("read commit", name)?.tree().gix("read tree", name)?;
-    let new_tree = repo.find_commit(new).gix("read commit", name)?.tree().gix("read tree", name)?;
+    let old_tree = repo
+        .find_commit(old)
+        .gix("read commit", name)?
+        .tree()
+        .gix("read tree", name)?;
+    let new_tree = repo
+        .find_commit(new)
+        .gix("read commit", name)?
+        .tree()
+        .gix("read tree", name)?;
     let mut options = gix::diff::Options::default();
     options.track_path().track_rewrites(None);
-    let changes = repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(options)).gix("diff trees", name)?;
+    let changes = repo
+        .diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(options))
+        .gix("diff trees", name)?;
 
     let mut files = Vec::new();
     for change in changes {
         use gix::object::tree::diff::ChangeDetached as C;
         let (path, old, new) = match change {
-            C::Addition { location, entry_mode, id, .. } => (location, None, Some(Side { mode: entry_mode, id })),
-            C::Deletion { location, entry_mode, id, .. } => (location, Some(Side { mode: entry_mode, id }), None),
-            C::Modification { location, previous_entry_mode, previous_id, entry_mode, id } => (
+            C::Addition {
                 location,
-                Some(Side { mode: previous_entry_mode, id: previous_id }),
+                entry_mode,
+                id,
+                ..
+            } => (location, None, Some(Side { mode: entry_mode, id })),
+            C::Deletion {
+                location,
+                entry_mode,
+                id,
+                ..
+            } => (location, Some(Side { mode: entry_mode, id }), None),
+            C::Modification {
+                location,
+                previous_entry_mode,
+                previous_id,
+                entry_mode,
+                id,
+            } => (
+                location,
+                Some(Side {
+                    mode: previous_entry_mode,
+                    id: previous_id,
+                }),
                 Some(Side { mode: entry_mode, id }),
             ),
             C::Rewrite { .. } => unreachable!("rewrite tracking is off"),
@@ -730,8 +867,16 @@ fn unified_diff(root: &Path, name: &str, old: &str, new: &str) -> Result<String>
             (None, None) => {}
             // A file that became a symlink or a submodule (or back) is a deletion and an addition.
             (Some(o), Some(n)) if kind_class(o.mode) != kind_class(n.mode) => {
-                files.push(FileChange { path: path.clone(), old: Some(o), new: None });
-                files.push(FileChange { path, old: None, new: Some(n) });
+                files.push(FileChange {
+                    path: path.clone(),
+                    old: Some(o),
+                    new: None,
+                });
+                files.push(FileChange {
+                    path,
+                    old: None,
+                    new: Some(n),
+                });
             }
             (old, new) => files.push(FileChange { path, old, new }),
         }
@@ -817,8 +962,16 @@ fn render_file(repo: &gix::Repository, name: &str, file: &FileChange, out: &mut 
     }
     // Like git, end a name holding a space with a tab, so `git apply` knows where it stops.
     let tab = |name: String| if name.contains(' ') { format!("{name}\t") } else { name };
-    let minus = if file.old.is_some() { tab(a) } else { "/dev/null".to_owned() };
-    let plus = if file.new.is_some() { tab(b) } else { "/dev/null".to_owned() };
+    let minus = if file.old.is_some() {
+        tab(a)
+    } else {
+        "/dev/null".to_owned()
+    };
+    let plus = if file.new.is_some() {
+        tab(b)
+    } else {
+        "/dev/null".to_owned()
+    };
     let _ = writeln!(out, "--- {minus}\n+++ {plus}");
     out.push_str(&hunks);
     Ok(())
@@ -880,12 +1033,18 @@ const BASE85: &[u8; 85] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop
 /// most 52 bytes, each prefixed with its length (`A`=1 … `Z`=26, `a`=27 … `z`=52).
 fn binary_literal(data: &[u8], out: &mut String) {
     let mut z = gix::zlib::stream::deflate::Write::new(Vec::new(), gix::zlib::Compression::DEFAULT);
-    z.write_all(data).and_then(|()| z.flush()).expect("deflating into a Vec cannot fail");
+    z.write_all(data)
+        .and_then(|()| z.flush())
+        .expect("deflating into a Vec cannot fail");
     let deflated = z.into_inner();
     let _ = writeln!(out, "literal {}", data.len());
     for line in deflated.chunks(52) {
         let n = line.len() as u8;
-        out.push(if n <= 26 { (b'A' + n - 1) as char } else { (b'a' + n - 27) as char });
+        out.push(if n <= 26 {
+            (b'A' + n - 1) as char
+        } else {
+            (b'a' + n - 27) as char
+        });
         for group in line.chunks(4) {
             let mut word = [0u8; 4];
             word[..group.len()].copy_from_slice(group);
@@ -904,7 +1063,9 @@ fn binary_literal(data: &[u8], out: &mut String) {
 
 /// `prefix` + `path`, C-quoted the way git quotes unusual paths (`core.quotePath`).
 fn quote_path(prefix: &str, path: &[u8]) -> String {
-    let needs_quotes = path.iter().any(|&b| b < 0x20 || b == 0x7f || b == b'"' || b == b'\\' || b >= 0x80);
+    let needs_quotes = path
+        .iter()
+        .any(|&b| b < 0x20 || b == 0x7f || b == b'"' || b == b'\\' || b >= 0x80);
     if !needs_quotes {
         return format!("{prefix}{}", path.as_bstr());
     }
@@ -962,7 +1123,11 @@ mod tests {
             child.stdin.take().unwrap().write_all(input).unwrap();
         }
         let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -994,7 +1159,12 @@ mod tests {
         );
         for i in 0..files {
             let body = format!("// file {i}\npub fn f{i}() -> usize {{ {i} }}\n");
-            let _ = write!(script, "M 100644 inline src/m{}/f{i}.rs\ndata {}\n{body}\n", i / 500, body.len());
+            let _ = write!(
+                script,
+                "M 100644 inline src/m{}/f{i}.rs\ndata {}\n{body}\n",
+                i / 500,
+                body.len()
+            );
         }
         git_with_input(&path, &["fast-import", "--quiet"], Some(&script));
         git(&path, &["rev-parse", "refs/heads/main"]).trim().to_owned()
@@ -1011,7 +1181,11 @@ mod tests {
         assert_eq!(git(&path, &["show", "main:.gitignore"]), GITIGNORE);
         assert_eq!(git(&path, &["rev-list", "--count", "main"]).trim(), "1");
         fsck(&svc, PROJECT);
-        assert_eq!(svc.provision(PROJECT).await.unwrap(), p, "provisioning again is a no-op");
+        assert_eq!(
+            svc.provision(PROJECT).await.unwrap(),
+            p,
+            "provisioning again is a no-op"
+        );
         assert!(matches!(svc.provision("proj_../x").await, Err(GitError::InvalidId(_))));
     }
 
@@ -1019,10 +1193,18 @@ mod tests {
     async fn a_provisioned_repository_that_moved_on_is_not_provisioned_again() {
         let (_d, svc) = service();
         let p = svc.provision(PROJECT).await.unwrap();
-        let next =
-            svc.commit_files(PROJECT, &p.commit, vec![("a.txt".into(), Some(b"a\n".to_vec()))], "a").await.unwrap();
-        assert_eq!(svc.cas_main(PROJECT, &p.commit, &next).await.unwrap(), CasOutcome::Moved);
-        assert!(matches!(svc.provision(PROJECT).await, Err(GitError::AlreadyExists { .. })));
+        let next = svc
+            .commit_files(PROJECT, &p.commit, vec![("a.txt".into(), Some(b"a\n".to_vec()))], "a")
+            .await
+            .unwrap();
+        assert_eq!(
+            svc.cas_main(PROJECT, &p.commit, &next).await.unwrap(),
+            CasOutcome::Moved
+        );
+        assert!(matches!(
+            svc.provision(PROJECT).await,
+            Err(GitError::AlreadyExists { .. })
+        ));
     }
 
     #[tokio::test]
@@ -1045,13 +1227,29 @@ mod tests {
             let bare = svc.root().join("clone-bare.git");
             let started = Instant::now();
             let canonical = svc.repo_path(PROJECT).unwrap();
-            git(svc.root(), &["clone", "--bare", "--quiet", canonical.to_str().unwrap(), bare.to_str().unwrap()]);
+            git(
+                svc.root(),
+                &[
+                    "clone",
+                    "--bare",
+                    "--quiet",
+                    canonical.to_str().unwrap(),
+                    bare.to_str().unwrap(),
+                ],
+            );
             let clone_time = started.elapsed();
             let copy = svc.root().join("clone-no-local.git");
             let started = Instant::now();
             git(
                 svc.root(),
-                &["clone", "--bare", "--no-local", "--quiet", canonical.to_str().unwrap(), copy.to_str().unwrap()],
+                &[
+                    "clone",
+                    "--bare",
+                    "--no-local",
+                    "--quiet",
+                    canonical.to_str().unwrap(),
+                    copy.to_str().unwrap(),
+                ],
             );
             let no_local_time = started.elapsed();
             println!(
@@ -1069,10 +1267,16 @@ mod tests {
         let mut tips = Vec::new();
         for t in 0..3 {
             let files = vec![
-                (format!("src/m{}/f{}.rs", t * 10, t * 5000), Some(format!("// changed by t{t}\n").into_bytes())),
+                (
+                    format!("src/m{}/f{}.rs", t * 10, t * 5000),
+                    Some(format!("// changed by t{t}\n").into_bytes()),
+                ),
                 (format!("src/new/t{t}.rs"), Some(b"pub fn new() {}\n".to_vec())),
             ];
-            tips.push((format!("t{t}"), svc.commit_files(PROJECT, &base, files, "change").await.unwrap()));
+            tips.push((
+                format!("t{t}"),
+                svc.commit_files(PROJECT, &base, files, "change").await.unwrap(),
+            ));
         }
         let started = Instant::now();
         let m = merged(svc.merge_into(PROJECT, &base, &tips).await.unwrap());
@@ -1082,11 +1286,18 @@ mod tests {
         let started = Instant::now();
         let mut current = base.clone();
         for (_, tip) in &tips {
-            let tree = git(&path, &["merge-tree", "--write-tree", &current, tip]).trim().to_owned();
-            current = git(&path, &["commit-tree", &tree, "-p", &current, "-p", tip, "-m", "merge"]).trim().to_owned();
+            let tree = git(&path, &["merge-tree", "--write-tree", &current, tip])
+                .trim()
+                .to_owned();
+            current = git(&path, &["commit-tree", &tree, "-p", &current, "-p", tip, "-m", "merge"])
+                .trim()
+                .to_owned();
         }
         let theirs = started.elapsed();
-        assert_eq!(git(&path, &["rev-parse", &format!("{current}^{{tree}}")]).trim(), m.tree);
+        assert_eq!(
+            git(&path, &["rev-parse", &format!("{current}^{{tree}}")]).trim(),
+            m.tree
+        );
         println!("TIMING compose 3 change sets on 50000 files: merge_into {ours:?}, git merge-tree x3 {theirs:?}");
     }
 
@@ -1096,7 +1307,12 @@ mod tests {
         let p = svc.provision(PROJECT).await.unwrap();
         svc.fork(PROJECT, "ws-1").await.unwrap();
         let work = svc
-            .commit_files("ws-1", &p.commit, vec![("src/a.rs".into(), Some(b"fn a() {}\n".to_vec()))], "t1")
+            .commit_files(
+                "ws-1",
+                &p.commit,
+                vec![("src/a.rs".into(), Some(b"fn a() {}\n".to_vec()))],
+                "t1",
+            )
             .await
             .unwrap();
         svc.cas_main("ws-1", &p.commit, &work).await.unwrap();
@@ -1109,8 +1325,14 @@ mod tests {
         assert_eq!(alternates, format!("../../{PROJECT}.git/objects\n"));
         assert!(svc.delete_repo("ws-1").await.unwrap());
         fsck(&svc, "edit-9f");
-        assert_eq!(git(&svc.repo_path("edit-9f").unwrap(), &["show", "main:src/a.rs"]), "fn a() {}\n");
-        assert!(matches!(svc.fork(PROJECT, "proj_ff").await, Err(GitError::NotAForkName(_))));
+        assert_eq!(
+            git(&svc.repo_path("edit-9f").unwrap(), &["show", "main:src/a.rs"]),
+            "fn a() {}\n"
+        );
+        assert!(matches!(
+            svc.fork(PROJECT, "proj_ff").await,
+            Err(GitError::NotAForkName(_))
+        ));
         assert!(matches!(svc.fork("ws-404", "cand-1").await, Err(GitError::NotFound(_))));
     }
 
@@ -1119,7 +1341,9 @@ mod tests {
         let (_d, svc) = service();
         let p = svc.provision(PROJECT).await.unwrap();
         svc.fork(PROJECT, "ws-1").await.unwrap();
-        let files = (0..20).map(|i| (format!("src/f{i}.rs"), Some(format!("fn f{i}() {{}}\n").into_bytes()))).collect();
+        let files = (0..20)
+            .map(|i| (format!("src/f{i}.rs"), Some(format!("fn f{i}() {{}}\n").into_bytes())))
+            .collect();
         let tip = svc.commit_files("ws-1", &p.commit, files, "t1").await.unwrap();
         assert_eq!(svc.cas_main("ws-1", &p.commit, &tip).await.unwrap(), CasOutcome::Moved);
 
@@ -1131,11 +1355,21 @@ mod tests {
             0,
             "copying again finds nothing missing"
         );
-        let m = merged(svc.merge_into("cand-1", &p.commit, &[("t1".into(), tip.clone())]).await.unwrap());
-        assert_eq!(svc.cas_main("cand-1", &p.commit, &m.commit).await.unwrap(), CasOutcome::Moved);
+        let m = merged(
+            svc.merge_into("cand-1", &p.commit, &[("t1".into(), tip.clone())])
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            svc.cas_main("cand-1", &p.commit, &m.commit).await.unwrap(),
+            CasOutcome::Moved
+        );
 
         assert!(svc.delete_repo("ws-1").await.unwrap());
-        assert!(!svc.delete_repo("ws-1").await.unwrap(), "deleting twice is not an error");
+        assert!(
+            !svc.delete_repo("ws-1").await.unwrap(),
+            "deleting twice is not an error"
+        );
         assert!(!svc.repo_path("ws-1").unwrap().exists());
         fsck(&svc, "cand-1");
         let cand = svc.repo_path("cand-1").unwrap();
@@ -1150,12 +1384,22 @@ mod tests {
         let p = svc.provision(PROJECT).await.unwrap();
         let lines: String = (1..=20).map(|i| format!("line {i}\n")).collect();
         let base = svc
-            .commit_files(PROJECT, &p.commit, vec![("notes.txt".into(), Some(lines.clone().into_bytes()))], "base")
+            .commit_files(
+                PROJECT,
+                &p.commit,
+                vec![("notes.txt".into(), Some(lines.clone().into_bytes()))],
+                "base",
+            )
             .await
             .unwrap();
         let edit = |from: &str, to: &str| Some(lines.replace(from, to).into_bytes());
         let t1 = svc
-            .commit_files(PROJECT, &base, vec![("notes.txt".into(), edit("line 2\n", "line two\n"))], "t1")
+            .commit_files(
+                PROJECT,
+                &base,
+                vec![("notes.txt".into(), edit("line 2\n", "line two\n"))],
+                "t1",
+            )
             .await
             .unwrap();
         let t2 = svc
@@ -1171,25 +1415,47 @@ mod tests {
             .await
             .unwrap();
         let t3 = svc
-            .commit_files(PROJECT, &base, vec![("notes.txt".into(), edit("line 2\n", "line deux\n"))], "t3")
+            .commit_files(
+                PROJECT,
+                &base,
+                vec![("notes.txt".into(), edit("line 2\n", "line deux\n"))],
+                "t3",
+            )
             .await
             .unwrap();
 
         let m = merged(
-            svc.merge_into(PROJECT, &base, &[("t1".into(), t1.clone()), ("t2".into(), t2.clone())]).await.unwrap(),
+            svc.merge_into(PROJECT, &base, &[("t1".into(), t1.clone()), ("t2".into(), t2.clone())])
+                .await
+                .unwrap(),
         );
         let path = svc.repo_path(PROJECT).unwrap();
         let text = git(&path, &["show", &format!("{}:notes.txt", m.commit)]);
-        assert!(text.contains("line two\n") && text.contains("line nineteen\n"), "{text}");
-        assert_eq!(git(&path, &["log", "--format=%s", &m.commit, "-2"]), "Merge t2\nMerge t1\n");
+        assert!(
+            text.contains("line two\n") && text.contains("line nineteen\n"),
+            "{text}"
+        );
+        assert_eq!(
+            git(&path, &["log", "--format=%s", &m.commit, "-2"]),
+            "Merge t2\nMerge t1\n"
+        );
         assert_eq!(
             git(&path, &["merge-tree", "--write-tree", &t1, &t2]).trim(),
             m.tree,
             "same tree as git's own merge"
         );
 
-        let outcome = svc.merge_into(PROJECT, &base, &[("t1".into(), t1.clone()), ("t3".into(), t3)]).await.unwrap();
-        assert_eq!(outcome, MergeOutcome::Conflict(Conflict { label: "t3".into(), paths: vec!["notes.txt".into()] }));
+        let outcome = svc
+            .merge_into(PROJECT, &base, &[("t1".into(), t1.clone()), ("t3".into(), t3)])
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            MergeOutcome::Conflict(Conflict {
+                label: "t3".into(),
+                paths: vec!["notes.txt".into()]
+            })
+        );
 
         let again = merged(svc.merge_into(PROJECT, &m.commit, &[("t1".into(), t1)]).await.unwrap());
         assert_eq!(again.commit, m.commit, "a tip already merged is skipped");
@@ -1221,7 +1487,10 @@ mod tests {
 
     fn checkout(svc: &GitService, repo: &str, commit: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        git(dir.path(), &["clone", "--quiet", svc.repo_path(repo).unwrap().to_str().unwrap(), "w"]);
+        git(
+            dir.path(),
+            &["clone", "--quiet", svc.repo_path(repo).unwrap().to_str().unwrap(), "w"],
+        );
         git(&dir.path().join("w"), &["checkout", "--quiet", "--detach", commit]);
         dir
     }
@@ -1243,8 +1512,10 @@ mod tests {
                 ("spaced name.txt", Some((EntryKind::Blob, b"1\n"))),
             ],
         );
-        let edited =
-            long.replace("row 3\n", "row three\n").replace("row 30\n", "").replace("row 40\n", "row 40\nrow 41\n");
+        let edited = long
+            .replace("row 3\n", "row three\n")
+            .replace("row 30\n", "")
+            .replace("row 40\n", "row 40\nrow 41\n");
         let new = commit_kinds(
             &svc,
             PROJECT,
@@ -1261,7 +1532,10 @@ mod tests {
             ],
         );
         let ours = svc.unified_diff(PROJECT, &base, &new).await.unwrap();
-        let theirs = git(&svc.repo_path(PROJECT).unwrap(), &["diff", "--no-renames", "--full-index", &base, &new]);
+        let theirs = git(
+            &svc.repo_path(PROJECT).unwrap(),
+            &["diff", "--no-renames", "--full-index", &base, &new],
+        );
         let strip = |s: &str| {
             s.lines()
                 .map(|l| match l.strip_prefix("@@ ") {
@@ -1316,9 +1590,16 @@ mod tests {
                 ("docs/guide.md", Some((EntryKind::Blob, b"# Guide\n"))),
             ],
         );
-        let m = merged(svc.merge_into(PROJECT, &base, &[("t1".into(), t1), ("t2".into(), t2)]).await.unwrap());
+        let m = merged(
+            svc.merge_into(PROJECT, &base, &[("t1".into(), t1), ("t2".into(), t2)])
+                .await
+                .unwrap(),
+        );
         let patch = svc.unified_diff(PROJECT, &base, &m.commit).await.unwrap();
-        assert!(patch.contains("GIT binary patch") && patch.contains("old mode 100644\nnew mode 100755"), "{patch}");
+        assert!(
+            patch.contains("GIT binary patch") && patch.contains("old mode 100644\nnew mode 100755"),
+            "{patch}"
+        );
 
         let dir = checkout(&svc, PROJECT, &base);
         let work = dir.path().join("w");
@@ -1332,29 +1613,58 @@ mod tests {
     async fn cas_moves_main_forward_only_from_the_expected_commit() {
         let (_d, svc) = service();
         let p = svc.provision(PROJECT).await.unwrap();
-        let a = svc.commit_files(PROJECT, &p.commit, vec![("a".into(), Some(b"a\n".to_vec()))], "a").await.unwrap();
-        let b = svc.commit_files(PROJECT, &a, vec![("b".into(), Some(b"b\n".to_vec()))], "b").await.unwrap();
-        let side =
-            svc.commit_files(PROJECT, &p.commit, vec![("s".into(), Some(b"s\n".to_vec()))], "side").await.unwrap();
+        let a = svc
+            .commit_files(PROJECT, &p.commit, vec![("a".into(), Some(b"a\n".to_vec()))], "a")
+            .await
+            .unwrap();
+        let b = svc
+            .commit_files(PROJECT, &a, vec![("b".into(), Some(b"b\n".to_vec()))], "b")
+            .await
+            .unwrap();
+        let side = svc
+            .commit_files(PROJECT, &p.commit, vec![("s".into(), Some(b"s\n".to_vec()))], "side")
+            .await
+            .unwrap();
 
-        assert_eq!(svc.cas_main(PROJECT, &a, &b).await.unwrap(), CasOutcome::Mismatch { actual: p.commit.clone() });
-        assert_eq!(svc.head(PROJECT).await.unwrap(), Some(p.commit.clone()), "a wrong expected value moves nothing");
+        assert_eq!(
+            svc.cas_main(PROJECT, &a, &b).await.unwrap(),
+            CasOutcome::Mismatch {
+                actual: p.commit.clone()
+            }
+        );
+        assert_eq!(
+            svc.head(PROJECT).await.unwrap(),
+            Some(p.commit.clone()),
+            "a wrong expected value moves nothing"
+        );
         assert_eq!(svc.cas_main(PROJECT, &p.commit, &a).await.unwrap(), CasOutcome::Moved);
-        assert_eq!(svc.cas_main(PROJECT, &p.commit, &a).await.unwrap(), CasOutcome::AlreadyAt);
-        assert!(matches!(svc.cas_main(PROJECT, &a, &side).await, Err(GitError::NotFastForward { .. })));
+        assert_eq!(
+            svc.cas_main(PROJECT, &p.commit, &a).await.unwrap(),
+            CasOutcome::AlreadyAt
+        );
+        assert!(matches!(
+            svc.cas_main(PROJECT, &a, &side).await,
+            Err(GitError::NotFastForward { .. })
+        ));
         assert_eq!(svc.cas_main(PROJECT, &a, &b).await.unwrap(), CasOutcome::Moved);
         assert_eq!(svc.head(PROJECT).await.unwrap(), Some(b.clone()));
         assert!(svc.main_contains(PROJECT, &b).await.unwrap() && svc.main_contains(PROJECT, &a).await.unwrap());
         assert!(!svc.main_contains(PROJECT, &side).await.unwrap());
         let missing = "1".repeat(40);
-        assert!(matches!(svc.cas_main(PROJECT, &a, &missing).await, Err(GitError::MissingCommit { .. })));
+        assert!(matches!(
+            svc.cas_main(PROJECT, &a, &missing).await,
+            Err(GitError::MissingCommit { .. })
+        ));
     }
 
     #[tokio::test]
     async fn only_names_some_row_id_derives_reach_the_disk() {
         let (_d, svc) = service();
         for bad in ["..", "ws-1/../../x", "", "WS-1", "ws-1.git"] {
-            assert!(matches!(svc.delete_repo(bad).await, Err(GitError::InvalidName(_))), "{bad}");
+            assert!(
+                matches!(svc.delete_repo(bad).await, Err(GitError::InvalidName(_))),
+                "{bad}"
+            );
         }
         assert!(matches!(svc.head("ws-1").await, Err(GitError::NotFound(_))));
     }

@@ -35,7 +35,14 @@ impl HarnessActivities {
         input: (JobFile, AdapterSpec),
     ) -> Result<AdapterResult, ActivityError> {
         let (job, spec) = input;
-        let run = run_adapter(&spec, job, &self.work_root, self.objects.clone(), || {}, ctx.cancelled());
+        let run = run_adapter(
+            &spec,
+            job,
+            &self.work_root,
+            self.objects.clone(),
+            || {},
+            ctx.cancelled(),
+        );
         let heartbeat = async {
             let mut every = tokio::time::interval(HEARTBEAT_EVERY);
             every.tick().await;
@@ -52,7 +59,15 @@ impl HarnessActivities {
         match result {
             Ok(run) => Ok(AdapterResult {
                 outcome: run.outcome,
-                artifacts: run.artifacts.into_iter().map(|a| Artifact { path: a.path, key: a.key, size: a.size }).collect(),
+                artifacts: run
+                    .artifacts
+                    .into_iter()
+                    .map(|a| Artifact {
+                        path: a.path,
+                        key: a.key,
+                        size: a.size,
+                    })
+                    .collect(),
             }),
             Err(AdapterRunError::Cancelled) => Err(ActivityError::cancelled()),
             Err(e) if e.is_retryable() => Err(retryable(e)),

@@ -260,9 +260,7 @@ impl SandboxUser {
 
     fn check(self) -> Result<Self, SandboxError> {
         match self {
-            SandboxUser::Unprivileged(uid) if !(1000..60_000).contains(&uid) => {
-                Err(SandboxError::InvalidUser(uid))
-            }
+            SandboxUser::Unprivileged(uid) if !(1000..60_000).contains(&uid) => Err(SandboxError::InvalidUser(uid)),
             user => Ok(user),
         }
     }
@@ -302,9 +300,7 @@ impl ExecOutput {
 pub enum SandboxError {
     #[error("no Sandbox available: {live} of {max} are live; retry when one is idle")]
     ContainerUnavailable { live: usize, max: usize },
-    #[error(
-        "the Sandbox of {project_id} is gone or not running ({reason}); ensure it again and restore the workspace"
-    )]
+    #[error("the Sandbox of {project_id} is gone or not running ({reason}); ensure it again and restore the workspace")]
     Lost { project_id: String, reason: String },
     #[error(
         "the Sandbox image {0} does not exist: build it with scripts/build-sandbox-image.sh or set BELAY_SANDBOX_IMAGE"
@@ -316,9 +312,7 @@ pub enum SandboxError {
     InvalidDirectory(String),
     #[error("invalid Sandbox user uid {0}: unprivileged users have uids 1000 to 59999")]
     InvalidUser(u32),
-    #[error(
-        "the Sandbox directory {0} does not exist (a fresh Sandbox starts empty): prepare it again"
-    )]
+    #[error("the Sandbox directory {0} does not exist (a fresh Sandbox starts empty): prepare it again")]
     MissingDirectory(String),
     #[error("the command could not be started: {0}")]
     NotStarted(String),
@@ -369,10 +363,7 @@ pub fn container_name(project_id: &str) -> Result<String, SandboxError> {
 /// An agent workspace's directory: `/workspace/<last 24 characters of the run id>`.
 pub fn run_dir(run_id: &str) -> Result<String, SandboxError> {
     let name = safe_name(run_id)?;
-    Ok(format!(
-        "{WORKSPACE}/{}",
-        &name[name.len().saturating_sub(24)..]
-    ))
+    Ok(format!("{WORKSPACE}/{}", &name[name.len().saturating_sub(24)..]))
 }
 
 /// A Candidate's check directory: `/workspace/cand-<id>` (a `cand_` prefix of the id is dropped).
@@ -383,24 +374,14 @@ pub fn candidate_dir(candidate_id: &str) -> Result<String, SandboxError> {
 
 /// A code edit session's directory: `/workspace/edit-<hex>`.
 pub fn edit_dir(hex: &str) -> Result<String, SandboxError> {
-    if hex.is_empty()
-        || hex.len() > 64
-        || !hex
-            .chars()
-            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
-    {
+    if hex.is_empty() || hex.len() > 64 || !hex.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)) {
         return Err(SandboxError::InvalidDirectory(format!("edit-{hex}")));
     }
     Ok(format!("{WORKSPACE}/edit-{hex}"))
 }
 
 fn safe_name(s: &str) -> Result<&str, SandboxError> {
-    if s.is_empty()
-        || s.len() > 128
-        || !s
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
+    if s.is_empty() || s.len() > 128 || !s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
         return Err(SandboxError::InvalidDirectory(s.to_owned()));
     }
     Ok(s)
@@ -418,9 +399,7 @@ fn check_dir(dir: &str) -> Result<(), SandboxError> {
         if part.is_empty()
             || part == "."
             || part == ".."
-            || !part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+            || !part.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         {
             return Err(bad());
         }
@@ -462,11 +441,7 @@ struct InUse<'a> {
 
 impl Drop for InUse<'_> {
     fn drop(&mut self) {
-        let mut usage = self
-            .sandboxes
-            .usage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut usage = self.sandboxes.usage.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(u) = usage.get_mut(&self.project_id) {
             u.running = u.running.saturating_sub(1);
             u.last_use = Instant::now();
@@ -503,11 +478,7 @@ impl Sandboxes {
         let _lifecycle = self.lifecycle.lock().await;
         match self.docker.inspect_container(&name, None).await {
             Ok(found) => {
-                let running = found
-                    .state
-                    .as_ref()
-                    .and_then(|s| s.running)
-                    .unwrap_or(false);
+                let running = found.state.as_ref().and_then(|s| s.running).unwrap_or(false);
                 if running {
                     self.touch(project_id);
                     return Ok(Container {
@@ -584,9 +555,7 @@ impl Sandboxes {
         let started = Instant::now();
 
         let seconds = format!("{}.{:03}", timeout.as_secs(), timeout.subsec_millis());
-        let mut cmd: Vec<String> = ["sh", "-c", WRAPPER, "belay-exec"]
-            .map(str::to_owned)
-            .to_vec();
+        let mut cmd: Vec<String> = ["sh", "-c", WRAPPER, "belay-exec"].map(str::to_owned).to_vec();
         cmd.push(seconds);
         cmd.extend(argv.iter().cloned());
         let exec = self
@@ -662,22 +631,14 @@ impl Sandboxes {
         self.kill_leftovers(project_id, &name, user, sid).await?;
         if !closed {
             let drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
-            while let Ok(Some(Ok(chunk))) =
-                tokio::time::timeout_at(drain_until, output.next()).await
-            {
+            while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(drain_until, output.next()).await {
                 collected.push(chunk);
             }
         }
-        let exit_code = match self
-            .exit_code(&exec.id)
-            .await
-            .map_err(|e| lost_or(project_id, e))?
-        {
+        let exit_code = match self.exit_code(&exec.id).await.map_err(|e| lost_or(project_id, e))? {
             Finished::Exited(code) => code,
             Finished::StillRunning => {
-                return Err(self
-                    .give_up(project_id, &name, "a command could not be killed")
-                    .await);
+                return Err(self.give_up(project_id, &name, "a command could not be killed").await);
             }
         };
         if sid.is_none() && exit_code == Some(126) {
@@ -704,12 +665,7 @@ impl Sandboxes {
 
     /// Creates `dir` (below /workspace) and hands it to `owner`.
     #[instrument(skip_all, fields(project.id = %project_id, exec.dir = %dir), err)]
-    pub async fn prepare_dir(
-        &self,
-        project_id: &str,
-        dir: &str,
-        owner: SandboxUser,
-    ) -> Result<(), SandboxError> {
+    pub async fn prepare_dir(&self, project_id: &str, dir: &str, owner: SandboxUser) -> Result<(), SandboxError> {
         let name = container_name(project_id)?;
         check_dir(dir)?;
         let owner = owner.check()?.docker_user();
@@ -722,14 +678,8 @@ impl Sandboxes {
             dir,
             &owner,
         ];
-        self.run_checked(
-            project_id,
-            &name,
-            SandboxUser::Root,
-            &argv,
-            "creating the directory",
-        )
-        .await
+        self.run_checked(project_id, &name, SandboxUser::Root, &argv, "creating the directory")
+            .await
     }
 
     /// Deletes `dir` (a directory below /workspace, never /workspace itself) and all it holds.
@@ -757,10 +707,7 @@ impl Sandboxes {
         let name = container_name(project_id)?;
         let _lifecycle = self.lifecycle.lock().await;
         let removed = self.remove_container(&name).await?;
-        self.usage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(project_id);
+        self.usage.lock().unwrap_or_else(|e| e.into_inner()).remove(project_id);
         Ok(removed)
     }
 
@@ -768,11 +715,7 @@ impl Sandboxes {
     /// running. A Sandbox this process has not used yet (it was started before a restart) gets
     /// its idle clock started at `now`. Returns the Projects whose Sandbox was removed.
     #[instrument(skip_all, err)]
-    pub async fn reap_idle(
-        &self,
-        now: Instant,
-        idle: Duration,
-    ) -> Result<Vec<String>, SandboxError> {
+    pub async fn reap_idle(&self, now: Instant, idle: Duration) -> Result<Vec<String>, SandboxError> {
         let _lifecycle = self.lifecycle.lock().await;
         let live = self.list_live().await?;
         let project_label = self.config.project_label();
@@ -780,12 +723,7 @@ impl Sandboxes {
         {
             let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
             for container in &live {
-                let Some(project_id) = container
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(&project_label))
-                    .cloned()
-                else {
+                let Some(project_id) = container.labels.as_ref().and_then(|l| l.get(&project_label)).cloned() else {
                     continue;
                 };
                 let Ok(name) = container_name(&project_id) else {
@@ -797,8 +735,7 @@ impl Sandboxes {
                     running: 0,
                     reaping: false,
                 });
-                if !running || (u.running == 0 && now.saturating_duration_since(u.last_use) >= idle)
-                {
+                if !running || (u.running == 0 && now.saturating_duration_since(u.last_use) >= idle) {
                     u.reaping = true;
                     victims.push((project_id, name));
                 }
@@ -807,10 +744,7 @@ impl Sandboxes {
         let mut removed = Vec::new();
         for (project_id, name) in victims {
             let outcome = self.remove_container(&name).await;
-            self.usage
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&project_id);
+            self.usage.lock().unwrap_or_else(|e| e.into_inner()).remove(&project_id);
             outcome?;
             removed.push(project_id);
         }
@@ -819,8 +753,7 @@ impl Sandboxes {
 
     /// The Sandboxes that exist (running or not), by label.
     pub async fn list_live(&self) -> Result<Vec<ContainerSummary>, SandboxError> {
-        let filters =
-            HashMap::from([("label", vec![format!("{}=1", self.config.sandbox_label())])]);
+        let filters = HashMap::from([("label", vec![format!("{}=1", self.config.sandbox_label())])]);
         let options = ListContainersOptionsBuilder::default()
             .all(true)
             .filters(&filters)
@@ -861,11 +794,7 @@ impl Sandboxes {
             readonly_rootfs: Some(true),
             init: Some(true),
             cap_drop: Some(vec!["ALL".to_owned()]),
-            cap_add: Some(
-                ["CHOWN", "DAC_OVERRIDE", "FOWNER"]
-                    .map(str::to_owned)
-                    .to_vec(),
-            ),
+            cap_add: Some(["CHOWN", "DAC_OVERRIDE", "FOWNER"].map(str::to_owned).to_vec()),
             security_opt: Some(vec!["no-new-privileges".to_owned()]),
             ..Default::default()
         };
@@ -885,11 +814,7 @@ impl Sandboxes {
     }
 
     async fn ensure_network(&self) -> Result<(), SandboxError> {
-        match self
-            .docker
-            .inspect_network(&self.config.network, None)
-            .await
-        {
+        match self.docker.inspect_network(&self.config.network, None).await {
             Ok(found) => {
                 if found.internal != Some(true) {
                     return Err(SandboxError::InvalidConfig(format!(
@@ -908,10 +833,7 @@ impl Sandboxes {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        labels.insert(
-            format!("{}.sandbox-network", self.config.label_prefix),
-            "1".to_owned(),
-        );
+        labels.insert(format!("{}.sandbox-network", self.config.label_prefix), "1".to_owned());
         let request = NetworkCreateRequest {
             name: self.config.network.clone(),
             driver: Some("bridge".to_owned()),
@@ -976,10 +898,7 @@ impl Sandboxes {
         argv: &[&str],
         what: &'static str,
     ) -> Result<(), SandboxError> {
-        let run = tokio::time::timeout(
-            HOUSEKEEPING_DEADLINE,
-            self.run_plain(project_id, name, user, argv),
-        );
+        let run = tokio::time::timeout(HOUSEKEEPING_DEADLINE, self.run_plain(project_id, name, user, argv));
         let (code, stderr) = run
             .await
             .unwrap_or_else(|_| Ok((None, "did not finish in time".to_owned())))?;
@@ -1024,11 +943,7 @@ impl Sandboxes {
                 }
             }
         }
-        match self
-            .exit_code(&exec.id)
-            .await
-            .map_err(|e| lost_or(project_id, e))?
-        {
+        match self.exit_code(&exec.id).await.map_err(|e| lost_or(project_id, e))? {
             Finished::Exited(code) => Ok((code, stderr.finish().0)),
             Finished::StillRunning => Err(SandboxError::Command {
                 what: "a housekeeping command",
@@ -1058,10 +973,7 @@ impl Sandboxes {
         if let Err(e) = self.remove_container(name).await {
             warn!(error = %e, "removing the Sandbox failed");
         }
-        self.usage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(project_id);
+        self.usage.lock().unwrap_or_else(|e| e.into_inner()).remove(project_id);
         SandboxError::Lost {
             project_id: project_id.to_owned(),
             reason: format!("{why}; the Sandbox was removed"),
@@ -1069,10 +981,7 @@ impl Sandboxes {
     }
 
     async fn remove_container(&self, name: &str) -> Result<bool, SandboxError> {
-        let options = RemoveContainerOptionsBuilder::default()
-            .force(true)
-            .v(true)
-            .build();
+        let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
         match self.docker.remove_container(name, Some(options)).await {
             Ok(()) => Ok(true),
             Err(e) if status(&e) == Some(404) => Ok(false),
@@ -1128,12 +1037,10 @@ fn status(e: &DockerError) -> Option<u16> {
 /// A missing container (404) or one that is not running (409) is a lost Sandbox.
 fn lost_or(project_id: &str, e: DockerError) -> SandboxError {
     match (status(&e), &e) {
-        (Some(404 | 409), DockerError::DockerResponseServerError { message, .. }) => {
-            SandboxError::Lost {
-                project_id: project_id.to_owned(),
-                reason: message.clone(),
-            }
-        }
+        (Some(404 | 409), DockerError::DockerResponseServerError { message, .. }) => SandboxError::Lost {
+            project_id: project_id.to_owned(),
+            reason: message.clone(),
+        },
         _ => SandboxError::Docker(e),
     }
 }
@@ -1163,10 +1070,7 @@ impl Tail {
 
     fn finish(mut self) -> (String, bool) {
         self.cut();
-        (
-            String::from_utf8_lossy(&self.buf).into_owned(),
-            self.truncated,
-        )
+        (String::from_utf8_lossy(&self.buf).into_owned(), self.truncated)
     }
 }
 
@@ -1183,9 +1087,7 @@ struct Collected {
 impl Collected {
     fn push(&mut self, chunk: LogOutput) {
         match chunk {
-            LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                self.stdout.push(&message)
-            }
+            LogOutput::StdOut { message } | LogOutput::Console { message } => self.stdout.push(&message),
             LogOutput::StdErr { message } => self.push_stderr(&message),
             LogOutput::StdIn { .. } => {}
         }
@@ -1244,9 +1146,7 @@ mod tests {
             container_name("proj_3f2e1c4a-1b2c-4d5e-8f90-a1b2c3d4e5f6").unwrap(),
             "proj-3f2e1c4a-1b2c-4d5e-8f90-a1b2c3d4e5f6"
         );
-        for bad in [
-            "proj_", "0a1b", "proj_A1", "proj_a/b", "run_0a1b", "proj_a b",
-        ] {
+        for bad in ["proj_", "0a1b", "proj_A1", "proj_a/b", "run_0a1b", "proj_a b"] {
             assert!(
                 matches!(container_name(bad), Err(SandboxError::InvalidProjectId(_))),
                 "{bad}"
@@ -1272,11 +1172,7 @@ mod tests {
 
     #[test]
     fn commands_run_only_below_the_workspace() {
-        for good in [
-            "/workspace",
-            "/workspace/cand-9f",
-            "/workspace/edit-00ff/src/lib",
-        ] {
+        for good in ["/workspace", "/workspace/cand-9f", "/workspace/edit-00ff/src/lib"] {
             assert!(check_dir(good).is_ok(), "{good}");
         }
         for bad in [
@@ -1315,12 +1211,7 @@ mod tests {
         assert_eq!(config.runtime, Runtime::Runsc);
         assert_eq!(config.network, DEFAULT_NETWORK);
         assert_eq!(config.max_live, SANDBOX_MAX);
-        assert!(
-            SandboxConfig::from_lookup(
-                |k| (k == "BELAY_SANDBOX_RUNTIME").then(|| "kata".to_owned())
-            )
-            .is_err()
-        );
+        assert!(SandboxConfig::from_lookup(|k| (k == "BELAY_SANDBOX_RUNTIME").then(|| "kata".to_owned())).is_err());
     }
 
     #[test]
@@ -1356,10 +1247,7 @@ mod tests {
         });
         assert_eq!(c.sid(), Some(42));
         let (stdout, _, stderr, _) = c.finish();
-        assert_eq!(
-            (stdout.as_str(), stderr.as_str()),
-            ("out\n", "warning: x\n")
-        );
+        assert_eq!((stdout.as_str(), stderr.as_str()), ("out\n", "warning: x\n"));
 
         let mut c = Collected::default();
         c.push(LogOutput::StdErr {
@@ -1415,11 +1303,7 @@ mod tests {
         impl Fixture {
             async fn new(max_live: usize) -> Fixture {
                 let image = image().to_owned();
-                let tag = format!(
-                    "t{}x{}",
-                    std::process::id(),
-                    NEXT.fetch_add(1, Ordering::Relaxed)
-                );
+                let tag = format!("t{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
                 let config = SandboxConfig {
                     image,
                     network: format!("belay-test-sbx-{tag}"),
@@ -1428,9 +1312,9 @@ mod tests {
                     extra_labels: BTreeMap::from([("belay.test".to_owned(), "1".to_owned())]),
                     ..SandboxConfig::default()
                 };
-                let sandboxes = Sandboxes::connect(config).await.expect(
-                    "the Docker Engine must be reachable (DOCKER_HOST or /var/run/docker.sock)",
-                );
+                let sandboxes = Sandboxes::connect(config)
+                    .await
+                    .expect("the Docker Engine must be reachable (DOCKER_HOST or /var/run/docker.sock)");
                 Fixture { sandboxes, tag }
             }
 
@@ -1458,19 +1342,13 @@ mod tests {
         impl Drop for Fixture {
             fn drop(&mut self) {
                 let label = format!("label={}=1", self.sandboxes.config.sandbox_label());
-                if let Ok(out) = Command::new("docker")
-                    .args(["ps", "-aq", "--filter", &label])
-                    .output()
-                {
+                if let Ok(out) = Command::new("docker").args(["ps", "-aq", "--filter", &label]).output() {
                     let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
                         .split_whitespace()
                         .map(str::to_owned)
                         .collect();
                     if !ids.is_empty() {
-                        let _ = Command::new("docker")
-                            .args(["rm", "-f", "-v"])
-                            .args(&ids)
-                            .output();
+                        let _ = Command::new("docker").args(["rm", "-f", "-v"]).args(&ids).output();
                     }
                 }
                 let _ = Command::new("docker")
@@ -1514,14 +1392,8 @@ mod tests {
             assert_eq!(host.init, Some(true));
             assert_eq!(host.readonly_rootfs, Some(true));
             assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
-            assert_eq!(
-                host.security_opt,
-                Some(vec!["no-new-privileges".to_owned()])
-            );
-            let network = docker
-                .inspect_network(&f.sandboxes.config.network, None)
-                .await
-                .unwrap();
+            assert_eq!(host.security_opt, Some(vec!["no-new-privileges".to_owned()]));
+            let network = docker.inspect_network(&f.sandboxes.config.network, None).await.unwrap();
             assert_eq!(network.internal, Some(true));
 
             let limits = f
@@ -1542,14 +1414,19 @@ mod tests {
                 .unwrap();
             assert_eq!(limits.stdout, "512\n2147483648\n2147483648\n", "{limits:?}");
 
-            let out = f.sandboxes.exec(&project, WORKSPACE, &bash("echo out; echo err >&2; id -u; touch /usr/x 2>/dev/null || echo read-only; exit 3"), SandboxUser::Root, Duration::from_secs(10)).await.unwrap();
+            let out = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &bash("echo out; echo err >&2; id -u; touch /usr/x 2>/dev/null || echo read-only; exit 3"),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
             assert_eq!(
-                (
-                    out.stdout.as_str(),
-                    out.stderr.as_str(),
-                    out.exit_code,
-                    out.timed_out
-                ),
+                (out.stdout.as_str(), out.stderr.as_str(), out.exit_code, out.timed_out),
                 ("out\n0\nread-only\n", "err\n", Some(3), false)
             );
 
@@ -1559,7 +1436,17 @@ mod tests {
                 .prepare_dir(&project, &dir, SandboxUser::SANDBOX)
                 .await
                 .unwrap();
-            let out = f.sandboxes.exec(&project, &dir, &bash("id -u; touch mine && echo wrote; touch /workspace/x 2>/dev/null || echo refused"), SandboxUser::SANDBOX, Duration::from_secs(10)).await.unwrap();
+            let out = f
+                .sandboxes
+                .exec(
+                    &project,
+                    &dir,
+                    &bash("id -u; touch mine && echo wrote; touch /workspace/x 2>/dev/null || echo refused"),
+                    SandboxUser::SANDBOX,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
             assert_eq!(out.stdout, "1000\nwrote\nrefused\n", "{out:?}");
             f.sandboxes.remove_dir(&project, &dir).await.unwrap();
             let gone = f
@@ -1664,10 +1551,7 @@ mod tests {
                 "the same container"
             );
             let ps = f.ps(&project).await;
-            assert!(
-                ps.lines().count() <= 5,
-                "the bomb left processes behind:\n{ps}"
-            );
+            assert!(ps.lines().count() <= 5, "the bomb left processes behind:\n{ps}");
 
             // The same from an edit session's unprivileged user.
             let dir = edit_dir("0c").unwrap();
@@ -1708,10 +1592,7 @@ mod tests {
                 "the same container"
             );
             let ps = f.ps(&project).await;
-            assert!(
-                ps.lines().count() <= 5,
-                "the bomb left processes behind:\n{ps}"
-            );
+            assert!(ps.lines().count() <= 5, "the bomb left processes behind:\n{ps}");
             println!("fork bomb: {refused} forks refused at the pids limit; afterwards:\n{ps}");
         }
 
@@ -1733,21 +1614,13 @@ mod tests {
                 )
                 .await
                 .unwrap();
-            assert_eq!(
-                (hog.exit_code, hog.timed_out),
-                (Some(137), false),
-                "{hog:?}"
-            );
+            assert_eq!((hog.exit_code, hog.timed_out), (Some(137), false), "{hog:?}");
             let oom = f
                 .sandboxes
                 .exec(
                     &project,
                     WORKSPACE,
-                    &argv(&[
-                        "grep",
-                        "oom_kill ",
-                        "/sys/fs/cgroup/memory/memory.oom_control",
-                    ]),
+                    &argv(&["grep", "oom_kill ", "/sys/fs/cgroup/memory/memory.oom_control"]),
                     SandboxUser::Root,
                     Duration::from_secs(10),
                 )
@@ -1809,10 +1682,7 @@ mod tests {
                 .unwrap();
             assert!(tree.timed_out && !tree.stdout.contains("never"), "{tree:?}");
             let ps = f.ps(&project).await;
-            assert!(
-                !ps.contains("sleep 30"),
-                "a sleep survived its timeout:\n{ps}"
-            );
+            assert!(!ps.contains("sleep 30"), "a sleep survived its timeout:\n{ps}");
             println!("sleep 300 with a 2 s timeout returned after {took:?}");
         }
 
@@ -1875,7 +1745,17 @@ mod tests {
             f.sandboxes.ensure(&project).await.unwrap();
             // Opens (and would at once close) a TCP connection; sends no data.
             let started = Instant::now();
-            let out = f.sandboxes.exec(&project, WORKSPACE, &bash("timeout 3 bash -c ': > /dev/tcp/1.1.1.1/53' && echo connected || echo no-route"), SandboxUser::Root, Duration::from_secs(10)).await.unwrap();
+            let out = f
+                .sandboxes
+                .exec(
+                    &project,
+                    WORKSPACE,
+                    &bash("timeout 3 bash -c ': > /dev/tcp/1.1.1.1/53' && echo connected || echo no-route"),
+                    SandboxUser::Root,
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
             assert_eq!(out.stdout, "no-route\n", "{out:?}");
             println!(
                 "connect to 1.1.1.1:53 failed after {:?}: {}",
@@ -1893,10 +1773,7 @@ mod tests {
             }
             let fifth = f.sandboxes.ensure(&f.project(5)).await;
             assert!(
-                matches!(
-                    fifth,
-                    Err(SandboxError::ContainerUnavailable { live: 4, max: 4 })
-                ),
+                matches!(fifth, Err(SandboxError::ContainerUnavailable { live: 4, max: 4 })),
                 "{fifth:?}"
             );
             assert!(fifth.unwrap_err().is_retryable());
@@ -1907,8 +1784,7 @@ mod tests {
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn an_idle_container_is_removed_with_its_disk_and_the_next_ensure_starts_a_fresh_one()
-        {
+        async fn an_idle_container_is_removed_with_its_disk_and_the_next_ensure_starts_a_fresh_one() {
             let _engine = ENGINE.lock().await;
             let f = Fixture::new(SANDBOX_MAX).await;
             let project = f.project(1);
@@ -1945,10 +1821,7 @@ mod tests {
             );
             let reaped = f
                 .sandboxes
-                .reap_idle(
-                    Instant::now() + IDLE_AFTER + Duration::from_secs(1),
-                    IDLE_AFTER,
-                )
+                .reap_idle(Instant::now() + IDLE_AFTER + Duration::from_secs(1), IDLE_AFTER)
                 .await
                 .unwrap();
             assert_eq!(reaped, vec![project.clone()]);
@@ -1962,12 +1835,7 @@ mod tests {
                 Some(404)
             );
             assert_eq!(
-                docker
-                    .inspect_volume(&volume)
-                    .await
-                    .err()
-                    .as_ref()
-                    .and_then(status),
+                docker.inspect_volume(&volume).await.err().as_ref().and_then(status),
                 Some(404),
                 "the workspace volume survived"
             );
@@ -1985,10 +1853,7 @@ mod tests {
                 )
                 .await
                 .unwrap();
-            assert_eq!(
-                ls.stdout, "",
-                "a fresh Sandbox starts with an empty workspace"
-            );
+            assert_eq!(ls.stdout, "", "a fresh Sandbox starts with an empty workspace");
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

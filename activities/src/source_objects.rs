@@ -131,11 +131,19 @@ impl SourceObjects {
     }
 
     pub fn index_key(project: &str, tree: &str) -> Result<String> {
-        Ok(format!("{}/{}/index.json", prefix(project)?, object_id(tree, "tree id")?))
+        Ok(format!(
+            "{}/{}/index.json",
+            prefix(project)?,
+            object_id(tree, "tree id")?
+        ))
     }
 
     pub fn code_key(project: &str, tree: &str) -> Result<String> {
-        Ok(format!("{}/{}/code.json", prefix(project)?, object_id(tree, "tree id")?))
+        Ok(format!(
+            "{}/{}/code.json",
+            prefix(project)?,
+            object_id(tree, "tree id")?
+        ))
     }
 
     pub fn blob_key(project: &str, blob: &str) -> Result<String> {
@@ -167,7 +175,13 @@ impl SourceObjects {
     ) -> Result<TreeWritten> {
         let index_key = Self::index_key(project, tree)?;
         let code_key = Self::code_key(project, tree)?;
-        let mut written = TreeWritten { index_key, code_key, blobs_stored: 0, blobs_present: 0, blobs_too_large: 0 };
+        let mut written = TreeWritten {
+            index_key,
+            code_key,
+            blobs_stored: 0,
+            blobs_present: 0,
+            blobs_too_large: 0,
+        };
 
         let mut blobs = BTreeSet::new();
         for f in files {
@@ -183,8 +197,12 @@ impl SourceObjects {
                 .buffered(CONCURRENT_REQUESTS)
                 .try_collect()
                 .await?;
-            let missing: Vec<String> =
-                batch.iter().zip(&present).filter(|(_, p)| !**p).map(|(b, _)| (*b).to_owned()).collect();
+            let missing: Vec<String> = batch
+                .iter()
+                .zip(&present)
+                .filter(|(_, p)| !**p)
+                .map(|(b, _)| (*b).to_owned())
+                .collect();
             written.blobs_present += batch.len() - missing.len();
             if missing.is_empty() {
                 continue;
@@ -204,7 +222,10 @@ impl SourceObjects {
 
         let code: BTreeMap<&str, &str> = files.iter().map(|f| (f.path.as_str(), f.blob.as_str())).collect();
         self.put_json(&written.code_key, &code).await?;
-        let index = FileIndex { tree: tree.to_owned(), files: files.to_vec() };
+        let index = FileIndex {
+            tree: tree.to_owned(),
+            files: files.to_vec(),
+        };
         self.put_json(&written.index_key, &index).await?;
         Ok(written)
     }
@@ -230,7 +251,11 @@ impl SourceObjects {
     pub async fn put_patch(&self, project: &str, kind: PatchKind, id: &str, patch: &str) -> Result<StoredPatch> {
         let key = Self::patch_key(project, kind, id)?;
         let (text, truncated, full_size) = cut_patch(patch, PATCH_LIMIT_BYTES);
-        let meta = PatchMeta { truncated, full_size, stored_size: text.len() };
+        let meta = PatchMeta {
+            truncated,
+            full_size,
+            stored_size: text.len(),
+        };
         self.put_json(&meta_key(&key), &meta).await?;
         self.put(&key, text.into_bytes().into()).await?;
         Ok(StoredPatch { key, meta })
@@ -263,7 +288,13 @@ impl SourceObjects {
                 Ok(_) => deleted += 1,
                 // Deleted meanwhile by someone else: what we wanted.
                 Err(object_store::Error::NotFound { .. }) => {}
-                Err(source) => return Err(SourceObjectsError::Store { op: "delete", key: prefix.to_string(), source }),
+                Err(source) => {
+                    return Err(SourceObjectsError::Store {
+                        op: "delete",
+                        key: prefix.to_string(),
+                        source,
+                    });
+                }
             }
         }
         Ok(deleted)
@@ -274,26 +305,40 @@ impl SourceObjects {
         match self.store.head(&Key::from(key.as_str())).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(source) => Err(SourceObjectsError::Store { op: "head", key, source }),
+            Err(source) => Err(SourceObjectsError::Store {
+                op: "head",
+                key,
+                source,
+            }),
         }
     }
 
     async fn put(&self, key: &str, payload: object_store::PutPayload) -> Result<()> {
-        self.store.put(&Key::from(key), payload).await.map(drop).map_err(|source| SourceObjectsError::Store {
-            op: "put",
-            key: key.to_owned(),
-            source,
-        })
+        self.store
+            .put(&Key::from(key), payload)
+            .await
+            .map(drop)
+            .map_err(|source| SourceObjectsError::Store {
+                op: "put",
+                key: key.to_owned(),
+                source,
+            })
     }
 
     async fn put_json<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<()> {
-        let bytes =
-            serde_json::to_vec(value).map_err(|source| SourceObjectsError::Json { key: key.to_owned(), source })?;
+        let bytes = serde_json::to_vec(value).map_err(|source| SourceObjectsError::Json {
+            key: key.to_owned(),
+            source,
+        })?;
         self.put(key, bytes.into()).await
     }
 
     async fn get(&self, key: &str) -> Result<Option<bytes::Bytes>> {
-        let store_err = |source| SourceObjectsError::Store { op: "get", key: key.to_owned(), source };
+        let store_err = |source| SourceObjectsError::Store {
+            op: "get",
+            key: key.to_owned(),
+            source,
+        };
         match self.store.get(&Key::from(key)).await {
             Ok(r) => Ok(Some(r.bytes().await.map_err(store_err)?)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -307,7 +352,10 @@ impl SourceObjects {
         };
         serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|source| SourceObjectsError::Json { key: key.to_owned(), source })
+            .map_err(|source| SourceObjectsError::Json {
+                key: key.to_owned(),
+                source,
+            })
     }
 }
 
@@ -322,14 +370,22 @@ fn meta_key(patch_key: &str) -> String {
 /// A hex object id (SHA-1 or SHA-256), the only thing allowed as a tree or blob key segment.
 fn object_id<'a>(id: &'a str, what: &'static str) -> Result<&'a str> {
     let ok = matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    ok.then_some(id).ok_or_else(|| SourceObjectsError::InvalidId { what, value: id.to_owned() })
+    ok.then_some(id).ok_or_else(|| SourceObjectsError::InvalidId {
+        what,
+        value: id.to_owned(),
+    })
 }
 
 fn change_set_id(id: &str) -> Result<&str> {
     let ok = !id.is_empty()
         && id.len() <= 80
-        && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-    ok.then_some(id).ok_or_else(|| SourceObjectsError::InvalidId { what: "ChangeSet id", value: id.to_owned() })
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    ok.then_some(id).ok_or_else(|| SourceObjectsError::InvalidId {
+        what: "ChangeSet id",
+        value: id.to_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -389,7 +445,11 @@ mod tests {
         let index = f.git.file_index(PROJECT, &commit).await.unwrap();
         assert_eq!(index.len(), 4);
 
-        let w = f.objects.write_tree(&f.git, PROJECT, PROJECT, &tree, &index).await.unwrap();
+        let w = f
+            .objects
+            .write_tree(&f.git, PROJECT, PROJECT, &tree, &index)
+            .await
+            .unwrap();
         assert_eq!(w.index_key, format!("source/{PROJECT}/{tree}/index.json"));
         assert_eq!(w.code_key, format!("source/{PROJECT}/{tree}/code.json"));
         assert_eq!((w.blobs_stored, w.blobs_present, w.blobs_too_large), (2, 0, 1), "{w:?}");
@@ -399,20 +459,45 @@ mod tests {
         assert_eq!(code["src/a.rs"], code["src/b.rs"]);
         let blob_key = |path: &str| format!("source/{PROJECT}/blobs/{}", code[path]);
         assert_eq!(read(&f, &blob_key("src/a.rs")).unwrap(), b"same\n");
-        assert_eq!(read(&f, &blob_key(".gitignore")).unwrap(), crate::git::GITIGNORE.as_bytes());
-        assert!(read(&f, &blob_key("assets/big.bin")).is_none(), "a file over 1 MiB is not stored");
+        assert_eq!(
+            read(&f, &blob_key(".gitignore")).unwrap(),
+            crate::git::GITIGNORE.as_bytes()
+        );
+        assert!(
+            read(&f, &blob_key("assets/big.bin")).is_none(),
+            "a file over 1 MiB is not stored"
+        );
         let stored_index = f.objects.read_index(PROJECT, &tree).await.unwrap().unwrap();
-        assert_eq!(stored_index, FileIndex { tree: tree.clone(), files: index.clone() });
+        assert_eq!(
+            stored_index,
+            FileIndex {
+                tree: tree.clone(),
+                files: index.clone()
+            }
+        );
 
         let next = f
             .git
-            .commit_files(PROJECT, &commit, vec![("src/c.rs".into(), Some(b"new\n".to_vec()))], "c")
+            .commit_files(
+                PROJECT,
+                &commit,
+                vec![("src/c.rs".into(), Some(b"new\n".to_vec()))],
+                "c",
+            )
             .await
             .unwrap();
         let next_tree = tree_of(&f, &next).await;
         let next_index = f.git.file_index(PROJECT, &next).await.unwrap();
-        let again = f.objects.write_tree(&f.git, PROJECT, PROJECT, &next_tree, &next_index).await.unwrap();
-        assert_eq!((again.blobs_stored, again.blobs_present), (1, 2), "only the new blob is copied");
+        let again = f
+            .objects
+            .write_tree(&f.git, PROJECT, PROJECT, &next_tree, &next_index)
+            .await
+            .unwrap();
+        assert_eq!(
+            (again.blobs_stored, again.blobs_present),
+            (1, 2),
+            "only the new blob is copied"
+        );
     }
 
     #[tokio::test]
@@ -421,11 +506,23 @@ mod tests {
         let patch = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n";
         let stored = f.objects.put_change_set_patch(PROJECT, "cs_01", patch).await.unwrap();
         assert_eq!(stored.key, format!("source/{PROJECT}/patches/changesets/cs_01.patch"));
-        assert_eq!(stored.meta, PatchMeta { truncated: false, full_size: patch.len(), stored_size: patch.len() });
+        assert_eq!(
+            stored.meta,
+            PatchMeta {
+                truncated: false,
+                full_size: patch.len(),
+                stored_size: patch.len()
+            }
+        );
         assert_eq!(read(&f, &stored.key).unwrap(), patch.as_bytes());
         let meta: PatchMeta = serde_json::from_slice(&read(&f, &format!("{}.meta.json", stored.key)).unwrap()).unwrap();
         assert_eq!(meta, stored.meta);
-        let (text, meta) = f.objects.read_patch(PROJECT, PatchKind::ChangeSet, "cs_01").await.unwrap().unwrap();
+        let (text, meta) = f
+            .objects
+            .read_patch(PROJECT, PatchKind::ChangeSet, "cs_01")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((text.as_str(), meta), (patch, stored.meta));
     }
 
@@ -451,10 +548,32 @@ mod tests {
             f.objects.put_candidate_patch(project, "cand_1", "y\n").await.unwrap();
         }
         assert_eq!(f.objects.delete_project_sources(PROJECT).await.unwrap(), 4);
-        assert!(f.objects.read_patch(PROJECT, PatchKind::ChangeSet, "cs_1").await.unwrap().is_none());
-        assert!(f.objects.read_patch(other, PatchKind::ChangeSet, "cs_1").await.unwrap().is_some());
-        assert!(f.objects.read_patch(other, PatchKind::Candidate, "cand_1").await.unwrap().is_some());
-        assert_eq!(f.objects.delete_project_sources(PROJECT).await.unwrap(), 0, "deleting again finds nothing");
+        assert!(
+            f.objects
+                .read_patch(PROJECT, PatchKind::ChangeSet, "cs_1")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            f.objects
+                .read_patch(other, PatchKind::ChangeSet, "cs_1")
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            f.objects
+                .read_patch(other, PatchKind::Candidate, "cand_1")
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(
+            f.objects.delete_project_sources(PROJECT).await.unwrap(),
+            0,
+            "deleting again finds nothing"
+        );
     }
 
     #[tokio::test]

@@ -17,14 +17,22 @@ pub struct StoreActivities {
 }
 
 fn store_error(e: StoreError) -> ActivityError {
-    if e.is_transient() || matches!(e, StoreError::Database(_)) { retryable(e) } else { fatal(e) }
+    if e.is_transient() || matches!(e, StoreError::Database(_)) {
+        retryable(e)
+    } else {
+        fatal(e)
+    }
 }
 
 #[activities]
 impl StoreActivities {
     #[activity(definition = belay_workflows::contracts::definitions::Claim)]
     #[instrument(skip_all, fields(claim.key = %claim_key), err(Debug))]
-    pub async fn claim(self: Arc<Self>, _ctx: ActivityContext, claim_key: String) -> Result<Vec<ClaimedJob>, ActivityError> {
+    pub async fn claim(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        claim_key: String,
+    ) -> Result<Vec<ClaimedJob>, ActivityError> {
         let jobs = self.store.claim(&claim_key).await.map_err(store_error)?;
         if !jobs.is_empty() {
             info!(claim.jobs = jobs.len(), "claimed jobs");
@@ -41,8 +49,17 @@ impl StoreActivities {
 
     #[activity(definition = belay_workflows::contracts::definitions::StartJob)]
     #[instrument(skip_all, fields(job.id = %job_id), err(Debug))]
-    pub async fn start_job(self: Arc<Self>, _ctx: ActivityContext, job_id: String) -> Result<StartedJob, ActivityError> {
-        let proceed = match self.store.advance_job(&job_id, JobStatus::Starting).await.map_err(store_error)? {
+    pub async fn start_job(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        job_id: String,
+    ) -> Result<StartedJob, ActivityError> {
+        let proceed = match self
+            .store
+            .advance_job(&job_id, JobStatus::Starting)
+            .await
+            .map_err(store_error)?
+        {
             Transition::Moved(_) => true,
             // A retried start (or a replayed run) finds the job already further along.
             Transition::Already(_) => true,
@@ -73,29 +90,61 @@ impl StoreActivities {
     #[activity(definition = belay_workflows::contracts::definitions::MarkRunning)]
     #[instrument(skip_all, fields(job.id = %job_id), err(Debug))]
     pub async fn mark_running(self: Arc<Self>, _ctx: ActivityContext, job_id: String) -> Result<bool, ActivityError> {
-        Ok(match self.store.advance_job(&job_id, JobStatus::Running).await.map_err(store_error)? {
-            Transition::Moved(_) | Transition::Already(_) => true,
-            Transition::Refused(_) => false,
-        })
+        Ok(
+            match self
+                .store
+                .advance_job(&job_id, JobStatus::Running)
+                .await
+                .map_err(store_error)?
+            {
+                Transition::Moved(_) | Transition::Already(_) => true,
+                Transition::Refused(_) => false,
+            },
+        )
     }
 
     #[activity(definition = belay_workflows::contracts::definitions::CompleteJob)]
     #[instrument(skip_all, fields(job.id = %input.job_id), err(Debug))]
-    pub async fn complete_job(self: Arc<Self>, _ctx: ActivityContext, input: CompleteInput) -> Result<Ended, ActivityError> {
-        Ok(match self.store.complete_job(&input.job_id, input.loaded, &input.artifacts).await.map_err(store_error)? {
-            Completion::Recorded(run) | Completion::AlreadyRecorded(run) => {
-                Ended { status: "completed".into(), run_id: Some(run.id), retry_job_id: None }
-            }
-            Completion::Refused(job) => Ended { status: job.status.to_string(), run_id: None, retry_job_id: None },
-        })
+    pub async fn complete_job(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: CompleteInput,
+    ) -> Result<Ended, ActivityError> {
+        Ok(
+            match self
+                .store
+                .complete_job(&input.job_id, input.loaded, &input.artifacts)
+                .await
+                .map_err(store_error)?
+            {
+                Completion::Recorded(run) | Completion::AlreadyRecorded(run) => Ended {
+                    status: "completed".into(),
+                    run_id: Some(run.id),
+                    retry_job_id: None,
+                },
+                Completion::Refused(job) => Ended {
+                    status: job.status.to_string(),
+                    run_id: None,
+                    retry_job_id: None,
+                },
+            },
+        )
     }
 
     #[activity(definition = belay_workflows::contracts::definitions::FailJob)]
     #[instrument(skip_all, fields(job.id = %input.job_id), err(Debug))]
     pub async fn fail_job(self: Arc<Self>, _ctx: ActivityContext, input: FailInput) -> Result<Ended, ActivityError> {
-        let f = self.store.fail_job(&input.job_id, &input.reason, input.infrastructure).await.map_err(store_error)?;
+        let f = self
+            .store
+            .fail_job(&input.job_id, &input.reason, input.infrastructure)
+            .await
+            .map_err(store_error)?;
         info!(job.status = %f.job.status, job.retry = ?f.retry.as_ref().map(|r| &r.id), "recorded failure");
-        Ok(Ended { status: f.job.status.to_string(), run_id: None, retry_job_id: f.retry.map(|r| r.id) })
+        Ok(Ended {
+            status: f.job.status.to_string(),
+            run_id: None,
+            retry_job_id: f.retry.map(|r| r.id),
+        })
     }
 }
 

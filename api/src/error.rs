@@ -32,7 +32,11 @@ pub struct ErrorDetail {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { status, code: code.into(), message: message.into() }
+        Self {
+            status,
+            code: code.into(),
+            message: message.into(),
+        }
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
@@ -44,7 +48,11 @@ impl ApiError {
     }
 
     pub fn invalid(field: &str, rule: impl std::fmt::Display) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", format!("{field}: {rule}"))
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            format!("{field}: {rule}"),
+        )
     }
 
     /// A failure the caller cannot fix: logged with its cause chain, answered opaquely.
@@ -80,7 +88,12 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = ErrorBody { error: ErrorDetail { code: self.code, message: self.message } };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+            },
+        };
         (self.status, Json(body)).into_response()
     }
 }

@@ -72,7 +72,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             .await
             .map_err(|e| ApiError::new(e.status(), "bad_body", format!("body: {}", e.body_text())))?;
         if bytes.is_empty() {
-            return Err(ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", "body: a JSON body is required"));
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_json",
+                "body: a JSON body is required",
+            ));
         }
         parse_json(&bytes).map(ApiJson)
     }
@@ -97,6 +101,9 @@ pub fn int_param(name: &str, value: Option<&str>, default: i64, min: i64, max: i
     let Some(v) = value else { return Ok(default) };
     match v.parse::<i64>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(ApiError::invalid(name, format!("must be an integer from {min} to {max}"))),
+        _ => Err(ApiError::invalid(
+            name,
+            format!("must be an integer from {min} to {max}"),
+        )),
     }
 }

@@ -88,9 +88,10 @@ impl IntoResponse for GitHttpError {
         let mut response = (status, format!("{self}\n")).into_response();
         if status == StatusCode::UNAUTHORIZED {
             // Without a challenge, git never sends the credentials of `http://agent:TOKEN@host/`.
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"belay git\""));
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"belay git\""),
+            );
         }
         response
     }
@@ -98,7 +99,9 @@ impl IntoResponse for GitHttpError {
 
 /// `/git/{repo}.git/{*rest}` for clone, fetch and push.
 pub fn git_router(state: GitHttpState) -> Router {
-    Router::new().route("/git/{repo}/{*rest}", any(serve)).with_state(Arc::new(state))
+    Router::new()
+        .route("/git/{repo}/{*rest}", any(serve))
+        .with_state(Arc::new(state))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -146,7 +149,9 @@ fn token_from(headers: &HeaderMap) -> Option<String> {
 }
 
 fn now_secs() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 #[tracing::instrument(skip_all, fields(repo.name = %repo, git.path = %rest))]
@@ -165,17 +170,24 @@ async fn serve(
 }
 
 async fn run(st: &GitHttpState, repo_segment: &str, rest: &str, req: Request) -> Result<Response, GitHttpError> {
-    let name = repo_segment.strip_suffix(".git").filter(|n| is_valid_repo_name(n)).ok_or(GitHttpError::NotSmartHttp)?;
+    let name = repo_segment
+        .strip_suffix(".git")
+        .filter(|n| is_valid_repo_name(n))
+        .ok_or(GitHttpError::NotSmartHttp)?;
     let query = req.uri().query().unwrap_or_default().to_owned();
     let service = classify(req.method(), rest, &query).ok_or(GitHttpError::NotSmartHttp)?;
     let token = token_from(req.headers()).ok_or(GitHttpError::MissingToken)?;
-    let grant = repo_token::verify(&st.secret, &token, name, service.scope(), now_secs(), |id| (st.revoked)(id))?;
+    let grant = repo_token::verify(&st.secret, &token, name, service.scope(), now_secs(), |id| {
+        (st.revoked)(id)
+    })?;
     if !st.root.join(repo_segment).join("HEAD").is_file() {
         return Err(GitHttpError::NoSuchRepository);
     }
     let headers = req.headers();
-    let content_length =
-        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let content_length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     if content_length.is_some_and(|n| n > st.max_body as u64) {
         return Err(GitHttpError::BodyTooLarge { limit: st.max_body });
     }
@@ -288,7 +300,10 @@ async fn read_cgi_headers(
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = stdout.read_until(b'\n', &mut line).await.map_err(|_| GitHttpError::BadCgiHeaders)?;
+        let n = stdout
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(|_| GitHttpError::BadCgiHeaders)?;
         seen += n;
         if n == 0 || seen > MAX_CGI_HEADER_BYTES {
             return Err(GitHttpError::BadCgiHeaders);
@@ -303,10 +318,13 @@ async fn read_cgi_headers(
         let value = value.trim();
         if name.eq_ignore_ascii_case("status") {
             let code = value.split_whitespace().next().and_then(|c| c.parse::<u16>().ok());
-            status = code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(GitHttpError::BadCgiHeaders)?;
-        } else if let (Ok(name), Ok(value)) =
-            (HeaderName::from_bytes(name.trim().as_bytes()), HeaderValue::from_str(value))
-        {
+            status = code
+                .and_then(|c| StatusCode::from_u16(c).ok())
+                .ok_or(GitHttpError::BadCgiHeaders)?;
+        } else if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.trim().as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
             headers.append(name, value);
         }
     }
@@ -377,7 +395,12 @@ mod tests {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             tokio::spawn(async move { axum::serve(listener, git_router(state)).await.unwrap() });
-            Server { dir, addr, git, revoked }
+            Server {
+                dir,
+                addr,
+                git,
+                revoked,
+            }
         }
 
         fn token(&self, repo: &str, scope: Scope) -> (String, String) {
@@ -394,7 +417,12 @@ mod tests {
 
         async fn status(&self, repo: &str, service: &str, token: &str) -> StatusCode {
             let url = format!("http://{}/git/{repo}.git/info/refs?service={service}", self.addr);
-            let r = reqwest::Client::new().get(url).basic_auth("agent", Some(token)).send().await.unwrap();
+            let r = reqwest::Client::new()
+                .get(url)
+                .basic_auth("agent", Some(token))
+                .send()
+                .await
+                .unwrap();
             StatusCode::from_u16(r.status().as_u16()).unwrap()
         }
     }
@@ -473,7 +501,11 @@ mod tests {
         assert!(out.stderr.contains("git< version 2"), "the server spoke protocol v2");
         assert_eq!(git_ok(&s.work("c"), &["rev-parse", "HEAD"]).await.trim(), p.commit);
         assert!(s.work("c/.gitignore").is_file());
-        git_ok(&s.work("c"), &["-c", "protocol.version=2", "fetch", "--quiet", "origin"]).await;
+        git_ok(
+            &s.work("c"),
+            &["-c", "protocol.version=2", "fetch", "--quiet", "origin"],
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -507,12 +539,24 @@ mod tests {
         let (_, good) = s.token("ws-1", Scope::Write);
         let work = clone_and_commit(&s, "ws-1", &good, "w", "a.txt", b"a\n").await;
 
-        let (_, expired) =
-            repo_token::issue(SECRET, "ws-1", Scope::Write, now_secs() - 2 * TOKEN_TTL_SECS, TOKEN_TTL_SECS).unwrap();
+        let (_, expired) = repo_token::issue(
+            SECRET,
+            "ws-1",
+            Scope::Write,
+            now_secs() - 2 * TOKEN_TTL_SECS,
+            TOKEN_TTL_SECS,
+        )
+        .unwrap();
         let (revoked_id, revoked) = s.token("ws-1", Scope::Write);
         s.revoked.lock().unwrap().insert(revoked_id);
-        let (_, forged) =
-            repo_token::issue(b"not the server secret", "ws-1", Scope::Write, now_secs(), TOKEN_TTL_SECS).unwrap();
+        let (_, forged) = repo_token::issue(
+            b"not the server secret",
+            "ws-1",
+            Scope::Write,
+            now_secs(),
+            TOKEN_TTL_SECS,
+        )
+        .unwrap();
         let (_, other_repo) = s.token("ws-2", Scope::Write);
         let (_, read_only) = s.token("ws-1", Scope::Read);
         let cases = [
@@ -530,11 +574,19 @@ mod tests {
             assert_eq!(s.git.head("ws-1").await.unwrap(), Some(before.clone()), "{what}");
         }
         assert_eq!(s.status("ws-1", "git-upload-pack", "").await, StatusCode::UNAUTHORIZED);
-        let no_auth =
-            reqwest::get(format!("http://{}/git/ws-1.git/info/refs?service=git-upload-pack", s.addr)).await.unwrap();
+        let no_auth = reqwest::get(format!(
+            "http://{}/git/ws-1.git/info/refs?service=git-upload-pack",
+            s.addr
+        ))
+        .await
+        .unwrap();
         assert_eq!(no_auth.status().as_u16(), 401);
         assert!(no_auth.headers().contains_key("www-authenticate"));
-        git_ok(&s.git.repo_path("ws-1").unwrap(), &["fsck", "--strict", "--no-dangling"]).await;
+        git_ok(
+            &s.git.repo_path("ws-1").unwrap(),
+            &["fsck", "--strict", "--no-dangling"],
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -571,7 +623,11 @@ mod tests {
         );
         for i in 0..50_000 {
             let body = format!("// file {i}\npub fn f{i}() -> usize {{ {i} }}\n");
-            script.push_str(&format!("M 100644 inline src/m{}/f{i}.rs\ndata {}\n{body}\n", i / 500, body.len()));
+            script.push_str(&format!(
+                "M 100644 inline src/m{}/f{i}.rs\ndata {}\n{body}\n",
+                i / 500,
+                body.len()
+            ));
         }
         let mut child = tokio::process::Command::new("git")
             .current_dir(&bare)
@@ -585,11 +641,25 @@ mod tests {
         let (_, token) = s.token(PROJECT, Scope::Read);
         // Bare clones on both sides: the transfer is measured, not a checkout of 50,000 files.
         let started = std::time::Instant::now();
-        git_ok(s.dir.path(), &["clone", "--bare", "--quiet", &s.url(PROJECT, &token), "over-http.git"]).await;
+        git_ok(
+            s.dir.path(),
+            &["clone", "--bare", "--quiet", &s.url(PROJECT, &token), "over-http.git"],
+        )
+        .await;
         let http = started.elapsed();
         let started = std::time::Instant::now();
-        git_ok(s.dir.path(), &["clone", "--bare", "--quiet", "--no-local", bare.to_str().unwrap(), "from-path.git"])
-            .await;
+        git_ok(
+            s.dir.path(),
+            &[
+                "clone",
+                "--bare",
+                "--quiet",
+                "--no-local",
+                bare.to_str().unwrap(),
+                "from-path.git",
+            ],
+        )
+        .await;
         let path = started.elapsed();
         let main = git_ok(&bare, &["rev-parse", "main"]).await;
         assert_eq!(git_ok(&s.work("over-http.git"), &["rev-parse", "main"]).await, main);
@@ -611,12 +681,19 @@ mod tests {
             format!("/git/{PROJECT}/info/refs?service=git-upload-pack"),
             "/git/..%2F..%2Fetc.git/info/refs?service=git-upload-pack".to_owned(),
         ] {
-            let r =
-                client.get(format!("http://{}{path}", s.addr)).basic_auth("agent", Some(&token)).send().await.unwrap();
+            let r = client
+                .get(format!("http://{}{path}", s.addr))
+                .basic_auth("agent", Some(&token))
+                .send()
+                .await
+                .unwrap();
             assert_eq!(r.status().as_u16(), 404, "{path}");
         }
         let (_, missing) = s.token("cand-404", Scope::Read);
-        assert_eq!(s.status("cand-404", "git-upload-pack", &missing).await, StatusCode::NOT_FOUND);
+        assert_eq!(
+            s.status("cand-404", "git-upload-pack", &missing).await,
+            StatusCode::NOT_FOUND
+        );
         assert_eq!(s.status(PROJECT, "git-upload-pack", &token).await, StatusCode::OK);
     }
 }

@@ -34,18 +34,36 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/readyz", get(health::readyz))
         .route("/v1/openapi.json", get(openapi::serve))
         .route("/v1/account", get(accounts::me))
-        .route("/v1/test-cases", post(catalogue::ingest_version).get(catalogue::list_test_cases))
+        .route(
+            "/v1/test-cases",
+            post(catalogue::ingest_version).get(catalogue::list_test_cases),
+        )
         .route("/v1/test-cases/{slug}", get(catalogue::get_test_case))
         .route(
             "/v1/test-cases/{slug}/versions/{version}",
             get(catalogue::get_version).put(catalogue::update_version),
         )
-        .route("/v1/harnesses", post(catalogue::create_harness).get(catalogue::list_harnesses))
-        .route("/v1/harnesses/{name}", get(catalogue::get_harness).patch(catalogue::update_harness))
+        .route(
+            "/v1/harnesses",
+            post(catalogue::create_harness).get(catalogue::list_harnesses),
+        )
+        .route(
+            "/v1/harnesses/{name}",
+            get(catalogue::get_harness).patch(catalogue::update_harness),
+        )
         .route("/v1/models", post(catalogue::create_model).get(catalogue::list_models))
-        .route("/v1/models/{id}", get(catalogue::get_model).put(catalogue::update_model))
-        .route("/v1/gg-configs", post(catalogue::create_gg_config).get(catalogue::list_gg_configs))
-        .route("/v1/gg-configs/{id}", get(catalogue::get_gg_config).patch(catalogue::update_gg_config))
+        .route(
+            "/v1/models/{id}",
+            get(catalogue::get_model).put(catalogue::update_model),
+        )
+        .route(
+            "/v1/gg-configs",
+            post(catalogue::create_gg_config).get(catalogue::list_gg_configs),
+        )
+        .route(
+            "/v1/gg-configs/{id}",
+            get(catalogue::get_gg_config).patch(catalogue::update_gg_config),
+        )
         .route("/v1/jobs", post(jobs::launch).get(jobs::list))
         .route("/v1/jobs/cancel", post(jobs::cancel_bulk))
         .route("/v1/jobs/{id}", get(jobs::get))
@@ -58,13 +76,23 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events", get(events::list))
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
-            error::ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+            error::ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method",
+            )
         })
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 
 /// Serves the API on `listener` until `shutdown` resolves; requests in flight finish first.
-pub async fn serve(listener: TcpListener, state: AppState, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
 }

@@ -85,7 +85,10 @@ impl TokenError {
     /// Whether presenting a different token could help (401) rather than the caller being known
     /// and simply not allowed (403).
     pub fn is_unauthenticated(&self) -> bool {
-        matches!(self, TokenError::Malformed | TokenError::Forged | TokenError::Expired | TokenError::Revoked)
+        matches!(
+            self,
+            TokenError::Malformed | TokenError::Forged | TokenError::Expired | TokenError::Revoked
+        )
     }
 }
 
@@ -107,7 +110,11 @@ pub fn issue(
     }
     let token_id = format!("{TOKEN_ID_PREFIX}{}", uuid::Uuid::new_v4().simple());
     let expires_at = now_secs.saturating_add(ttl_secs);
-    let mac = hex::encode(signer(secret, &token_id, repo, scope, expires_at).finalize().into_bytes());
+    let mac = hex::encode(
+        signer(secret, &token_id, repo, scope, expires_at)
+            .finalize()
+            .into_bytes(),
+    );
     let token = format!("{token_id}.{repo}.{scope}.{expires_at}.{mac}");
     Ok((token_id, token))
 }
@@ -134,7 +141,9 @@ pub fn verify(
     }
     let mac = hex::decode(mac).map_err(|_| TokenError::Malformed)?;
     // `verify_slice` compares in constant time.
-    signer(secret, token_id, token_repo, scope, expires_at).verify_slice(&mac).map_err(|_| TokenError::Forged)?;
+    signer(secret, token_id, token_repo, scope, expires_at)
+        .verify_slice(&mac)
+        .map_err(|_| TokenError::Forged)?;
     if token_repo != repo {
         return Err(TokenError::OtherRepository);
     }
@@ -145,17 +154,29 @@ pub fn verify(
         return Err(TokenError::Revoked);
     }
     if scope < required {
-        return Err(TokenError::InsufficientScope { granted: scope, required });
+        return Err(TokenError::InsufficientScope {
+            granted: scope,
+            required,
+        });
     }
-    Ok(Grant { token_id: token_id.to_owned(), repo: token_repo.to_owned(), scope, expires_at })
+    Ok(Grant {
+        token_id: token_id.to_owned(),
+        repo: token_repo.to_owned(),
+        scope,
+        expires_at,
+    })
 }
 
 fn signer(secret: &[u8], token_id: &str, repo: &str, scope: Scope, expires_at: i64) -> HmacSha256 {
     let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes a key of any length");
     // Newline-separated fields: none of them can contain a newline, so the encoding is unambiguous.
-    for field in
-        [MAC_DOMAIN, token_id.as_bytes(), repo.as_bytes(), scope.as_str().as_bytes(), expires_at.to_string().as_bytes()]
-    {
+    for field in [
+        MAC_DOMAIN,
+        token_id.as_bytes(),
+        repo.as_bytes(),
+        scope.as_str().as_bytes(),
+        expires_at.to_string().as_bytes(),
+    ] {
         mac.update(field);
         mac.update(b"\n");
     }
@@ -182,31 +203,57 @@ mod tests {
     fn a_fresh_token_grants_its_repository_and_scope() {
         let (id, t) = token(Scope::Write);
         let grant = verify(SECRET, &t, REPO, Scope::Write, NOW, never_revoked).unwrap();
-        assert_eq!(grant, Grant { token_id: id, repo: REPO.into(), scope: Scope::Write, expires_at: NOW + 600 });
-        assert!(verify(SECRET, &t, REPO, Scope::Read, NOW + 599, never_revoked).is_ok(), "write implies read");
+        assert_eq!(
+            grant,
+            Grant {
+                token_id: id,
+                repo: REPO.into(),
+                scope: Scope::Write,
+                expires_at: NOW + 600
+            }
+        );
+        assert!(
+            verify(SECRET, &t, REPO, Scope::Read, NOW + 599, never_revoked).is_ok(),
+            "write implies read"
+        );
     }
 
     #[test]
     fn an_expired_token_is_refused() {
         let (_, t) = token(Scope::Read);
-        assert_eq!(verify(SECRET, &t, REPO, Scope::Read, NOW + 600, never_revoked), Err(TokenError::Expired));
+        assert_eq!(
+            verify(SECRET, &t, REPO, Scope::Read, NOW + 600, never_revoked),
+            Err(TokenError::Expired)
+        );
     }
 
     #[test]
     fn a_token_signed_with_another_secret_is_forged() {
         let (_, t) = issue(b"another secret", REPO, Scope::Read, NOW, 600).unwrap();
-        assert_eq!(verify(SECRET, &t, REPO, Scope::Read, NOW, never_revoked), Err(TokenError::Forged));
+        assert_eq!(
+            verify(SECRET, &t, REPO, Scope::Read, NOW, never_revoked),
+            Err(TokenError::Forged)
+        );
     }
 
     #[test]
     fn a_token_with_an_edited_field_is_forged() {
         let (_, t) = token(Scope::Read);
         let widened = t.replacen(".read.", ".write.", 1);
-        assert_eq!(verify(SECRET, &widened, REPO, Scope::Write, NOW, never_revoked), Err(TokenError::Forged));
+        assert_eq!(
+            verify(SECRET, &widened, REPO, Scope::Write, NOW, never_revoked),
+            Err(TokenError::Forged)
+        );
         let later = t.replacen(&format!(".{}.", NOW + 600), &format!(".{}.", NOW + 6000), 1);
-        assert_eq!(verify(SECRET, &later, REPO, Scope::Read, NOW + 700, never_revoked), Err(TokenError::Forged));
+        assert_eq!(
+            verify(SECRET, &later, REPO, Scope::Read, NOW + 700, never_revoked),
+            Err(TokenError::Forged)
+        );
         let moved = t.replacen(REPO, "ws-0a1c", 1);
-        assert_eq!(verify(SECRET, &moved, "ws-0a1c", Scope::Read, NOW, never_revoked), Err(TokenError::Forged));
+        assert_eq!(
+            verify(SECRET, &moved, "ws-0a1c", Scope::Read, NOW, never_revoked),
+            Err(TokenError::Forged)
+        );
     }
 
     #[test]
@@ -220,7 +267,10 @@ mod tests {
     #[test]
     fn a_revoked_token_is_refused() {
         let (id, t) = token(Scope::Read);
-        assert_eq!(verify(SECRET, &t, REPO, Scope::Read, NOW, |tid| tid == id), Err(TokenError::Revoked));
+        assert_eq!(
+            verify(SECRET, &t, REPO, Scope::Read, NOW, |tid| tid == id),
+            Err(TokenError::Revoked)
+        );
     }
 
     #[test]
@@ -228,7 +278,10 @@ mod tests {
         let (_, t) = token(Scope::Read);
         assert_eq!(
             verify(SECRET, &t, REPO, Scope::Write, NOW, never_revoked),
-            Err(TokenError::InsufficientScope { granted: Scope::Read, required: Scope::Write })
+            Err(TokenError::InsufficientScope {
+                granted: Scope::Read,
+                required: Scope::Write
+            })
         );
     }
 
@@ -243,13 +296,20 @@ mod tests {
             "rt_1.ws-1.read.1.zz",
             "rt_1..read.1.00",
         ] {
-            assert_eq!(verify(SECRET, t, REPO, Scope::Read, NOW, never_revoked), Err(TokenError::Malformed), "{t}");
+            assert_eq!(
+                verify(SECRET, t, REPO, Scope::Read, NOW, never_revoked),
+                Err(TokenError::Malformed),
+                "{t}"
+            );
         }
     }
 
     #[test]
     fn a_token_is_only_issued_for_a_repository_name() {
-        assert_eq!(issue(SECRET, "../x", Scope::Read, NOW, 600), Err(TokenError::InvalidRepo("../x".into())));
+        assert_eq!(
+            issue(SECRET, "../x", Scope::Read, NOW, 600),
+            Err(TokenError::InvalidRepo("../x".into()))
+        );
         assert_eq!(issue(SECRET, REPO, Scope::Read, NOW, 0), Err(TokenError::InvalidTtl(0)));
     }
 }

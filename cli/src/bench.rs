@@ -11,8 +11,8 @@ use crate::serve::object_store_at;
 use anyhow::{Context, bail};
 use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType};
 use belay_domain::job::{CasePin, Combination, JobStatus};
-use belay_store::jobs::NewJob;
 use belay_store::Store;
+use belay_store::jobs::NewJob;
 use belay_worker::{Pool, WorkerDeps};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -47,7 +47,12 @@ pub enum BenchCommand {
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Claim { jobs, harnesses, cap, postgres_url } => {
+        BenchCommand::Claim {
+            jobs,
+            harnesses,
+            cap,
+            postgres_url,
+        } => {
             claim_bench("sqlite", None, jobs, harnesses, cap).await?;
             match postgres_url {
                 Some(url) => claim_bench("postgres", Some(&url), jobs, harnesses, cap).await?,
@@ -81,8 +86,17 @@ async fn fresh_store(dir: &Path, postgres_url: Option<&str>, name: &str) -> anyh
 
 fn job(harness: &str) -> NewJob {
     NewJob {
-        case: CasePin { slug: "bench".into(), version: "1.0.0".into(), variant: "default".into(), engine: "none".into() },
-        combination: Combination::Harness { harness: harness.into(), model: "m".into(), provider: None },
+        case: CasePin {
+            slug: "bench".into(),
+            version: "1.0.0".into(),
+            variant: "default".into(),
+            engine: "none".into(),
+        },
+        combination: Combination::Harness {
+            harness: harness.into(),
+            model: "m".into(),
+            provider: None,
+        },
         gg_config_name: None,
         capabilities: None,
         test_type: Some(TestType::Standard),
@@ -102,7 +116,10 @@ async fn seed_harnesses(store: &Store, n: usize, cap: i64) -> anyhow::Result<Vec
                 name: name.clone(),
                 provider_routed: false,
                 max_parallelism: cap,
-                adapter: AdapterSpec::Script { script: "true".into(), timeout_seconds: 60 },
+                adapter: AdapterSpec::Script {
+                    script: "true".into(),
+                    timeout_seconds: 60,
+                },
             })
             .await?;
         names.push(name);
@@ -110,7 +127,13 @@ async fn seed_harnesses(store: &Store, n: usize, cap: i64) -> anyhow::Result<Vec
     Ok(names)
 }
 
-async fn claim_bench(label: &str, postgres_url: Option<&str>, jobs: usize, harnesses: usize, cap: i64) -> anyhow::Result<()> {
+async fn claim_bench(
+    label: &str,
+    postgres_url: Option<&str>,
+    jobs: usize,
+    harnesses: usize,
+    cap: i64,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     // Claims: 10 harnesses, jobs interleaved across them; each claimed batch is finished (not
     // timed) so the next claim finds free slots, as runs ending would.
@@ -189,7 +212,10 @@ async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<
             name: "noop".into(),
             provider_routed: false,
             max_parallelism: 4,
-            adapter: AdapterSpec::Command { argv: vec!["/bin/sh".into(), "-c".into(), noop.into()], timeout_seconds: 60 },
+            adapter: AdapterSpec::Command {
+                argv: vec!["/bin/sh".into(), "-c".into(), noop.into()],
+                timeout_seconds: 60,
+            },
         })
         .await?;
     store
@@ -206,7 +232,10 @@ async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<
         .create_model(&ModelInput {
             id: "m".into(),
             context_window: Some(1000),
-            list_price: Some(ListPrice { input_per_mtok_usd: 1.0, output_per_mtok_usd: 1.0 }),
+            list_price: Some(ListPrice {
+                input_per_mtok_usd: 1.0,
+                output_per_mtok_usd: 1.0,
+            }),
         })
         .await?;
     let deps = WorkerDeps {
@@ -240,7 +269,15 @@ async fn measure_latency(client: &temporalio_client::Client, store: &Store, n: u
     for i in 0..(n + 5) {
         let t = Instant::now();
         let h = client
-            .start_workflow(ProbeWorkflow::run, format!("p{i}"), WorkflowStartOptions::new(belay_workflows::queues::WORKFLOWS, format!("probe-{}-{i}", std::process::id())).build())
+            .start_workflow(
+                ProbeWorkflow::run,
+                format!("p{i}"),
+                WorkflowStartOptions::new(
+                    belay_workflows::queues::WORKFLOWS,
+                    format!("probe-{}-{i}", std::process::id()),
+                )
+                .build(),
+            )
             .await?;
         let out: String = h.get_result(WorkflowGetResultOptions::default()).await?;
         anyhow::ensure!(out == format!("p{i}"), "probe answered {out}");
@@ -286,7 +323,9 @@ fn tree_rss_kb(pid: u32) -> u64 {
     let mut parents: Vec<(u32, u32)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for e in entries.flatten() {
-            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
             if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
                 && let Some(after) = stat.rsplit_once(')').map(|(_, a)| a)
                 && let Some(ppid) = after.split_whitespace().nth(1).and_then(|s| s.parse().ok())
@@ -304,7 +343,11 @@ fn tree_rss_kb(pid: u32) -> u64 {
     }
     tree.iter()
         .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
-        .filter_map(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+        .filter_map(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
         .sum()
 }
 
@@ -315,7 +358,15 @@ async fn dev_start_bench(rest: u64) -> anyhow::Result<()> {
         let (api, tport, uport) = (free_port()?, free_port()?, free_port()?);
         let t = Instant::now();
         let mut child = tokio::process::Command::new(&exe)
-            .args(["dev", "--port", &api.to_string(), "--temporal-port", &tport.to_string(), "--ui-port", &uport.to_string()])
+            .args([
+                "dev",
+                "--port",
+                &api.to_string(),
+                "--temporal-port",
+                &tport.to_string(),
+                "--ui-port",
+                &uport.to_string(),
+            ])
             .arg("--data-dir")
             .arg(dir.path())
             .stdout(std::process::Stdio::null())
@@ -341,12 +392,21 @@ async fn dev_start_bench(rest: u64) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_secs(rest)).await;
         let rss = tree_rss_kb(pid);
         let t = Instant::now();
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM)?;
-        let stopped = tokio::time::timeout(Duration::from_secs(30), child.wait()).await.is_ok();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )?;
+        let stopped = tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .is_ok();
         println!(
             "belay dev {attempt}: ready in {ready:.2} s; process tree RSS at rest {:.1} MiB; SIGTERM to exit {}",
             rss as f64 / 1024.0,
-            if stopped { format!("{:.2} s", t.elapsed().as_secs_f64()) } else { "did not exit within 30 s".into() }
+            if stopped {
+                format!("{:.2} s", t.elapsed().as_secs_f64())
+            } else {
+                "did not exit within 30 s".into()
+            }
         );
     }
     Ok(())

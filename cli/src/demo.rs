@@ -38,7 +38,10 @@ pub async fn seed(store: &Store) -> Result<(), StoreError> {
                 name: "script".into(),
                 provider_routed: false,
                 max_parallelism: 2,
-                adapter: AdapterSpec::Script { script: DEMO_SCRIPT.into(), timeout_seconds: 60 },
+                adapter: AdapterSpec::Script {
+                    script: DEMO_SCRIPT.into(),
+                    timeout_seconds: 60,
+                },
             })
             .await,
     )?;
@@ -48,7 +51,10 @@ pub async fn seed(store: &Store) -> Result<(), StoreError> {
                 .create_model(&ModelInput {
                     id: id.into(),
                     context_window: Some(200_000),
-                    list_price: Some(ListPrice { input_per_mtok_usd: 3.0, output_per_mtok_usd: 15.0 }),
+                    list_price: Some(ListPrice {
+                        input_per_mtok_usd: 3.0,
+                        output_per_mtok_usd: 15.0,
+                    }),
                 })
                 .await,
         )?;

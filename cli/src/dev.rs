@@ -73,16 +73,30 @@ async fn run_with_server(
         crate::demo::seed(&store).await?;
     }
 
-    let listener = TcpListener::bind(("127.0.0.1", args.port)).await.with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
+    let listener = TcpListener::bind(("127.0.0.1", args.port))
+        .await
+        .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
     let api_url = format!("http://{}", listener.local_addr()?);
     let objects = object_store_at(&data_dir.join("objects"))?;
-    let deps = WorkerDeps { client: client.clone(), store: store.clone(), objects, work_root: data_dir.join("work") };
+    let deps = WorkerDeps {
+        client: client.clone(),
+        store: store.clone(),
+        objects,
+        work_root: data_dir.join("work"),
+    };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let api = tokio::spawn(belay_api::serve(listener, belay_api::AppState { store, temporal: client }, stopped(stop_rx.clone())));
+    let api = tokio::spawn(belay_api::serve(
+        listener,
+        belay_api::AppState {
+            store,
+            temporal: client,
+        },
+        stopped(stop_rx.clone()),
+    ));
     let signals = async move {
         shutdown.await;
         eprintln!("belay: stopping");
@@ -96,9 +110,15 @@ async fn run_with_server(
     println!("  Token:        {token}");
     if args.demo {
         println!("  Try:          curl -s -H \"Authorization: Bearer {token}\" -X POST {api_url}/v1/jobs \\");
-        println!("                  -d '{{\"case\":{{\"slug\":\"hello\",\"version\":\"1.0.0\",\"variant\":\"default\"}},\"combination\":{{\"kind\":\"harness\",\"harness\":\"script\",\"model\":\"demo-model\"}}}}'");
+        println!(
+            "                  -d '{{\"case\":{{\"slug\":\"hello\",\"version\":\"1.0.0\",\"variant\":\"default\"}},\"combination\":{{\"kind\":\"harness\",\"harness\":\"script\",\"model\":\"demo-model\"}}}}'"
+        );
     }
-    let pools = tokio::join!(belay_worker::run_pools(&Pool::ALL, deps, stopped(stop_rx.clone())), signals).0;
+    let pools = tokio::join!(
+        belay_worker::run_pools(&Pool::ALL, deps, stopped(stop_rx.clone())),
+        signals
+    )
+    .0;
     pools?;
     api.await??;
     Ok(())
@@ -133,7 +153,12 @@ async fn bootstrap_token(store: &Store, data_dir: &Path) -> anyhow::Result<Strin
 fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
     f.write_all(contents.as_bytes())?;
     Ok(())
 }

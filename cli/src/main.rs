@@ -12,7 +12,11 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "belay", version, about = "Durable evaluation coverage and source verification on Temporal")]
+#[command(
+    name = "belay",
+    version,
+    about = "Durable evaluation coverage and source verification on Temporal"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -61,7 +65,11 @@ enum Command {
         #[command(flatten)]
         storage: Storage,
         /// Comma-separated pools: workflows,db,git,sandbox,llm,browser,harness.
-        #[arg(long, env = "BELAY_POOLS", default_value = "workflows,db,git,sandbox,llm,browser,harness")]
+        #[arg(
+            long,
+            env = "BELAY_POOLS",
+            default_value = "workflows,db,git,sandbox,llm,browser,harness"
+        )]
         pools: String,
     },
     /// Apply database migrations.
@@ -93,8 +101,12 @@ enum AccountCommand {
 
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,temporalio_sdk_core=warn,tower_http=info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let filter = EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,temporalio_sdk_core=warn,tower_http=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 #[tokio::main]
@@ -111,7 +123,9 @@ async fn main() -> anyhow::Result<()> {
             println!("applied {n} migration(s)");
             Ok(())
         }
-        Command::Account { command: AccountCommand::Create { name, database_url } } => {
+        Command::Account {
+            command: AccountCommand::Create { name, database_url },
+        } => {
             let store = belay_store::Store::connect(&database_url).await?;
             let (account, token) = store.create_account(&name).await.context("creating the account")?;
             eprintln!("created account {} ({})", account.name, account.id);

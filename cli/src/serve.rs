@@ -33,7 +33,9 @@ pub fn object_store_at(dir: &Path) -> anyhow::Result<Arc<dyn ObjectStore>> {
 pub async fn api(conn: &Conn, host: &str, port: u16) -> anyhow::Result<()> {
     let store = Store::connect(&conn.database_url).await?;
     let temporal = belay_workflows::client::connect(&conn.temporal_address, &conn.namespace, "belay-api").await?;
-    let listener = TcpListener::bind((host, port)).await.with_context(|| format!("binding {host}:{port}"))?;
+    let listener = TcpListener::bind((host, port))
+        .await
+        .with_context(|| format!("binding {host}:{port}"))?;
     tracing::info!(api.url = %format!("http://{}", listener.local_addr()?), "API listening");
     belay_api::serve(listener, belay_api::AppState { store, temporal }, shutdown_signal()).await?;
     Ok(())
@@ -42,8 +44,23 @@ pub async fn api(conn: &Conn, host: &str, port: u16) -> anyhow::Result<()> {
 pub async fn worker(conn: &Conn, storage: &Storage, pools: &str) -> anyhow::Result<()> {
     let pools = Pool::parse_list(pools)?;
     let store = Store::connect(&conn.database_url).await?;
-    let client = belay_workflows::client::connect(&conn.temporal_address, &conn.namespace, &format!("belay-worker@{}", std::process::id())).await?;
-    let objects = object_store_at(&storage.object_store.clone().unwrap_or_else(|| storage.data_dir.join("objects")))?;
-    let deps = WorkerDeps { client, store, objects, work_root: storage.data_dir.join("work") };
+    let client = belay_workflows::client::connect(
+        &conn.temporal_address,
+        &conn.namespace,
+        &format!("belay-worker@{}", std::process::id()),
+    )
+    .await?;
+    let objects = object_store_at(
+        &storage
+            .object_store
+            .clone()
+            .unwrap_or_else(|| storage.data_dir.join("objects")),
+    )?;
+    let deps = WorkerDeps {
+        client,
+        store,
+        objects,
+        work_root: storage.data_dir.join("work"),
+    };
     belay_worker::run_pools(&pools, deps, shutdown_signal()).await
 }

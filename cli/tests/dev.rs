@@ -17,7 +17,16 @@ struct Dev {
 
 fn start(data_dir: &std::path::Path, ports: (u16, u16, u16)) -> Dev {
     let mut child = Command::new(BELAY)
-        .args(["dev", "--demo", "--port", &ports.0.to_string(), "--temporal-port", &ports.1.to_string(), "--ui-port", &ports.2.to_string()])
+        .args([
+            "dev",
+            "--demo",
+            "--port",
+            &ports.0.to_string(),
+            "--temporal-port",
+            &ports.1.to_string(),
+            "--ui-port",
+            &ports.2.to_string(),
+        ])
         .arg("--data-dir")
         .arg(data_dir)
         .env("BELAY_TEMPORAL_BIN", temporal_bin())
@@ -29,7 +38,10 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16)) -> Dev {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let (mut api, mut token, mut ui) = (None, None, None);
     while api.is_none() || token.is_none() || ui.is_none() {
-        let line = lines.next().expect("belay dev exited before printing its URLs").unwrap();
+        let line = lines
+            .next()
+            .expect("belay dev exited before printing its URLs")
+            .unwrap();
         let field = |label: &str| line.trim().strip_prefix(label).map(|v| v.trim().to_string());
         api = api.or(field("API:"));
         token = token.or(field("Token:"));
@@ -38,13 +50,19 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16)) -> Dev {
     assert_eq!(ui.unwrap(), format!("http://127.0.0.1:{}", ports.2));
     // Keep draining stdout so the child never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    Dev { child, api: api.unwrap(), token: token.unwrap() }
+    Dev {
+        child,
+        api: api.unwrap(),
+        token: token.unwrap(),
+    }
 }
 
 fn children_of(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
             && let Some((_, after)) = stat.rsplit_once(')')
             && after.split_whitespace().nth(1) == Some(&pid.to_string())
@@ -56,7 +74,8 @@ fn children_of(pid: u32) -> Vec<u32> {
 }
 
 fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, a)| a.trim_start().starts_with('Z')))
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, a)| a.trim_start().starts_with('Z')))
 }
 
 fn stop(mut dev: Dev) {
@@ -64,16 +83,25 @@ fn stop(mut dev: Dev) {
     let children = children_of(pid);
     assert!(!children.is_empty(), "belay dev runs the Temporal server as its child");
     let t = Instant::now();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     loop {
         if dev.child.try_wait().unwrap().is_some() {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(15), "belay dev did not exit within 15 s of SIGTERM");
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "belay dev did not exit within 15 s of SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     for c in children {
-        let cmd = std::fs::read_to_string(format!("/proc/{c}/cmdline")).unwrap_or_default().replace('\0', " ");
+        let cmd = std::fs::read_to_string(format!("/proc/{c}/cmdline"))
+            .unwrap_or_default()
+            .replace('\0', " ");
         assert!(!alive(c), "child {c} ({cmd}) outlived belay dev");
     }
 }
@@ -101,7 +129,15 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
     wait_for("the demo job to complete", Duration::from_secs(60), || {
         let (http, api, token, id) = (http.clone(), api.clone(), token.clone(), id.clone());
         async move {
-            let j: serde_json::Value = http.get(format!("{api}/v1/jobs/{id}")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+            let j: serde_json::Value = http
+                .get(format!("{api}/v1/jobs/{id}"))
+                .bearer_auth(&token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             j["status"] == "completed"
         }
     })
@@ -110,12 +146,26 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
 
     let again = start(dir.path(), ports);
     assert_eq!(again.token, token, "the bootstrap account is created once");
-    let runs: serde_json::Value =
-        http.get(format!("{}/v1/runs?jobId={id}", again.api)).bearer_auth(&again.token).send().await.unwrap().json().await.unwrap();
-    assert_eq!(runs.as_array().unwrap().len(), 1, "the run recorded before the restart is still there");
+    let runs: serde_json::Value = http
+        .get(format!("{}/v1/runs?jobId={id}", again.api))
+        .bearer_auth(&again.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        1,
+        "the run recorded before the restart is still there"
+    );
     let artifact = &runs[0]["artifacts"][0];
     assert_eq!(artifact["path"], "build/index.html");
     let stored = dir.path().join("objects").join(artifact["key"].as_str().unwrap());
-    assert!(std::fs::read_to_string(stored).unwrap().contains("demo-model"), "the artifact is in the object store");
+    assert!(
+        std::fs::read_to_string(stored).unwrap().contains("demo-model"),
+        "the artifact is in the object store"
+    );
     stop(again);
 }

@@ -64,22 +64,37 @@ async fn sixty_interleaved_jobs_on_caps_one_two_and_three_each_run_once_in_queue
     let order = ["one", "two", "three", "two", "one", "three"];
     let mut ids = Vec::new();
     for i in 0..60 {
-        ids.push(b.launch(order[i % order.len()]).await["id"].as_str().unwrap().to_string());
+        ids.push(
+            b.launch(order[i % order.len()]).await["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
     }
     for id in &ids {
         b.wait_status(id, &["completed"], Duration::from_secs(180)).await;
     }
     let transitions = b.transitions().await;
-    assert_eq!(check_dispatch_log(&transitions, &caps), 60, "every job was dispatched exactly once");
+    assert_eq!(
+        check_dispatch_log(&transitions, &caps),
+        60,
+        "every job was dispatched exactly once"
+    );
     for id in &ids {
         let runs = b.get(&format!("/v1/runs?jobId={id}")).await;
         assert_eq!(runs.as_array().unwrap().len(), 1, "job {id} has one run");
-        let dispatched = transitions.iter().filter(|t| t["jobId"] == id.as_str() && t["to"] == "dispatched").count();
+        let dispatched = transitions
+            .iter()
+            .filter(|t| t["jobId"] == id.as_str() && t["to"] == "dispatched")
+            .count();
         assert_eq!(dispatched, 1, "job {id} was dispatched once");
     }
     // Harness one (cap 1) was at its cap while later jobs of other harnesses ran: some of its jobs
     // were held back as pending, which is what makes the order check above meaningful.
-    assert!(transitions.iter().any(|t| t["to"] == "pending"), "some job was held back");
+    assert!(
+        transitions.iter().any(|t| t["to"] == "pending"),
+        "some job was held back"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -93,7 +108,12 @@ async fn the_run_lane_runs_on_postgresql_too() {
     }
     let mut ids = Vec::new();
     for i in 0..12 {
-        ids.push(b.launch(if i % 3 == 0 { "two" } else { "one" }).await["id"].as_str().unwrap().to_string());
+        ids.push(
+            b.launch(if i % 3 == 0 { "two" } else { "one" }).await["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
     }
     for id in &ids {
         b.wait_status(id, &["completed"], Duration::from_secs(120)).await;
@@ -106,10 +126,22 @@ async fn the_run_lane_runs_on_postgresql_too() {
 fn the_dispatch_log_check_catches_a_job_dispatched_past_a_free_slot() {
     let t = |seq: i64, h: &str, from: Option<&str>, to: &str| json!({"queueSeq": seq, "harness": h, "from": from, "to": to});
     let caps = BTreeMap::from([("a", 1), ("b", 1)]);
-    let log = vec![t(1, "a", None, "queued"), t(2, "b", None, "queued"), t(2, "b", Some("queued"), "dispatched")];
+    let log = vec![
+        t(1, "a", None, "queued"),
+        t(2, "b", None, "queued"),
+        t(2, "b", Some("queued"), "dispatched"),
+    ];
     assert!(std::panic::catch_unwind(|| check_dispatch_log(&log, &caps)).is_err());
-    let log = vec![t(1, "a", None, "queued"), t(2, "a", None, "queued"), t(1, "a", Some("queued"), "dispatched"), t(2, "a", Some("queued"), "dispatched")];
-    assert!(std::panic::catch_unwind(|| check_dispatch_log(&log, &caps)).is_err(), "cap exceeded");
+    let log = vec![
+        t(1, "a", None, "queued"),
+        t(2, "a", None, "queued"),
+        t(1, "a", Some("queued"), "dispatched"),
+        t(2, "a", Some("queued"), "dispatched"),
+    ];
+    assert!(
+        std::panic::catch_unwind(|| check_dispatch_log(&log, &caps)).is_err(),
+        "cap exceeded"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -132,14 +164,21 @@ async fn a_worker_killed_mid_run_completes_the_job_once_after_restart() {
     .await;
     b.kill_worker();
     b.start_worker().await;
-    let job = b.wait_status(&id, &["completed", "failed"], Duration::from_secs(120)).await;
+    let job = b
+        .wait_status(&id, &["completed", "failed"], Duration::from_secs(120))
+        .await;
     assert_eq!(job["status"], "completed", "{job}");
     assert_eq!(job["attempt"], 1);
     let runs = b.get(&format!("/v1/runs?jobId={id}")).await;
     assert_eq!(runs.as_array().unwrap().len(), 1);
     let jobs = b.get("/v1/jobs").await;
     assert_eq!(jobs.as_array().unwrap().len(), 1, "no retry job was needed");
-    let completions = b.transitions().await.into_iter().filter(|t| t["jobId"] == id.as_str() && t["to"] == "completed").count();
+    let completions = b
+        .transitions()
+        .await
+        .into_iter()
+        .filter(|t| t["jobId"] == id.as_str() && t["to"] == "completed")
+        .count();
     assert_eq!(completions, 1);
 }
 
@@ -148,12 +187,26 @@ async fn a_failed_job_is_retried_as_a_new_attempt_that_keeps_launcher_and_origin
     let b = Belay::start().await;
     b.catalogue().await;
     // Fails on the first attempt, succeeds on the second.
-    b.harness("flaky", 2, r#"[ "$BELAY_ATTEMPT" = 1 ] && exit 3; printf '{"status":"completed"}' > "$BELAY_MANIFEST""#).await;
+    b.harness(
+        "flaky",
+        2,
+        r#"[ "$BELAY_ATTEMPT" = 1 ] && exit 3; printf '{"status":"completed"}' > "$BELAY_MANIFEST""#,
+    )
+    .await;
     let store = b.store().await;
     let account = store.authenticate(&b.token).await.unwrap().unwrap();
     let new = |origin: &str| belay_store::jobs::NewJob {
-        case: belay_domain::job::CasePin { slug: "c".into(), version: "1.0.0".into(), variant: "default".into(), engine: "none".into() },
-        combination: belay_domain::job::Combination::Harness { harness: "flaky".into(), model: "m".into(), provider: None },
+        case: belay_domain::job::CasePin {
+            slug: "c".into(),
+            version: "1.0.0".into(),
+            variant: "default".into(),
+            engine: "none".into(),
+        },
+        combination: belay_domain::job::Combination::Harness {
+            harness: "flaky".into(),
+            model: "m".into(),
+            provider: None,
+        },
         gg_config_name: None,
         capabilities: None,
         test_type: None,
@@ -167,30 +220,54 @@ async fn a_failed_job_is_retried_as_a_new_attempt_that_keeps_launcher_and_origin
     store.set_plan_paused("p-paused", &account.id, true).await.unwrap();
     let live = store.enqueue(new("plan:p-live")).await.unwrap();
     let paused = store.enqueue(new("plan:p-paused")).await.unwrap();
-    belay_workflows::client::ensure_dispatcher(&belay_workflows::client::connect(&b.temporal.address, "default", "test").await.unwrap())
-        .await
-        .unwrap();
+    belay_workflows::client::ensure_dispatcher(
+        &belay_workflows::client::connect(&b.temporal.address, "default", "test")
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
 
     b.wait_status(&live.id, &["failed"], Duration::from_secs(60)).await;
     let jobs = b.get("/v1/jobs?origin=plan:p-live").await;
-    let retry = jobs.as_array().unwrap().iter().find(|j| j["retryOf"] == live.id.as_str()).cloned().expect("the failure enqueued a retry");
+    let retry = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["retryOf"] == live.id.as_str())
+        .cloned()
+        .expect("the failure enqueued a retry");
     assert_eq!(retry["attempt"], 2);
     assert_eq!(retry["userId"], account.id.as_str());
     assert_eq!(retry["origin"], "plan:p-live");
-    let done = b.wait_status(retry["id"].as_str().unwrap(), &["completed"], Duration::from_secs(60)).await;
+    let done = b
+        .wait_status(retry["id"].as_str().unwrap(), &["completed"], Duration::from_secs(60))
+        .await;
     assert_eq!(done["cellKey"], live.cell_key.as_str());
 
     let failed = b.wait_status(&paused.id, &["failed"], Duration::from_secs(60)).await;
-    assert!(failed["error"].as_str().unwrap().contains("exited with code 3"), "{failed}");
+    assert!(
+        failed["error"].as_str().unwrap().contains("exited with code 3"),
+        "{failed}"
+    );
     let jobs = b.get("/v1/jobs?origin=plan:p-paused").await;
-    assert_eq!(jobs.as_array().unwrap().len(), 1, "the paused plan's retry was withheld");
+    assert_eq!(
+        jobs.as_array().unwrap().len(),
+        1,
+        "the paused plan's retry was withheld"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancel_racing_dispatch_leaves_exactly_one_final_state_per_job() {
     let b = Belay::start().await;
     b.catalogue().await;
-    b.harness("quick", 3, r#"sleep 1; printf '{"status":"completed"}' > "$BELAY_MANIFEST""#).await;
+    b.harness(
+        "quick",
+        3,
+        r#"sleep 1; printf '{"status":"completed"}' > "$BELAY_MANIFEST""#,
+    )
+    .await;
     let mut ids = Vec::new();
     for _ in 0..12 {
         ids.push(b.launch("quick").await["id"].as_str().unwrap().to_string());
@@ -204,11 +281,17 @@ async fn cancel_racing_dispatch_leaves_exactly_one_final_state_per_job() {
         assert_eq!(*s, 200, "{v}");
     }
     for id in &ids {
-        b.wait_status(id, &["completed", "canceled", "failed"], Duration::from_secs(120)).await;
+        b.wait_status(id, &["completed", "canceled", "failed"], Duration::from_secs(120))
+            .await;
     }
     let transitions = b.transitions().await;
     for id in &ids {
-        let finals: Vec<_> = transitions.iter().filter(|t| t["jobId"] == id.as_str() && matches!(t["to"].as_str(), Some("completed" | "failed" | "canceled"))).collect();
+        let finals: Vec<_> = transitions
+            .iter()
+            .filter(|t| {
+                t["jobId"] == id.as_str() && matches!(t["to"].as_str(), Some("completed" | "failed" | "canceled"))
+            })
+            .collect();
         assert_eq!(finals.len(), 1, "job {id}: {finals:?}");
         let job = b.job(id).await;
         let runs = b.get(&format!("/v1/runs?jobId={id}")).await.as_array().unwrap().len();
@@ -236,8 +319,15 @@ async fn bulk_cancel_sweeps_a_state_set_and_reports_how_many() {
     let b = Belay::start().await;
     b.catalogue().await;
     let gate = b.dir.path().join("release");
-    b.harness("held", 1, &format!(r#"while [ ! -e {g} ]; do sleep 0.05; done; printf '{{"status":"completed"}}' > "$BELAY_MANIFEST""#, g = gate.display()))
-        .await;
+    b.harness(
+        "held",
+        1,
+        &format!(
+            r#"while [ ! -e {g} ]; do sleep 0.05; done; printf '{{"status":"completed"}}' > "$BELAY_MANIFEST""#,
+            g = gate.display()
+        ),
+    )
+    .await;
     let first = b.launch("held").await["id"].as_str().unwrap().to_string();
     b.wait_status(&first, &["running"], Duration::from_secs(60)).await;
     let mut rest = Vec::new();
@@ -247,9 +337,18 @@ async fn bulk_cancel_sweeps_a_state_set_and_reports_how_many() {
     let (s, v) = b.post("/v1/jobs/cancel", json!({"scope": "queued"})).await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["cancelled"], 3);
-    let swept: BTreeSet<String> = v["jobIds"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+    let swept: BTreeSet<String> = v["jobIds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect();
     assert_eq!(swept, rest.iter().cloned().collect());
-    assert_eq!(b.job(&first).await["status"], "running", "the queued sweep leaves running jobs alone");
+    assert_eq!(
+        b.job(&first).await["status"],
+        "running",
+        "the queued sweep leaves running jobs alone"
+    );
     let (_, v) = b.post("/v1/jobs/cancel", json!({"scope": "queued"})).await;
     assert_eq!(v["cancelled"], 0, "nothing left to sweep");
     let (_, v) = b.post("/v1/jobs/cancel", json!({"scope": "in_flight"})).await;
@@ -272,22 +371,35 @@ async fn records_replayable_histories() {
     use temporalio_client::WorkflowFetchHistoryOptions;
     let b = Belay::start().await;
     b.catalogue().await;
-    b.harness("ok", 1, r#"printf '{"status":"completed"}' > "$BELAY_MANIFEST""#).await;
+    b.harness("ok", 1, r#"printf '{"status":"completed"}' > "$BELAY_MANIFEST""#)
+        .await;
     b.harness("bad", 1, "exit 2").await;
     let ok = b.launch("ok").await["id"].as_str().unwrap().to_string();
     b.wait_status(&ok, &["completed"], Duration::from_secs(60)).await;
     let bad = b.launch("bad").await["id"].as_str().unwrap().to_string();
     b.wait_status(&bad, &["failed"], Duration::from_secs(60)).await;
-    let client = belay_workflows::client::connect(&b.temporal.address, "default", "test").await.unwrap();
+    let client = belay_workflows::client::connect(&b.temporal.address, "default", "test")
+        .await
+        .unwrap();
     let record = std::env::var("BELAY_RECORD_HISTORIES").ok();
-    for (name, id) in [("run-completed", format!("run-{ok}")), ("run-failed", format!("run-{bad}")), ("dispatcher", "dispatcher".to_string())] {
+    for (name, id) in [
+        ("run-completed", format!("run-{ok}")),
+        ("run-failed", format!("run-{bad}")),
+        ("dispatcher", "dispatcher".to_string()),
+    ] {
         // Wait until the run workflow has closed (its last step signals the dispatcher).
         let handle = client.get_workflow_handle::<belay_workflows::RunWorkflow>(id.clone());
         if name != "dispatcher" {
             let _ = handle.get_result(Default::default()).await;
         }
-        let json = handle.fetch_history(WorkflowFetchHistoryOptions::default()).to_json().await.unwrap();
-        belay_workflows::replay::replay_json(&json).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let json = handle
+            .fetch_history(WorkflowFetchHistoryOptions::default())
+            .to_json()
+            .await
+            .unwrap();
+        belay_workflows::replay::replay_json(&json)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         if let Some(dir) = &record {
             std::fs::write(std::path::Path::new(dir).join(format!("{name}.json")), &json).unwrap();
         }

@@ -93,7 +93,10 @@ pub fn decide_outcome(end: ProcessEnd, manifest: Option<&str>) -> AdapterOutcome
             return failed(format!("{MANIFEST_FILE} artifact {a:?}: {why}"));
         }
     }
-    AdapterOutcome::Completed { loaded: m.loaded, artifacts: m.artifacts }
+    AdapterOutcome::Completed {
+        loaded: m.loaded,
+        artifacts: m.artifacts,
+    }
 }
 
 /// An artifact path must stay inside the output directory.
@@ -175,7 +178,10 @@ pub fn environment(job: &JobFile) -> Vec<(String, String)> {
     env.push(("BELAY_ATTEMPT".into(), job.attempt.to_string()));
     if let Combination::Gg { gg_config_id, bindings } = &job.combination {
         env.push(("BELAY_GG_CONFIG_ID".into(), gg_config_id.clone()));
-        env.push(("BELAY_GG_BINDINGS".into(), serde_json::to_string(bindings).unwrap_or_default()));
+        env.push((
+            "BELAY_GG_BINDINGS".into(),
+            serde_json::to_string(bindings).unwrap_or_default(),
+        ));
     }
     env
 }
@@ -184,10 +190,16 @@ pub fn environment(job: &JobFile) -> Vec<(String, String)> {
 /// plan, so an author-time check would be stale).
 pub fn pin_problem(pin: &CasePin, ingested: Option<(&[String], &[String])>) -> Option<String> {
     let Some((variants, engines)) = ingested else {
-        return Some(format!("case version {}@{} has not been ingested", pin.slug, pin.version));
+        return Some(format!(
+            "case version {}@{} has not been ingested",
+            pin.slug, pin.version
+        ));
     };
     if !variants.iter().any(|v| v == &pin.variant) {
-        return Some(format!("case version {}@{} has no variant {}", pin.slug, pin.version, pin.variant));
+        return Some(format!(
+            "case version {}@{} has no variant {}",
+            pin.slug, pin.version, pin.variant
+        ));
     }
     if !crate::catalogue::engine_supported(engines, &pin.engine) {
         return Some(format!(
@@ -207,27 +219,45 @@ mod tests {
         let m = r#"{"status":"completed","loaded":true,"artifacts":["build/index.html"]}"#;
         assert_eq!(
             decide_outcome(ProcessEnd::Exited(0), Some(m)),
-            AdapterOutcome::Completed { loaded: true, artifacts: vec!["build/index.html".into()] }
+            AdapterOutcome::Completed {
+                loaded: true,
+                artifacts: vec!["build/index.html".into()]
+            }
         );
     }
 
     #[test]
     fn a_nonzero_exit_fails_whatever_the_manifest_says() {
         let m = r#"{"status":"completed","loaded":true}"#;
-        assert!(matches!(decide_outcome(ProcessEnd::Exited(3), Some(m)), AdapterOutcome::Failed { .. }));
-        assert!(matches!(decide_outcome(ProcessEnd::TimedOut, Some(m)), AdapterOutcome::Failed { .. }));
+        assert!(matches!(
+            decide_outcome(ProcessEnd::Exited(3), Some(m)),
+            AdapterOutcome::Failed { .. }
+        ));
+        assert!(matches!(
+            decide_outcome(ProcessEnd::TimedOut, Some(m)),
+            AdapterOutcome::Failed { .. }
+        ));
     }
 
     #[test]
     fn a_missing_or_malformed_manifest_fails() {
-        assert!(matches!(decide_outcome(ProcessEnd::Exited(0), None), AdapterOutcome::Failed { .. }));
-        assert!(matches!(decide_outcome(ProcessEnd::Exited(0), Some("{")), AdapterOutcome::Failed { .. }));
+        assert!(matches!(
+            decide_outcome(ProcessEnd::Exited(0), None),
+            AdapterOutcome::Failed { .. }
+        ));
+        assert!(matches!(
+            decide_outcome(ProcessEnd::Exited(0), Some("{")),
+            AdapterOutcome::Failed { .. }
+        ));
     }
 
     #[test]
     fn an_artifact_outside_the_output_directory_fails_the_run() {
         let m = r#"{"status":"completed","artifacts":["../../etc/passwd"]}"#;
-        assert!(matches!(decide_outcome(ProcessEnd::Exited(0), Some(m)), AdapterOutcome::Failed { .. }));
+        assert!(matches!(
+            decide_outcome(ProcessEnd::Exited(0), Some(m)),
+            AdapterOutcome::Failed { .. }
+        ));
         assert!(check_artifact_path("/abs").is_err());
         assert!(check_artifact_path("a/./b").is_err());
         assert!(check_artifact_path("a/b.txt").is_ok());
@@ -241,9 +271,18 @@ mod tests {
 
     #[test]
     fn a_pin_on_an_undeclared_engine_is_reported_by_the_run() {
-        let pin = CasePin { slug: "s".into(), version: "1.0.0".into(), variant: "v".into(), engine: "godot".into() };
+        let pin = CasePin {
+            slug: "s".into(),
+            version: "1.0.0".into(),
+            variant: "v".into(),
+            engine: "godot".into(),
+        };
         let variants = vec!["v".to_string()];
-        assert!(pin_problem(&pin, Some((&variants, &[]))).unwrap().contains("engine godot"));
+        assert!(
+            pin_problem(&pin, Some((&variants, &[])))
+                .unwrap()
+                .contains("engine godot")
+        );
         assert!(pin_problem(&pin, None).unwrap().contains("not been ingested"));
         assert!(pin_problem(&pin, Some((&variants, &["godot".to_string()]))).is_none());
     }

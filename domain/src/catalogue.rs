@@ -92,14 +92,20 @@ fn validate_variants_engines(variants: &[String], engines: &[String]) -> Result<
     for (i, v) in variants.iter().enumerate() {
         check_slug(&format!("variants[{i}]"), v, 64)?;
         if !seen.insert(v) {
-            return Err(ValidationError::new(format!("variants[{i}]"), "must not repeat a variant"));
+            return Err(ValidationError::new(
+                format!("variants[{i}]"),
+                "must not repeat a variant",
+            ));
         }
     }
     let mut seen = BTreeSet::new();
     for (i, e) in engines.iter().enumerate() {
         check_slug(&format!("engines[{i}]"), e, 64)?;
         if !seen.insert(e) {
-            return Err(ValidationError::new(format!("engines[{i}]"), "must not repeat an engine"));
+            return Err(ValidationError::new(
+                format!("engines[{i}]"),
+                "must not repeat an engine",
+            ));
         }
     }
     if engines.len() > 32 {
@@ -190,7 +196,10 @@ impl AdapterSpec {
         match self {
             AdapterSpec::Command { argv, .. } => {
                 if argv.is_empty() || argv[0].trim().is_empty() {
-                    return Err(ValidationError::new("adapter.argv", "must name a program as its first element"));
+                    return Err(ValidationError::new(
+                        "adapter.argv",
+                        "must name a program as its first element",
+                    ));
                 }
                 if argv.len() > 256 {
                     return Err(ValidationError::new("adapter.argv", "must have at most 256 elements"));
@@ -260,7 +269,10 @@ impl HarnessUpdate {
             a.validate()?;
         }
         if self.provider_routed.is_none() && self.max_parallelism.is_none() && self.adapter.is_none() {
-            return Err(ValidationError::new("body", "must change at least one of providerRouted, maxParallelism, adapter"));
+            return Err(ValidationError::new(
+                "body",
+                "must change at least one of providerRouted, maxParallelism, adapter",
+            ));
         }
         Ok(())
     }
@@ -302,12 +314,21 @@ fn check_model_facts(context_window: Option<i64>, price: Option<ListPrice>) -> R
     if let Some(w) = context_window
         && !(1..=100_000_000).contains(&w)
     {
-        return Err(ValidationError::new("contextWindow", "must be a positive number of tokens up to 100000000"));
+        return Err(ValidationError::new(
+            "contextWindow",
+            "must be a positive number of tokens up to 100000000",
+        ));
     }
     if let Some(p) = price {
-        for (f, v) in [("listPrice.inputPerMtokUsd", p.input_per_mtok_usd), ("listPrice.outputPerMtokUsd", p.output_per_mtok_usd)] {
+        for (f, v) in [
+            ("listPrice.inputPerMtokUsd", p.input_per_mtok_usd),
+            ("listPrice.outputPerMtokUsd", p.output_per_mtok_usd),
+        ] {
             if !v.is_finite() || v < 0.0 {
-                return Err(ValidationError::new(f, "must be a finite, non-negative number of dollars"));
+                return Err(ValidationError::new(
+                    f,
+                    "must be a finite, non-negative number of dollars",
+                ));
             }
         }
     }
@@ -367,7 +388,10 @@ fn check_slots(slots: &[String]) -> Result<(), ValidationError> {
     for (i, s) in slots.iter().enumerate() {
         check_slug(&format!("launchSlots[{i}]"), s, 64)?;
         if !seen.insert(s) {
-            return Err(ValidationError::new(format!("launchSlots[{i}]"), "must not repeat a slot"));
+            return Err(ValidationError::new(
+                format!("launchSlots[{i}]"),
+                "must not repeat a slot",
+            ));
         }
     }
     Ok(())
@@ -465,7 +489,10 @@ mod tests {
             name: "claude-code".into(),
             provider_routed: false,
             max_parallelism: 0,
-            adapter: AdapterSpec::Script { script: "true".into(), timeout_seconds: 10 },
+            adapter: AdapterSpec::Script {
+                script: "true".into(),
+                timeout_seconds: 10,
+            },
         };
         assert_eq!(h.validate().unwrap_err().field, "maxParallelism");
     }
@@ -473,7 +500,8 @@ mod tests {
     #[test]
     fn an_adapter_spec_reads_its_tagged_json_shape() {
         let a: AdapterSpec =
-            serde_json::from_str(r#"{"kind":"command","argv":["run-agent","{job_file}"],"timeoutSeconds":30}"#).unwrap();
+            serde_json::from_str(r#"{"kind":"command","argv":["run-agent","{job_file}"],"timeoutSeconds":30}"#)
+                .unwrap();
         assert_eq!(a.timeout_seconds(), 30);
         let s: AdapterSpec = serde_json::from_str(r#"{"kind":"script","script":"echo hi"}"#).unwrap();
         assert_eq!(s.timeout_seconds(), 3600);

@@ -51,7 +51,11 @@ pub struct ClaimPlan {
 
 /// Plans one claim. `candidates` may come in any order; `lanes` has an entry for every harness
 /// in the catalogue; `jam_in_flight` lists the models with a game-jam run occupying a slot.
-pub fn plan_claims(candidates: &[Waiting], lanes: &BTreeMap<String, Lane>, jam_in_flight: &BTreeSet<String>) -> ClaimPlan {
+pub fn plan_claims(
+    candidates: &[Waiting],
+    lanes: &BTreeMap<String, Lane>,
+    jam_in_flight: &BTreeSet<String>,
+) -> ClaimPlan {
     let mut sorted: Vec<&Waiting> = candidates.iter().collect();
     sorted.sort_by_key(|w| w.queue_seq);
 
@@ -93,10 +97,16 @@ pub fn plan_claims(candidates: &[Waiting], lanes: &BTreeMap<String, Lane>, jam_i
         .collect();
     if !plan.starved.is_empty() {
         // Only claims up to the shortest starved list are safe; recompute up to that bound.
-        let bound = plan.starved.iter().filter_map(|h| last_seq.get(h.as_str()).copied()).min();
+        let bound = plan
+            .starved
+            .iter()
+            .filter_map(|h| last_seq.get(h.as_str()).copied())
+            .min();
         if let Some(bound) = bound {
-            plan.dispatch.retain(|id| sorted.iter().any(|w| &w.id == id && w.queue_seq <= bound));
-            plan.hold.retain(|id| sorted.iter().any(|w| &w.id == id && w.queue_seq <= bound));
+            plan.dispatch
+                .retain(|id| sorted.iter().any(|w| &w.id == id && w.queue_seq <= bound));
+            plan.hold
+                .retain(|id| sorted.iter().any(|w| &w.id == id && w.queue_seq <= bound));
         }
         plan.full.clear();
         return plan;
@@ -114,16 +124,39 @@ mod tests {
     use super::*;
 
     fn job(id: &str, seq: i64, harness: &str) -> Waiting {
-        Waiting { id: id.into(), queue_seq: seq, harness: harness.into(), jam_models: vec![], pending: false }
+        Waiting {
+            id: id.into(),
+            queue_seq: seq,
+            harness: harness.into(),
+            jam_models: vec![],
+            pending: false,
+        }
     }
 
     fn lanes(spec: &[(&str, i64, i64)]) -> BTreeMap<String, Lane> {
-        spec.iter().map(|(h, cap, occ)| (h.to_string(), Lane { cap: *cap, occupied: *occ, truncated: false })).collect()
+        spec.iter()
+            .map(|(h, cap, occ)| {
+                (
+                    h.to_string(),
+                    Lane {
+                        cap: *cap,
+                        occupied: *occ,
+                        truncated: false,
+                    },
+                )
+            })
+            .collect()
     }
 
     #[test]
     fn claims_follow_queue_order_and_pass_over_only_a_harness_at_its_cap() {
-        let jobs = [job("1", 1, "a"), job("2", 2, "a"), job("3", 3, "b"), job("4", 4, "a"), job("5", 5, "b")];
+        let jobs = [
+            job("1", 1, "a"),
+            job("2", 2, "a"),
+            job("3", 3, "b"),
+            job("4", 4, "a"),
+            job("5", 5, "b"),
+        ];
         let plan = plan_claims(&jobs, &lanes(&[("a", 1, 0), ("b", 2, 0)]), &BTreeSet::new());
         assert_eq!(plan.dispatch, vec!["1", "3", "5"]);
         assert_eq!(plan.full, vec!["a", "b"]);
@@ -144,7 +177,11 @@ mod tests {
         let mut j2 = job("2", 2, "b");
         j2.jam_models = vec!["m".into()];
         let j3 = job("3", 3, "b");
-        let plan = plan_claims(&[j1.clone(), j2.clone(), j3], &lanes(&[("a", 5, 0), ("b", 5, 0)]), &BTreeSet::new());
+        let plan = plan_claims(
+            &[j1.clone(), j2.clone(), j3],
+            &lanes(&[("a", 5, 0), ("b", 5, 0)]),
+            &BTreeSet::new(),
+        );
         assert_eq!(plan.dispatch, vec!["1", "3"]);
         assert_eq!(plan.hold, vec!["2"]);
         let plan = plan_claims(&[j1], &lanes(&[("a", 5, 0)]), &BTreeSet::from(["m".to_string()]));

@@ -41,8 +41,13 @@ impl JobStatus {
     /// Claimed and occupying one slot of the harness cap.
     pub const OCCUPYING: [JobStatus; 3] = [JobStatus::Dispatched, JobStatus::Starting, JobStatus::Running];
     /// Every state a cell counts as in flight.
-    pub const IN_FLIGHT: [JobStatus; 5] =
-        [JobStatus::Queued, JobStatus::Pending, JobStatus::Dispatched, JobStatus::Starting, JobStatus::Running];
+    pub const IN_FLIGHT: [JobStatus; 5] = [
+        JobStatus::Queued,
+        JobStatus::Pending,
+        JobStatus::Dispatched,
+        JobStatus::Starting,
+        JobStatus::Running,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -163,7 +168,11 @@ impl Combination {
 
     pub fn validate_shape(&self) -> Result<(), ValidationError> {
         match self {
-            Combination::Harness { harness, model, provider } => {
+            Combination::Harness {
+                harness,
+                model,
+                provider,
+            } => {
                 check_slug("combination.harness", harness, 64)?;
                 if harness == GG_HARNESS {
                     return Err(ValidationError::new(
@@ -178,7 +187,10 @@ impl Combination {
             }
             Combination::Gg { gg_config_id, bindings } => {
                 if !crate::ids::GgConfigId::is_valid(gg_config_id) {
-                    return Err(ValidationError::new("combination.ggConfigId", "must be a gg configuration id (gg_…)"));
+                    return Err(ValidationError::new(
+                        "combination.ggConfigId",
+                        "must be a gg configuration id (gg_…)",
+                    ));
                 }
                 for (slot, model) in bindings {
                     check_slug(&format!("combination.bindings.{slot}"), slot, 64)?;
@@ -198,7 +210,11 @@ pub struct CellKey(pub String);
 impl CellKey {
     pub fn of(pin: &CasePin, combo: &Combination) -> Self {
         let right = match combo {
-            Combination::Harness { harness, model, provider } => match provider {
+            Combination::Harness {
+                harness,
+                model,
+                provider,
+            } => match provider {
                 Some(p) => format!("{harness}/{model}/{p}"),
                 None => format!("{harness}/{model}"),
             },
@@ -282,7 +298,12 @@ pub enum RetryDecision {
 
 /// Decides whether a failed job is tried again. A job launched by hand always retries (while
 /// attempts remain); one launched by a paused plan or ladder is withheld.
-pub fn retry_decision(attempt: i64, infrastructure: bool, origin: Option<&Origin>, origin_paused: bool) -> RetryDecision {
+pub fn retry_decision(
+    attempt: i64,
+    infrastructure: bool,
+    origin: Option<&Origin>,
+    origin_paused: bool,
+) -> RetryDecision {
     if !infrastructure {
         return RetryDecision::NotRetryable;
     }
@@ -300,7 +321,12 @@ mod tests {
     use super::*;
 
     fn pin(engine: &str) -> CasePin {
-        CasePin { slug: "snake".into(), version: "1.0.0".into(), variant: "default".into(), engine: engine.into() }
+        CasePin {
+            slug: "snake".into(),
+            version: "1.0.0".into(),
+            variant: "default".into(),
+            engine: engine.into(),
+        }
     }
 
     #[test]
@@ -325,7 +351,11 @@ mod tests {
 
     #[test]
     fn the_engine_is_part_of_the_cell_identity() {
-        let c = Combination::Harness { harness: "cc".into(), model: "m".into(), provider: None };
+        let c = Combination::Harness {
+            harness: "cc".into(),
+            model: "m".into(),
+            provider: None,
+        };
         assert_ne!(CellKey::of(&pin("none"), &c), CellKey::of(&pin("godot"), &c));
         assert_eq!(CellKey::of(&pin("none"), &c).0, "snake@1.0.0/default/none × cc/m");
     }
@@ -341,7 +371,10 @@ mod tests {
             bindings: BTreeMap::from([("root".into(), "m1".into()), ("reviewer".into(), "m3".into())]),
         };
         assert_ne!(CellKey::of(&pin("none"), &a), CellKey::of(&pin("none"), &b));
-        assert_eq!(CellKey::of(&pin("none"), &a).0, "snake@1.0.0/default/none × gg:gg_1[reviewer=m2,root=m1]");
+        assert_eq!(
+            CellKey::of(&pin("none"), &a).0,
+            "snake@1.0.0/default/none × gg:gg_1[reviewer=m2,root=m1]"
+        );
         assert_eq!(a.harness(), GG_HARNESS);
     }
 
@@ -356,10 +389,16 @@ mod tests {
     #[test]
     fn a_retry_inherits_nothing_when_the_origin_is_paused() {
         let o = Origin::Plan("p".into());
-        assert_eq!(retry_decision(1, true, Some(&o), false), RetryDecision::Retry { attempt: 2 });
+        assert_eq!(
+            retry_decision(1, true, Some(&o), false),
+            RetryDecision::Retry { attempt: 2 }
+        );
         assert_eq!(retry_decision(1, true, Some(&o), true), RetryDecision::Withheld);
         assert_eq!(retry_decision(1, true, None, true), RetryDecision::Retry { attempt: 2 });
-        assert_eq!(retry_decision(MAX_ATTEMPTS, true, None, false), RetryDecision::Exhausted);
+        assert_eq!(
+            retry_decision(MAX_ATTEMPTS, true, None, false),
+            RetryDecision::Exhausted
+        );
         assert_eq!(retry_decision(1, false, None, false), RetryDecision::NotRetryable);
     }
 }

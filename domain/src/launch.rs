@@ -66,10 +66,16 @@ impl fmt::Display for Unlaunchable {
         match self {
             Unlaunchable::UnknownHarness { harness } => write!(f, "harness {harness} is not in the catalogue"),
             Unlaunchable::ProviderRequired { harness } => {
-                write!(f, "harness {harness} is provider-routed, so a launch must name a provider")
+                write!(
+                    f,
+                    "harness {harness} is provider-routed, so a launch must name a provider"
+                )
             }
             Unlaunchable::ProviderNotAccepted { harness } => {
-                write!(f, "harness {harness} is not provider-routed, so a launch names no provider")
+                write!(
+                    f,
+                    "harness {harness} is not provider-routed, so a launch names no provider"
+                )
             }
             Unlaunchable::ModelUnpriced { model } => {
                 write!(f, "the catalogue cannot resolve a list price for model {model}")
@@ -102,7 +108,11 @@ pub fn check_launchable(
     gg_config: Option<&GgConfigFacts>,
 ) -> Result<(), Unlaunchable> {
     match combo {
-        Combination::Harness { harness: name, model, provider } => {
+        Combination::Harness {
+            harness: name,
+            model,
+            provider,
+        } => {
             let h = harness.ok_or_else(|| Unlaunchable::UnknownHarness { harness: name.clone() })?;
             match (h.provider_routed, provider) {
                 (true, None) => return Err(Unlaunchable::ProviderRequired { harness: name.clone() }),
@@ -115,7 +125,9 @@ pub fn check_launchable(
             Ok(())
         }
         Combination::Gg { gg_config_id, bindings } => {
-            let cfg = gg_config.ok_or_else(|| Unlaunchable::GgConfigNotOwned { gg_config_id: gg_config_id.clone() })?;
+            let cfg = gg_config.ok_or_else(|| Unlaunchable::GgConfigNotOwned {
+                gg_config_id: gg_config_id.clone(),
+            })?;
             for slot in &cfg.launch_slots {
                 if !bindings.contains_key(slot) {
                     return Err(Unlaunchable::SlotUnbound { slot: slot.clone() });
@@ -136,7 +148,9 @@ pub fn check_launchable(
                 }
             }
             if harness.is_none() {
-                return Err(Unlaunchable::UnknownHarness { harness: crate::job::GG_HARNESS.into() });
+                return Err(Unlaunchable::UnknownHarness {
+                    harness: crate::job::GG_HARNESS.into(),
+                });
             }
             Ok(())
         }
@@ -149,18 +163,43 @@ mod tests {
     use crate::catalogue::{ListPrice, ModelFacts};
     use std::collections::BTreeMap;
 
-    const PRICE: ListPrice = ListPrice { input_per_mtok_usd: 3.0, output_per_mtok_usd: 15.0 };
+    const PRICE: ListPrice = ListPrice {
+        input_per_mtok_usd: 3.0,
+        output_per_mtok_usd: 15.0,
+    };
 
     fn catalogue() -> ModelCatalogue {
         BTreeMap::from([
-            ("priced".to_string(), ModelFacts { context_window: Some(200_000), list_price: Some(PRICE) }),
-            ("unpriced".to_string(), ModelFacts { context_window: Some(200_000), list_price: None }),
-            ("windowless".to_string(), ModelFacts { context_window: None, list_price: Some(PRICE) }),
+            (
+                "priced".to_string(),
+                ModelFacts {
+                    context_window: Some(200_000),
+                    list_price: Some(PRICE),
+                },
+            ),
+            (
+                "unpriced".to_string(),
+                ModelFacts {
+                    context_window: Some(200_000),
+                    list_price: None,
+                },
+            ),
+            (
+                "windowless".to_string(),
+                ModelFacts {
+                    context_window: None,
+                    list_price: Some(PRICE),
+                },
+            ),
         ])
     }
 
     fn harness(model: &str) -> Combination {
-        Combination::Harness { harness: "cc".into(), model: model.into(), provider: None }
+        Combination::Harness {
+            harness: "cc".into(),
+            model: model.into(),
+            provider: None,
+        }
     }
 
     const PLAIN: Option<HarnessFacts> = Some(HarnessFacts { provider_routed: false });
@@ -169,11 +208,15 @@ mod tests {
     fn a_harness_member_whose_model_has_no_list_price_is_not_launched() {
         assert!(check_launchable(&harness("priced"), PLAIN, &catalogue(), None).is_ok());
         assert_eq!(
-            check_launchable(&harness("unpriced"), PLAIN, &catalogue(), None).unwrap_err().code(),
+            check_launchable(&harness("unpriced"), PLAIN, &catalogue(), None)
+                .unwrap_err()
+                .code(),
             "model_unpriced"
         );
         assert_eq!(
-            check_launchable(&harness("never-heard-of"), PLAIN, &catalogue(), None).unwrap_err().code(),
+            check_launchable(&harness("never-heard-of"), PLAIN, &catalogue(), None)
+                .unwrap_err()
+                .code(),
             "model_unpriced"
         );
     }
@@ -181,10 +224,22 @@ mod tests {
     #[test]
     fn a_provider_routed_harness_needs_a_provider() {
         let routed = Some(HarnessFacts { provider_routed: true });
-        assert_eq!(check_launchable(&harness("priced"), routed, &catalogue(), None).unwrap_err().code(), "provider_required");
-        let with = Combination::Harness { harness: "cc".into(), model: "priced".into(), provider: Some("bedrock".into()) };
+        assert_eq!(
+            check_launchable(&harness("priced"), routed, &catalogue(), None)
+                .unwrap_err()
+                .code(),
+            "provider_required"
+        );
+        let with = Combination::Harness {
+            harness: "cc".into(),
+            model: "priced".into(),
+            provider: Some("bedrock".into()),
+        };
         assert!(check_launchable(&with, routed, &catalogue(), None).is_ok());
-        assert_eq!(check_launchable(&with, PLAIN, &catalogue(), None).unwrap_err().code(), "provider_not_accepted");
+        assert_eq!(
+            check_launchable(&with, PLAIN, &catalogue(), None).unwrap_err().code(),
+            "provider_not_accepted"
+        );
     }
 
     fn gg(bindings: &[(&str, &str)]) -> Combination {
@@ -195,26 +250,54 @@ mod tests {
     }
 
     fn cfg() -> GgConfigFacts {
-        GgConfigFacts { name: "x".into(), launch_slots: vec!["root".into(), "reviewer".into()], capabilities: serde_json::json!({}) }
+        GgConfigFacts {
+            name: "x".into(),
+            launch_slots: vec!["root".into(), "reviewer".into()],
+            capabilities: serde_json::json!({}),
+        }
     }
 
     #[test]
     fn a_gg_member_that_leaves_a_slot_unbound_is_not_launched() {
         let err = check_launchable(&gg(&[("root", "priced")]), PLAIN, &catalogue(), Some(&cfg())).unwrap_err();
-        assert_eq!(err, Unlaunchable::SlotUnbound { slot: "reviewer".into() });
+        assert_eq!(
+            err,
+            Unlaunchable::SlotUnbound {
+                slot: "reviewer".into()
+            }
+        );
     }
 
     #[test]
     fn a_gg_member_binding_a_model_without_context_window_is_not_launched() {
-        let err = check_launchable(&gg(&[("root", "priced"), ("reviewer", "windowless")]), PLAIN, &catalogue(), Some(&cfg()))
-            .unwrap_err();
+        let err = check_launchable(
+            &gg(&[("root", "priced"), ("reviewer", "windowless")]),
+            PLAIN,
+            &catalogue(),
+            Some(&cfg()),
+        )
+        .unwrap_err();
         assert_eq!(err.code(), "model_without_context_window");
     }
 
     #[test]
     fn a_gg_member_of_a_config_the_account_does_not_own_is_refused() {
-        let err = check_launchable(&gg(&[("root", "priced"), ("reviewer", "priced")]), PLAIN, &catalogue(), None).unwrap_err();
+        let err = check_launchable(
+            &gg(&[("root", "priced"), ("reviewer", "priced")]),
+            PLAIN,
+            &catalogue(),
+            None,
+        )
+        .unwrap_err();
         assert_eq!(err.code(), "gg_config_not_owned");
-        assert!(check_launchable(&gg(&[("root", "priced"), ("reviewer", "priced")]), PLAIN, &catalogue(), Some(&cfg())).is_ok());
+        assert!(
+            check_launchable(
+                &gg(&[("root", "priced"), ("reviewer", "priced")]),
+                PLAIN,
+                &catalogue(),
+                Some(&cfg())
+            )
+            .is_ok()
+        );
     }
 }

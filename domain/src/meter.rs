@@ -59,14 +59,8 @@ pub struct CapExceeded {
 /// Whether `amount` more seconds may be reserved for a Project that has used `used_this_month`
 /// seconds and holds `open_reservations` seconds of reservations not yet settled.
 /// Reaching the cap exactly is allowed; passing it is not.
-pub fn reserve(
-    used_this_month: u64,
-    open_reservations: u64,
-    amount: u64,
-) -> Result<(), CapExceeded> {
-    let total = used_this_month
-        .saturating_add(open_reservations)
-        .saturating_add(amount);
+pub fn reserve(used_this_month: u64, open_reservations: u64, amount: u64) -> Result<(), CapExceeded> {
+    let total = used_this_month.saturating_add(open_reservations).saturating_add(amount);
     if total > SANDBOX_MONTHLY_SECONDS {
         return Err(CapExceeded {
             used: used_this_month,
@@ -122,11 +116,7 @@ pub struct Settlement {
 /// only the part of that not already covered is charged.
 ///
 /// `charged` may be in any order and may overlap (it is normalised first).
-pub fn settle(
-    charged: &[Interval],
-    use_start: i64,
-    use_end: i64,
-) -> Result<Settlement, InvalidUse> {
+pub fn settle(charged: &[Interval], use_start: i64, use_end: i64) -> Result<Settlement, InvalidUse> {
     if use_end < use_start {
         return Err(InvalidUse {
             start: use_start,
@@ -142,18 +132,12 @@ pub fn settle(
     let already: u64 = before.iter().map(|i| overlap(*i, used)).sum();
     let charged_seconds = used.seconds() - already;
     let awake = union(before.into_iter().chain(std::iter::once(used)));
-    Ok(Settlement {
-        charged_seconds,
-        awake,
-    })
+    Ok(Settlement { charged_seconds, awake })
 }
 
 /// The total length of the union of `intervals`.
 pub fn measure(intervals: &[Interval]) -> u64 {
-    union(intervals.iter().copied())
-        .iter()
-        .map(|i| i.seconds())
-        .sum()
+    union(intervals.iter().copied()).iter().map(|i| i.seconds()).sum()
 }
 
 fn overlap(a: Interval, b: Interval) -> u64 {
@@ -217,10 +201,7 @@ mod tests {
         // Partly overlapping: C runs 650..800, awake until 920; 720..920 is new.
         let c = settle(&b.awake, T0 + 650, T0 + 800).unwrap();
         assert_eq!(c.charged_seconds, 200);
-        assert_eq!(
-            a.charged_seconds + b.charged_seconds + c.charged_seconds,
-            920
-        );
+        assert_eq!(a.charged_seconds + b.charged_seconds + c.charged_seconds, 920);
     }
 
     #[test]
@@ -320,9 +301,7 @@ mod tests {
             let mut total = 0;
             for &(s, e) in &uses {
                 let settlement = settle(&charged, T0 + s, T0 + e).unwrap();
-                assert!(
-                    settlement.charged_seconds <= u64::try_from(e - s + IDLE_TAIL_SECONDS).unwrap()
-                );
+                assert!(settlement.charged_seconds <= u64::try_from(e - s + IDLE_TAIL_SECONDS).unwrap());
                 total += settlement.charged_seconds;
                 charged = settlement.awake;
             }

@@ -19,7 +19,11 @@ const MAX_BODY_LEN: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RepoNameError {
     #[error("`{id}` is not a {what} id: expected `{prefix}` followed by 1 to 64 characters of [a-z0-9]")]
-    NotAnId { what: &'static str, prefix: &'static str, id: String },
+    NotAnId {
+        what: &'static str,
+        prefix: &'static str,
+        id: String,
+    },
 }
 
 /// The four kinds of repository in a namespace, told apart by their name alone.
@@ -76,11 +80,13 @@ pub fn is_valid_repo_name(name: &str) -> bool {
 }
 
 fn body_of<'a>(id: &'a str, prefix: &'static str, what: &'static str) -> Result<&'a str, RepoNameError> {
-    id.strip_prefix(prefix).filter(|b| is_valid_body(b)).ok_or_else(|| RepoNameError::NotAnId {
-        what,
-        prefix,
-        id: id.to_owned(),
-    })
+    id.strip_prefix(prefix)
+        .filter(|b| is_valid_body(b))
+        .ok_or_else(|| RepoNameError::NotAnId {
+            what,
+            prefix,
+            id: id.to_owned(),
+        })
 }
 
 fn is_valid_body(body: &str) -> bool {
@@ -163,7 +169,10 @@ pub fn cut_patch(patch: &str, limit: usize) -> (String, bool, usize) {
         return (patch.to_owned(), false, full_size);
     }
     // `limit` may fall inside a multi-byte character; the last newline at or before it cannot.
-    let kept = patch.as_bytes()[..limit].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let kept = patch.as_bytes()[..limit]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
     (patch[..kept].to_owned(), true, full_size)
 }
 
@@ -199,8 +208,18 @@ mod tests {
         for name in ["proj_0a", "ws-0a", "cand-0a", "edit-0a"] {
             assert!(is_valid_repo_name(name), "{name}");
         }
-        for name in ["", "proj_", "ws_0a", "cand_0a", "edit_0a", "ws-0a.git", "ws-0A", "ws-", "../proj_0a", "proj_0a/x"]
-        {
+        for name in [
+            "",
+            "proj_",
+            "ws_0a",
+            "cand_0a",
+            "edit_0a",
+            "ws-0a.git",
+            "ws-0A",
+            "ws-",
+            "../proj_0a",
+            "proj_0a/x",
+        ] {
             assert!(!is_valid_repo_name(name), "{name}");
         }
         assert_eq!(repo_kind("cand-1"), Some(RepoKind::Candidate));
@@ -208,64 +227,154 @@ mod tests {
     }
 
     fn failed_run() -> ForkFacts {
-        ForkFacts { run_failed: true, ..ForkFacts::default() }
+        ForkFacts {
+            run_failed: true,
+            ..ForkFacts::default()
+        }
     }
 
     #[test]
     fn a_failed_runs_fork_goes_thirty_days_after_the_run_ended() {
         let f = failed_run();
-        assert!(!fork_due_for_deletion(ForkKind::Workspace, Some(ENDED), ENDED + 29 * DAY, &f));
-        assert!(!fork_due_for_deletion(ForkKind::Workspace, Some(ENDED), ENDED + 30 * DAY - 1, &f));
-        assert!(fork_due_for_deletion(ForkKind::Workspace, Some(ENDED), ENDED + 30 * DAY, &f));
+        assert!(!fork_due_for_deletion(
+            ForkKind::Workspace,
+            Some(ENDED),
+            ENDED + 29 * DAY,
+            &f
+        ));
+        assert!(!fork_due_for_deletion(
+            ForkKind::Workspace,
+            Some(ENDED),
+            ENDED + 30 * DAY - 1,
+            &f
+        ));
+        assert!(fork_due_for_deletion(
+            ForkKind::Workspace,
+            Some(ENDED),
+            ENDED + 30 * DAY,
+            &f
+        ));
     }
 
     #[test]
     fn a_run_that_has_not_ended_keeps_its_fork() {
-        assert!(!fork_due_for_deletion(ForkKind::Workspace, None, ENDED + 365 * DAY, &failed_run()));
+        assert!(!fork_due_for_deletion(
+            ForkKind::Workspace,
+            None,
+            ENDED + 365 * DAY,
+            &failed_run()
+        ));
     }
 
     #[test]
     fn a_run_without_a_change_set_loses_its_fork_and_one_with_a_change_set_keeps_it_until_the_change_finishes() {
         let later = ENDED + 31 * DAY;
         let no_change_set = ForkFacts::default();
-        assert!(fork_due_for_deletion(ForkKind::Workspace, Some(ENDED), later, &no_change_set));
-        let published = ForkFacts { run_has_change_set: true, ..ForkFacts::default() };
-        assert!(!fork_due_for_deletion(ForkKind::Workspace, Some(ENDED), later, &published));
-        let finished = ForkFacts { run_has_change_set: true, change_finished: true, ..ForkFacts::default() };
-        assert!(fork_due_for_deletion(ForkKind::Workspace, Some(ENDED), later, &finished));
+        assert!(fork_due_for_deletion(
+            ForkKind::Workspace,
+            Some(ENDED),
+            later,
+            &no_change_set
+        ));
+        let published = ForkFacts {
+            run_has_change_set: true,
+            ..ForkFacts::default()
+        };
+        assert!(!fork_due_for_deletion(
+            ForkKind::Workspace,
+            Some(ENDED),
+            later,
+            &published
+        ));
+        let finished = ForkFacts {
+            run_has_change_set: true,
+            change_finished: true,
+            ..ForkFacts::default()
+        };
+        assert!(fork_due_for_deletion(
+            ForkKind::Workspace,
+            Some(ENDED),
+            later,
+            &finished
+        ));
     }
 
     #[test]
     fn rejected_and_stale_candidates_lose_their_fork_after_thirty_days() {
         for end in [CandidateEnd::Rejected, CandidateEnd::Stale] {
-            let f = ForkFacts { candidate_end: Some(end), ..ForkFacts::default() };
-            assert!(!fork_due_for_deletion(ForkKind::Candidate, Some(ENDED), ENDED + 10 * DAY, &f));
-            assert!(fork_due_for_deletion(ForkKind::Candidate, Some(ENDED), ENDED + 30 * DAY, &f));
+            let f = ForkFacts {
+                candidate_end: Some(end),
+                ..ForkFacts::default()
+            };
+            assert!(!fork_due_for_deletion(
+                ForkKind::Candidate,
+                Some(ENDED),
+                ENDED + 10 * DAY,
+                &f
+            ));
+            assert!(fork_due_for_deletion(
+                ForkKind::Candidate,
+                Some(ENDED),
+                ENDED + 30 * DAY,
+                &f
+            ));
         }
     }
 
     #[test]
     fn a_promoted_candidates_fork_goes_only_when_canonical_main_holds_the_composed_commit() {
         let later = ENDED + 40 * DAY;
-        let not_yet = ForkFacts { candidate_end: Some(CandidateEnd::Promoted), ..ForkFacts::default() };
-        assert!(!fork_due_for_deletion(ForkKind::Candidate, Some(ENDED), later, &not_yet));
-        let held = ForkFacts { canonical_main_holds_composed: true, ..not_yet };
+        let not_yet = ForkFacts {
+            candidate_end: Some(CandidateEnd::Promoted),
+            ..ForkFacts::default()
+        };
+        assert!(!fork_due_for_deletion(
+            ForkKind::Candidate,
+            Some(ENDED),
+            later,
+            &not_yet
+        ));
+        let held = ForkFacts {
+            canonical_main_holds_composed: true,
+            ..not_yet
+        };
         assert!(fork_due_for_deletion(ForkKind::Candidate, Some(ENDED), later, &held));
     }
 
     #[test]
     fn an_open_candidate_keeps_its_fork() {
-        let f = ForkFacts { canonical_main_holds_composed: true, ..ForkFacts::default() };
-        assert!(!fork_due_for_deletion(ForkKind::Candidate, Some(ENDED), ENDED + 90 * DAY, &f));
+        let f = ForkFacts {
+            canonical_main_holds_composed: true,
+            ..ForkFacts::default()
+        };
+        assert!(!fork_due_for_deletion(
+            ForkKind::Candidate,
+            Some(ENDED),
+            ENDED + 90 * DAY,
+            &f
+        ));
     }
 
     #[test]
     fn an_overdue_or_ended_edit_session_loses_its_fork_at_once() {
-        let due = ForkFacts { session_due_at_secs: Some(ENDED), ..ForkFacts::default() };
+        let due = ForkFacts {
+            session_due_at_secs: Some(ENDED),
+            ..ForkFacts::default()
+        };
         assert!(!fork_due_for_deletion(ForkKind::EditSession, None, ENDED - 1, &due));
         assert!(fork_due_for_deletion(ForkKind::EditSession, None, ENDED, &due));
-        assert!(fork_due_for_deletion(ForkKind::EditSession, Some(ENDED), ENDED, &ForkFacts::default()));
-        assert!(!fork_due_for_deletion(ForkKind::EditSession, None, ENDED, &ForkFacts::default()));
+        assert!(fork_due_for_deletion(
+            ForkKind::EditSession,
+            Some(ENDED),
+            ENDED,
+            &ForkFacts::default()
+        ));
+        assert!(!fork_due_for_deletion(
+            ForkKind::EditSession,
+            None,
+            ENDED,
+            &ForkFacts::default()
+        ));
     }
 
     #[test]
@@ -273,7 +382,10 @@ mod tests {
         let patch = "a\n".repeat(PATCH_LIMIT_BYTES / 2);
         assert_eq!(patch.len(), PATCH_LIMIT_BYTES);
         let (kept, truncated, full) = cut_patch(&patch, PATCH_LIMIT_BYTES);
-        assert_eq!((kept.len(), truncated, full), (PATCH_LIMIT_BYTES, false, PATCH_LIMIT_BYTES));
+        assert_eq!(
+            (kept.len(), truncated, full),
+            (PATCH_LIMIT_BYTES, false, PATCH_LIMIT_BYTES)
+        );
     }
 
     #[test]

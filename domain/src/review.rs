@@ -66,10 +66,16 @@ impl ReviewInput {
             )),
             TestType::GameJam => {
                 if self.ratings.is_some() {
-                    return Err(ValidationError::new("ratings", "a game-jam run is reviewed with a category, not domain ratings"));
+                    return Err(ValidationError::new(
+                        "ratings",
+                        "a game-jam run is reviewed with a category, not domain ratings",
+                    ));
                 }
                 if self.category.is_none() {
-                    return Err(ValidationError::new("category", "a game-jam run needs a category (poop, brick, silver, gold, diamond)"));
+                    return Err(ValidationError::new(
+                        "category",
+                        "a game-jam run needs a category (poop, brick, silver, gold, diamond)",
+                    ));
                 }
                 Ok(())
             }
@@ -78,7 +84,10 @@ impl ReviewInput {
                     return Err(ValidationError::new("category", "only a game-jam run takes a category"));
                 }
                 let Some(r) = &self.ratings else {
-                    return Err(ValidationError::new("ratings", "a standard run needs a rating per domain"));
+                    return Err(ValidationError::new(
+                        "ratings",
+                        "a standard run needs a rating per domain",
+                    ));
                 };
                 if r.is_empty() || r.len() > 32 {
                     return Err(ValidationError::new("ratings", "must rate 1 to 32 domains"));
@@ -126,10 +135,18 @@ mod tests {
 
     #[test]
     fn a_game_jam_run_takes_a_category_and_no_ratings() {
-        let jam = ReviewInput { ratings: None, category: Some(JamCategory::Gold), note: None };
+        let jam = ReviewInput {
+            ratings: None,
+            category: Some(JamCategory::Gold),
+            note: None,
+        };
         assert!(jam.validate_for(TestType::GameJam).is_ok());
         assert_eq!(jam.validate_for(TestType::Standard).unwrap_err().field, "category");
-        let std = ReviewInput { ratings: Some(r(&[("gameplay", Rating::Great)])), category: None, note: None };
+        let std = ReviewInput {
+            ratings: Some(r(&[("gameplay", Rating::Great)])),
+            category: None,
+            note: None,
+        };
         assert!(std.validate_for(TestType::Standard).is_ok());
         assert_eq!(std.validate_for(TestType::GameJam).unwrap_err().field, "ratings");
         assert!(std.validate_for(TestType::Performance).is_err());

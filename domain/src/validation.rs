@@ -14,7 +14,10 @@ pub struct ValidationError {
 
 impl ValidationError {
     pub fn new(field: impl Into<String>, rule: impl Into<String>) -> Self {
-        Self { field: field.into(), rule: rule.into() }
+        Self {
+            field: field.into(),
+            rule: rule.into(),
+        }
     }
 }
 
@@ -26,7 +29,10 @@ impl fmt::Display for ValidationError {
 
 /// A lowercase identifier: `[a-z0-9]` first, then `[a-z0-9._-]`, at most `max` characters.
 pub fn check_slug(field: &str, value: &str, max: usize) -> Result<(), ValidationError> {
-    let ok_first = value.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let ok_first = value
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     let ok_rest = value
         .chars()
         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'));
@@ -45,11 +51,15 @@ pub fn check_name(field: &str, value: &str, max: usize) -> Result<(), Validation
     let ok = !value.is_empty()
         && value.len() <= max
         && value.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@'));
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@'));
     if !ok {
         return Err(ValidationError::new(
             field,
-            format!("must be 1-{max} characters of letters, digits, '.', '_', '-', ':' or '@', starting with a letter or digit"),
+            format!(
+                "must be 1-{max} characters of letters, digits, '.', '_', '-', ':' or '@', starting with a letter or digit"
+            ),
         ));
     }
     Ok(())
@@ -58,7 +68,10 @@ pub fn check_name(field: &str, value: &str, max: usize) -> Result<(), Validation
 /// Free text that must not be blank.
 pub fn check_text(field: &str, value: &str, max: usize) -> Result<(), ValidationError> {
     if value.trim().is_empty() || value.chars().count() > max {
-        return Err(ValidationError::new(field, format!("must be non-blank text of at most {max} characters")));
+        return Err(ValidationError::new(
+            field,
+            format!("must be non-blank text of at most {max} characters"),
+        ));
     }
     Ok(())
 }

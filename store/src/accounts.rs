@@ -25,7 +25,11 @@ impl Store {
     /// Creates an account and its first token; returns the account and the token's secret.
     pub async fn create_account(&self, name: &str) -> Result<(Account, String), StoreError> {
         belay_domain::validation::check_text("name", name, 200)?;
-        let account = Account { id: AccountId::from_body(&new_id_body()).0, name: name.to_string(), created_at: now_ms() };
+        let account = Account {
+            id: AccountId::from_body(&new_id_body()).0,
+            name: name.to_string(),
+            created_at: now_ms(),
+        };
         let mut tx = self.pool().begin().await?;
         sqlx::query("insert into accounts (id, name, created_at) values ($1, $2, $3)")
             .bind(&account.id)
@@ -34,7 +38,13 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let token = insert_token(&mut tx, &account.id).await?;
-        events::append(&mut *tx, &account.id, "account.created", &serde_json::json!({ "name": name })).await?;
+        events::append(
+            &mut *tx,
+            &account.id,
+            "account.created",
+            &serde_json::json!({ "name": name }),
+        )
+        .await?;
         tx.commit().await?;
         Ok((account, token))
     }
@@ -42,7 +52,10 @@ impl Store {
     /// Mints another token for an existing account.
     pub async fn create_token(&self, account_id: &str) -> Result<String, StoreError> {
         let mut tx = self.pool().begin().await?;
-        let exists = sqlx::query("select 1 from accounts where id = $1").bind(account_id).fetch_optional(&mut *tx).await?;
+        let exists = sqlx::query("select 1 from accounts where id = $1")
+            .bind(account_id)
+            .fetch_optional(&mut *tx)
+            .await?;
         if exists.is_none() {
             return Err(StoreError::not_found("account", account_id));
         }
@@ -63,8 +76,14 @@ impl Store {
         .bind(hash(token))
         .fetch_optional(self.pool())
         .await?;
-        row.map(|r| Ok(Account { id: r.try_get("id")?, name: r.try_get("name")?, created_at: r.try_get("created_at")? }))
-            .transpose()
+        row.map(|r| {
+            Ok(Account {
+                id: r.try_get("id")?,
+                name: r.try_get("name")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .transpose()
     }
 
     pub async fn get_account(&self, id: &str) -> Result<Account, StoreError> {
@@ -73,7 +92,11 @@ impl Store {
             .fetch_optional(self.pool())
             .await?
             .ok_or_else(|| StoreError::not_found("account", id))?;
-        Ok(Account { id: r.try_get("id")?, name: r.try_get("name")?, created_at: r.try_get("created_at")? })
+        Ok(Account {
+            id: r.try_get("id")?,
+            name: r.try_get("name")?,
+            created_at: r.try_get("created_at")?,
+        })
     }
 }
 

@@ -47,7 +47,10 @@ fn model_row(r: &AnyRow) -> Result<Model, StoreError> {
         id: r.try_get("id")?,
         context_window: r.try_get("context_window")?,
         list_price: match (input, output) {
-            (Some(i), Some(o)) => Some(ListPrice { input_per_mtok_usd: i, output_per_mtok_usd: o }),
+            (Some(i), Some(o)) => Some(ListPrice {
+                input_per_mtok_usd: i,
+                output_per_mtok_usd: o,
+            }),
             _ => None,
         },
         created_at: r.try_get("created_at")?,
@@ -100,7 +103,13 @@ impl Store {
                 input.slug, input.version, input.slug, input.version
             )));
         }
-        events::append(&mut *tx, &format!("case:{}@{}", input.slug, input.version), "test_case.ingested", &serde_json::to_value(input).unwrap_or_default()).await?;
+        events::append(
+            &mut *tx,
+            &format!("case:{}@{}", input.slug, input.version),
+            "test_case.ingested",
+            &serde_json::to_value(input).unwrap_or_default(),
+        )
+        .await?;
         tx.commit().await?;
         self.get_test_case_version(&input.slug, &input.version)
             .await?
@@ -132,19 +141,31 @@ impl Store {
         let current = self.get_test_case_version(slug, version).await?;
         match (changed.rows_affected(), current) {
             (_, None) => Err(StoreError::not_found("test case version", format!("{slug}@{version}"))),
-            (0, Some(_)) => Err(StoreError::Conflict(format!("version: {slug}@{version} has runs, so it is frozen; ingest a new version instead"))),
+            (0, Some(_)) => Err(StoreError::Conflict(format!(
+                "version: {slug}@{version} has runs, so it is frozen; ingest a new version instead"
+            ))),
             (_, Some(v)) => Ok(v),
         }
     }
 
-    pub async fn get_test_case_version(&self, slug: &str, version: &str) -> Result<Option<TestCaseVersion>, StoreError> {
+    pub async fn get_test_case_version(
+        &self,
+        slug: &str,
+        version: &str,
+    ) -> Result<Option<TestCaseVersion>, StoreError> {
         let sql = format!("select {VERSION_COLUMNS} from test_case_versions v where v.slug = $1 and v.version = $2");
-        let row = sqlx::query(&sql).bind(slug).bind(version).fetch_optional(self.pool()).await?;
+        let row = sqlx::query(&sql)
+            .bind(slug)
+            .bind(version)
+            .fetch_optional(self.pool())
+            .await?;
         row.as_ref().map(version_row).transpose()
     }
 
     pub async fn get_test_case(&self, slug: &str) -> Result<Option<TestCase>, StoreError> {
-        let sql = format!("select {VERSION_COLUMNS} from test_case_versions v where v.slug = $1 order by v.ingested_at, v.version");
+        let sql = format!(
+            "select {VERSION_COLUMNS} from test_case_versions v where v.slug = $1 order by v.ingested_at, v.version"
+        );
         let rows = sqlx::query(&sql).bind(slug).fetch_all(self.pool()).await?;
         if rows.is_empty() {
             return Ok(None);
@@ -154,7 +175,8 @@ impl Store {
     }
 
     pub async fn list_test_cases(&self) -> Result<Vec<TestCase>, StoreError> {
-        let sql = format!("select {VERSION_COLUMNS} from test_case_versions v order by v.slug, v.ingested_at, v.version");
+        let sql =
+            format!("select {VERSION_COLUMNS} from test_case_versions v order by v.slug, v.ingested_at, v.version");
         let rows = sqlx::query(&sql).fetch_all(self.pool()).await?;
         let mut cases: Vec<TestCase> = Vec::new();
         let mut current: Vec<TestCaseVersion> = Vec::new();
@@ -187,11 +209,16 @@ impl Store {
         .await;
         match res {
             Err(e) if is_unique_violation(&e) => {
-                return Err(StoreError::Conflict(format!("name: harness {} already exists", input.name)));
+                return Err(StoreError::Conflict(format!(
+                    "name: harness {} already exists",
+                    input.name
+                )));
             }
             r => r?,
         };
-        self.get_harness(&input.name).await?.ok_or_else(|| StoreError::not_found("harness", &input.name))
+        self.get_harness(&input.name)
+            .await?
+            .ok_or_else(|| StoreError::not_found("harness", &input.name))
     }
 
     pub async fn update_harness(&self, name: &str, update: &HarnessUpdate) -> Result<Harness, StoreError> {
@@ -212,7 +239,9 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.get_harness(name).await?.ok_or_else(|| StoreError::not_found("harness", name))
+        self.get_harness(name)
+            .await?
+            .ok_or_else(|| StoreError::not_found("harness", name))
     }
 
     pub async fn get_harness(&self, name: &str) -> Result<Option<Harness>, StoreError> {
@@ -250,7 +279,9 @@ impl Store {
             }
             r => r?,
         };
-        self.get_model(&input.id).await?.ok_or_else(|| StoreError::not_found("model", &input.id))
+        self.get_model(&input.id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("model", &input.id))
     }
 
     /// Replaces a model's facts: an absent or null value becomes unknown.
@@ -269,7 +300,9 @@ impl Store {
         if res.rows_affected() == 0 {
             return Err(StoreError::not_found("model", id));
         }
-        self.get_model(id).await?.ok_or_else(|| StoreError::not_found("model", id))
+        self.get_model(id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("model", id))
     }
 
     pub async fn get_model(&self, id: &str) -> Result<Option<Model>, StoreError> {
@@ -292,7 +325,13 @@ impl Store {
         let mut out = ModelCatalogue::new();
         for id in ids {
             if let Some(m) = self.get_model(id).await? {
-                out.insert(m.id.clone(), ModelFacts { context_window: m.context_window, list_price: m.list_price });
+                out.insert(
+                    m.id.clone(),
+                    ModelFacts {
+                        context_window: m.context_window,
+                        list_price: m.list_price,
+                    },
+                );
             }
         }
         Ok(out)
@@ -315,9 +354,17 @@ impl Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        events::append(&mut *tx, &id, "gg_config.created", &serde_json::json!({ "name": input.name, "accountId": account_id })).await?;
+        events::append(
+            &mut *tx,
+            &id,
+            "gg_config.created",
+            &serde_json::json!({ "name": input.name, "accountId": account_id }),
+        )
+        .await?;
         tx.commit().await?;
-        self.get_gg_config(account_id, &id).await?.ok_or_else(|| StoreError::not_found("gg configuration", id))
+        self.get_gg_config(account_id, &id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("gg configuration", id))
     }
 
     /// The configuration, if `account_id` owns it and it is not deleted.
@@ -353,9 +400,17 @@ impl Store {
     }
 
     /// Renames or reshapes a configuration the account owns; any other id is not found.
-    pub async fn update_gg_config(&self, account_id: &str, id: &str, update: &GgConfigUpdate) -> Result<GgConfig, StoreError> {
+    pub async fn update_gg_config(
+        &self,
+        account_id: &str,
+        id: &str,
+        update: &GgConfigUpdate,
+    ) -> Result<GgConfig, StoreError> {
         update.validate()?;
-        let current = self.get_gg_config(account_id, id).await?.ok_or_else(|| StoreError::not_found("gg configuration", id))?;
+        let current = self
+            .get_gg_config(account_id, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("gg configuration", id))?;
         let mut tx = self.begin_write().await?;
         sqlx::query(
             r#"update gg_configs set name = $3, launch_slots = $4, capabilities = $5, updated_at = $6
@@ -365,17 +420,35 @@ impl Store {
         .bind(account_id)
         .bind(update.name.as_ref().unwrap_or(&current.name))
         .bind(to_json(update.launch_slots.as_ref().unwrap_or(&current.launch_slots)))
-        .bind(update.capabilities.as_ref().unwrap_or(&current.capabilities).to_string())
+        .bind(
+            update
+                .capabilities
+                .as_ref()
+                .unwrap_or(&current.capabilities)
+                .to_string(),
+        )
         .bind(now_ms())
         .execute(&mut *tx)
         .await?;
-        events::append(&mut *tx, id, "gg_config.updated", &serde_json::to_value(update).unwrap_or_default()).await?;
+        events::append(
+            &mut *tx,
+            id,
+            "gg_config.updated",
+            &serde_json::to_value(update).unwrap_or_default(),
+        )
+        .await?;
         tx.commit().await?;
-        self.get_gg_config(account_id, id).await?.ok_or_else(|| StoreError::not_found("gg configuration", id))
+        self.get_gg_config(account_id, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("gg configuration", id))
     }
 }
 
 fn assemble(slug: String, versions: Vec<TestCaseVersion>) -> TestCase {
     let latest = latest_version(versions.iter().map(|v| v.version.as_str())).map(str::to_string);
-    TestCase { slug, latest_version: latest, versions }
+    TestCase {
+        slug,
+        latest_version: latest,
+        versions,
+    }
 }

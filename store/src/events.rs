@@ -37,14 +37,14 @@ impl Store {
     /// Events after `after_id`, oldest first, optionally for one entity.
     pub async fn events(&self, after_id: i64, entity: Option<&str>, limit: i64) -> Result<Vec<Event>, StoreError> {
         let rows = match entity {
-            Some(e) => {
-                sqlx::query("select id, entity, kind, payload, at from events where id > $1 and entity = $2 order by id limit $3")
-                    .bind(after_id)
-                    .bind(e)
-                    .bind(limit)
-                    .fetch_all(self.pool())
-                    .await?
-            }
+            Some(e) => sqlx::query(
+                "select id, entity, kind, payload, at from events where id > $1 and entity = $2 order by id limit $3",
+            )
+            .bind(after_id)
+            .bind(e)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?,
             None => {
                 sqlx::query("select id, entity, kind, payload, at from events where id > $1 order by id limit $2")
                     .bind(after_id)

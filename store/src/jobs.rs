@@ -10,7 +10,9 @@ use crate::{Store, StoreError, events, new_id_body, now_ms, plans};
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
 use belay_domain::dispatch::{Lane, Waiting, plan_claims};
 use belay_domain::ids::JobId;
-use belay_domain::job::{CasePin, CellKey, Combination, Job, JobStatus, JobTransition, Origin, RetryDecision, retry_decision};
+use belay_domain::job::{
+    CasePin, CellKey, Combination, Job, JobStatus, JobTransition, Origin, RetryDecision, retry_decision,
+};
 use sqlx::{Any, Row, Transaction};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -87,7 +89,9 @@ pub struct JobContext {
 const LANE_SLACK: i64 = 16;
 
 async fn take_dispatch_lock(tx: &mut Transaction<'_, Any>) -> Result<(), StoreError> {
-    sqlx::query("update dispatcher_lock set claims = claims + 1 where id = 1").execute(&mut **tx).await?;
+    sqlx::query("update dispatcher_lock set claims = claims + 1 where id = 1")
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
@@ -115,7 +119,11 @@ async fn insert_job(tx: &mut Transaction<'_, Any>, new: &NewJob, now: i64) -> Re
         Combination::Harness { model, provider, .. } => (Some(model.clone()), provider.clone(), None, None),
         Combination::Gg { gg_config_id, bindings } => (None, None, Some(gg_config_id.clone()), Some(to_json(bindings))),
     };
-    let jam: Vec<&str> = if new.test_type == Some(TestType::GameJam) { new.combination.models() } else { vec![] };
+    let jam: Vec<&str> = if new.test_type == Some(TestType::GameJam) {
+        new.combination.models()
+    } else {
+        vec![]
+    };
     let kind = match new.combination {
         Combination::Harness { .. } => "harness",
         Combination::Gg { .. } => "gg",
@@ -174,7 +182,8 @@ impl Store {
     /// Enqueues one job; it takes the next `queue_seq`.
     pub async fn enqueue(&self, new: NewJob) -> Result<Job, StoreError> {
         let mut jobs = self.enqueue_batch(vec![new]).await?;
-        jobs.pop().ok_or_else(|| StoreError::Conflict("job was not enqueued".into()))
+        jobs.pop()
+            .ok_or_else(|| StoreError::Conflict("job was not enqueued".into()))
     }
 
     /// Enqueues jobs in the given order, in one transaction, so their `queue_seq`s are consecutive
@@ -202,7 +211,11 @@ impl Store {
         }
         let mut out = Vec::with_capacity(ids.len());
         for id in &ids {
-            out.push(job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?);
+            out.push(
+                job_in(&mut tx, id)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("job", id))?,
+            );
         }
         tx.commit().await?;
         Ok(out)
@@ -216,7 +229,11 @@ impl Store {
 
     /// Jobs in queue order.
     pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, StoreError> {
-        let statuses = if filter.statuses.is_empty() { JobStatus::ALL.to_vec() } else { filter.statuses.clone() };
+        let statuses = if filter.statuses.is_empty() {
+            JobStatus::ALL.to_vec()
+        } else {
+            filter.statuses.clone()
+        };
         let mut sql = format!(
             "select {JOB_COLUMNS} from jobs where status in ({}) and queue_seq > $1",
             status_list(&statuses)
@@ -225,7 +242,9 @@ impl Store {
             sql.push_str(" and origin = $3");
         }
         sql.push_str(" order by queue_seq limit $2");
-        let mut q = sqlx::query(&sql).bind(filter.after_seq.unwrap_or(0)).bind(filter.limit.clamp(1, 10_000));
+        let mut q = sqlx::query(&sql)
+            .bind(filter.after_seq.unwrap_or(0))
+            .bind(filter.limit.clamp(1, 10_000));
         if let Some(o) = &filter.origin {
             q = q.bind(o);
         }
@@ -248,8 +267,18 @@ impl Store {
         take_dispatch_lock(&mut tx).await?;
 
         let mut lanes: BTreeMap<String, Lane> = BTreeMap::new();
-        for r in sqlx::query("select name, max_parallelism from harnesses").fetch_all(&mut *tx).await? {
-            lanes.insert(r.try_get("name")?, Lane { cap: r.try_get("max_parallelism")?, occupied: 0, truncated: false });
+        for r in sqlx::query("select name, max_parallelism from harnesses")
+            .fetch_all(&mut *tx)
+            .await?
+        {
+            lanes.insert(
+                r.try_get("name")?,
+                Lane {
+                    cap: r.try_get("max_parallelism")?,
+                    occupied: 0,
+                    truncated: false,
+                },
+            );
         }
         let occ_sql = format!(
             "select harness, count(*) as n from jobs where status in ({}) group by harness",
@@ -275,8 +304,11 @@ impl Store {
             "select id, queue_seq, harness, jam_models, status from jobs where harness = $1 and status in ({}) order by queue_seq limit $2",
             status_list(&JobStatus::WAITING)
         );
-        let mut depth: BTreeMap<String, i64> =
-            lanes.iter().filter(|(_, l)| l.free() > 0).map(|(h, l)| (h.clone(), l.free() + LANE_SLACK)).collect();
+        let mut depth: BTreeMap<String, i64> = lanes
+            .iter()
+            .filter(|(_, l)| l.free() > 0)
+            .map(|(h, l)| (h.clone(), l.free() + LANE_SLACK))
+            .collect();
         let mut candidates: BTreeMap<String, Vec<Waiting>> = BTreeMap::new();
         let plan = loop {
             for (h, limit) in &depth {
@@ -313,7 +345,11 @@ impl Store {
         let by_id: BTreeMap<&str, &Waiting> = candidates.values().flatten().map(|w| (w.id.as_str(), w)).collect();
         let mut claimed = Vec::with_capacity(plan.dispatch.len());
         for id in &plan.dispatch {
-            let from = if by_id[id.as_str()].pending { JobStatus::Pending } else { JobStatus::Queued };
+            let from = if by_id[id.as_str()].pending {
+                JobStatus::Pending
+            } else {
+                JobStatus::Queued
+            };
             let moved = sqlx::query(&format!(
                 "update jobs set status = 'dispatched', dispatched_at = $2, claim_key = $3 where id = $1 and status in ({})",
                 status_list(&JobStatus::WAITING)
@@ -329,11 +365,12 @@ impl Store {
             }
         }
         for id in &plan.hold {
-            let moved = sqlx::query("update jobs set status = 'pending', pending_at = $2 where id = $1 and status = 'queued'")
-                .bind(id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+            let moved =
+                sqlx::query("update jobs set status = 'pending', pending_at = $2 where id = $1 and status = 'queued'")
+                    .bind(id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
             if moved.rows_affected() == 1 {
                 record_transition(&mut tx, id, Some(JobStatus::Queued), JobStatus::Pending, now).await?;
             }
@@ -348,9 +385,13 @@ impl Store {
             .await?;
             let ids: Vec<String> = held.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
             for chunk in ids.chunks(200) {
-                let values: Vec<String> =
-                    (0..chunk.len()).map(|i| format!("(${}, 'queued', 'pending', $1)", i + 2)).collect();
-                let sql = format!("insert into job_transitions (job_id, from_status, to_status, at) values {}", values.join(", "));
+                let values: Vec<String> = (0..chunk.len())
+                    .map(|i| format!("(${}, 'queued', 'pending', $1)", i + 2))
+                    .collect();
+                let sql = format!(
+                    "insert into job_transitions (job_id, from_status, to_status, at) values {}",
+                    values.join(", ")
+                );
                 let mut q = sqlx::query(&sql).bind(now);
                 for id in chunk {
                     q = q.bind(id);
@@ -360,7 +401,11 @@ impl Store {
         }
         let mut out = Vec::with_capacity(claimed.len());
         for id in &claimed {
-            out.push(job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?);
+            out.push(
+                job_in(&mut tx, id)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("job", id))?,
+            );
         }
         tx.commit().await?;
         Ok(out)
@@ -370,21 +415,40 @@ impl Store {
     pub async fn advance_job(&self, id: &str, to: JobStatus) -> Result<Transition, StoreError> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let job = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = job_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("job", id))?;
         if job.status == to {
             return Ok(Transition::Already(job));
         }
         if !job.status.can_become(to) {
             return Ok(Transition::Refused(job));
         }
-        let sql = format!("update jobs set status = $3, {} = $4 where id = $1 and status = $2", timestamp_column(to));
-        let moved = sqlx::query(&sql).bind(id).bind(job.status.as_str()).bind(to.as_str()).bind(now).execute(&mut *tx).await?;
+        let sql = format!(
+            "update jobs set status = $3, {} = $4 where id = $1 and status = $2",
+            timestamp_column(to)
+        );
+        let moved = sqlx::query(&sql)
+            .bind(id)
+            .bind(job.status.as_str())
+            .bind(to.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
         if moved.rows_affected() == 0 {
-            let current = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
-            return Ok(if current.status == to { Transition::Already(current) } else { Transition::Refused(current) });
+            let current = job_in(&mut tx, id)
+                .await?
+                .ok_or_else(|| StoreError::not_found("job", id))?;
+            return Ok(if current.status == to {
+                Transition::Already(current)
+            } else {
+                Transition::Refused(current)
+            });
         }
         record_transition(&mut tx, id, Some(job.status), to, now).await?;
-        let job = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = job_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("job", id))?;
         tx.commit().await?;
         Ok(Transition::Moved(job))
     }
@@ -402,17 +466,22 @@ impl Store {
         }
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let job = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = job_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("job", id))?;
         if job.status != JobStatus::Running {
             return Ok(Completion::Refused(job));
         }
-        let moved = sqlx::query("update jobs set status = 'completed', completed_at = $2 where id = $1 and status = 'running'")
-            .bind(id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        let moved =
+            sqlx::query("update jobs set status = 'completed', completed_at = $2 where id = $1 and status = 'running'")
+                .bind(id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
         if moved.rows_affected() == 0 {
-            let job = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+            let job = job_in(&mut tx, id)
+                .await?
+                .ok_or_else(|| StoreError::not_found("job", id))?;
             return Ok(Completion::Refused(job));
         }
         record_transition(&mut tx, id, Some(JobStatus::Running), JobStatus::Completed, now).await?;
@@ -447,9 +516,18 @@ impl Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        events::append(&mut *tx, id, "run.recorded", &serde_json::json!({ "runId": run_id, "loaded": loaded })).await?;
+        events::append(
+            &mut *tx,
+            id,
+            "run.recorded",
+            &serde_json::json!({ "runId": run_id, "loaded": loaded }),
+        )
+        .await?;
         tx.commit().await?;
-        let run = self.get_run(&run_id).await?.ok_or_else(|| StoreError::not_found("run", &run_id))?;
+        let run = self
+            .get_run(&run_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("run", &run_id))?;
         Ok(Completion::Recorded(run))
     }
 
@@ -459,30 +537,47 @@ impl Store {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
         take_dispatch_lock(&mut tx).await?;
-        let job = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = job_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("job", id))?;
         if job.status == JobStatus::Failed {
             let sql = format!("select {JOB_COLUMNS} from jobs where retry_of = $1");
             let retry = sqlx::query(&sql).bind(id).fetch_optional(&mut *tx).await?;
             let retry = retry.as_ref().map(rows::job).transpose()?;
             tx.commit().await?;
-            return Ok(Failure { job, decision: None, retry });
+            return Ok(Failure {
+                job,
+                decision: None,
+                retry,
+            });
         }
         if !job.status.can_become(JobStatus::Failed) {
             tx.commit().await?;
-            return Ok(Failure { job, decision: None, retry: None });
+            return Ok(Failure {
+                job,
+                decision: None,
+                retry: None,
+            });
         }
         let reason: String = reason.chars().take(4000).collect();
-        let moved = sqlx::query("update jobs set status = 'failed', failed_at = $3, error = $4 where id = $1 and status = $2")
-            .bind(id)
-            .bind(job.status.as_str())
-            .bind(now)
-            .bind(&reason)
-            .execute(&mut *tx)
-            .await?;
+        let moved =
+            sqlx::query("update jobs set status = 'failed', failed_at = $3, error = $4 where id = $1 and status = $2")
+                .bind(id)
+                .bind(job.status.as_str())
+                .bind(now)
+                .bind(&reason)
+                .execute(&mut *tx)
+                .await?;
         if moved.rows_affected() == 0 {
-            let job = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+            let job = job_in(&mut tx, id)
+                .await?
+                .ok_or_else(|| StoreError::not_found("job", id))?;
             tx.commit().await?;
-            return Ok(Failure { job, decision: None, retry: None });
+            return Ok(Failure {
+                job,
+                decision: None,
+                retry: None,
+            });
         }
         record_transition(&mut tx, id, Some(job.status), JobStatus::Failed, now).await?;
         let paused = match &job.origin {
@@ -490,7 +585,13 @@ impl Store {
             None => false,
         };
         let decision = retry_decision(job.attempt, infrastructure, job.origin.as_ref(), paused);
-        events::append(&mut *tx, id, "job.failed", &serde_json::json!({ "reason": reason, "decision": format!("{decision:?}") })).await?;
+        events::append(
+            &mut *tx,
+            id,
+            "job.failed",
+            &serde_json::json!({ "reason": reason, "decision": format!("{decision:?}") }),
+        )
+        .await?;
         let mut retry = None;
         if let RetryDecision::Retry { attempt } = decision {
             let capabilities: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
@@ -502,7 +603,10 @@ impl Store {
                 case: job.case.clone(),
                 combination: job.combination.clone(),
                 gg_config_name: job.gg_config_name.clone(),
-                capabilities: capabilities.as_deref().map(|c| rows::json(c, "capabilities")).transpose()?,
+                capabilities: capabilities
+                    .as_deref()
+                    .map(|c| rows::json(c, "capabilities"))
+                    .transpose()?,
                 test_type: job.test_type,
                 user_id: job.user_id.clone(),
                 origin: job.origin.clone(),
@@ -513,32 +617,53 @@ impl Store {
                 retry = job_in(&mut tx, &new_id).await?;
             }
         }
-        let job = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = job_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("job", id))?;
         tx.commit().await?;
-        Ok(Failure { job, decision: Some(decision), retry })
+        Ok(Failure {
+            job,
+            decision: Some(decision),
+            retry,
+        })
     }
 
     /// The one atomic cancel transition, from any state that is not final.
     pub async fn cancel_job(&self, id: &str) -> Result<Cancel, StoreError> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let job = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = job_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("job", id))?;
         let cancelled = cancel_in(&mut tx, &job, now).await?;
-        let current = job_in(&mut tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+        let current = job_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("job", id))?;
         tx.commit().await?;
-        Ok(Cancel { cancelled, previous: job.status, job: current })
+        Ok(Cancel {
+            cancelled,
+            previous: job.status,
+            job: current,
+        })
     }
 
     /// Cancels every job in one of `statuses` (optionally of one origin); returns each cancelled
     /// job with the status it was cancelled from.
-    pub async fn cancel_jobs(&self, statuses: &[JobStatus], origin: Option<&str>) -> Result<Vec<(Job, JobStatus)>, StoreError> {
+    pub async fn cancel_jobs(
+        &self,
+        statuses: &[JobStatus],
+        origin: Option<&str>,
+    ) -> Result<Vec<(Job, JobStatus)>, StoreError> {
         let statuses: Vec<JobStatus> = statuses.iter().copied().filter(|s| !s.is_final()).collect();
         if statuses.is_empty() {
             return Ok(vec![]);
         }
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let mut sql = format!("select {JOB_COLUMNS} from jobs where status in ({})", status_list(&statuses));
+        let mut sql = format!(
+            "select {JOB_COLUMNS} from jobs where status in ({})",
+            status_list(&statuses)
+        );
         if origin.is_some() {
             sql.push_str(" and origin = $1");
         }
@@ -547,11 +672,18 @@ impl Store {
         if let Some(o) = origin {
             q = q.bind(o);
         }
-        let jobs: Vec<Job> = q.fetch_all(&mut *tx).await?.iter().map(rows::job).collect::<Result<_, _>>()?;
+        let jobs: Vec<Job> = q
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(rows::job)
+            .collect::<Result<_, _>>()?;
         let mut out = Vec::new();
         for job in jobs {
             if cancel_in(&mut tx, &job, now).await? {
-                let current = job_in(&mut tx, &job.id).await?.ok_or_else(|| StoreError::not_found("job", &job.id))?;
+                let current = job_in(&mut tx, &job.id)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("job", &job.id))?;
                 out.push((current, job.status));
             }
         }
@@ -589,18 +721,31 @@ impl Store {
     /// Everything a run needs: the job, its harness's adapter, the case version (if ingested) and
     /// the gg capability set recorded at launch.
     pub async fn job_context(&self, id: &str) -> Result<JobContext, StoreError> {
-        let job = self.get_job(id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = self
+            .get_job(id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("job", id))?;
         let adapter = self.get_harness(job.combination.harness()).await?.map(|h| h.adapter);
         let version = self.get_test_case_version(&job.case.slug, &job.case.version).await?;
-        let caps: Option<String> =
-            sqlx::query("select capabilities from jobs where id = $1").bind(id).fetch_one(self.pool()).await?.try_get("capabilities")?;
+        let caps: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
+            .bind(id)
+            .fetch_one(self.pool())
+            .await?
+            .try_get("capabilities")?;
         let capabilities = caps.as_deref().map(|c| rows::json(c, "capabilities")).transpose()?;
-        Ok(JobContext { job, adapter, version, capabilities })
+        Ok(JobContext {
+            job,
+            adapter,
+            version,
+            capabilities,
+        })
     }
 
     /// How many jobs each status holds (for dashboards and tests).
     pub async fn job_status_counts(&self) -> Result<BTreeMap<JobStatus, i64>, StoreError> {
-        let rows = sqlx::query("select status, count(*) as n from jobs group by status").fetch_all(self.pool()).await?;
+        let rows = sqlx::query("select status, count(*) as n from jobs group by status")
+            .fetch_all(self.pool())
+            .await?;
         rows.iter()
             .map(|r| Ok((rows::status(&r.try_get::<String, _>("status")?)?, r.try_get("n")?)))
             .collect()
@@ -611,11 +756,13 @@ impl Store {
     pub async fn bench_single_row_updates(&self, ids: &[String]) -> Result<u64, StoreError> {
         let mut n = 0;
         for id in ids {
-            let r = sqlx::query("update jobs set status = 'dispatched', dispatched_at = $2 where id = $1 and status = 'queued'")
-                .bind(id)
-                .bind(now_ms())
-                .execute(self.pool())
-                .await?;
+            let r = sqlx::query(
+                "update jobs set status = 'dispatched', dispatched_at = $2 where id = $1 and status = 'queued'",
+            )
+            .bind(id)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await?;
             n += r.rows_affected();
         }
         Ok(n)
@@ -638,10 +785,22 @@ async fn cancel_in(tx: &mut Transaction<'_, Any>, job: &Job, now: i64) -> Result
             .await?;
         if moved.rows_affected() == 1 {
             record_transition(tx, &job.id, Some(current), JobStatus::Canceled, now).await?;
-            events::append(&mut **tx, &job.id, "job.canceled", &serde_json::json!({ "from": current.as_str() })).await?;
+            events::append(
+                &mut **tx,
+                &job.id,
+                "job.canceled",
+                &serde_json::json!({ "from": current.as_str() }),
+            )
+            .await?;
             return Ok(true);
         }
-        current = job_in(tx, &job.id).await?.ok_or_else(|| StoreError::not_found("job", &job.id))?.status;
+        current = job_in(tx, &job.id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("job", &job.id))?
+            .status;
     }
-    Err(StoreError::Conflict(format!("job {} kept changing status while being cancelled", job.id)))
+    Err(StoreError::Conflict(format!(
+        "job {} kept changing status while being cancelled",
+        job.id
+    )))
 }

@@ -12,9 +12,9 @@ pub mod jobs;
 mod migrate;
 pub mod plans;
 mod rows;
+pub mod runs;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod runs;
 
 use belay_domain::ValidationError;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -146,7 +146,9 @@ impl Store {
     pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
         let mut tx = self.pool.begin().await?;
         if self.backend == Backend::Sqlite {
-            sqlx::query("update dispatcher_lock set claims = claims where id = 1").execute(&mut *tx).await?;
+            sqlx::query("update dispatcher_lock set claims = claims where id = 1")
+                .execute(&mut *tx)
+                .await?;
         }
         Ok(tx)
     }
@@ -175,7 +177,10 @@ impl Store {
 
 /// Milliseconds since the epoch, UTC.
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// A fresh random id body: 32 lowercase hex digits.

@@ -50,7 +50,11 @@ pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        tracing::info!(migration.version = m.version, migration.name = m.name, "applied migration");
+        tracing::info!(
+            migration.version = m.version,
+            migration.name = m.name,
+            "applied migration"
+        );
         applied += 1;
     }
     Ok(applied)

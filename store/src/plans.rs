@@ -9,9 +9,17 @@ use sqlx::{Any, Executor, Row};
 /// An origin whose plan or ladder no longer exists is not paused.
 pub async fn origin_paused<'e>(exec: impl Executor<'e, Database = Any>, origin: &Origin) -> Result<bool, StoreError> {
     let row = match origin {
-        Origin::Plan(id) => sqlx::query("select paused as held from coverage_plans where id = $1").bind(id).fetch_optional(exec).await?,
+        Origin::Plan(id) => {
+            sqlx::query("select paused as held from coverage_plans where id = $1")
+                .bind(id)
+                .fetch_optional(exec)
+                .await?
+        }
         Origin::Ladder(id) => {
-            sqlx::query("select 1 - enabled as held from ladders where id = $1").bind(id).fetch_optional(exec).await?
+            sqlx::query("select 1 - enabled as held from ladders where id = $1")
+                .bind(id)
+                .fetch_optional(exec)
+                .await?
         }
     };
     Ok(match row {

@@ -74,7 +74,11 @@ pub(crate) fn job(row: &AnyRow) -> Result<Job, StoreError> {
         cell_key: row.try_get("cell_key")?,
         test_type: tt.as_deref().map(test_type).transpose()?,
         user_id: row.try_get("user_id")?,
-        origin: origin.as_deref().map(Origin::parse).transpose().map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        origin: origin
+            .as_deref()
+            .map(Origin::parse)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
         attempt: row.try_get("attempt")?,
         retry_of: row.try_get("retry_of")?,
         error: row.try_get("error")?,
@@ -108,5 +112,9 @@ pub(crate) fn timestamp_column(s: JobStatus) -> &'static str {
 
 /// `'a', 'b'` for an `in (…)` list of statuses (fixed strings, never user input).
 pub(crate) fn status_list(statuses: &[JobStatus]) -> String {
-    statuses.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(", ")
+    statuses
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

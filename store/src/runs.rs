@@ -26,8 +26,14 @@ fn review_row(r: &AnyRow) -> Result<Review, StoreError> {
     Ok(Review {
         run_id: r.try_get("run_id")?,
         account_id: r.try_get("account_id")?,
-        ratings: ratings.as_deref().map(|t| json::<BTreeMap<String, Rating>>(t, "ratings")).transpose()?,
-        category: category.as_deref().map(|t| json::<JamCategory>(t, "category")).transpose()?,
+        ratings: ratings
+            .as_deref()
+            .map(|t| json::<BTreeMap<String, Rating>>(t, "ratings"))
+            .transpose()?,
+        category: category
+            .as_deref()
+            .map(|t| json::<JamCategory>(t, "category"))
+            .transpose()?,
         note: r.try_get("note")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
@@ -112,8 +118,16 @@ impl Store {
 
     /// Submits (or replaces) `account_id`'s review of a run. The input must already have been
     /// checked against the run's test type.
-    pub async fn submit_review(&self, run_id: &str, account_id: &str, input: &ReviewInput) -> Result<Review, StoreError> {
-        let run = self.get_run(run_id).await?.ok_or_else(|| StoreError::not_found("run", run_id))?;
+    pub async fn submit_review(
+        &self,
+        run_id: &str,
+        account_id: &str,
+        input: &ReviewInput,
+    ) -> Result<Review, StoreError> {
+        let run = self
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("run", run_id))?;
         input.validate_for(run.test_type)?;
         let now = now_ms();
         let worst = input.ratings.as_ref().and_then(belay_domain::review::worst_domain);
@@ -133,7 +147,13 @@ impl Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        events::append(&mut *tx, run_id, "review.submitted", &serde_json::json!({ "accountId": account_id })).await?;
+        events::append(
+            &mut *tx,
+            run_id,
+            "review.submitted",
+            &serde_json::json!({ "accountId": account_id }),
+        )
+        .await?;
         let row = sqlx::query(
             "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 and account_id = $2",
         )

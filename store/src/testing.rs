@@ -27,13 +27,22 @@ pub async fn fresh(backend: Backend) -> TestDb {
             let url = format!("sqlite:{}", dir.path().join("belay.db").display());
             let store = Store::connect(&url).await.expect("connect sqlite");
             store.migrate().await.expect("migrate sqlite");
-            TestDb { store, url, _dir: Some(dir) }
+            TestDb {
+                store,
+                url,
+                _dir: Some(dir),
+            }
         }
         Backend::Postgres => {
             let admin_url = postgres_admin_url();
             let name = format!("belay_t_{}", crate::new_id_body());
-            let admin = Store::connect_with(&admin_url, 1).await.expect("connect postgres admin");
-            sqlx::query(&format!("create database {name}")).execute(admin.pool()).await.expect("create database");
+            let admin = Store::connect_with(&admin_url, 1)
+                .await
+                .expect("connect postgres admin");
+            sqlx::query(&format!("create database {name}"))
+                .execute(admin.pool())
+                .await
+                .expect("create database");
             admin.close().await;
             let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url);
             let url = format!("{base}/{name}");

@@ -30,11 +30,20 @@ macro_rules! on_both {
 }
 
 fn pin(slug: &str) -> CasePin {
-    CasePin { slug: slug.into(), version: "1.0.0".into(), variant: "default".into(), engine: "none".into() }
+    CasePin {
+        slug: slug.into(),
+        version: "1.0.0".into(),
+        variant: "default".into(),
+        engine: "none".into(),
+    }
 }
 
 fn harness_combo(h: &str, model: &str) -> Combination {
-    Combination::Harness { harness: h.into(), model: model.into(), provider: None }
+    Combination::Harness {
+        harness: h.into(),
+        model: model.into(),
+        provider: None,
+    }
 }
 
 fn new_job(h: &str) -> NewJob {
@@ -56,214 +65,346 @@ async fn add_harness(s: &Store, name: &str, cap: i64) {
         name: name.into(),
         provider_routed: false,
         max_parallelism: cap,
-        adapter: AdapterSpec::Script { script: "true".into(), timeout_seconds: 10 },
+        adapter: AdapterSpec::Script {
+            script: "true".into(),
+            timeout_seconds: 10,
+        },
     })
     .await
     .unwrap();
 }
 
 async fn run_to_completion(s: &Store, id: &str) -> belay_domain::run::Run {
-    assert!(matches!(s.advance_job(id, JobStatus::Starting).await.unwrap(), Transition::Moved(_)));
-    assert!(matches!(s.advance_job(id, JobStatus::Running).await.unwrap(), Transition::Moved(_)));
+    assert!(matches!(
+        s.advance_job(id, JobStatus::Starting).await.unwrap(),
+        Transition::Moved(_)
+    ));
+    assert!(matches!(
+        s.advance_job(id, JobStatus::Running).await.unwrap(),
+        Transition::Moved(_)
+    ));
     match s.complete_job(id, true, &[]).await.unwrap() {
         Completion::Recorded(r) => r,
         other => panic!("not recorded: {other:?}"),
     }
 }
 
-on_both!(a_token_authenticates_its_account_and_a_wrong_one_does_not, |s: Store| async move {
-    let (acct, token) = s.create_account("alice").await.unwrap();
-    assert!(token.starts_with("bly_"));
-    assert_eq!(s.authenticate(&token).await.unwrap().unwrap().id, acct.id);
-    assert!(s.authenticate("bly_nope").await.unwrap().is_none());
-    assert!(s.authenticate(&token.replace("bly_", "xx_")).await.unwrap().is_none());
-    let second = s.create_token(&acct.id).await.unwrap();
-    assert_eq!(s.authenticate(&second).await.unwrap().unwrap().id, acct.id);
-    assert!(matches!(s.create_token("acct_missing").await, Err(StoreError::NotFound { .. })));
-    assert!(s.events(0, Some(&acct.id), 10).await.unwrap().iter().any(|e| e.kind == "account.created"));
-});
+on_both!(
+    a_token_authenticates_its_account_and_a_wrong_one_does_not,
+    |s: Store| async move {
+        let (acct, token) = s.create_account("alice").await.unwrap();
+        assert!(token.starts_with("bly_"));
+        assert_eq!(s.authenticate(&token).await.unwrap().unwrap().id, acct.id);
+        assert!(s.authenticate("bly_nope").await.unwrap().is_none());
+        assert!(s.authenticate(&token.replace("bly_", "xx_")).await.unwrap().is_none());
+        let second = s.create_token(&acct.id).await.unwrap();
+        assert_eq!(s.authenticate(&second).await.unwrap().unwrap().id, acct.id);
+        assert!(matches!(
+            s.create_token("acct_missing").await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(
+            s.events(0, Some(&acct.id), 10)
+                .await
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == "account.created")
+        );
+    }
+);
 
 on_both!(migrating_twice_applies_nothing_the_second_time, |s: Store| async move {
     assert_eq!(s.migrate().await.unwrap(), 0);
 });
 
-on_both!(a_version_is_ingested_once_and_frozen_once_it_has_runs, |s: Store| async move {
-    let mut input = TestCaseVersionInput {
-        slug: "snake".into(),
-        version: "1.0.0".into(),
-        test_type: TestType::Standard,
-        variants: vec!["default".into()],
-        engines: vec!["godot".into()],
-        title: Some("Snake".into()),
-    };
-    let v = s.ingest_test_case_version(&input).await.unwrap();
-    assert!(!v.frozen);
-    assert!(matches!(s.ingest_test_case_version(&input).await, Err(StoreError::Conflict(_))));
-    input.version = "1.10.0".into();
-    s.ingest_test_case_version(&input).await.unwrap();
-    input.version = "1.9.0".into();
-    s.ingest_test_case_version(&input).await.unwrap();
-    let case = s.get_test_case("snake").await.unwrap().unwrap();
-    assert_eq!(case.latest_version.as_deref(), Some("1.10.0"));
-    assert_eq!(case.versions.len(), 3);
-    assert_eq!(s.list_test_cases().await.unwrap().len(), 1);
+on_both!(
+    a_version_is_ingested_once_and_frozen_once_it_has_runs,
+    |s: Store| async move {
+        let mut input = TestCaseVersionInput {
+            slug: "snake".into(),
+            version: "1.0.0".into(),
+            test_type: TestType::Standard,
+            variants: vec!["default".into()],
+            engines: vec!["godot".into()],
+            title: Some("Snake".into()),
+        };
+        let v = s.ingest_test_case_version(&input).await.unwrap();
+        assert!(!v.frozen);
+        assert!(matches!(
+            s.ingest_test_case_version(&input).await,
+            Err(StoreError::Conflict(_))
+        ));
+        input.version = "1.10.0".into();
+        s.ingest_test_case_version(&input).await.unwrap();
+        input.version = "1.9.0".into();
+        s.ingest_test_case_version(&input).await.unwrap();
+        let case = s.get_test_case("snake").await.unwrap().unwrap();
+        assert_eq!(case.latest_version.as_deref(), Some("1.10.0"));
+        assert_eq!(case.versions.len(), 3);
+        assert_eq!(s.list_test_cases().await.unwrap().len(), 1);
 
-    let update = TestCaseVersionUpdate {
-        test_type: TestType::GameJam,
-        variants: vec!["default".into(), "hard".into()],
-        engines: vec![],
-        title: None,
-    };
-    let v = s.update_test_case_version("snake", "1.0.0", &update).await.unwrap();
-    assert_eq!(v.test_type, TestType::GameJam);
-    assert_eq!(v.variants.len(), 2);
-    assert!(matches!(s.update_test_case_version("snake", "9.9.9", &update).await, Err(StoreError::NotFound { .. })));
+        let update = TestCaseVersionUpdate {
+            test_type: TestType::GameJam,
+            variants: vec!["default".into(), "hard".into()],
+            engines: vec![],
+            title: None,
+        };
+        let v = s.update_test_case_version("snake", "1.0.0", &update).await.unwrap();
+        assert_eq!(v.test_type, TestType::GameJam);
+        assert_eq!(v.variants.len(), 2);
+        assert!(matches!(
+            s.update_test_case_version("snake", "9.9.9", &update).await,
+            Err(StoreError::NotFound { .. })
+        ));
 
-    add_harness(&s, "cc", 1).await;
-    let job = s.enqueue(new_job("cc")).await.unwrap();
-    assert_eq!(s.claim("k1").await.unwrap().len(), 1);
-    run_to_completion(&s, &job.id).await;
-    assert!(s.get_test_case_version("snake", "1.0.0").await.unwrap().unwrap().frozen);
-    assert!(matches!(s.update_test_case_version("snake", "1.0.0", &update).await, Err(StoreError::Conflict(_))));
-});
-
-on_both!(harnesses_and_models_round_trip_and_refuse_duplicates, |s: Store| async move {
-    add_harness(&s, "cc", 2).await;
-    let dup = s
-        .create_harness(&HarnessInput {
-            name: "cc".into(),
-            provider_routed: true,
-            max_parallelism: 1,
-            adapter: AdapterSpec::Command { argv: vec!["x".into()], timeout_seconds: 5 },
-        })
-        .await;
-    assert!(matches!(dup, Err(StoreError::Conflict(_))));
-    let h = s
-        .update_harness("cc", &belay_domain::catalogue::HarnessUpdate { provider_routed: None, max_parallelism: Some(7), adapter: None })
-        .await
-        .unwrap();
-    assert_eq!(h.max_parallelism, 7);
-    assert_eq!(s.list_harnesses().await.unwrap().len(), 1);
-
-    let m = s
-        .create_model(&ModelInput {
-            id: "claude-x".into(),
-            context_window: Some(200_000),
-            list_price: Some(ListPrice { input_per_mtok_usd: 3.0, output_per_mtok_usd: 15.0 }),
-        })
-        .await
-        .unwrap();
-    assert_eq!(m.list_price.unwrap().output_per_mtok_usd, 15.0);
-    s.create_model(&ModelInput { id: "mystery".into(), context_window: None, list_price: None }).await.unwrap();
-    let facts = s.model_facts(&["claude-x", "mystery", "absent"]).await.unwrap();
-    assert!(facts["claude-x"].list_price.is_some());
-    assert!(facts["mystery"].list_price.is_none() && facts["mystery"].context_window.is_none());
-    assert!(!facts.contains_key("absent"));
-    let m = s
-        .update_model("claude-x", &belay_domain::catalogue::ModelUpdate { context_window: Some(1000), list_price: None })
-        .await
-        .unwrap();
-    assert_eq!((m.context_window, m.list_price), (Some(1000), None));
-});
-
-on_both!(only_the_owner_reads_or_changes_a_gg_configuration, |s: Store| async move {
-    let (alice, _) = s.create_account("alice").await.unwrap();
-    let (bob, _) = s.create_account("bob").await.unwrap();
-    let input = GgConfigInput {
-        name: "study".into(),
-        launch_slots: vec!["root".into(), "reviewer".into()],
-        capabilities: serde_json::json!({"tools": ["bash"]}),
-    };
-    let cfg = s.create_gg_config(&alice.id, &input).await.unwrap();
-    let twin = s.create_gg_config(&alice.id, &input).await.unwrap();
-    assert_ne!(cfg.id, twin.id, "two configurations may share a name");
-    assert!(s.get_gg_config(&bob.id, &cfg.id).await.unwrap().is_none());
-    let rename = GgConfigUpdate { name: Some("renamed".into()), launch_slots: None, capabilities: None };
-    assert!(matches!(s.update_gg_config(&bob.id, &cfg.id, &rename).await, Err(StoreError::NotFound { .. })));
-    let renamed = s.update_gg_config(&alice.id, &cfg.id, &rename).await.unwrap();
-    assert_eq!(renamed.name, "renamed");
-    assert_eq!(renamed.launch_slots, vec!["root", "reviewer"]);
-    assert_eq!(s.list_gg_configs(&alice.id).await.unwrap().len(), 2);
-    assert!(s.list_gg_configs(&bob.id).await.unwrap().is_empty());
-});
-
-on_both!(enqueue_takes_ascending_queue_seqs_in_batch_order, |s: Store| async move {
-    let jobs = s.enqueue_batch(vec![new_job("a"), new_job("b"), new_job("c")]).await.unwrap();
-    assert!(jobs.windows(2).all(|w| w[0].queue_seq < w[1].queue_seq));
-    assert_eq!(jobs[1].combination.harness(), "b");
-    assert!(jobs.iter().all(|j| j.status == JobStatus::Queued && j.timestamps.queued_at.is_some()));
-    let listed = s.list_jobs(&belay_store::jobs::JobFilter { limit: 10, ..Default::default() }).await.unwrap();
-    assert_eq!(listed.iter().map(|j| &j.id).collect::<Vec<_>>(), jobs.iter().map(|j| &j.id).collect::<Vec<_>>());
-});
-
-on_both!(a_claim_dispatches_in_queue_order_under_each_cap_and_holds_the_rest, |s: Store| async move {
-    add_harness(&s, "a", 1).await;
-    add_harness(&s, "b", 2).await;
-    let jobs = s.enqueue_batch(["a", "a", "b", "a", "b", "b"].iter().map(|h| new_job(h)).collect()).await.unwrap();
-    let claimed = s.claim("c1").await.unwrap();
-    let ids: Vec<&str> = claimed.iter().map(|j| j.id.as_str()).collect();
-    assert_eq!(ids, vec![jobs[0].id.as_str(), jobs[2].id.as_str(), jobs[4].id.as_str()]);
-    for (i, j) in jobs.iter().enumerate() {
-        let now = s.get_job(&j.id).await.unwrap().unwrap();
-        let want = if [0, 2, 4].contains(&i) { JobStatus::Dispatched } else { JobStatus::Pending };
-        assert_eq!(now.status, want, "job {i}");
+        add_harness(&s, "cc", 1).await;
+        let job = s.enqueue(new_job("cc")).await.unwrap();
+        assert_eq!(s.claim("k1").await.unwrap().len(), 1);
+        run_to_completion(&s, &job.id).await;
+        assert!(s.get_test_case_version("snake", "1.0.0").await.unwrap().unwrap().frozen);
+        assert!(matches!(
+            s.update_test_case_version("snake", "1.0.0", &update).await,
+            Err(StoreError::Conflict(_))
+        ));
     }
-    // The same key again is the same claim: nothing more is dispatched.
-    let again = s.claim("c1").await.unwrap();
-    assert_eq!(again.iter().map(|j| &j.id).collect::<Vec<_>>(), claimed.iter().map(|j| &j.id).collect::<Vec<_>>());
-    assert!(s.claim("c2").await.unwrap().is_empty());
-    // Finishing a's job frees its slot for the next a job, which was pending.
-    run_to_completion(&s, &jobs[0].id).await;
-    let next = s.claim("c3").await.unwrap();
-    assert_eq!(next.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), vec![jobs[1].id.as_str()]);
-});
+);
 
-on_both!(a_game_jam_job_waits_while_its_model_has_a_jam_run_in_flight, |s: Store| async move {
-    add_harness(&s, "a", 5).await;
-    let mut jam = new_job("a");
-    jam.test_type = Some(TestType::GameJam);
-    let jobs = s.enqueue_batch(vec![jam.clone(), jam.clone(), new_job("a")]).await.unwrap();
-    let claimed = s.claim("k").await.unwrap();
-    assert_eq!(claimed.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), vec![jobs[0].id.as_str(), jobs[2].id.as_str()]);
-    assert_eq!(s.get_job(&jobs[1].id).await.unwrap().unwrap().status, JobStatus::Pending);
-    run_to_completion(&s, &jobs[0].id).await;
-    assert_eq!(s.claim("k2").await.unwrap()[0].id, jobs[1].id);
-});
+on_both!(
+    harnesses_and_models_round_trip_and_refuse_duplicates,
+    |s: Store| async move {
+        add_harness(&s, "cc", 2).await;
+        let dup = s
+            .create_harness(&HarnessInput {
+                name: "cc".into(),
+                provider_routed: true,
+                max_parallelism: 1,
+                adapter: AdapterSpec::Command {
+                    argv: vec!["x".into()],
+                    timeout_seconds: 5,
+                },
+            })
+            .await;
+        assert!(matches!(dup, Err(StoreError::Conflict(_))));
+        let h = s
+            .update_harness(
+                "cc",
+                &belay_domain::catalogue::HarnessUpdate {
+                    provider_routed: None,
+                    max_parallelism: Some(7),
+                    adapter: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(h.max_parallelism, 7);
+        assert_eq!(s.list_harnesses().await.unwrap().len(), 1);
 
-on_both!(a_deep_queue_of_held_jam_jobs_does_not_hide_later_work, |s: Store| async move {
-    add_harness(&s, "a", 40).await;
-    let mut jam = new_job("a");
-    jam.test_type = Some(TestType::GameJam);
-    let mut batch = vec![jam.clone(); 60];
-    batch.push(new_job("a"));
-    let jobs = s.enqueue_batch(batch).await.unwrap();
-    let claimed = s.claim("k").await.unwrap();
-    let ids: BTreeSet<&str> = claimed.iter().map(|j| j.id.as_str()).collect();
-    assert_eq!(ids, BTreeSet::from([jobs[0].id.as_str(), jobs[60].id.as_str()]));
-});
+        let m = s
+            .create_model(&ModelInput {
+                id: "claude-x".into(),
+                context_window: Some(200_000),
+                list_price: Some(ListPrice {
+                    input_per_mtok_usd: 3.0,
+                    output_per_mtok_usd: 15.0,
+                }),
+            })
+            .await
+            .unwrap();
+        assert_eq!(m.list_price.unwrap().output_per_mtok_usd, 15.0);
+        s.create_model(&ModelInput {
+            id: "mystery".into(),
+            context_window: None,
+            list_price: None,
+        })
+        .await
+        .unwrap();
+        let facts = s.model_facts(&["claude-x", "mystery", "absent"]).await.unwrap();
+        assert!(facts["claude-x"].list_price.is_some());
+        assert!(facts["mystery"].list_price.is_none() && facts["mystery"].context_window.is_none());
+        assert!(!facts.contains_key("absent"));
+        let m = s
+            .update_model(
+                "claude-x",
+                &belay_domain::catalogue::ModelUpdate {
+                    context_window: Some(1000),
+                    list_price: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!((m.context_window, m.list_price), (Some(1000), None));
+    }
+);
 
-on_both!(a_retry_keeps_the_launcher_and_origin_and_is_enqueued_once, |s: Store| async move {
-    add_harness(&s, "a", 1).await;
-    let (alice, _) = s.create_account("alice").await.unwrap();
-    let mut j = new_job("a");
-    j.user_id = Some(alice.id.clone());
-    j.origin = Some(Origin::Plan("p1".into()));
-    let job = s.enqueue(j).await.unwrap();
-    s.claim("k").await.unwrap();
-    s.advance_job(&job.id, JobStatus::Starting).await.unwrap();
-    let f = s.fail_job(&job.id, "node evicted", true).await.unwrap();
-    assert_eq!(f.decision, Some(RetryDecision::Retry { attempt: 2 }));
-    let retry = f.retry.unwrap();
-    assert_eq!(retry.user_id.as_deref(), Some(alice.id.as_str()));
-    assert_eq!(retry.origin, Some(Origin::Plan("p1".into())));
-    assert_eq!(retry.attempt, 2);
-    assert_eq!(retry.retry_of.as_deref(), Some(job.id.as_str()));
-    assert_eq!(retry.cell_key, job.cell_key);
-    // A retried activity records the failure again: same retry, no second job.
-    let again = s.fail_job(&job.id, "node evicted", true).await.unwrap();
-    assert_eq!(again.retry.unwrap().id, retry.id);
-    assert_eq!(s.list_jobs(&belay_store::jobs::JobFilter { limit: 100, ..Default::default() }).await.unwrap().len(), 2);
-});
+on_both!(
+    only_the_owner_reads_or_changes_a_gg_configuration,
+    |s: Store| async move {
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let input = GgConfigInput {
+            name: "study".into(),
+            launch_slots: vec!["root".into(), "reviewer".into()],
+            capabilities: serde_json::json!({"tools": ["bash"]}),
+        };
+        let cfg = s.create_gg_config(&alice.id, &input).await.unwrap();
+        let twin = s.create_gg_config(&alice.id, &input).await.unwrap();
+        assert_ne!(cfg.id, twin.id, "two configurations may share a name");
+        assert!(s.get_gg_config(&bob.id, &cfg.id).await.unwrap().is_none());
+        let rename = GgConfigUpdate {
+            name: Some("renamed".into()),
+            launch_slots: None,
+            capabilities: None,
+        };
+        assert!(matches!(
+            s.update_gg_config(&bob.id, &cfg.id, &rename).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        let renamed = s.update_gg_config(&alice.id, &cfg.id, &rename).await.unwrap();
+        assert_eq!(renamed.name, "renamed");
+        assert_eq!(renamed.launch_slots, vec!["root", "reviewer"]);
+        assert_eq!(s.list_gg_configs(&alice.id).await.unwrap().len(), 2);
+        assert!(s.list_gg_configs(&bob.id).await.unwrap().is_empty());
+    }
+);
+
+on_both!(
+    enqueue_takes_ascending_queue_seqs_in_batch_order,
+    |s: Store| async move {
+        let jobs = s
+            .enqueue_batch(vec![new_job("a"), new_job("b"), new_job("c")])
+            .await
+            .unwrap();
+        assert!(jobs.windows(2).all(|w| w[0].queue_seq < w[1].queue_seq));
+        assert_eq!(jobs[1].combination.harness(), "b");
+        assert!(
+            jobs.iter()
+                .all(|j| j.status == JobStatus::Queued && j.timestamps.queued_at.is_some())
+        );
+        let listed = s
+            .list_jobs(&belay_store::jobs::JobFilter {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            listed.iter().map(|j| &j.id).collect::<Vec<_>>(),
+            jobs.iter().map(|j| &j.id).collect::<Vec<_>>()
+        );
+    }
+);
+
+on_both!(
+    a_claim_dispatches_in_queue_order_under_each_cap_and_holds_the_rest,
+    |s: Store| async move {
+        add_harness(&s, "a", 1).await;
+        add_harness(&s, "b", 2).await;
+        let jobs = s
+            .enqueue_batch(["a", "a", "b", "a", "b", "b"].iter().map(|h| new_job(h)).collect())
+            .await
+            .unwrap();
+        let claimed = s.claim("c1").await.unwrap();
+        let ids: Vec<&str> = claimed.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(ids, vec![jobs[0].id.as_str(), jobs[2].id.as_str(), jobs[4].id.as_str()]);
+        for (i, j) in jobs.iter().enumerate() {
+            let now = s.get_job(&j.id).await.unwrap().unwrap();
+            let want = if [0, 2, 4].contains(&i) {
+                JobStatus::Dispatched
+            } else {
+                JobStatus::Pending
+            };
+            assert_eq!(now.status, want, "job {i}");
+        }
+        // The same key again is the same claim: nothing more is dispatched.
+        let again = s.claim("c1").await.unwrap();
+        assert_eq!(
+            again.iter().map(|j| &j.id).collect::<Vec<_>>(),
+            claimed.iter().map(|j| &j.id).collect::<Vec<_>>()
+        );
+        assert!(s.claim("c2").await.unwrap().is_empty());
+        // Finishing a's job frees its slot for the next a job, which was pending.
+        run_to_completion(&s, &jobs[0].id).await;
+        let next = s.claim("c3").await.unwrap();
+        assert_eq!(
+            next.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+            vec![jobs[1].id.as_str()]
+        );
+    }
+);
+
+on_both!(
+    a_game_jam_job_waits_while_its_model_has_a_jam_run_in_flight,
+    |s: Store| async move {
+        add_harness(&s, "a", 5).await;
+        let mut jam = new_job("a");
+        jam.test_type = Some(TestType::GameJam);
+        let jobs = s
+            .enqueue_batch(vec![jam.clone(), jam.clone(), new_job("a")])
+            .await
+            .unwrap();
+        let claimed = s.claim("k").await.unwrap();
+        assert_eq!(
+            claimed.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+            vec![jobs[0].id.as_str(), jobs[2].id.as_str()]
+        );
+        assert_eq!(
+            s.get_job(&jobs[1].id).await.unwrap().unwrap().status,
+            JobStatus::Pending
+        );
+        run_to_completion(&s, &jobs[0].id).await;
+        assert_eq!(s.claim("k2").await.unwrap()[0].id, jobs[1].id);
+    }
+);
+
+on_both!(
+    a_deep_queue_of_held_jam_jobs_does_not_hide_later_work,
+    |s: Store| async move {
+        add_harness(&s, "a", 40).await;
+        let mut jam = new_job("a");
+        jam.test_type = Some(TestType::GameJam);
+        let mut batch = vec![jam.clone(); 60];
+        batch.push(new_job("a"));
+        let jobs = s.enqueue_batch(batch).await.unwrap();
+        let claimed = s.claim("k").await.unwrap();
+        let ids: BTreeSet<&str> = claimed.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(ids, BTreeSet::from([jobs[0].id.as_str(), jobs[60].id.as_str()]));
+    }
+);
+
+on_both!(
+    a_retry_keeps_the_launcher_and_origin_and_is_enqueued_once,
+    |s: Store| async move {
+        add_harness(&s, "a", 1).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let mut j = new_job("a");
+        j.user_id = Some(alice.id.clone());
+        j.origin = Some(Origin::Plan("p1".into()));
+        let job = s.enqueue(j).await.unwrap();
+        s.claim("k").await.unwrap();
+        s.advance_job(&job.id, JobStatus::Starting).await.unwrap();
+        let f = s.fail_job(&job.id, "node evicted", true).await.unwrap();
+        assert_eq!(f.decision, Some(RetryDecision::Retry { attempt: 2 }));
+        let retry = f.retry.unwrap();
+        assert_eq!(retry.user_id.as_deref(), Some(alice.id.as_str()));
+        assert_eq!(retry.origin, Some(Origin::Plan("p1".into())));
+        assert_eq!(retry.attempt, 2);
+        assert_eq!(retry.retry_of.as_deref(), Some(job.id.as_str()));
+        assert_eq!(retry.cell_key, job.cell_key);
+        // A retried activity records the failure again: same retry, no second job.
+        let again = s.fail_job(&job.id, "node evicted", true).await.unwrap();
+        assert_eq!(again.retry.unwrap().id, retry.id);
+        assert_eq!(
+            s.list_jobs(&belay_store::jobs::JobFilter {
+                limit: 100,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .len(),
+            2
+        );
+    }
+);
 
 on_both!(a_retry_is_withheld_while_its_plan_is_paused, |s: Store| async move {
     add_harness(&s, "a", 1).await;
@@ -284,108 +425,168 @@ on_both!(a_retry_is_withheld_while_its_plan_is_paused, |s: Store| async move {
 
 on_both!(cancel_moves_any_unfinished_job_once, |s: Store| async move {
     add_harness(&s, "a", 1).await;
-    let jobs = s.enqueue_batch(vec![new_job("a"), new_job("a"), new_job("a")]).await.unwrap();
+    let jobs = s
+        .enqueue_batch(vec![new_job("a"), new_job("a"), new_job("a")])
+        .await
+        .unwrap();
     let c = s.cancel_job(&jobs[2].id).await.unwrap();
     assert!(c.cancelled);
     assert_eq!(c.previous, JobStatus::Queued);
     assert!(!s.cancel_job(&jobs[2].id).await.unwrap().cancelled);
     s.claim("k").await.unwrap();
-    let bulk = s.cancel_jobs(&[JobStatus::Queued, JobStatus::Pending], None).await.unwrap();
+    let bulk = s
+        .cancel_jobs(&[JobStatus::Queued, JobStatus::Pending], None)
+        .await
+        .unwrap();
     assert_eq!(bulk.len(), 1);
     assert_eq!(bulk[0].0.id, jobs[1].id);
     let all = s.cancel_jobs(&JobStatus::IN_FLIGHT, None).await.unwrap();
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].1, JobStatus::Dispatched);
     // A cancelled job can no longer start or complete.
-    assert!(matches!(s.advance_job(&jobs[0].id, JobStatus::Starting).await.unwrap(), Transition::Refused(_)));
-    assert!(matches!(s.complete_job(&jobs[0].id, true, &[]).await.unwrap(), Completion::Refused(_)));
+    assert!(matches!(
+        s.advance_job(&jobs[0].id, JobStatus::Starting).await.unwrap(),
+        Transition::Refused(_)
+    ));
+    assert!(matches!(
+        s.complete_job(&jobs[0].id, true, &[]).await.unwrap(),
+        Completion::Refused(_)
+    ));
 });
 
-on_both!(cancel_racing_claims_leaves_exactly_one_final_state, |s: Store| async move {
-    add_harness(&s, "a", 50).await;
-    let jobs = s.enqueue_batch((0..40).map(|_| new_job("a")).collect()).await.unwrap();
-    let claimer = {
-        let s = s.clone();
-        tokio::spawn(async move {
-            let mut got = Vec::new();
-            for i in 0..10 {
-                got.extend(s.claim(&format!("race-{i}")).await.unwrap().into_iter().map(|j| j.id));
-            }
-            got
-        })
-    };
-    let canceller = {
-        let s = s.clone();
-        let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
-        tokio::spawn(async move {
-            let mut n = 0;
-            for id in ids.iter().rev() {
-                if s.cancel_job(id).await.unwrap().cancelled {
-                    n += 1;
-                }
-            }
-            n
-        })
-    };
-    let dispatched = claimer.await.unwrap();
-    let cancelled = canceller.await.unwrap();
-    assert_eq!(cancelled, 40, "every job was unfinished when its cancel ran");
-    assert_eq!(dispatched.len(), dispatched.iter().collect::<BTreeSet<_>>().len(), "no job dispatched twice");
-    for j in &jobs {
-        let ts = s.transitions(0, 10_000).await.unwrap();
-        let finals: Vec<_> = ts.iter().filter(|t| t.job_id == j.id && t.to.is_final()).collect();
-        assert_eq!(finals.len(), 1, "job {} has one final transition", j.id);
-        assert_eq!(s.get_job(&j.id).await.unwrap().unwrap().status, JobStatus::Canceled);
-    }
-});
-
-on_both!(concurrent_claims_never_dispatch_a_job_twice_or_exceed_a_cap, |s: Store| async move {
-    add_harness(&s, "a", 3).await;
-    add_harness(&s, "b", 5).await;
-    s.enqueue_batch((0..30).map(|i| new_job(if i % 3 == 0 { "a" } else { "b" })).collect()).await.unwrap();
-    let tasks: Vec<_> = (0..4)
-        .map(|t| {
+on_both!(
+    cancel_racing_claims_leaves_exactly_one_final_state,
+    |s: Store| async move {
+        add_harness(&s, "a", 50).await;
+        let jobs = s.enqueue_batch((0..40).map(|_| new_job("a")).collect()).await.unwrap();
+        let claimer = {
             let s = s.clone();
             tokio::spawn(async move {
                 let mut got = Vec::new();
-                for i in 0..5 {
-                    got.extend(s.claim(&format!("t{t}-{i}")).await.unwrap().into_iter().map(|j| (j.id, j.combination.harness().to_string())));
+                for i in 0..10 {
+                    got.extend(s.claim(&format!("race-{i}")).await.unwrap().into_iter().map(|j| j.id));
                 }
                 got
             })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
+        };
+        let canceller = {
+            let s = s.clone();
+            let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+            tokio::spawn(async move {
+                let mut n = 0;
+                for id in ids.iter().rev() {
+                    if s.cancel_job(id).await.unwrap().cancelled {
+                        n += 1;
+                    }
+                }
+                n
+            })
+        };
+        let dispatched = claimer.await.unwrap();
+        let cancelled = canceller.await.unwrap();
+        assert_eq!(cancelled, 40, "every job was unfinished when its cancel ran");
+        assert_eq!(
+            dispatched.len(),
+            dispatched.iter().collect::<BTreeSet<_>>().len(),
+            "no job dispatched twice"
+        );
+        for j in &jobs {
+            let ts = s.transitions(0, 10_000).await.unwrap();
+            let finals: Vec<_> = ts.iter().filter(|t| t.job_id == j.id && t.to.is_final()).collect();
+            assert_eq!(finals.len(), 1, "job {} has one final transition", j.id);
+            assert_eq!(s.get_job(&j.id).await.unwrap().unwrap().status, JobStatus::Canceled);
+        }
     }
-    let unique: BTreeSet<_> = all.iter().map(|(id, _)| id).collect();
-    assert_eq!(unique.len(), all.len());
-    assert_eq!(all.iter().filter(|(_, h)| h == "a").count(), 3);
-    assert_eq!(all.iter().filter(|(_, h)| h == "b").count(), 5);
-});
+);
 
-on_both!(a_review_per_account_is_replaceable_and_the_displayed_rating_is_the_worst, |s: Store| async move {
-    add_harness(&s, "a", 1).await;
-    let (alice, _) = s.create_account("alice").await.unwrap();
-    let (bob, _) = s.create_account("bob").await.unwrap();
-    let job = s.enqueue(new_job("a")).await.unwrap();
-    s.claim("k").await.unwrap();
-    let run = run_to_completion(&s, &job.id).await;
-    assert!(matches!(s.complete_job(&job.id, true, &[]).await.unwrap(), Completion::AlreadyRecorded(r) if r.id == run.id));
-    let rate = |pairs: &[(&str, Rating)]| ReviewInput {
-        ratings: Some(pairs.iter().map(|(d, r)| (d.to_string(), *r)).collect::<BTreeMap<_, _>>()),
-        category: None,
-        note: None,
-    };
-    s.submit_review(&run.id, &alice.id, &rate(&[("gameplay", Rating::Great), ("visuals", Rating::Passable)])).await.unwrap();
-    assert_eq!(s.get_run(&run.id).await.unwrap().unwrap().rating, Some(Rating::Passable));
-    s.submit_review(&run.id, &bob.id, &rate(&[("gameplay", Rating::Broken)])).await.unwrap();
-    assert_eq!(s.get_run(&run.id).await.unwrap().unwrap().rating, Some(Rating::Broken));
-    s.submit_review(&run.id, &bob.id, &rate(&[("gameplay", Rating::Flawless)])).await.unwrap();
-    let r = s.get_run(&run.id).await.unwrap().unwrap();
-    assert_eq!((r.rating, r.review_count), (Some(Rating::Passable), 2));
-    let jam = ReviewInput { ratings: None, category: Some(JamCategory::Gold), note: None };
-    assert!(matches!(s.submit_review(&run.id, &alice.id, &jam).await, Err(StoreError::Invalid(_))));
-    assert_eq!(s.reviews_of(&run.id).await.unwrap().len(), 2);
-});
+on_both!(
+    concurrent_claims_never_dispatch_a_job_twice_or_exceed_a_cap,
+    |s: Store| async move {
+        add_harness(&s, "a", 3).await;
+        add_harness(&s, "b", 5).await;
+        s.enqueue_batch((0..30).map(|i| new_job(if i % 3 == 0 { "a" } else { "b" })).collect())
+            .await
+            .unwrap();
+        let tasks: Vec<_> = (0..4)
+            .map(|t| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    for i in 0..5 {
+                        got.extend(
+                            s.claim(&format!("t{t}-{i}"))
+                                .await
+                                .unwrap()
+                                .into_iter()
+                                .map(|j| (j.id, j.combination.harness().to_string())),
+                        );
+                    }
+                    got
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        let unique: BTreeSet<_> = all.iter().map(|(id, _)| id).collect();
+        assert_eq!(unique.len(), all.len());
+        assert_eq!(all.iter().filter(|(_, h)| h == "a").count(), 3);
+        assert_eq!(all.iter().filter(|(_, h)| h == "b").count(), 5);
+    }
+);
+
+on_both!(
+    a_review_per_account_is_replaceable_and_the_displayed_rating_is_the_worst,
+    |s: Store| async move {
+        add_harness(&s, "a", 1).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let job = s.enqueue(new_job("a")).await.unwrap();
+        s.claim("k").await.unwrap();
+        let run = run_to_completion(&s, &job.id).await;
+        assert!(
+            matches!(s.complete_job(&job.id, true, &[]).await.unwrap(), Completion::AlreadyRecorded(r) if r.id == run.id)
+        );
+        let rate = |pairs: &[(&str, Rating)]| ReviewInput {
+            ratings: Some(
+                pairs
+                    .iter()
+                    .map(|(d, r)| (d.to_string(), *r))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            category: None,
+            note: None,
+        };
+        s.submit_review(
+            &run.id,
+            &alice.id,
+            &rate(&[("gameplay", Rating::Great), ("visuals", Rating::Passable)]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            s.get_run(&run.id).await.unwrap().unwrap().rating,
+            Some(Rating::Passable)
+        );
+        s.submit_review(&run.id, &bob.id, &rate(&[("gameplay", Rating::Broken)]))
+            .await
+            .unwrap();
+        assert_eq!(s.get_run(&run.id).await.unwrap().unwrap().rating, Some(Rating::Broken));
+        s.submit_review(&run.id, &bob.id, &rate(&[("gameplay", Rating::Flawless)]))
+            .await
+            .unwrap();
+        let r = s.get_run(&run.id).await.unwrap().unwrap();
+        assert_eq!((r.rating, r.review_count), (Some(Rating::Passable), 2));
+        let jam = ReviewInput {
+            ratings: None,
+            category: Some(JamCategory::Gold),
+            note: None,
+        };
+        assert!(matches!(
+            s.submit_review(&run.id, &alice.id, &jam).await,
+            Err(StoreError::Invalid(_))
+        ));
+        assert_eq!(s.reviews_of(&run.id).await.unwrap().len(), 2);
+    }
+);

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use belay_activities::harness::HarnessActivities;
 use belay_activities::store::{ProbeActivities, StoreActivities};
 use belay_store::Store;
+use belay_workflows::client::ensure_dispatcher;
 use belay_workflows::probe::ProbeWorkflow;
 use belay_workflows::{DispatcherWorkflow, RunWorkflow, queues};
 use object_store::ObjectStore;
@@ -14,7 +15,6 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use belay_workflows::client::ensure_dispatcher;
 use temporalio_client::Client;
 use temporalio_sdk::runtime::RuntimeOptions;
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
@@ -33,7 +33,15 @@ pub enum Pool {
 }
 
 impl Pool {
-    pub const ALL: [Pool; 7] = [Pool::Workflows, Pool::Db, Pool::Git, Pool::Sandbox, Pool::Llm, Pool::Browser, Pool::Harness];
+    pub const ALL: [Pool; 7] = [
+        Pool::Workflows,
+        Pool::Db,
+        Pool::Git,
+        Pool::Sandbox,
+        Pool::Llm,
+        Pool::Browser,
+        Pool::Harness,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,7 +56,11 @@ impl Pool {
     }
 
     pub fn task_queue(self) -> &'static str {
-        queues::POOLS.iter().find(|(n, _)| *n == self.name()).map(|(_, q)| *q).expect("every pool has a queue")
+        queues::POOLS
+            .iter()
+            .find(|(n, _)| *n == self.name())
+            .map(|(_, q)| *q)
+            .expect("every pool has a queue")
     }
 
     /// Parses a comma-separated `--pools` list.
@@ -93,21 +105,35 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_workflow::<RunWorkflow>()?
                 .register_workflow::<ProbeWorkflow>()?
                 .build(),
-            Pool::Db => base.register_activities(StoreActivities { store: deps.store.clone() }).register_activities(ProbeActivities).build(),
+            Pool::Db => base
+                .register_activities(StoreActivities {
+                    store: deps.store.clone(),
+                })
+                .register_activities(ProbeActivities)
+                .build(),
             Pool::Harness => {
-                std::fs::create_dir_all(&deps.work_root).with_context(|| format!("creating {}", deps.work_root.display()))?;
-                base.register_activities(HarnessActivities { objects: deps.objects.clone(), work_root: deps.work_root.clone() })
-                    .build()
+                std::fs::create_dir_all(&deps.work_root)
+                    .with_context(|| format!("creating {}", deps.work_root.display()))?;
+                base.register_activities(HarnessActivities {
+                    objects: deps.objects.clone(),
+                    work_root: deps.work_root.clone(),
+                })
+                .build()
             }
             Pool::Git | Pool::Sandbox | Pool::Llm | Pool::Browser => {
-                warn!(pool = pool.name(), "this pool has no activities yet; not polling its queue");
+                warn!(
+                    pool = pool.name(),
+                    "this pool has no activities yet; not polling its queue"
+                );
                 continue;
             }
         };
         workers.push((pool, Worker::new(&runtime, deps.client.clone(), options)?));
     }
     if pools.contains(&Pool::Workflows) {
-        ensure_dispatcher(&deps.client).await.context("starting the dispatcher")?;
+        ensure_dispatcher(&deps.client)
+            .await
+            .context("starting the dispatcher")?;
     }
     info!(pools = ?workers.iter().map(|(p, _)| p.name()).collect::<Vec<_>>(), "worker pools started");
     let stops: Vec<_> = workers.iter().map(|(_, w)| w.shutdown_handle()).collect();

@@ -4,7 +4,8 @@
 use crate::dispatcher::{DispatcherInput, DispatcherWorkflow};
 use crate::queues;
 use temporalio_client::{
-    Client, ClientOptions, ConnectionOptions, Url, WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
+    Client, ClientOptions, ConnectionOptions, Url, WorkflowIdConflictPolicy, WorkflowSignalOptions,
+    WorkflowStartOptions,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -12,19 +13,32 @@ pub enum ClientError {
     #[error("BELAY_TEMPORAL_ADDRESS {0:?} is not a host:port or URL")]
     Address(String),
     #[error("connecting to Temporal at {address}: {source}")]
-    Connect { address: String, source: Box<dyn std::error::Error + Send + Sync> },
+    Connect {
+        address: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("{what}: {source}")]
-    Call { what: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
+    Call {
+        what: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Connects a client to `address` (`host:port` or a URL).
 pub async fn connect(address: &str, namespace: &str, identity: &str) -> Result<Client, ClientError> {
-    let url = if address.contains("://") { address.to_string() } else { format!("http://{address}") };
+    let url = if address.contains("://") {
+        address.to_string()
+    } else {
+        format!("http://{address}")
+    };
     let url = Url::parse(&url).map_err(|_| ClientError::Address(address.to_string()))?;
     let conn = ConnectionOptions::new(url).identity(identity.to_string()).build();
     Client::connect(conn, ClientOptions::new(namespace.to_string()).build())
         .await
-        .map_err(|e| ClientError::Connect { address: address.to_string(), source: Box::new(e) })
+        .map_err(|e| ClientError::Connect {
+            address: address.to_string(),
+            source: Box::new(e),
+        })
 }
 
 /// Starts the dispatcher unless it is running, then wakes it.
@@ -35,7 +49,10 @@ pub async fn ensure_dispatcher(client: &Client) -> Result<(), ClientError> {
     client
         .start_workflow(DispatcherWorkflow::run, DispatcherInput::default(), opts)
         .await
-        .map_err(|e| ClientError::Call { what: "starting the dispatcher", source: Box::new(e) })?;
+        .map_err(|e| ClientError::Call {
+            what: "starting the dispatcher",
+            source: Box::new(e),
+        })?;
     wake_dispatcher(client).await
 }
 
@@ -45,5 +62,8 @@ pub async fn wake_dispatcher(client: &Client) -> Result<(), ClientError> {
         .get_workflow_handle::<DispatcherWorkflow>(queues::DISPATCHER_ID)
         .signal(DispatcherWorkflow::wake, (), WorkflowSignalOptions::default())
         .await
-        .map_err(|e| ClientError::Call { what: "waking the dispatcher", source: Box::new(e) })
+        .map_err(|e| ClientError::Call {
+            what: "waking the dispatcher",
+            source: Box::new(e),
+        })
 }

@@ -9,16 +9,15 @@
 //! and each RunWorkflow's id is derived from its job id and never reused.
 
 use crate::contracts::{ClaimedJob, StoreApi};
-use crate::queues;
+use crate::queues::{self, db_options};
 use crate::run::{RunInput, RunWorkflow};
 use crate::search;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::RetryPolicy;
 use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    ActivityOptions, ChildWorkflowOptions, ContinueAsNewOptions, ParentClosePolicy, SyncWorkflowContext, WorkflowContext,
+    ChildWorkflowOptions, ContinueAsNewOptions, ParentClosePolicy, SyncWorkflowContext, WorkflowContext,
     WorkflowContextView, WorkflowIdReusePolicy, WorkflowResult,
 };
 
@@ -45,7 +44,10 @@ pub struct DispatcherWorkflow {
 impl DispatcherWorkflow {
     #[init]
     pub fn new(_ctx: &WorkflowContextView, input: DispatcherInput) -> Self {
-        Self { wakes: input.carried_wakes, dispatched: 0 }
+        Self {
+            wakes: input.carried_wakes,
+            dispatched: 0,
+        }
     }
 
     #[run]
@@ -59,7 +61,15 @@ impl DispatcherWorkflow {
             let claimed: Vec<ClaimedJob> = ctx.execute_activity(StoreApi::claim, key, db_options()).await?;
             let starts: Vec<_> = claimed
                 .iter()
-                .map(|job| ctx.start_child_workflow(RunWorkflow::run, RunInput { job_id: job.job_id.clone() }, child_options(job)))
+                .map(|job| {
+                    ctx.start_child_workflow(
+                        RunWorkflow::run,
+                        RunInput {
+                            job_id: job.job_id.clone(),
+                        },
+                        child_options(job),
+                    )
+                })
                 .collect();
             for started in temporalio_sdk::workflows::join_all(starts).await {
                 // A start refused because the run already exists means it was started before
@@ -70,7 +80,12 @@ impl DispatcherWorkflow {
 
             if claims >= CLAIMS_PER_RUN || ctx.history_length() > MAX_HISTORY || ctx.continue_as_new_suggested() {
                 let carried = ctx.state(|s| s.wakes).saturating_sub(seen_wakes);
-                ctx.continue_as_new(DispatcherInput { carried_wakes: carried.min(1) }, ContinueAsNewOptions::default())?;
+                ctx.continue_as_new(
+                    DispatcherInput {
+                        carried_wakes: carried.min(1),
+                    },
+                    ContinueAsNewOptions::default(),
+                )?;
             }
             if !claimed.is_empty() {
                 continue; // more may be claimable at once
@@ -103,21 +118,11 @@ impl DispatcherWorkflow {
     }
 }
 
-fn db_options() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
-        .task_queue(queues::DB.to_string())
-        .retry_policy(
-            RetryPolicy::builder()
-                .initial_interval(Duration::from_millis(200))
-                .backoff_coefficient(2.0)
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
-        .build()
-}
-
 fn child_options(job: &ClaimedJob) -> ChildWorkflowOptions {
-    let mut attrs = vec![search::JOB_ID.value_set(job.job_id.clone()), search::HARNESS.value_set(job.harness.clone())];
+    let mut attrs = vec![
+        search::JOB_ID.value_set(job.job_id.clone()),
+        search::HARNESS.value_set(job.harness.clone()),
+    ];
     if let Some(o) = &job.origin {
         attrs.push(search::ORIGIN.value_set(o.clone()));
     }

@@ -15,7 +15,9 @@ pub struct ProbeWorkflow;
 impl ProbeWorkflow {
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>, input: String) -> WorkflowResult<String> {
-        let opts = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(10)).task_queue(queues::DB.to_string()).build();
+        let opts = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(10))
+            .task_queue(queues::DB.to_string())
+            .build();
         Ok(ctx.execute_activity(ProbeApi::echo, input, opts).await?)
     }
 }

@@ -22,5 +22,8 @@ pub async fn replay_json(json: &[u8]) -> Result<(), ReplayError> {
         .map_err(|e| ReplayError::Replay(e.to_string()))?
         .build();
     let replayer = WorkflowReplayer::new(options).map_err(|e| ReplayError::Replay(e.to_string()))?;
-    replayer.replay_workflow(history).await.map_err(|e| ReplayError::Replay(e.to_string()))
+    replayer
+        .replay_workflow(history)
+        .await
+        .map_err(|e| ReplayError::Replay(e.to_string()))
 }

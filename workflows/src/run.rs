@@ -9,7 +9,7 @@
 
 use crate::contracts::{AdapterResult, CompleteInput, Ended, FailInput, HarnessApi, StartedJob, StoreApi};
 use crate::dispatcher::DispatcherWorkflow;
-use crate::queues;
+use crate::queues::{self, db_options};
 use belay_domain::adapter::{AdapterOutcome, pin_problem};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -49,38 +49,77 @@ impl RunWorkflow {
 
     async fn execute(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ended> {
         ctx.state_mut(|s| s.phase = "starting".into());
-        let started: StartedJob = ctx.execute_activity(StoreApi::start_job, input.job_id.clone(), db_options()).await?;
+        let started: StartedJob = ctx
+            .execute_activity(StoreApi::start_job, input.job_id.clone(), db_options())
+            .await?;
         let (Some(job_file), Some(case)) = (started.job_file.clone(), started.case.clone()) else {
-            return Ok(Ended { status: "canceled".into(), run_id: None, retry_job_id: None });
+            return Ok(Ended {
+                status: "canceled".into(),
+                run_id: None,
+                retry_job_id: None,
+            });
         };
         if !started.proceed {
-            return Ok(Ended { status: "canceled".into(), run_id: None, retry_job_id: None });
+            return Ok(Ended {
+                status: "canceled".into(),
+                run_id: None,
+                retry_job_id: None,
+            });
         }
         let version = started.version.as_ref().map(|(v, e)| (v.as_slice(), e.as_slice()));
-        let problem = pin_problem(&case, version)
-            .or_else(|| started.adapter.is_none().then(|| format!("harness {} is not in the catalogue", job_file.combination.harness())));
+        let problem = pin_problem(&case, version).or_else(|| {
+            started
+                .adapter
+                .is_none()
+                .then(|| format!("harness {} is not in the catalogue", job_file.combination.harness()))
+        });
         if let Some(reason) = problem {
-            let fail = FailInput { job_id: input.job_id.clone(), reason, infrastructure: false };
+            let fail = FailInput {
+                job_id: input.job_id.clone(),
+                reason,
+                infrastructure: false,
+            };
             return Ok(ctx.execute_activity(StoreApi::fail_job, fail, db_options()).await?);
         }
         let adapter = started.adapter.expect("checked above");
 
-        let running: bool = ctx.execute_activity(StoreApi::mark_running, input.job_id.clone(), db_options()).await?;
+        let running: bool = ctx
+            .execute_activity(StoreApi::mark_running, input.job_id.clone(), db_options())
+            .await?;
         if !running {
-            return Ok(Ended { status: "canceled".into(), run_id: None, retry_job_id: None });
+            return Ok(Ended {
+                status: "canceled".into(),
+                run_id: None,
+                retry_job_id: None,
+            });
         }
         ctx.state_mut(|s| s.phase = "running".into());
         let timeout = Duration::from_secs(adapter.timeout_seconds() + 120);
-        let result: Result<AdapterResult, _> =
-            ctx.execute_activity(HarnessApi::run_adapter, (job_file, adapter), harness_options(timeout)).await;
+        let result: Result<AdapterResult, _> = ctx
+            .execute_activity(HarnessApi::run_adapter, (job_file, adapter), harness_options(timeout))
+            .await;
         ctx.state_mut(|s| s.phase = "recording".into());
         let ended = match result {
-            Ok(AdapterResult { outcome: AdapterOutcome::Completed { loaded, .. }, artifacts }) => {
-                let done = CompleteInput { job_id: input.job_id.clone(), loaded, artifacts };
+            Ok(AdapterResult {
+                outcome: AdapterOutcome::Completed { loaded, .. },
+                artifacts,
+            }) => {
+                let done = CompleteInput {
+                    job_id: input.job_id.clone(),
+                    loaded,
+                    artifacts,
+                };
                 ctx.execute_activity(StoreApi::complete_job, done, db_options()).await?
             }
-            Ok(AdapterResult { outcome: AdapterOutcome::Failed { reason }, .. }) => {
-                let fail = FailInput { job_id: input.job_id.clone(), reason, infrastructure: true };
+            Ok(AdapterResult {
+                outcome: AdapterOutcome::Failed { reason },
+                ..
+            }) => {
+                let fail = FailInput {
+                    job_id: input.job_id.clone(),
+                    reason,
+                    infrastructure: true,
+                };
                 ctx.execute_activity(StoreApi::fail_job, fail, db_options()).await?
             }
             Err(e) if ctx.cancellation_token().is_cancelled() => return Err(e.into()),
@@ -102,20 +141,6 @@ impl RunWorkflow {
     pub fn phase(&self, _ctx: &WorkflowContextView) -> String {
         self.phase.clone()
     }
-}
-
-fn db_options() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
-        .task_queue(queues::DB.to_string())
-        .retry_policy(
-            RetryPolicy::builder()
-                .initial_interval(Duration::from_millis(200))
-                .backoff_coefficient(2.0)
-                .maximum_interval(Duration::from_secs(10))
-                .non_retryable_error_types(["Fatal"])
-                .build(),
-        )
-        .build()
 }
 
 fn harness_options(start_to_close: Duration) -> ActivityOptions {

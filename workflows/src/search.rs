@@ -9,4 +9,8 @@ pub const HARNESS: SearchAttributeKey<String> = SearchAttributeKey::keyword("Bel
 pub const ORIGIN: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayOrigin");
 
 /// Every attribute with its type name, as `temporal` expects them (`Name=Keyword`).
-pub const ALL: [(&str, &str); 3] = [("BelayJobId", "Keyword"), ("BelayHarness", "Keyword"), ("BelayOrigin", "Keyword")];
+pub const ALL: [(&str, &str); 3] = [
+    ("BelayJobId", "Keyword"),
+    ("BelayHarness", "Keyword"),
+    ("BelayOrigin", "Keyword"),
+];

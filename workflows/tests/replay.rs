@@ -10,11 +10,16 @@ async fn every_recorded_history_replays_against_the_current_code() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "json") {
             let json = std::fs::read(&path).unwrap();
-            belay_workflows::replay::replay_json(&json).await.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            belay_workflows::replay::replay_json(&json)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             replayed += 1;
         }
     }
-    assert!(replayed >= 3, "expected recorded dispatcher, run and failed-run histories, found {replayed}");
+    assert!(
+        replayed >= 3,
+        "expected recorded dispatcher, run and failed-run histories, found {replayed}"
+    );
 }
 
 #[tokio::test]

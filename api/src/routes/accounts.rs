@@ -16,5 +16,9 @@ pub struct AccountView {
 /// Who the token belongs to.
 #[utoipa::path(get, path = "/v1/account", tag = "accounts", responses((status = 200, body = AccountView), (status = 401, body = crate::error::ErrorBody)))]
 pub async fn me(Caller(a): Caller) -> Json<AccountView> {
-    Json(AccountView { id: a.id, name: a.name, created_at: a.created_at })
+    Json(AccountView {
+        id: a.id,
+        name: a.name,
+        created_at: a.created_at,
+    })
 }

@@ -8,8 +8,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::catalogue::{
-    GgConfig, GgConfigInput, GgConfigUpdate, Harness, HarnessInput, HarnessUpdate, Model, ModelInput, ModelUpdate, TestCase,
-    TestCaseVersion, TestCaseVersionInput, TestCaseVersionUpdate,
+    GgConfig, GgConfigInput, GgConfigUpdate, Harness, HarnessInput, HarnessUpdate, Model, ModelInput, ModelUpdate,
+    TestCase, TestCaseVersion, TestCaseVersionInput, TestCaseVersionUpdate,
 };
 
 /// Ingests a version of a test case (the case is created with its first version).
@@ -21,7 +21,10 @@ pub async fn ingest_version(
     ApiJson(input): ApiJson<TestCaseVersionInput>,
 ) -> ApiResult<(StatusCode, Json<TestCaseVersion>)> {
     input.validate()?;
-    Ok((StatusCode::CREATED, Json(s.store.ingest_test_case_version(&input).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(s.store.ingest_test_case_version(&input).await?),
+    ))
 }
 
 /// Every test case with its versions and its latest version.
@@ -33,8 +36,16 @@ pub async fn list_test_cases(_c: Caller, State(s): State<AppState>) -> ApiResult
 /// One test case.
 #[utoipa::path(get, path = "/v1/test-cases/{slug}", tag = "catalogue", params(("slug" = String, Path)),
     responses((status = 200, body = TestCase), (status = 404, body = ErrorBody)))]
-pub async fn get_test_case(_c: Caller, State(s): State<AppState>, Path(slug): Path<String>) -> ApiResult<Json<TestCase>> {
-    s.store.get_test_case(&slug).await?.map(Json).ok_or_else(|| ApiError::not_found(format!("test case {slug} not found")))
+pub async fn get_test_case(
+    _c: Caller,
+    State(s): State<AppState>,
+    Path(slug): Path<String>,
+) -> ApiResult<Json<TestCase>> {
+    s.store
+        .get_test_case(&slug)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("test case {slug} not found")))
 }
 
 /// One version of a test case.
@@ -91,7 +102,11 @@ pub async fn list_harnesses(_c: Caller, State(s): State<AppState>) -> ApiResult<
 #[utoipa::path(get, path = "/v1/harnesses/{name}", tag = "catalogue", params(("name" = String, Path)),
     responses((status = 200, body = Harness), (status = 404, body = ErrorBody)))]
 pub async fn get_harness(_c: Caller, State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Harness>> {
-    s.store.get_harness(&name).await?.map(Json).ok_or_else(|| ApiError::not_found(format!("harness {name} not found")))
+    s.store
+        .get_harness(&name)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("harness {name} not found")))
 }
 
 /// Changes a harness's cap, routing or adapter.
@@ -113,7 +128,11 @@ pub async fn update_harness(
 /// Adds a model to the catalogue.
 #[utoipa::path(post, path = "/v1/models", tag = "catalogue", request_body = ModelInput,
     responses((status = 201, body = Model), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn create_model(_c: Caller, State(s): State<AppState>, ApiJson(input): ApiJson<ModelInput>) -> ApiResult<(StatusCode, Json<Model>)> {
+pub async fn create_model(
+    _c: Caller,
+    State(s): State<AppState>,
+    ApiJson(input): ApiJson<ModelInput>,
+) -> ApiResult<(StatusCode, Json<Model>)> {
     input.validate()?;
     Ok((StatusCode::CREATED, Json(s.store.create_model(&input).await?)))
 }
@@ -128,7 +147,11 @@ pub async fn list_models(_c: Caller, State(s): State<AppState>) -> ApiResult<Jso
 #[utoipa::path(get, path = "/v1/models/{id}", tag = "catalogue", params(("id" = String, Path)),
     responses((status = 200, body = Model), (status = 404, body = ErrorBody)))]
 pub async fn get_model(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Model>> {
-    s.store.get_model(&id).await?.map(Json).ok_or_else(|| ApiError::not_found(format!("model {id} not found")))
+    s.store
+        .get_model(&id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("model {id} not found")))
 }
 
 /// Replaces a model's context window and list price (absent or null: unknown).
@@ -153,7 +176,10 @@ pub async fn create_gg_config(
     ApiJson(input): ApiJson<GgConfigInput>,
 ) -> ApiResult<(StatusCode, Json<GgConfig>)> {
     input.validate()?;
-    Ok((StatusCode::CREATED, Json(s.store.create_gg_config(&a.id, &input).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(s.store.create_gg_config(&a.id, &input).await?),
+    ))
 }
 
 /// The caller's gg configurations.
@@ -165,7 +191,11 @@ pub async fn list_gg_configs(Caller(a): Caller, State(s): State<AppState>) -> Ap
 /// One of the caller's gg configurations (another account's is not found).
 #[utoipa::path(get, path = "/v1/gg-configs/{id}", tag = "catalogue", params(("id" = String, Path)),
     responses((status = 200, body = GgConfig), (status = 404, body = ErrorBody)))]
-pub async fn get_gg_config(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<GgConfig>> {
+pub async fn get_gg_config(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<GgConfig>> {
     s.store
         .get_gg_config(&a.id, &id)
         .await?
@@ -183,10 +213,16 @@ pub async fn update_gg_config(
     ApiJson(update): ApiJson<GgConfigUpdate>,
 ) -> ApiResult<Json<GgConfig>> {
     update.validate()?;
-    s.store.update_gg_config(&a.id, &id, &update).await.map(Json).map_err(|e| match e {
-        belay_store::StoreError::NotFound { .. } => ApiError::not_found(format!("gg configuration {id} not found in this account")),
-        other => other.into(),
-    })
+    s.store
+        .update_gg_config(&a.id, &id, &update)
+        .await
+        .map(Json)
+        .map_err(|e| match e {
+            belay_store::StoreError::NotFound { .. } => {
+                ApiError::not_found(format!("gg configuration {id} not found in this account"))
+            }
+            other => other.into(),
+        })
 }
 
 /// Wakes the dispatcher; a failure is logged, and its backstop timer covers it.

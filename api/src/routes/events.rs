@@ -31,11 +31,24 @@ pub struct EventView {
 
 /// Events after a given id.
 #[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery), responses((status = 200, body = [EventView])))]
-pub async fn list(_c: Caller, State(s): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) -> ApiResult<Json<Vec<EventView>>> {
+pub async fn list(
+    _c: Caller,
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> ApiResult<Json<Vec<EventView>>> {
     let after = int_param("after", q.after.as_deref(), 0, 0, i64::MAX)?;
     let limit = int_param("limit", q.limit.as_deref(), 100, 1, 1000)?;
     let events = s.store.events(after, q.entity.as_deref(), limit).await?;
     Ok(Json(
-        events.into_iter().map(|e| EventView { id: e.id, entity: e.entity, kind: e.kind, payload: e.payload, at: e.at }).collect(),
+        events
+            .into_iter()
+            .map(|e| EventView {
+                id: e.id,
+                entity: e.entity,
+                kind: e.kind,
+                payload: e.payload,
+                at: e.at,
+            })
+            .collect(),
     ))
 }

@@ -6,8 +6,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use belay_workflows::{DispatcherWorkflow, queues};
 use serde::Serialize;
-use temporalio_client::errors::WorkflowInteractionError;
 use temporalio_client::WorkflowDescribeOptions;
+use temporalio_client::errors::WorkflowInteractionError;
 use utoipa::ToSchema;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -38,7 +38,9 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
             "unreachable"
         }
     };
-    let handle = state.temporal.get_workflow_handle::<DispatcherWorkflow>(queues::DISPATCHER_ID);
+    let handle = state
+        .temporal
+        .get_workflow_handle::<DispatcherWorkflow>(queues::DISPATCHER_ID);
     let temporal = match handle.describe(WorkflowDescribeOptions::default()).await {
         Ok(_) | Err(WorkflowInteractionError::NotFound(_)) => "ok",
         Err(e) => {
@@ -47,6 +49,17 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
         }
     };
     let ready = database == "ok" && temporal == "ok";
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(Readiness { status: if ready { "ready" } else { "not_ready" }, database, temporal }))
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(Readiness {
+            status: if ready { "ready" } else { "not_ready" },
+            database,
+            temporal,
+        }),
+    )
 }

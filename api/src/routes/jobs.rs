@@ -20,16 +20,30 @@ use utoipa::{IntoParams, ToSchema};
 /// an unbound slot, or a bound model with no known context window.
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = LaunchInput,
     responses((status = 201, body = Job), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn launch(Caller(a): Caller, State(s): State<AppState>, ApiJson(input): ApiJson<LaunchInput>) -> ApiResult<(StatusCode, Json<Job>)> {
+pub async fn launch(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    ApiJson(input): ApiJson<LaunchInput>,
+) -> ApiResult<(StatusCode, Json<Job>)> {
     input.validate()?;
-    let harness = s.store.get_harness(input.combination.harness()).await?.map(|h| HarnessFacts { provider_routed: h.provider_routed });
+    let harness = s
+        .store
+        .get_harness(input.combination.harness())
+        .await?
+        .map(|h| HarnessFacts {
+            provider_routed: h.provider_routed,
+        });
     let models = s.store.model_facts(&input.combination.models()).await?;
     let gg = match &input.combination {
         Combination::Gg { gg_config_id, .. } => s.store.gg_config_facts(&a.id, gg_config_id).await?,
         Combination::Harness { .. } => None,
     };
     check_launchable(&input.combination, harness, &models, gg.as_ref()).map_err(refusal)?;
-    let test_type = s.store.get_test_case_version(&input.case.slug, &input.case.version).await?.map(|v| v.test_type);
+    let test_type = s
+        .store
+        .get_test_case_version(&input.case.slug, &input.case.version)
+        .await?
+        .map(|v| v.test_type);
     let job = s
         .store
         .enqueue(NewJob {
@@ -78,7 +92,11 @@ fn parse_statuses(s: Option<&str>) -> Result<Vec<JobStatus>, ApiError> {
 
 /// Jobs in queue order.
 #[utoipa::path(get, path = "/v1/jobs", tag = "jobs", params(JobsQuery), responses((status = 200, body = [Job]), (status = 422, body = ErrorBody)))]
-pub async fn list(_c: Caller, State(s): State<AppState>, ApiQuery(q): ApiQuery<JobsQuery>) -> ApiResult<Json<Vec<Job>>> {
+pub async fn list(
+    _c: Caller,
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<JobsQuery>,
+) -> ApiResult<Json<Vec<Job>>> {
     let statuses = parse_statuses(q.status.as_deref())?;
     if let Some(o) = &q.origin {
         belay_domain::job::Origin::parse(o)?;
@@ -95,7 +113,11 @@ pub async fn list(_c: Caller, State(s): State<AppState>, ApiQuery(q): ApiQuery<J
 /// One job.
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = String, Path)), responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
 pub async fn get(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Job>> {
-    s.store.get_job(&id).await?.map(Json).ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
+    s.store
+        .get_job(&id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -115,7 +137,11 @@ pub async fn cancel(_c: Caller, State(s): State<AppState>, Path(id): Path<String
     if c.cancelled {
         after_cancel(&s, &[(c.job.id.clone(), c.previous)]).await;
     }
-    Ok(Json(CancelAnswer { cancelled: c.cancelled, previous_status: c.previous, job: c.job }))
+    Ok(Json(CancelAnswer {
+        cancelled: c.cancelled,
+        previous_status: c.previous,
+        job: c.job,
+    }))
 }
 
 /// Which jobs a bulk cancel sweeps.
@@ -145,7 +171,11 @@ pub struct BulkCancelAnswer {
 /// Cancels every job in a state set, whoever launched it (no origin filter).
 #[utoipa::path(post, path = "/v1/jobs/cancel", tag = "jobs", request_body = BulkCancel,
     responses((status = 200, body = BulkCancelAnswer), (status = 422, body = ErrorBody)))]
-pub async fn cancel_bulk(_c: Caller, State(s): State<AppState>, ApiJson(b): ApiJson<BulkCancel>) -> ApiResult<Json<BulkCancelAnswer>> {
+pub async fn cancel_bulk(
+    _c: Caller,
+    State(s): State<AppState>,
+    ApiJson(b): ApiJson<BulkCancel>,
+) -> ApiResult<Json<BulkCancelAnswer>> {
     let states: &[JobStatus] = match b.scope {
         CancelScope::Queued => &JobStatus::WAITING,
         CancelScope::InFlight => &JobStatus::IN_FLIGHT,
@@ -153,15 +183,27 @@ pub async fn cancel_bulk(_c: Caller, State(s): State<AppState>, ApiJson(b): ApiJ
     let cancelled = s.store.cancel_jobs(states, None).await?;
     let pairs: Vec<(String, JobStatus)> = cancelled.iter().map(|(j, prev)| (j.id.clone(), *prev)).collect();
     after_cancel(&s, &pairs).await;
-    Ok(Json(BulkCancelAnswer { cancelled: pairs.len(), job_ids: pairs.into_iter().map(|(id, _)| id).collect() }))
+    Ok(Json(BulkCancelAnswer {
+        cancelled: pairs.len(),
+        job_ids: pairs.into_iter().map(|(id, _)| id).collect(),
+    }))
 }
 
 /// Cancels the workflows of jobs that had been claimed, then wakes the dispatcher.
 async fn after_cancel(s: &AppState, jobs: &[(String, JobStatus)]) {
     for (id, prev) in jobs {
         if prev.occupies_slot() {
-            let handle = s.temporal.get_workflow_handle::<RunWorkflow>(queues::run_workflow_id(id));
-            if let Err(e) = handle.cancel(WorkflowCancelOptions::builder().reason("job cancelled".to_string()).build()).await {
+            let handle = s
+                .temporal
+                .get_workflow_handle::<RunWorkflow>(queues::run_workflow_id(id));
+            if let Err(e) = handle
+                .cancel(
+                    WorkflowCancelOptions::builder()
+                        .reason("job cancelled".to_string())
+                        .build(),
+                )
+                .await
+            {
                 // Not started yet, or already finished: the run checks the job's status itself.
                 tracing::info!(job.id = %id, error = %e, "run workflow not cancelled");
             }
@@ -181,7 +223,11 @@ pub struct TransitionsQuery {
 
 /// Every recorded job status transition, in the order recorded.
 #[utoipa::path(get, path = "/v1/job-transitions", tag = "jobs", params(TransitionsQuery), responses((status = 200, body = [JobTransition])))]
-pub async fn transitions(_c: Caller, State(s): State<AppState>, ApiQuery(q): ApiQuery<TransitionsQuery>) -> ApiResult<Json<Vec<JobTransition>>> {
+pub async fn transitions(
+    _c: Caller,
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<TransitionsQuery>,
+) -> ApiResult<Json<Vec<JobTransition>>> {
     let after = int_param("afterSeq", q.after_seq.as_deref(), 0, 0, i64::MAX)?;
     let limit = int_param("limit", q.limit.as_deref(), 1000, 1, 10_000)?;
     Ok(Json(s.store.transitions(after, limit).await?))

@@ -22,22 +22,43 @@ pub struct RunsQuery {
 
 /// Runs, newest first.
 #[utoipa::path(get, path = "/v1/runs", tag = "runs", params(RunsQuery), responses((status = 200, body = [Run])))]
-pub async fn list(_c: Caller, State(s): State<AppState>, ApiQuery(q): ApiQuery<RunsQuery>) -> ApiResult<Json<Vec<Run>>> {
-    let filter = RunFilter { cell_key: q.cell_key, job_id: q.job_id, limit: int_param("limit", q.limit.as_deref(), 100, 1, 1000)? };
+pub async fn list(
+    _c: Caller,
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<RunsQuery>,
+) -> ApiResult<Json<Vec<Run>>> {
+    let filter = RunFilter {
+        cell_key: q.cell_key,
+        job_id: q.job_id,
+        limit: int_param("limit", q.limit.as_deref(), 100, 1, 1000)?,
+    };
     Ok(Json(s.store.list_runs(&filter).await?))
 }
 
 /// One run.
 #[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(("id" = String, Path)), responses((status = 200, body = Run), (status = 404, body = ErrorBody)))]
 pub async fn get(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Run>> {
-    s.store.get_run(&id).await?.map(Json).ok_or_else(|| ApiError::not_found(format!("run {id} not found")))
+    s.store
+        .get_run(&id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("run {id} not found")))
 }
 
 /// Submits or replaces the caller's review: a rating per domain, or a category for a game-jam run.
 #[utoipa::path(post, path = "/v1/runs/{id}/review", tag = "runs", params(("id" = String, Path)), request_body = ReviewInput,
     responses((status = 200, body = Review), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn review(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>, ApiJson(input): ApiJson<ReviewInput>) -> ApiResult<Json<Review>> {
-    let run = s.store.get_run(&id).await?.ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
+pub async fn review(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(input): ApiJson<ReviewInput>,
+) -> ApiResult<Json<Review>> {
+    let run = s
+        .store
+        .get_run(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
     input.validate_for(run.test_type)?;
     Ok(Json(s.store.submit_review(&id, &a.id, &input).await?))
 }
@@ -45,6 +66,9 @@ pub async fn review(Caller(a): Caller, State(s): State<AppState>, Path(id): Path
 /// Every review of a run.
 #[utoipa::path(get, path = "/v1/runs/{id}/reviews", tag = "runs", params(("id" = String, Path)), responses((status = 200, body = [Review]), (status = 404, body = ErrorBody)))]
 pub async fn reviews(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Vec<Review>>> {
-    s.store.get_run(&id).await?.ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
+    s.store
+        .get_run(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
     Ok(Json(s.store.reviews_of(&id).await?))
 }

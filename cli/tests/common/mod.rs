@@ -19,7 +19,11 @@ pub fn temporal_bin() -> PathBuf {
         return PathBuf::from(p);
     }
     std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("temporal")).find(|p| p.is_file()))
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("temporal"))
+                .find(|p| p.is_file())
+        })
         .expect("no temporal binary: set BELAY_TEMPORAL_BIN or run scripts/test.sh, which installs it")
 }
 
@@ -69,8 +73,15 @@ impl Temporal {
         for (name, kind) in belay_workflows::search::ALL {
             cmd.arg("--search-attribute").arg(format!("{name}={kind}"));
         }
-        let child = cmd.stdout(log.try_clone().unwrap()).stderr(log).spawn().expect("start temporal");
-        let t = Temporal { _proc: Proc(child), address: format!("127.0.0.1:{port}") };
+        let child = cmd
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start temporal");
+        let t = Temporal {
+            _proc: Proc(child),
+            address: format!("127.0.0.1:{port}"),
+        };
         let deadline = Instant::now() + Duration::from_secs(60);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "temporal did not start");
@@ -110,8 +121,15 @@ impl Belay {
 
     async fn start_on(dir: tempfile::TempDir, database_url: String) -> Belay {
         let temporal = Temporal::start(dir.path());
-        let out = Command::new(BELAY).args(["migrate", "--database-url", &database_url]).output().unwrap();
-        assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(BELAY)
+            .args(["migrate", "--database-url", &database_url])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "migrate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let token = create_account(&database_url, "tester");
         let mut b = Belay {
             dir,
@@ -140,7 +158,9 @@ impl Belay {
         let log = std::fs::File::create(self.dir.path().join("api.log")).unwrap();
         let mut cmd = Command::new(BELAY);
         self.env(&mut cmd);
-        cmd.args(["api", "--port", &port.to_string()]).stdout(Stdio::null()).stderr(log);
+        cmd.args(["api", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log);
         self.api = Some(Proc(cmd.spawn().unwrap()));
         self.url = format!("http://127.0.0.1:{port}");
         let http = self.http.clone();
@@ -155,7 +175,10 @@ impl Belay {
 
     /// Starts (or restarts) the worker process with every pool.
     pub async fn start_worker(&mut self) {
-        let n = std::fs::read_dir(self.dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("worker")).count();
+        let n = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("worker"))
+            .count();
         let log = std::fs::File::create(self.dir.path().join(format!("worker-{n}.log"))).unwrap();
         let mut cmd = Command::new(BELAY);
         self.env(&mut cmd);
@@ -170,14 +193,20 @@ impl Belay {
     /// SIGKILL to the worker: no chance to drain.
     pub fn kill_worker(&mut self) {
         if let Some(mut p) = self.worker.take() {
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.0.id() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p.0.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
             let _ = p.0.wait();
             std::mem::forget(p);
         }
     }
 
     pub async fn request(&self, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, Value) {
-        let mut r = self.http.request(method.parse().unwrap(), format!("{}{path}", self.url));
+        let mut r = self
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", self.url));
         if let Some(t) = token {
             r = r.bearer_auth(t);
         }
@@ -197,7 +226,8 @@ impl Belay {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        self.request("POST", path, Some(&self.token), Some(&body.to_string())).await
+        self.request("POST", path, Some(&self.token), Some(&body.to_string()))
+            .await
     }
 
     /// Adds a harness whose adapter is `script`.
@@ -211,7 +241,10 @@ impl Belay {
     /// The standard catalogue: case `c@1.0.0/default`, priced model `m`.
     pub async fn catalogue(&self) {
         let (s, v) = self
-            .post("/v1/test-cases", json!({"slug": "c", "version": "1.0.0", "testType": "standard", "variants": ["default"]}))
+            .post(
+                "/v1/test-cases",
+                json!({"slug": "c", "version": "1.0.0", "testType": "standard", "variants": ["default"]}),
+            )
             .await;
         assert_eq!(s, 201, "{v}");
         let (s, v) = self
@@ -242,13 +275,22 @@ impl Belay {
             if statuses.contains(&j["status"].as_str().unwrap()) {
                 return j;
             }
-            assert!(Instant::now() < deadline, "job {id} never reached {statuses:?}; it is {}; logs in {}", j["status"], self.dir.path().display());
+            assert!(
+                Instant::now() < deadline,
+                "job {id} never reached {statuses:?}; it is {}; logs in {}",
+                j["status"],
+                self.dir.path().display()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     pub async fn transitions(&self) -> Vec<Value> {
-        self.get("/v1/job-transitions?limit=10000").await.as_array().unwrap().clone()
+        self.get("/v1/job-transitions?limit=10000")
+            .await
+            .as_array()
+            .unwrap()
+            .clone()
     }
 
     pub async fn store(&self) -> belay_store::Store {
@@ -257,7 +299,14 @@ impl Belay {
 }
 
 pub fn create_account(database_url: &str, name: &str) -> String {
-    let out = Command::new(BELAY).args(["account", "create", name, "--database-url", database_url]).output().unwrap();
-    assert!(out.status.success(), "account create: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(BELAY)
+        .args(["account", "create", name, "--database-url", database_url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "account create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
