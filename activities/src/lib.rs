@@ -6,6 +6,7 @@
 pub mod adapter_run;
 pub mod git;
 pub mod harness;
+pub mod project;
 pub mod sandbox;
 pub mod source_objects;
 pub mod store;

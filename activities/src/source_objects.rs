@@ -193,7 +193,10 @@ impl SourceObjects {
         }
         let blobs: Vec<&str> = blobs.into_iter().collect();
         for batch in blobs.chunks(BLOB_BATCH) {
-            let present: Vec<bool> = futures::stream::iter(batch.iter().map(|b| self.exists(project, b)))
+            // The futures are collected first: a closure held across an await would make this
+            // future's Send-ness unprovable for callers that need Send (Temporal activities).
+            let checks: Vec<_> = batch.iter().map(|b| self.exists(project, b)).collect();
+            let present: Vec<bool> = futures::stream::iter(checks)
                 .buffered(CONCURRENT_REQUESTS)
                 .try_collect()
                 .await?;
@@ -208,15 +211,15 @@ impl SourceObjects {
                 continue;
             }
             let contents = git.read_blobs(repo, missing.clone()).await?;
-            futures::stream::iter(
-                missing
-                    .iter()
-                    .zip(contents)
-                    .map(|(blob, data)| async move { self.put(&Self::blob_key(project, blob)?, data.into()).await }),
-            )
-            .buffer_unordered(CONCURRENT_REQUESTS)
-            .try_collect::<Vec<()>>()
-            .await?;
+            let puts: Vec<_> = missing
+                .iter()
+                .zip(contents)
+                .map(|(blob, data)| async move { self.put(&Self::blob_key(project, blob)?, data.into()).await })
+                .collect();
+            futures::stream::iter(puts)
+                .buffer_unordered(CONCURRENT_REQUESTS)
+                .try_collect::<Vec<()>>()
+                .await?;
             written.blobs_stored += missing.len();
         }
 

@@ -74,6 +74,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{id}/review", post(runs::review))
         .route("/v1/runs/{id}/reviews", get(runs::reviews))
         .route("/v1/events", get(events::list))
+        .route("/v1/projects", post(projects::create).get(projects::list))
+        .route("/v1/projects/{id}", get(projects::get))
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             error::ApiError::new(

@@ -83,6 +83,7 @@ async fn run_with_server(
         store: store.clone(),
         objects,
         work_root: data_dir.join("work"),
+        git_root: data_dir.join("git").join("belay"),
     };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -43,6 +43,9 @@ pub struct Storage {
     /// Object store directory (default: DATA_DIR/objects).
     #[arg(long, env = "BELAY_OBJECT_STORE")]
     pub object_store: Option<PathBuf>,
+    /// Bare repositories live under DATA_DIR/git/<namespace>.
+    #[arg(long, env = "BELAY_GIT_NAMESPACE", default_value = "belay")]
+    pub git_namespace: String,
 }
 
 #[derive(Debug, Subcommand)]

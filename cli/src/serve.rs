@@ -61,6 +61,7 @@ pub async fn worker(conn: &Conn, storage: &Storage, pools: &str) -> anyhow::Resu
         store,
         objects,
         work_root: storage.data_dir.join("work"),
+        git_root: storage.data_dir.join("git").join(&storage.git_namespace),
     };
     belay_worker::run_pools(&pools, deps, shutdown_signal()).await
 }

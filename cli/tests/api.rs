@@ -66,6 +66,9 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
         ),
         ("GET", "/v1/runs/run_0/reviews", None),
         ("GET", "/v1/events", None),
+        ("POST", "/v1/projects", Some(json!({"name": "p"}))),
+        ("GET", "/v1/projects", None),
+        ("GET", "/v1/projects/proj_0", None),
     ]
 }
 
@@ -120,7 +123,8 @@ async fn the_openapi_document_lists_every_route() {
             .replace("/models/m", "/models/{id}")
             .replace("gg_0", "{id}")
             .replace("job_0", "{id}")
-            .replace("run_0", "{id}");
+            .replace("run_0", "{id}")
+            .replace("proj_0", "{id}");
         let op = &paths
             .get(&templated)
             .unwrap_or_else(|| panic!("{templated} missing from the document"))[method.to_lowercase()];

@@ -51,6 +51,9 @@ id_type!(
     /// A saved gg configuration.
     GgConfigId, "gg_");
 id_type!(
+    /// A project: its canonical repository is named after this id.
+    ProjectId, "proj_");
+id_type!(
     /// An API token (its secret is never stored).
     TokenId, "tok_");
 

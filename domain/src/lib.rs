@@ -11,6 +11,7 @@ pub mod ids;
 pub mod job;
 pub mod launch;
 pub mod meter;
+pub mod project;
 pub mod repo;
 pub mod review;
 pub mod run;

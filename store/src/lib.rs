@@ -11,6 +11,7 @@ pub mod events;
 pub mod jobs;
 mod migrate;
 pub mod plans;
+pub mod projects;
 mod rows;
 pub mod runs;
 #[cfg(feature = "testing")]

@@ -10,12 +10,20 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 20261130000000,
-    name: "create_foundation",
-    sqlite: include_str!("../../migrations/sqlite/20261130000000_create_foundation.sql"),
-    postgres: include_str!("../../migrations/postgres/20261130000000_create_foundation.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 20261130000000,
+        name: "create_foundation",
+        sqlite: include_str!("../../migrations/sqlite/20261130000000_create_foundation.sql"),
+        postgres: include_str!("../../migrations/postgres/20261130000000_create_foundation.sql"),
+    },
+    Migration {
+        version: 20261130120000,
+        name: "create_projects",
+        sqlite: include_str!("../../migrations/sqlite/20261130120000_create_projects.sql"),
+        postgres: include_str!("../../migrations/postgres/20261130120000_create_projects.sql"),
+    },
+];
 
 pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {
     let pool = store.pool();

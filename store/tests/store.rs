@@ -590,3 +590,32 @@ on_both!(
         assert_eq!(s.reviews_of(&run.id).await.unwrap().len(), 2);
     }
 );
+
+on_both!(
+    a_project_is_provisioned_once_and_only_its_owner_sees_it,
+    |s: Store| async move {
+        use belay_domain::project::{ProjectInput, ProjectStatus};
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let p = s
+            .create_project(&alice.id, &ProjectInput { name: "todos".into() })
+            .await
+            .unwrap();
+        assert!(p.id.starts_with("proj_"));
+        assert_eq!((p.status, p.generation), (ProjectStatus::Provisioning, 0));
+        assert!(s.get_project(&bob.id, &p.id).await.unwrap().is_none());
+        assert!(s.list_projects(&bob.id).await.unwrap().is_empty());
+        s.mark_project_provisioned(&p.id, "c1", "t1").await.unwrap();
+        s.mark_project_provisioned(&p.id, "c2", "t2").await.unwrap();
+        let p = s.get_project(&alice.id, &p.id).await.unwrap().unwrap();
+        assert_eq!(
+            (p.status, p.canonical_commit.as_deref(), p.generation),
+            (ProjectStatus::Ready, Some("c1"), 0)
+        );
+        assert!(matches!(
+            s.create_project(&alice.id, &ProjectInput { name: " ".into() }).await,
+            Err(StoreError::Invalid(_))
+        ));
+        assert_eq!(s.list_projects(&alice.id).await.unwrap().len(), 1);
+    }
+);

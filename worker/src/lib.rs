@@ -4,11 +4,15 @@
 //! `belay dev` runs every pool in its own process.
 
 use anyhow::{Context, bail};
+use belay_activities::git::GitService;
 use belay_activities::harness::HarnessActivities;
+use belay_activities::project::{GitActivities, ProjectStoreActivities};
+use belay_activities::source_objects::SourceObjects;
 use belay_activities::store::{ProbeActivities, StoreActivities};
 use belay_store::Store;
 use belay_workflows::client::ensure_dispatcher;
 use belay_workflows::probe::ProbeWorkflow;
+use belay_workflows::provision::ProjectProvisionWorkflow;
 use belay_workflows::{DispatcherWorkflow, RunWorkflow, queues};
 use object_store::ObjectStore;
 use std::future::Future;
@@ -88,6 +92,8 @@ pub struct WorkerDeps {
     pub objects: Arc<dyn ObjectStore>,
     /// Scratch space for harness adapters.
     pub work_root: PathBuf,
+    /// Bare repositories: `<data>/git/<namespace>`.
+    pub git_root: PathBuf,
 }
 
 /// Runs the given pools until `shutdown` resolves, then drains them.
@@ -104,9 +110,13 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_workflow::<DispatcherWorkflow>()?
                 .register_workflow::<RunWorkflow>()?
                 .register_workflow::<ProbeWorkflow>()?
+                .register_workflow::<ProjectProvisionWorkflow>()?
                 .build(),
             Pool::Db => base
                 .register_activities(StoreActivities {
+                    store: deps.store.clone(),
+                })
+                .register_activities(ProjectStoreActivities {
                     store: deps.store.clone(),
                 })
                 .register_activities(ProbeActivities)
@@ -120,7 +130,16 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 })
                 .build()
             }
-            Pool::Git | Pool::Sandbox | Pool::Llm | Pool::Browser => {
+            Pool::Git => {
+                std::fs::create_dir_all(&deps.git_root)
+                    .with_context(|| format!("creating {}", deps.git_root.display()))?;
+                base.register_activities(GitActivities {
+                    git: GitService::new(deps.git_root.clone()),
+                    sources: SourceObjects::new(deps.objects.clone()),
+                })
+                .build()
+            }
+            Pool::Sandbox | Pool::Llm | Pool::Browser => {
                 warn!(
                     pool = pool.name(),
                     "this pool has no activities yet; not polling its queue"

@@ -129,3 +129,53 @@ impl ProbeApi {
 pub mod probe_definitions {
     pub use super::probe_api::Echo;
 }
+
+/// A canonical repository at S0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvisionedSource {
+    pub commit: String,
+    pub tree: String,
+    /// How many files the index and code manifest list.
+    pub files: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectFailure {
+    pub project_id: String,
+    pub error: String,
+}
+
+/// Git activities, on the `belay.git` queue.
+pub struct GitApi;
+
+#[activity_definitions]
+impl GitApi {
+    /// Creates the canonical repository (S0: one commit holding `.gitignore`) and writes its file
+    /// index, code manifest and blobs to the object store. Idempotent.
+    #[activity(name = "git.provision_project")]
+    pub fn provision_project(project_id: String) -> Result<ProvisionedSource, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Project records, on the `belay.db` queue.
+pub struct ProjectStoreApi;
+
+#[activity_definitions]
+impl ProjectStoreApi {
+    #[activity(name = "db.mark_project_provisioned")]
+    pub fn mark_provisioned(input: (String, ProvisionedSource)) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
+    #[activity(name = "db.mark_project_failed")]
+    pub fn mark_failed(input: ProjectFailure) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// The project markers, likewise re-exported.
+pub mod project_definitions {
+    pub use super::git_api::ProvisionProject;
+    pub use super::project_store_api::{MarkFailed, MarkProvisioned};
+}

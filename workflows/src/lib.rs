@@ -9,6 +9,7 @@ pub mod client;
 pub mod contracts;
 pub mod dispatcher;
 pub mod probe;
+pub mod provision;
 pub mod queues;
 pub mod replay;
 pub mod run;

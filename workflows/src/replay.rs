@@ -19,6 +19,7 @@ pub async fn replay_json(json: &[u8]) -> Result<(), ReplayError> {
         .register_workflow::<crate::DispatcherWorkflow>()
         .and_then(|o| o.register_workflow::<crate::RunWorkflow>())
         .and_then(|o| o.register_workflow::<crate::probe::ProbeWorkflow>())
+        .and_then(|o| o.register_workflow::<crate::provision::ProjectProvisionWorkflow>())
         .map_err(|e| ReplayError::Replay(e.to_string()))?
         .build();
     let replayer = WorkflowReplayer::new(options).map_err(|e| ReplayError::Replay(e.to_string()))?;

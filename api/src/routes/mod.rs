@@ -5,4 +5,5 @@ pub mod catalogue;
 pub mod events;
 pub mod health;
 pub mod jobs;
+pub mod projects;
 pub mod runs;

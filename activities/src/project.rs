@@ -1,0 +1,80 @@
+//! GitActivities (the `belay.git` pool) and the project record activities (the `belay.db`
+//! pool) behind ProjectProvisionWorkflow.
+
+use crate::git::GitService;
+use crate::source_objects::SourceObjects;
+use crate::{fatal, retryable};
+use belay_store::{Store, StoreError};
+use belay_workflows::contracts::{ProjectFailure, ProvisionedSource};
+use std::sync::Arc;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::instrument;
+
+pub struct GitActivities {
+    pub git: GitService,
+    pub sources: SourceObjects,
+}
+
+#[activities]
+impl GitActivities {
+    #[activity(definition = belay_workflows::contracts::project_definitions::ProvisionProject)]
+    #[instrument(skip_all, fields(project.id = %project_id), err(Debug))]
+    pub async fn provision_project(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        project_id: String,
+    ) -> Result<ProvisionedSource, ActivityError> {
+        let map = |e: crate::git::GitError| if e.is_retryable() { retryable(e) } else { fatal(e) };
+        let p = self.git.provision(&project_id).await.map_err(map)?;
+        let files = self.git.file_index(&p.repo, &p.commit).await.map_err(map)?;
+        self.sources
+            .write_tree(&self.git, &p.repo, &project_id, &p.tree, &files)
+            .await
+            .map_err(|e| if e.is_retryable() { retryable(e) } else { fatal(e) })?;
+        Ok(ProvisionedSource {
+            commit: p.commit,
+            tree: p.tree,
+            files: files.len(),
+        })
+    }
+}
+
+pub struct ProjectStoreActivities {
+    pub store: Store,
+}
+
+fn store_error(e: StoreError) -> ActivityError {
+    if matches!(e, StoreError::Database(_)) {
+        retryable(e)
+    } else {
+        fatal(e)
+    }
+}
+
+#[activities]
+impl ProjectStoreActivities {
+    #[activity(definition = belay_workflows::contracts::project_definitions::MarkProvisioned)]
+    pub async fn mark_provisioned(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: (String, ProvisionedSource),
+    ) -> Result<(), ActivityError> {
+        self.store
+            .mark_project_provisioned(&input.0, &input.1.commit, &input.1.tree)
+            .await
+            .map_err(store_error)
+    }
+
+    #[activity(definition = belay_workflows::contracts::project_definitions::MarkFailed)]
+    pub async fn mark_failed(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ProjectFailure,
+    ) -> Result<(), ActivityError> {
+        self.store
+            .mark_project_failed(&input.project_id, &input.error)
+            .await
+            .map_err(store_error)
+    }
+}

@@ -1,0 +1,58 @@
+//! Projects: creating one provisions its canonical repository (ProjectProvisionWorkflow on the
+//! `git` pool); only the owner sees it.
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiJson, Caller};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use belay_domain::project::{Project, ProjectInput};
+use belay_workflows::provision::{ProjectProvisionWorkflow, provision_workflow_id};
+use belay_workflows::queues;
+use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
+
+/// Creates a project; its canonical repository (generation 0: one commit holding `.gitignore`)
+/// is provisioned in the background, and the project turns `ready` with its commit and tree.
+#[utoipa::path(post, path = "/v1/projects", tag = "projects", request_body = ProjectInput,
+    responses((status = 201, body = Project), (status = 422, body = ErrorBody)))]
+pub async fn create(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    ApiJson(input): ApiJson<ProjectInput>,
+) -> ApiResult<(StatusCode, Json<Project>)> {
+    input.validate()?;
+    let project = s.store.create_project(&a.id, &input).await?;
+    let opts = WorkflowStartOptions::new(queues::WORKFLOWS, provision_workflow_id(&project.id))
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .build();
+    if let Err(e) = s
+        .temporal
+        .start_workflow(ProjectProvisionWorkflow::run, project.id.clone(), opts)
+        .await
+    {
+        let _ = s
+            .store
+            .mark_project_failed(&project.id, &format!("provisioning could not start: {e}"))
+            .await;
+        return Err(ApiError::internal(&e));
+    }
+    Ok((StatusCode::CREATED, Json(project)))
+}
+
+/// The caller's projects.
+#[utoipa::path(get, path = "/v1/projects", tag = "projects", responses((status = 200, body = [Project])))]
+pub async fn list(Caller(a): Caller, State(s): State<AppState>) -> ApiResult<Json<Vec<Project>>> {
+    Ok(Json(s.store.list_projects(&a.id).await?))
+}
+
+/// One of the caller's projects.
+#[utoipa::path(get, path = "/v1/projects/{id}", tag = "projects", params(("id" = String, Path)),
+    responses((status = 200, body = Project), (status = 404, body = ErrorBody)))]
+pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Project>> {
+    s.store
+        .get_project(&a.id, &id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("project {id} not found")))
+}

@@ -1,0 +1,92 @@
+//! Project provisioning through the API: a canonical repository at generation 0 holding one
+//! commit with only `.gitignore`, with its file index and code manifest in the object store.
+
+mod common;
+
+use common::{Belay, create_account};
+use serde_json::json;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn git(repo: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_project_gets_a_canonical_repository_at_generation_zero() {
+    let b = Belay::start().await;
+    let (s, p) = b.post("/v1/projects", json!({"name": "todos"})).await;
+    assert_eq!(s, 201, "{p}");
+    let id = p["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        (p["status"].as_str(), p["generation"].as_i64()),
+        (Some("provisioning"), Some(0))
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ready = loop {
+        let p = b.get(&format!("/v1/projects/{id}")).await;
+        if p["status"] == "ready" {
+            break p;
+        }
+        assert!(p["status"] != "failed", "{p}");
+        assert!(Instant::now() < deadline, "project never became ready: {p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(ready["generation"], 0);
+    let commit = ready["canonicalCommit"].as_str().unwrap();
+    let tree = ready["canonicalTree"].as_str().unwrap();
+
+    let data = b.dir.path().join("data");
+    let repo = data.join("git").join("belay").join(format!("{id}.git"));
+    assert_eq!(git(&repo, &["rev-parse", "refs/heads/main"]).trim(), commit);
+    assert_eq!(
+        git(&repo, &["rev-list", "--count", "main"]).trim(),
+        "1",
+        "S0 is one commit"
+    );
+    assert_eq!(
+        git(&repo, &["ls-tree", "--name-only", "-r", "main"]).trim(),
+        ".gitignore"
+    );
+    assert_eq!(git(&repo, &["rev-parse", "main^{tree}"]).trim(), tree);
+    git(&repo, &["fsck", "--strict"]);
+
+    let objects = data.join("objects").join("source").join(&id).join(tree);
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(objects.join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["files"][0]["path"], ".gitignore");
+    let code: serde_json::Value = serde_json::from_slice(&std::fs::read(objects.join("code.json")).unwrap()).unwrap();
+    let blob = code[".gitignore"].as_str().unwrap();
+    assert!(
+        data.join("objects")
+            .join("source")
+            .join(&id)
+            .join("blobs")
+            .join(blob)
+            .is_file()
+    );
+
+    // Only the owner sees it; bad input writes nothing.
+    let other = create_account(&b.database_url, "other");
+    let (s, _) = b
+        .request("GET", &format!("/v1/projects/{id}"), Some(&other), None)
+        .await;
+    assert_eq!(s, 404);
+    let (s, v) = b.post("/v1/projects", json!({"name": "  "})).await;
+    assert_eq!(s, 422, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("name"));
+    let (s, v) = b.post("/v1/projects", json!({})).await;
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(b.get("/v1/projects").await.as_array().unwrap().len(), 1);
+}

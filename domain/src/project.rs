@@ -1,0 +1,67 @@
+//! Projects: the canonical repository and its generation. A project starts at canonical
+//! generation 0 (S0): one commit holding only `.gitignore`.
+
+use crate::validation::{ValidationError, check_text};
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// A project being provisioned is not yet usable; a failed provisioning keeps its error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ProjectStatus {
+    Provisioning,
+    Ready,
+    Failed,
+}
+
+impl ProjectStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProjectStatus::Provisioning => "provisioning",
+            ProjectStatus::Ready => "ready",
+            ProjectStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [ProjectStatus::Provisioning, ProjectStatus::Ready, ProjectStatus::Failed]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectInput {
+    pub name: String,
+}
+
+impl ProjectInput {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        check_text("name", &self.name, 200)
+    }
+}
+
+/// A project as stored and shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Project {
+    pub id: String,
+    pub name: String,
+    pub status: ProjectStatus,
+    /// The canonical generation: 0 at provisioning, + 1 at each promotion.
+    pub generation: i64,
+    /// `main` of the canonical repository.
+    pub canonical_commit: Option<String>,
+    pub canonical_tree: Option<String>,
+    /// The policy the project verifies with (`None`: the default policy).
+    pub policy_ref: Option<String>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}

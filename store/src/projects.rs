@@ -1,0 +1,113 @@
+//! Projects: the row behind a canonical repository. Only the owning account sees a project.
+
+use crate::{Store, StoreError, events, new_id_body, now_ms};
+use belay_domain::ids::ProjectId;
+use belay_domain::project::{Project, ProjectInput, ProjectStatus};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+const COLUMNS: &str =
+    "id, name, status, generation, canonical_commit, canonical_tree, policy_ref, error, created_at, updated_at";
+
+fn project_row(r: &AnyRow) -> Result<Project, StoreError> {
+    let status: String = r.try_get("status")?;
+    Ok(Project {
+        id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        status: ProjectStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown project status {status:?}")))?,
+        generation: r.try_get("generation")?,
+        canonical_commit: r.try_get("canonical_commit")?,
+        canonical_tree: r.try_get("canonical_tree")?,
+        policy_ref: r.try_get("policy_ref")?,
+        error: r.try_get("error")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+impl Store {
+    /// Records a new project, `provisioning`, at generation 0.
+    pub async fn create_project(&self, account_id: &str, input: &ProjectInput) -> Result<Project, StoreError> {
+        input.validate()?;
+        let id = ProjectId::from_body(&new_id_body()).0;
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            r#"insert into projects (id, account_id, name, status, generation, created_at, updated_at)
+               values ($1, $2, $3, 'provisioning', 0, $4, $4)"#,
+        )
+        .bind(&id)
+        .bind(account_id)
+        .bind(&input.name)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        events::append(
+            &mut *tx,
+            &id,
+            "project.created",
+            &serde_json::json!({ "name": input.name }),
+        )
+        .await?;
+        tx.commit().await?;
+        self.get_project(account_id, &id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("project", id))
+    }
+
+    /// The project, if `account_id` owns it.
+    pub async fn get_project(&self, account_id: &str, id: &str) -> Result<Option<Project>, StoreError> {
+        let sql = format!("select {COLUMNS} from projects where id = $1 and account_id = $2");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(account_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(project_row).transpose()
+    }
+
+    pub async fn list_projects(&self, account_id: &str) -> Result<Vec<Project>, StoreError> {
+        let sql = format!("select {COLUMNS} from projects where account_id = $1 order by created_at, id");
+        let rows = sqlx::query(&sql).bind(account_id).fetch_all(self.pool()).await?;
+        rows.iter().map(project_row).collect()
+    }
+
+    /// Records the canonical S0 commit and tree; a provisioned project is `ready` at generation 0.
+    /// Idempotent: a second call with the same commit changes nothing.
+    pub async fn mark_project_provisioned(&self, id: &str, commit: &str, tree: &str) -> Result<(), StoreError> {
+        let mut tx = self.begin_write().await?;
+        let moved = sqlx::query(
+            r#"update projects set status = 'ready', canonical_commit = $2, canonical_tree = $3, updated_at = $4
+               where id = $1 and status = 'provisioning'"#,
+        )
+        .bind(id)
+        .bind(commit)
+        .bind(tree)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() == 1 {
+            events::append(
+                &mut *tx,
+                id,
+                "project.provisioned",
+                &serde_json::json!({ "commit": commit, "tree": tree }),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records that provisioning failed, with why.
+    pub async fn mark_project_failed(&self, id: &str, error: &str) -> Result<(), StoreError> {
+        sqlx::query("update projects set status = 'failed', error = $2, updated_at = $3 where id = $1 and status = 'provisioning'")
+            .bind(id)
+            .bind(error)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+}

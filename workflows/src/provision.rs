@@ -1,0 +1,60 @@
+//! ProjectProvisionWorkflow (id `provision-{project_id}`): creates the canonical repository at
+//! generation 0 on the `git` pool, then records its commit and tree. A provisioning that cannot
+//! succeed records why.
+
+use crate::contracts::{GitApi, ProjectFailure, ProjectStoreApi, ProvisionedSource};
+use crate::queues::{self, db_options};
+use std::time::Duration;
+use temporalio_common::RetryPolicy;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{ActivityOptions, WorkflowContext, WorkflowResult};
+
+/// The workflow id of a project's provisioning.
+pub fn provision_workflow_id(project_id: &str) -> String {
+    format!("provision-{project_id}")
+}
+
+#[workflow]
+#[derive(Default)]
+pub struct ProjectProvisionWorkflow;
+
+#[workflow_methods]
+impl ProjectProvisionWorkflow {
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>, project_id: String) -> WorkflowResult<ProvisionedSource> {
+        let git = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(120))
+            .task_queue(queues::GIT.to_string())
+            .retry_policy(
+                RetryPolicy::builder()
+                    .initial_interval(Duration::from_millis(500))
+                    .backoff_coefficient(2.0)
+                    .maximum_interval(Duration::from_secs(10))
+                    .maximum_attempts(5)
+                    .build(),
+            )
+            .build();
+        match ctx
+            .execute_activity(GitApi::provision_project, project_id.clone(), git)
+            .await
+        {
+            Ok(source) => {
+                ctx.execute_activity(
+                    ProjectStoreApi::mark_provisioned,
+                    (project_id, source.clone()),
+                    db_options(),
+                )
+                .await?;
+                Ok(source)
+            }
+            Err(e) => {
+                let failure = ProjectFailure {
+                    project_id,
+                    error: e.to_string(),
+                };
+                ctx.execute_activity(ProjectStoreApi::mark_failed, failure, db_options())
+                    .await?;
+                Err(e.into())
+            }
+        }
+    }
+}
