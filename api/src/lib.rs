@@ -24,12 +24,45 @@ pub use openapi::openapi_document;
 pub struct AppState {
     pub store: Store,
     pub temporal: Client,
+    /// The smart-HTTP git endpoint, when this API serves one.
+    pub git: Option<GitConfig>,
+}
+
+/// Where the bare repositories are and how repository tokens are signed. Revocations are kept in
+/// this process's memory (tokens live 600 s); several API processes would share them through the
+/// database.
+#[derive(Clone)]
+pub struct GitConfig {
+    pub root: std::path::PathBuf,
+    pub secret: std::sync::Arc<Vec<u8>>,
+    pub revoked: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    pub max_body: usize,
+}
+
+impl GitConfig {
+    pub fn new(root: std::path::PathBuf, secret: Vec<u8>) -> Self {
+        Self {
+            root,
+            secret: std::sync::Arc::new(secret),
+            revoked: Default::default(),
+            max_body: 512 * 1024 * 1024,
+        }
+    }
 }
 
 /// The whole API.
 pub fn router(state: AppState) -> Router {
     use routes::*;
-    Router::new()
+    let git = state.git.clone().map(|g| {
+        let revoked = g.revoked.clone();
+        git_http::git_router(git_http::GitHttpState {
+            root: g.root,
+            secret: g.secret.to_vec(),
+            revoked: std::sync::Arc::new(move |id: &str| revoked.lock().expect("revocation set").contains(id)),
+            max_body: g.max_body,
+        })
+    });
+    let api = Router::new()
         .route("/v1/healthz", get(health::healthz))
         .route("/v1/readyz", get(health::readyz))
         .route("/v1/openapi.json", get(openapi::serve))
@@ -76,6 +109,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events", get(events::list))
         .route("/v1/projects", post(projects::create).get(projects::list))
         .route("/v1/projects/{id}", get(projects::get))
+        .route("/v1/projects/{id}/repo-tokens", post(repo_tokens::issue))
+        .route("/v1/repo-tokens/{token_id}/revoke", post(repo_tokens::revoke))
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             error::ApiError::new(
@@ -85,7 +120,11 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .with_state(state);
+    match git {
+        Some(git) => git.merge(api),
+        None => api,
+    }
 }
 
 /// Serves the API on `listener` until `shutdown` resolves; requests in flight finish first.

@@ -20,7 +20,7 @@ use utoipa::{Modify, OpenApi};
         jobs::launch, jobs::list, jobs::get, jobs::cancel, jobs::cancel_bulk, jobs::transitions,
         runs::list, runs::get, runs::review, runs::reviews,
         events::list,
-        projects::create, projects::list, projects::get,
+        projects::create, projects::list, projects::get, repo_tokens::issue, repo_tokens::revoke,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -95,6 +95,10 @@ async fn run_with_server(
         belay_api::AppState {
             store,
             temporal: client,
+            git: Some(belay_api::GitConfig::new(
+                data_dir.join("git").join("belay"),
+                git_secret(data_dir)?,
+            )),
         },
         stopped(stop_rx.clone()),
     ));
@@ -149,6 +153,23 @@ async fn bootstrap_token(store: &Store, data_dir: &Path) -> anyhow::Result<Strin
     let (_, token) = store.create_account("dev").await?;
     write_private(&path, &token)?;
     Ok(token)
+}
+
+/// The secret that signs repository tokens: made once, kept in the data dir (mode 0600).
+fn git_secret(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    let path = data_dir.join("git-token-secret");
+    if let Ok(s) = std::fs::read_to_string(&path)
+        && s.trim().len() >= 32
+    {
+        return Ok(s.trim().as_bytes().to_vec());
+    }
+    let secret = format!("{}{}", uuid_hex(), uuid_hex());
+    write_private(&path, &secret)?;
+    Ok(secret.into_bytes())
+}
+
+fn uuid_hex() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {

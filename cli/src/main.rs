@@ -56,6 +56,11 @@ enum Command {
     Api {
         #[command(flatten)]
         conn: Conn,
+        #[command(flatten)]
+        storage: Storage,
+        /// Signs repository tokens; without it the API serves no `/git/` endpoint.
+        #[arg(long, env = "BELAY_GIT_TOKEN_SECRET", hide_env_values = true)]
+        git_token_secret: Option<String>,
         #[arg(long, env = "BELAY_API_HOST", default_value = "127.0.0.1")]
         host: String,
         #[arg(long, env = "BELAY_API_PORT", default_value_t = 8080)]
@@ -118,7 +123,13 @@ async fn main() -> anyhow::Result<()> {
     init_tracing();
     match cli.command {
         Command::Dev(args) => dev::run(args).await,
-        Command::Api { conn, host, port } => serve::api(&conn, &host, port).await,
+        Command::Api {
+            conn,
+            storage,
+            git_token_secret,
+            host,
+            port,
+        } => serve::api(&conn, &storage, git_token_secret, &host, port).await,
         Command::Worker { conn, storage, pools } => serve::worker(&conn, &storage, &pools).await,
         Command::Migrate { database_url } => {
             let store = belay_store::Store::connect(&database_url).await?;

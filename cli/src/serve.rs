@@ -30,14 +30,34 @@ pub fn object_store_at(dir: &Path) -> anyhow::Result<Arc<dyn ObjectStore>> {
     Ok(Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir)?))
 }
 
-pub async fn api(conn: &Conn, host: &str, port: u16) -> anyhow::Result<()> {
+pub async fn api(
+    conn: &Conn,
+    storage: &Storage,
+    git_token_secret: Option<String>,
+    host: &str,
+    port: u16,
+) -> anyhow::Result<()> {
     let store = Store::connect(&conn.database_url).await?;
     let temporal = belay_workflows::client::connect(&conn.temporal_address, &conn.namespace, "belay-api").await?;
     let listener = TcpListener::bind((host, port))
         .await
         .with_context(|| format!("binding {host}:{port}"))?;
     tracing::info!(api.url = %format!("http://{}", listener.local_addr()?), "API listening");
-    belay_api::serve(listener, belay_api::AppState { store, temporal }, shutdown_signal()).await?;
+    belay_api::serve(
+        listener,
+        belay_api::AppState {
+            store,
+            temporal,
+            git: git_token_secret.map(|secret| {
+                belay_api::GitConfig::new(
+                    storage.data_dir.join("git").join(&storage.git_namespace),
+                    secret.into_bytes(),
+                )
+            }),
+        },
+        shutdown_signal(),
+    )
+    .await?;
     Ok(())
 }
 

@@ -69,6 +69,12 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
         ("POST", "/v1/projects", Some(json!({"name": "p"}))),
         ("GET", "/v1/projects", None),
         ("GET", "/v1/projects/proj_0", None),
+        (
+            "POST",
+            "/v1/projects/proj_0/repo-tokens",
+            Some(json!({"scope": "read"})),
+        ),
+        ("POST", "/v1/repo-tokens/rt_0/revoke", None),
     ]
 }
 
@@ -124,7 +130,8 @@ async fn the_openapi_document_lists_every_route() {
             .replace("gg_0", "{id}")
             .replace("job_0", "{id}")
             .replace("run_0", "{id}")
-            .replace("proj_0", "{id}");
+            .replace("proj_0", "{id}")
+            .replace("rt_0", "{token_id}");
         let op = &paths
             .get(&templated)
             .unwrap_or_else(|| panic!("{templated} missing from the document"))[method.to_lowercase()];

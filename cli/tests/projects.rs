@@ -89,4 +89,55 @@ async fn a_new_project_gets_a_canonical_repository_at_generation_zero() {
     let (s, v) = b.post("/v1/projects", json!({})).await;
     assert_eq!(s, 422, "{v}");
     assert_eq!(b.get("/v1/projects").await.as_array().unwrap().len(), 1);
+
+    // Smart HTTP with a repository token: a read token clones; a write token for canonical is
+    // refused; a revoked token, another account's request or no token gets nothing.
+    let (s, t) = b
+        .post(&format!("/v1/projects/{id}/repo-tokens"), json!({"scope": "read"}))
+        .await;
+    assert_eq!(s, 201, "{t}");
+    let host = b.url.trim_start_matches("http://");
+    let url = format!(
+        "http://belay:{}@{host}{}",
+        t["token"].as_str().unwrap(),
+        t["path"].as_str().unwrap()
+    );
+    let work = b.dir.path().join("clone");
+    let clone = |url: &str, into: &std::path::Path| {
+        Command::new("git")
+            .args(["-c", "protocol.version=2", "clone", "--quiet", url])
+            .arg(into)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .output()
+            .unwrap()
+    };
+    let out = clone(&url, &work);
+    assert!(out.status.success(), "clone: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(work.join(".gitignore").is_file());
+    let (s, v) = b
+        .post(&format!("/v1/projects/{id}/repo-tokens"), json!({"scope": "write"}))
+        .await;
+    assert_eq!(s, 422, "{v}");
+    let (s, _) = b
+        .request(
+            "POST",
+            &format!("/v1/projects/{id}/repo-tokens"),
+            Some(&other),
+            Some(r#"{"scope":"read"}"#),
+        )
+        .await;
+    assert_eq!(s, 404);
+    let (s, v) = b
+        .post(
+            &format!("/v1/repo-tokens/{}/revoke", t["tokenId"].as_str().unwrap()),
+            json!({}),
+        )
+        .await;
+    assert_eq!((s, v["revoked"].clone()), (200, json!(true)), "{v}");
+    assert!(
+        !clone(&url, &b.dir.path().join("clone-revoked")).status.success(),
+        "a revoked token clones nothing"
+    );
+    let anonymous = format!("http://{host}{}", t["path"].as_str().unwrap());
+    assert!(!clone(&anonymous, &b.dir.path().join("clone-anon")).status.success());
 }

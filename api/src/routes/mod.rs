@@ -6,4 +6,5 @@ pub mod events;
 pub mod health;
 pub mod jobs;
 pub mod projects;
+pub mod repo_tokens;
 pub mod runs;

@@ -150,6 +150,7 @@ impl Belay {
         cmd.env("DATABASE_URL", &self.database_url)
             .env("BELAY_TEMPORAL_ADDRESS", &self.temporal.address)
             .env("BELAY_DATA_DIR", self.dir.path().join("data"))
+            .env("BELAY_GIT_TOKEN_SECRET", "a-test-secret-of-at-least-thirty-two-bytes")
             .env("RUST_LOG", "info,sqlx=warn,temporalio_sdk_core=warn");
     }
 
