@@ -111,6 +111,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/projects/{id}", get(projects::get))
         .route("/v1/projects/{id}/repo-tokens", post(repo_tokens::issue))
         .route("/v1/repo-tokens/{token_id}/revoke", post(repo_tokens::revoke))
+        .route("/v1/projects/{id}/changes", post(changes::create).get(changes::list))
+        .route("/v1/changes/{id}", get(changes::get))
+        .route("/v1/changes/{id}/tasks", post(changes::add_task).get(changes::tasks))
+        .route("/v1/tasks/{id}/runs", post(changes::start_run))
+        .route("/v1/task-runs/{id}/change-set", post(changes::record_change_set))
+        .route("/v1/change-sets/{id}", get(changes::get_change_set))
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             error::ApiError::new(

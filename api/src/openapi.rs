@@ -21,6 +21,8 @@ use utoipa::{Modify, OpenApi};
         runs::list, runs::get, runs::review, runs::reviews,
         events::list,
         projects::create, projects::list, projects::get, repo_tokens::issue, repo_tokens::revoke,
+        changes::create, changes::list, changes::get, changes::add_task, changes::tasks, changes::start_run,
+        changes::record_change_set, changes::get_change_set,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -75,6 +75,22 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
             Some(json!({"scope": "read"})),
         ),
         ("POST", "/v1/repo-tokens/rt_0/revoke", None),
+        ("POST", "/v1/projects/proj_0/changes", Some(json!({"goal": "g"}))),
+        ("GET", "/v1/projects/proj_0/changes", None),
+        ("GET", "/v1/changes/chg_0", None),
+        (
+            "POST",
+            "/v1/changes/chg_0/tasks",
+            Some(json!({"key": "t", "kind": "implement", "title": "t"})),
+        ),
+        ("GET", "/v1/changes/chg_0/tasks", None),
+        ("POST", "/v1/tasks/task_0/runs", None),
+        (
+            "POST",
+            "/v1/task-runs/run_0/change-set",
+            Some(json!({"commit": "0123456789abcdef0123456789abcdef01234567"})),
+        ),
+        ("GET", "/v1/change-sets/cs_0", None),
     ]
 }
 
@@ -131,7 +147,10 @@ async fn the_openapi_document_lists_every_route() {
             .replace("job_0", "{id}")
             .replace("run_0", "{id}")
             .replace("proj_0", "{id}")
-            .replace("rt_0", "{token_id}");
+            .replace("rt_0", "{token_id}")
+            .replace("chg_0", "{id}")
+            .replace("task_0", "{id}")
+            .replace("cs_0", "{id}");
         let op = &paths
             .get(&templated)
             .unwrap_or_else(|| panic!("{templated} missing from the document"))[method.to_lowercase()];

@@ -141,3 +141,86 @@ async fn a_new_project_gets_a_canonical_repository_at_generation_zero() {
     let anonymous = format!("http://{host}{}", t["path"].as_str().unwrap());
     assert!(!clone(&anonymous, &b.dir.path().join("clone-anon")).status.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn changes_tasks_runs_and_change_sets_are_recorded_for_the_projects_owner() {
+    let b = Belay::start().await;
+    let (_, p) = b.post("/v1/projects", json!({"name": "todos"})).await;
+    let pid = p["id"].as_str().unwrap();
+    let (s, c) = b
+        .post(
+            &format!("/v1/projects/{pid}/changes"),
+            json!({"goal": "Add a calendar view", "acceptanceCriteria": ["A calendar page lists todos by date"], "riskTier": "medium"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{c}");
+    assert_eq!(c["status"], "running");
+    let cid = c["id"].as_str().unwrap();
+    let (s, t1) = b
+        .post(
+            &format!("/v1/changes/{cid}/tasks"),
+            json!({"key": "api", "kind": "implement", "title": "API", "semanticResources": ["todos:api"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{t1}");
+    let (s, t2) = b
+        .post(
+            &format!("/v1/changes/{cid}/tasks"),
+            json!({"key": "ui", "kind": "implement", "title": "UI", "dependencies": ["api"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{t2}");
+    assert_eq!(t2["dependencies"], json!(["api"]));
+    let before = b.get(&format!("/v1/changes/{cid}/tasks")).await;
+    for (body, field) in [
+        (json!({"key": "x", "kind": "refactor", "title": "t"}), "kind"),
+        (
+            json!({"key": "x", "kind": "test", "title": "t", "dependencies": ["nope"]}),
+            "dependencies[0]",
+        ),
+        (json!({"key": "api", "kind": "test", "title": "t"}), "key"),
+        (json!({"kind": "test", "title": "t"}), "key"),
+    ] {
+        let (s, v) = b.post(&format!("/v1/changes/{cid}/tasks"), body).await;
+        assert_eq!(s, 422, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(field), "{v}");
+    }
+    assert_eq!(
+        b.get(&format!("/v1/changes/{cid}/tasks")).await,
+        before,
+        "refused tasks wrote nothing"
+    );
+    let (s, run) = b
+        .post(&format!("/v1/tasks/{}/runs", t1["id"].as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let rid = run["id"].as_str().unwrap();
+    let (s, v) = b
+        .post(&format!("/v1/task-runs/{rid}/change-set"), json!({"commit": "abc"}))
+        .await;
+    assert_eq!(s, 422, "{v}");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let (s, cs) = b
+        .post(
+            &format!("/v1/task-runs/{rid}/change-set"),
+            json!({"commit": commit, "contractChanges": ["GET /api/calendar"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{cs}");
+    let (s, _) = b
+        .post(&format!("/v1/task-runs/{rid}/change-set"), json!({"commit": commit}))
+        .await;
+    assert_eq!(s, 409, "one ChangeSet per run");
+    assert_eq!(
+        b.get(&format!("/v1/change-sets/{}", cs["id"].as_str().unwrap())).await["commit"],
+        commit
+    );
+    let other = create_account(&b.database_url, "other");
+    for path in [
+        format!("/v1/changes/{cid}"),
+        format!("/v1/change-sets/{}", cs["id"].as_str().unwrap()),
+    ] {
+        let (s, _) = b.request("GET", &path, Some(&other), None).await;
+        assert_eq!(s, 404, "{path}");
+    }
+}

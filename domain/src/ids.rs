@@ -54,6 +54,18 @@ id_type!(
     /// A project: its canonical repository is named after this id.
     ProjectId, "proj_");
 id_type!(
+    /// A Change: a request against a project, carried out by Tasks.
+    ChangeId, "chg_");
+id_type!(
+    /// A Task of a Change.
+    TaskId, "task_");
+id_type!(
+    /// One run of a Task (its workspace fork is `ws-<body>`).
+    TaskRunId, "run_");
+id_type!(
+    /// A ChangeSet: the commit a task run published.
+    ChangeSetId, "cs_");
+id_type!(
     /// An API token (its secret is never stored).
     TokenId, "tok_");
 

@@ -6,6 +6,7 @@
 
 pub mod adapter;
 pub mod catalogue;
+pub mod change;
 pub mod dispatch;
 pub mod ids;
 pub mod job;

@@ -7,6 +7,7 @@
 
 pub mod accounts;
 pub mod catalogue;
+pub mod changes;
 pub mod events;
 pub mod jobs;
 mod migrate;

@@ -23,6 +23,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/20261130120000_create_projects.sql"),
         postgres: include_str!("../../migrations/postgres/20261130120000_create_projects.sql"),
     },
+    Migration {
+        version: 20261130130000,
+        name: "create_changes",
+        sqlite: include_str!("../../migrations/sqlite/20261130130000_create_changes.sql"),
+        postgres: include_str!("../../migrations/postgres/20261130130000_create_changes.sql"),
+    },
 ];
 
 pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {

@@ -619,3 +619,74 @@ on_both!(
         assert_eq!(s.list_projects(&alice.id).await.unwrap().len(), 1);
     }
 );
+
+on_both!(
+    a_change_holds_tasks_runs_and_one_change_set_per_run_for_its_owner_only,
+    |s: Store| async move {
+        use belay_domain::change::{ChangeInput, ChangeSetInput, RiskTier, TaskInput, TaskKind};
+        use belay_domain::project::ProjectInput;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let p = s
+            .create_project(&alice.id, &ProjectInput { name: "todos".into() })
+            .await
+            .unwrap();
+        let input = ChangeInput {
+            goal: "Add a calendar view".into(),
+            acceptance_criteria: vec!["A calendar page lists todos by date".into()],
+            invariants: vec!["GET /api/todos must remain unchanged".into()],
+            risk_tier: Some(RiskTier::Medium),
+        };
+        assert!(matches!(
+            s.create_change(&bob.id, &p.id, &input).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        let c = s.create_change(&alice.id, &p.id, &input).await.unwrap();
+        assert_eq!((c.risk_tier, c.acceptance_criteria.len()), (Some(RiskTier::Medium), 1));
+        let t = |key: &str, deps: &[&str]| TaskInput {
+            key: key.into(),
+            kind: TaskKind::Implement,
+            title: format!("task {key}"),
+            semantic_resources: vec![format!("todos:{key}")],
+            dependencies: deps.iter().map(|d| d.to_string()).collect(),
+        };
+        let t1 = s.add_task(&alice.id, &c.id, &t("api", &[])).await.unwrap();
+        let t2 = s.add_task(&alice.id, &c.id, &t("ui", &["api"])).await.unwrap();
+        assert_eq!(t2.dependencies, vec!["api"]);
+        assert!(matches!(
+            s.add_task(&alice.id, &c.id, &t("ui", &[])).await,
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(
+            s.add_task(&alice.id, &c.id, &t("x", &["nope"])).await,
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(
+            s.add_task(&bob.id, &c.id, &t("x", &[])).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert_eq!(s.list_tasks(&alice.id, &c.id).await.unwrap().len(), 2);
+        let run = s.start_task_run(&alice.id, &t1.id).await.unwrap();
+        assert!(run.id.starts_with("run_"));
+        let cs_in = ChangeSetInput {
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+            contract_changes: vec!["GET /api/calendar -> [{date, todos}]".into()],
+            data_changes: vec![],
+        };
+        assert!(matches!(
+            s.record_change_set(&bob.id, &run.id, &cs_in).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        let cs = s.record_change_set(&alice.id, &run.id, &cs_in).await.unwrap();
+        assert_eq!(
+            (cs.task_id.as_str(), cs.commit.as_str()),
+            (t1.id.as_str(), cs_in.commit.as_str())
+        );
+        assert!(matches!(
+            s.record_change_set(&alice.id, &run.id, &cs_in).await,
+            Err(StoreError::Conflict(_))
+        ));
+        assert!(s.get_change_set(&bob.id, &cs.id).await.unwrap().is_none());
+        assert_eq!(s.list_changes(&alice.id, &p.id).await.unwrap().len(), 1);
+    }
+);

@@ -2,6 +2,7 @@
 
 pub mod accounts;
 pub mod catalogue;
+pub mod changes;
 pub mod events;
 pub mod health;
 pub mod jobs;

@@ -1,0 +1,290 @@
+//! Changes, Tasks, task runs and ChangeSets. Each belongs to a project, and only the project's
+//! owner reads or writes them.
+
+use crate::rows::{json, to_json};
+use crate::{Store, StoreError, events, new_id_body, now_ms};
+use belay_domain::change::{
+    Change, ChangeInput, ChangeSet, ChangeSetInput, ChangeStatus, RiskTier, Task, TaskInput, TaskKind, TaskRun,
+    TaskRunStatus,
+};
+use belay_domain::ids::{ChangeId, ChangeSetId, TaskId, TaskRunId};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+use std::collections::BTreeSet;
+
+fn enum_text<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn enum_from<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> Result<T, StoreError> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| StoreError::Corrupt(format!("unknown {what} {s:?}")))
+}
+
+fn change_row(r: &AnyRow) -> Result<Change, StoreError> {
+    let risk: Option<String> = r.try_get("risk_tier")?;
+    Ok(Change {
+        id: r.try_get("id")?,
+        project_id: r.try_get("project_id")?,
+        goal: r.try_get("goal")?,
+        acceptance_criteria: json(&r.try_get::<String, _>("acceptance_criteria")?, "acceptance_criteria")?,
+        invariants: json(&r.try_get::<String, _>("invariants")?, "invariants")?,
+        risk_tier: risk
+            .as_deref()
+            .map(|t| enum_from::<RiskTier>(t, "risk tier"))
+            .transpose()?,
+        status: enum_from::<ChangeStatus>(&r.try_get::<String, _>("status")?, "change status")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+const CHANGE_COLUMNS: &str = "c.id, c.project_id, c.goal, c.acceptance_criteria, c.invariants, c.risk_tier, c.status, c.created_at, c.updated_at";
+
+impl Store {
+    /// Opens a Change on a project the account owns (`running`).
+    pub async fn create_change(
+        &self,
+        account_id: &str,
+        project_id: &str,
+        input: &ChangeInput,
+    ) -> Result<Change, StoreError> {
+        input.validate()?;
+        if self.get_project(account_id, project_id).await?.is_none() {
+            return Err(StoreError::not_found("project", project_id));
+        }
+        let id = ChangeId::from_body(&new_id_body()).0;
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            r#"insert into changes (id, project_id, goal, acceptance_criteria, invariants, risk_tier, status, created_at, updated_at)
+               values ($1, $2, $3, $4, $5, $6, 'running', $7, $7)"#,
+        )
+        .bind(&id)
+        .bind(project_id)
+        .bind(&input.goal)
+        .bind(to_json(&input.acceptance_criteria))
+        .bind(to_json(&input.invariants))
+        .bind(input.risk_tier.as_ref().map(enum_text))
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        events::append(
+            &mut *tx,
+            &id,
+            "change.created",
+            &serde_json::json!({ "projectId": project_id }),
+        )
+        .await?;
+        tx.commit().await?;
+        self.get_change(account_id, &id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("change", id))
+    }
+
+    pub async fn get_change(&self, account_id: &str, id: &str) -> Result<Option<Change>, StoreError> {
+        let sql = format!(
+            "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id where c.id = $1 and p.account_id = $2"
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(account_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(change_row).transpose()
+    }
+
+    pub async fn list_changes(&self, account_id: &str, project_id: &str) -> Result<Vec<Change>, StoreError> {
+        let sql = format!(
+            "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id \
+             where c.project_id = $1 and p.account_id = $2 order by c.created_at, c.id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(project_id)
+            .bind(account_id)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(change_row).collect()
+    }
+
+    /// The Tasks of a Change, each with the keys it depends on.
+    pub async fn list_tasks(&self, account_id: &str, change_id: &str) -> Result<Vec<Task>, StoreError> {
+        if self.get_change(account_id, change_id).await?.is_none() {
+            return Err(StoreError::not_found("change", change_id));
+        }
+        let rows = sqlx::query(
+            "select id, change_id, key, kind, title, semantic_resources, created_at from tasks where change_id = $1 order by created_at, key",
+        )
+        .bind(change_id)
+        .fetch_all(self.pool())
+        .await?;
+        let mut tasks = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let id: String = r.try_get("id")?;
+            let deps = sqlx::query(
+                "select t.key from task_dependencies d join tasks t on t.id = d.depends_on where d.task_id = $1 order by t.key",
+            )
+            .bind(&id)
+            .fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(|d| d.try_get::<String, _>("key"))
+            .collect::<Result<Vec<_>, _>>()?;
+            tasks.push(Task {
+                id,
+                change_id: r.try_get("change_id")?,
+                key: r.try_get("key")?,
+                kind: enum_from::<TaskKind>(&r.try_get::<String, _>("kind")?, "task kind")?,
+                title: r.try_get("title")?,
+                semantic_resources: json(&r.try_get::<String, _>("semantic_resources")?, "semantic_resources")?,
+                dependencies: deps,
+                created_at: r.try_get("created_at")?,
+            });
+        }
+        Ok(tasks)
+    }
+
+    /// Adds a Task to a Change; its dependencies must be Tasks the Change already has.
+    pub async fn add_task(&self, account_id: &str, change_id: &str, input: &TaskInput) -> Result<Task, StoreError> {
+        let existing = self.list_tasks(account_id, change_id).await?;
+        let keys: BTreeSet<String> = existing.iter().map(|t| t.key.clone()).collect();
+        input.validate(&keys)?;
+        let id = TaskId::from_body(&new_id_body()).0;
+        let mut tx = self.begin_write().await?;
+        let inserted = sqlx::query(
+            r#"insert into tasks (id, change_id, key, kind, title, semantic_resources, created_at)
+               values ($1, $2, $3, $4, $5, $6, $7) on conflict (change_id, key) do nothing"#,
+        )
+        .bind(&id)
+        .bind(change_id)
+        .bind(&input.key)
+        .bind(enum_text(&input.kind))
+        .bind(&input.title)
+        .bind(to_json(&input.semantic_resources))
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::Conflict(format!(
+                "key: the Change already has a Task {}",
+                input.key
+            )));
+        }
+        for dep in &input.dependencies {
+            let target = existing.iter().find(|t| &t.key == dep).expect("validated");
+            sqlx::query("insert into task_dependencies (task_id, depends_on) values ($1, $2)")
+                .bind(&id)
+                .bind(&target.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        self.list_tasks(account_id, change_id)
+            .await?
+            .into_iter()
+            .find(|t| t.id == id)
+            .ok_or_else(|| StoreError::not_found("task", id))
+    }
+
+    /// The Task, if the account owns its project.
+    async fn owned_task(&self, account_id: &str, task_id: &str) -> Result<String, StoreError> {
+        let row = sqlx::query(
+            r#"select t.change_id from tasks t join changes c on c.id = t.change_id join projects p on p.id = c.project_id
+               where t.id = $1 and p.account_id = $2"#,
+        )
+        .bind(task_id)
+        .bind(account_id)
+        .fetch_optional(self.pool())
+        .await?
+        .ok_or_else(|| StoreError::not_found("task", task_id))?;
+        Ok(row.try_get("change_id")?)
+    }
+
+    /// Starts a run of a Task.
+    pub async fn start_task_run(&self, account_id: &str, task_id: &str) -> Result<TaskRun, StoreError> {
+        self.owned_task(account_id, task_id).await?;
+        let run = TaskRun {
+            id: TaskRunId::from_body(&new_id_body()).0,
+            task_id: task_id.to_string(),
+            status: TaskRunStatus::Running,
+            started_at: now_ms(),
+            ended_at: None,
+        };
+        sqlx::query("insert into task_runs (id, task_id, status, started_at) values ($1, $2, 'running', $3)")
+            .bind(&run.id)
+            .bind(task_id)
+            .bind(run.started_at)
+            .execute(self.pool())
+            .await?;
+        Ok(run)
+    }
+
+    /// Records the ChangeSet a run published: one per run.
+    pub async fn record_change_set(
+        &self,
+        account_id: &str,
+        run_id: &str,
+        input: &ChangeSetInput,
+    ) -> Result<ChangeSet, StoreError> {
+        input.validate()?;
+        let run = sqlx::query("select task_id from task_runs where id = $1")
+            .bind(run_id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| StoreError::not_found("task run", run_id))?;
+        let task_id: String = run.try_get("task_id")?;
+        self.owned_task(account_id, &task_id)
+            .await
+            .map_err(|_| StoreError::not_found("task run", run_id))?;
+        let id = ChangeSetId::from_body(&new_id_body()).0;
+        let inserted = sqlx::query(
+            r#"insert into change_sets (id, task_id, run_id, commit_id, contract_changes, data_changes, created_at)
+               values ($1, $2, $3, $4, $5, $6, $7) on conflict (run_id) do nothing"#,
+        )
+        .bind(&id)
+        .bind(&task_id)
+        .bind(run_id)
+        .bind(&input.commit)
+        .bind(to_json(&input.contract_changes))
+        .bind(to_json(&input.data_changes))
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::Conflict(format!(
+                "runId: run {run_id} already published a ChangeSet"
+            )));
+        }
+        self.get_change_set(account_id, &id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("change set", id))
+    }
+
+    pub async fn get_change_set(&self, account_id: &str, id: &str) -> Result<Option<ChangeSet>, StoreError> {
+        let row = sqlx::query(
+            r#"select s.id, s.task_id, s.run_id, s.commit_id, s.contract_changes, s.data_changes, s.patch_ref, s.created_at
+               from change_sets s join tasks t on t.id = s.task_id join changes c on c.id = t.change_id
+               join projects p on p.id = c.project_id where s.id = $1 and p.account_id = $2"#,
+        )
+        .bind(id)
+        .bind(account_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(ChangeSet {
+                id: r.try_get("id")?,
+                task_id: r.try_get("task_id")?,
+                run_id: r.try_get("run_id")?,
+                commit: r.try_get("commit_id")?,
+                contract_changes: json(&r.try_get::<String, _>("contract_changes")?, "contract_changes")?,
+                data_changes: json(&r.try_get::<String, _>("data_changes")?, "data_changes")?,
+                patch_ref: r.try_get("patch_ref")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .transpose()
+    }
+}
