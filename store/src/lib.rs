@@ -10,6 +10,7 @@ pub mod catalogue;
 pub mod changes;
 pub mod events;
 pub mod jobs;
+pub mod meter;
 mod migrate;
 pub mod plans;
 pub mod projects;

@@ -29,6 +29,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/20261130130000_create_changes.sql"),
         postgres: include_str!("../../migrations/postgres/20261130130000_create_changes.sql"),
     },
+    Migration {
+        version: 20261130140000,
+        name: "create_sandbox_meter",
+        sqlite: include_str!("../../migrations/sqlite/20261130140000_create_sandbox_meter.sql"),
+        postgres: include_str!("../../migrations/postgres/20261130140000_create_sandbox_meter.sql"),
+    },
 ];
 
 pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {

@@ -690,3 +690,81 @@ on_both!(
         assert_eq!(s.list_changes(&alice.id, &p.id).await.unwrap().len(), 1);
     }
 );
+
+on_both!(
+    concurrent_sandbox_reservations_never_pass_the_monthly_cap,
+    |s: Store| async move {
+        use belay_domain::meter::{Reservation, SANDBOX_MONTHLY_SECONDS};
+        use belay_store::meter::Reserve;
+        let now = 1_796_009_402; // 2026-11
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut granted = 0u64;
+                    for _ in 0..25 {
+                        if let Reserve::Reserved { seconds, .. } = s
+                            .reserve_sandbox("proj_meter", Reservation::EditSessionCommand, now)
+                            .await
+                            .unwrap()
+                        {
+                            granted += seconds;
+                        }
+                    }
+                    granted
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        // 200 attempts of 480 s against 72,000 s: exactly 150 fit.
+        assert_eq!(total, SANDBOX_MONTHLY_SECONDS);
+        match s
+            .reserve_sandbox("proj_meter", Reservation::OpenWorkspace, now)
+            .await
+            .unwrap()
+        {
+            Reserve::Refused(cap) => assert!(cap.to_string().starts_with("sandbox_cap")),
+            other => panic!("reserved past the cap: {other:?}"),
+        }
+        // Another project has its own meter, and next month starts afresh.
+        assert!(matches!(
+            s.reserve_sandbox("proj_other", Reservation::OpenWorkspace, now)
+                .await
+                .unwrap(),
+            Reserve::Reserved { .. }
+        ));
+        assert!(matches!(
+            s.reserve_sandbox("proj_meter", Reservation::OpenWorkspace, now + 31 * 86_400)
+                .await
+                .unwrap(),
+            Reserve::Reserved { .. }
+        ));
+    }
+);
+
+on_both!(overlapping_sandbox_uses_are_charged_once, |s: Store| async move {
+    use belay_domain::meter::Reservation;
+    use belay_store::meter::Reserve;
+    let now = 1_796_009_402;
+    let reserve = || async {
+        match s
+            .reserve_sandbox("proj_x", Reservation::OpenWorkspace, now)
+            .await
+            .unwrap()
+        {
+            Reserve::Reserved { id, .. } => id,
+            other => panic!("{other:?}"),
+        }
+    };
+    let (a, b, c) = (reserve().await, reserve().await, reserve().await);
+    // A: 0-60 (awake to 180). B: 100-150 overlaps A's tail (awake to 270): adds 90.
+    assert_eq!(s.settle_sandbox(&a, now, now + 60).await.unwrap(), 180);
+    assert_eq!(s.settle_sandbox(&b, now + 100, now + 150).await.unwrap(), 90);
+    // A retried settle charges nothing more; C inside what is already charged adds nothing.
+    assert_eq!(s.settle_sandbox(&a, now, now + 60).await.unwrap(), 180);
+    assert_eq!(s.settle_sandbox(&c, now + 10, now + 20).await.unwrap(), 0);
+    assert_eq!(s.sandbox_charged("proj_x", now).await.unwrap(), 270);
+});
