@@ -178,6 +178,20 @@ async fn job_in(tx: &mut Transaction<'_, Any>, id: &str) -> Result<Option<Job>, 
     row.as_ref().map(rows::job).transpose()
 }
 
+/// The job, which must exist.
+async fn require_job(tx: &mut Transaction<'_, Any>, id: &str) -> Result<Job, StoreError> {
+    job_in(tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))
+}
+
+/// The jobs with these ids, in this order.
+async fn require_jobs(tx: &mut Transaction<'_, Any>, ids: &[String]) -> Result<Vec<Job>, StoreError> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        out.push(require_job(tx, id).await?);
+    }
+    Ok(out)
+}
+
 impl Store {
     /// Enqueues one job; it takes the next `queue_seq`.
     pub async fn enqueue(&self, new: NewJob) -> Result<Job, StoreError> {
@@ -209,14 +223,7 @@ impl Store {
             };
             ids.push(id);
         }
-        let mut out = Vec::with_capacity(ids.len());
-        for id in &ids {
-            out.push(
-                job_in(&mut tx, id)
-                    .await?
-                    .ok_or_else(|| StoreError::not_found("job", id))?,
-            );
-        }
+        let out = require_jobs(&mut tx, &ids).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -399,14 +406,7 @@ impl Store {
                 q.execute(&mut *tx).await?;
             }
         }
-        let mut out = Vec::with_capacity(claimed.len());
-        for id in &claimed {
-            out.push(
-                job_in(&mut tx, id)
-                    .await?
-                    .ok_or_else(|| StoreError::not_found("job", id))?,
-            );
-        }
+        let out = require_jobs(&mut tx, &claimed).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -415,9 +415,7 @@ impl Store {
     pub async fn advance_job(&self, id: &str, to: JobStatus) -> Result<Transition, StoreError> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let job = job_in(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = require_job(&mut tx, id).await?;
         if job.status == to {
             return Ok(Transition::Already(job));
         }
@@ -436,9 +434,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         if moved.rows_affected() == 0 {
-            let current = job_in(&mut tx, id)
-                .await?
-                .ok_or_else(|| StoreError::not_found("job", id))?;
+            let current = require_job(&mut tx, id).await?;
             return Ok(if current.status == to {
                 Transition::Already(current)
             } else {
@@ -446,9 +442,7 @@ impl Store {
             });
         }
         record_transition(&mut tx, id, Some(job.status), to, now).await?;
-        let job = job_in(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = require_job(&mut tx, id).await?;
         tx.commit().await?;
         Ok(Transition::Moved(job))
     }
@@ -466,9 +460,7 @@ impl Store {
         }
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let job = job_in(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = require_job(&mut tx, id).await?;
         if job.status != JobStatus::Running {
             return Ok(Completion::Refused(job));
         }
@@ -479,9 +471,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         if moved.rows_affected() == 0 {
-            let job = job_in(&mut tx, id)
-                .await?
-                .ok_or_else(|| StoreError::not_found("job", id))?;
+            let job = require_job(&mut tx, id).await?;
             return Ok(Completion::Refused(job));
         }
         record_transition(&mut tx, id, Some(JobStatus::Running), JobStatus::Completed, now).await?;
@@ -537,9 +527,7 @@ impl Store {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
         take_dispatch_lock(&mut tx).await?;
-        let job = job_in(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = require_job(&mut tx, id).await?;
         if job.status == JobStatus::Failed {
             let sql = format!("select {JOB_COLUMNS} from jobs where retry_of = $1");
             let retry = sqlx::query(&sql).bind(id).fetch_optional(&mut *tx).await?;
@@ -569,9 +557,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         if moved.rows_affected() == 0 {
-            let job = job_in(&mut tx, id)
-                .await?
-                .ok_or_else(|| StoreError::not_found("job", id))?;
+            let job = require_job(&mut tx, id).await?;
             tx.commit().await?;
             return Ok(Failure {
                 job,
@@ -617,9 +603,7 @@ impl Store {
                 retry = job_in(&mut tx, &new_id).await?;
             }
         }
-        let job = job_in(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = require_job(&mut tx, id).await?;
         tx.commit().await?;
         Ok(Failure {
             job,
@@ -632,13 +616,9 @@ impl Store {
     pub async fn cancel_job(&self, id: &str) -> Result<Cancel, StoreError> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let job = job_in(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("job", id))?;
+        let job = require_job(&mut tx, id).await?;
         let cancelled = cancel_in(&mut tx, &job, now).await?;
-        let current = job_in(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("job", id))?;
+        let current = require_job(&mut tx, id).await?;
         tx.commit().await?;
         Ok(Cancel {
             cancelled,
@@ -681,9 +661,7 @@ impl Store {
         let mut out = Vec::new();
         for job in jobs {
             if cancel_in(&mut tx, &job, now).await? {
-                let current = job_in(&mut tx, &job.id)
-                    .await?
-                    .ok_or_else(|| StoreError::not_found("job", &job.id))?;
+                let current = require_job(&mut tx, &job.id).await?;
                 out.push((current, job.status));
             }
         }
@@ -794,10 +772,7 @@ async fn cancel_in(tx: &mut Transaction<'_, Any>, job: &Job, now: i64) -> Result
             .await?;
             return Ok(true);
         }
-        current = job_in(tx, &job.id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("job", &job.id))?
-            .status;
+        current = require_job(tx, &job.id).await?.status;
     }
     Err(StoreError::Conflict(format!(
         "job {} kept changing status while being cancelled",
