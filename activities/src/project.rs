@@ -5,7 +5,7 @@ use crate::git::GitService;
 use crate::source_objects::SourceObjects;
 use crate::{fatal, retryable};
 use belay_store::{Store, StoreError};
-use belay_workflows::contracts::{ProjectFailure, ProvisionedSource};
+use belay_workflows::contracts::{ProjectFailure, ProvisionedSource, Removed};
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -38,6 +38,33 @@ impl GitActivities {
             files: files.len(),
         })
     }
+
+    #[activity(definition = belay_workflows::contracts::cleanup_definitions::RemoveProjectSources)]
+    #[instrument(skip_all, fields(project.id = %input.0), err(Debug))]
+    pub async fn remove_project_sources(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: (String, Vec<String>),
+    ) -> Result<Removed, ActivityError> {
+        let (project_id, names) = input;
+        let mut repositories = 0;
+        for name in &names {
+            if self
+                .git
+                .delete_repo(name)
+                .await
+                .map_err(|e| if e.is_retryable() { retryable(e) } else { fatal(e) })?
+            {
+                repositories += 1;
+            }
+        }
+        let objects = self
+            .sources
+            .delete_project_sources(&project_id)
+            .await
+            .map_err(|e| if e.is_retryable() { retryable(e) } else { fatal(e) })?;
+        Ok(Removed { repositories, objects })
+    }
 }
 
 pub struct ProjectStoreActivities {
@@ -64,6 +91,23 @@ impl ProjectStoreActivities {
             .mark_project_provisioned(&input.0, &input.1.commit, &input.1.tree)
             .await
             .map_err(store_error)
+    }
+
+    #[activity(definition = belay_workflows::contracts::cleanup_definitions::RepositoryNames)]
+    pub async fn repository_names(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        project_id: String,
+    ) -> Result<Vec<String>, ActivityError> {
+        self.store
+            .project_repository_names(&project_id)
+            .await
+            .map_err(store_error)
+    }
+
+    #[activity(definition = belay_workflows::contracts::cleanup_definitions::DeleteRows)]
+    pub async fn delete_rows(self: Arc<Self>, _ctx: ActivityContext, project_id: String) -> Result<(), ActivityError> {
+        self.store.delete_project_rows(&project_id).await.map_err(store_error)
     }
 
     #[activity(definition = belay_workflows::contracts::project_definitions::MarkFailed)]

@@ -108,7 +108,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{id}/reviews", get(runs::reviews))
         .route("/v1/events", get(events::list))
         .route("/v1/projects", post(projects::create).get(projects::list))
-        .route("/v1/projects/{id}", get(projects::get))
+        .route("/v1/projects/{id}", get(projects::get).delete(projects::delete))
         .route("/v1/projects/{id}/repo-tokens", post(repo_tokens::issue))
         .route("/v1/repo-tokens/{token_id}/revoke", post(repo_tokens::revoke))
         .route("/v1/projects/{id}/changes", post(changes::create).get(changes::list))

@@ -20,7 +20,7 @@ use utoipa::{Modify, OpenApi};
         jobs::launch, jobs::list, jobs::get, jobs::cancel, jobs::cancel_bulk, jobs::transitions,
         runs::list, runs::get, runs::review, runs::reviews,
         events::list,
-        projects::create, projects::list, projects::get, repo_tokens::issue, repo_tokens::revoke,
+        projects::create, projects::list, projects::get, projects::delete, repo_tokens::issue, repo_tokens::revoke,
         changes::create, changes::list, changes::get, changes::add_task, changes::tasks, changes::start_run,
         changes::record_change_set, changes::get_change_set,
     ),

@@ -69,6 +69,7 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
         ("POST", "/v1/projects", Some(json!({"name": "p"}))),
         ("GET", "/v1/projects", None),
         ("GET", "/v1/projects/proj_0", None),
+        ("DELETE", "/v1/projects/proj_0", None),
         (
             "POST",
             "/v1/projects/proj_0/repo-tokens",

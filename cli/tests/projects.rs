@@ -224,3 +224,93 @@ async fn changes_tasks_runs_and_change_sets_are_recorded_for_the_projects_owner(
         assert_eq!(s, 404, "{path}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_a_project_removes_its_repositories_and_sources_and_no_others() {
+    let b = Belay::start().await;
+    let ready = |id: String| {
+        let b = &b;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let p = b.get(&format!("/v1/projects/{id}")).await;
+                if p["status"] == "ready" {
+                    return p;
+                }
+                assert!(Instant::now() < deadline, "{p}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let (_, doomed) = b.post("/v1/projects", json!({"name": "doomed"})).await;
+    let (_, kept) = b.post("/v1/projects", json!({"name": "kept"})).await;
+    let (doomed, kept) = (
+        doomed["id"].as_str().unwrap().to_string(),
+        kept["id"].as_str().unwrap().to_string(),
+    );
+    ready(doomed.clone()).await;
+    ready(kept.clone()).await;
+    // A task run of the doomed project, with its workspace fork.
+    let (_, c) = b
+        .post(&format!("/v1/projects/{doomed}/changes"), json!({"goal": "g"}))
+        .await;
+    let (_, t) = b
+        .post(
+            &format!("/v1/changes/{}/tasks", c["id"].as_str().unwrap()),
+            json!({"key": "t", "kind": "implement", "title": "t"}),
+        )
+        .await;
+    let (_, run) = b
+        .post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({}))
+        .await;
+    let ws = belay_domain::repo::workspace_fork(run["id"].as_str().unwrap()).unwrap();
+    let git_root = b.dir.path().join("data").join("git").join("belay");
+    let git = belay_activities::git::GitService::new(git_root.clone());
+    git.fork(&doomed, &ws).await.unwrap();
+    assert!(git_root.join(format!("{ws}.git")).is_dir());
+
+    let other = create_account(&b.database_url, "other");
+    let (s, _) = b
+        .request("DELETE", &format!("/v1/projects/{doomed}"), Some(&other), None)
+        .await;
+    assert_eq!(s, 404, "only the owner deletes");
+    let (s, v) = b
+        .request("DELETE", &format!("/v1/projects/{doomed}"), Some(&b.token), None)
+        .await;
+    assert_eq!((s, v["status"].as_str()), (202, Some("deleting")), "{v}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (s, _) = b
+            .request("GET", &format!("/v1/projects/{doomed}"), Some(&b.token), None)
+            .await;
+        if s == 404 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the project was never deleted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!git_root.join(format!("{doomed}.git")).exists());
+    assert!(!git_root.join(format!("{ws}.git")).exists());
+    let objects = b.dir.path().join("data").join("objects").join("source");
+    assert_eq!(
+        files_under(&objects.join(&doomed)),
+        0,
+        "no source object of the deleted project is left"
+    );
+    // The other project is untouched.
+    assert!(git_root.join(format!("{kept}.git")).is_dir());
+    assert!(
+        files_under(&objects.join(&kept)) >= 3,
+        "the kept project's index, manifest and blob remain"
+    );
+    assert_eq!(b.get(&format!("/v1/projects/{kept}")).await["status"], "ready");
+}
+
+/// Regular files below `dir` (the local object store leaves empty directories behind).
+fn files_under(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| if e.path().is_dir() { files_under(&e.path()) } else { 1 })
+        .sum()
+}

@@ -15,6 +15,8 @@ pub enum ProjectStatus {
     Provisioning,
     Ready,
     Failed,
+    /// Its repositories and source objects are being removed; then the project is gone.
+    Deleting,
 }
 
 impl ProjectStatus {
@@ -23,13 +25,19 @@ impl ProjectStatus {
             ProjectStatus::Provisioning => "provisioning",
             ProjectStatus::Ready => "ready",
             ProjectStatus::Failed => "failed",
+            ProjectStatus::Deleting => "deleting",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [ProjectStatus::Provisioning, ProjectStatus::Ready, ProjectStatus::Failed]
-            .into_iter()
-            .find(|p| p.as_str() == s)
+        [
+            ProjectStatus::Provisioning,
+            ProjectStatus::Ready,
+            ProjectStatus::Failed,
+            ProjectStatus::Deleting,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
     }
 }
 

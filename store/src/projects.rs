@@ -111,3 +111,57 @@ impl Store {
         Ok(())
     }
 }
+
+impl Store {
+    /// Marks a project the account owns as `deleting`; false when there is no such project.
+    pub async fn mark_project_deleting(&self, account_id: &str, id: &str) -> Result<bool, StoreError> {
+        let r =
+            sqlx::query("update projects set status = 'deleting', updated_at = $3 where id = $1 and account_id = $2")
+                .bind(id)
+                .bind(account_id)
+                .bind(now_ms())
+                .execute(self.pool())
+                .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    /// Every repository name one project's rows derive: its forks (workspace forks of its task
+    /// runs), then its canonical repository last. Cleanup deletes only these names and never lists
+    /// the namespace, so it cannot touch another project's repositories.
+    pub async fn project_repository_names(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let runs = sqlx::query(
+            r#"select r.id from task_runs r join tasks t on t.id = r.task_id join changes c on c.id = t.change_id
+               where c.project_id = $1 order by r.id"#,
+        )
+        .bind(id)
+        .fetch_all(self.pool())
+        .await?;
+        let mut names = Vec::with_capacity(runs.len() + 1);
+        for r in &runs {
+            let run: String = r.try_get("id")?;
+            names.push(belay_domain::repo::workspace_fork(&run).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+        }
+        names.push(belay_domain::repo::canonical_repo(id).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+        Ok(names)
+    }
+
+    /// Removes a project's rows (ChangeSets, task runs, Tasks, Changes, the project) once its
+    /// repositories and objects are gone.
+    pub async fn delete_project_rows(&self, id: &str) -> Result<(), StoreError> {
+        let mut tx = self.begin_write().await?;
+        let scoped = "(select t.id from tasks t join changes c on c.id = t.change_id where c.project_id = $1)";
+        for sql in [
+            format!("delete from change_sets where task_id in {scoped}"),
+            format!("delete from task_runs where task_id in {scoped}"),
+            format!("delete from task_dependencies where task_id in {scoped}"),
+            "delete from tasks where change_id in (select id from changes where project_id = $1)".to_string(),
+            "delete from changes where project_id = $1".to_string(),
+            "delete from projects where id = $1".to_string(),
+        ] {
+            sqlx::query(&sql).bind(id).execute(&mut *tx).await?;
+        }
+        events::append(&mut *tx, id, "project.deleted", &serde_json::json!({})).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

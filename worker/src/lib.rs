@@ -12,7 +12,7 @@ use belay_activities::store::{ProbeActivities, StoreActivities};
 use belay_store::Store;
 use belay_workflows::client::ensure_dispatcher;
 use belay_workflows::probe::ProbeWorkflow;
-use belay_workflows::provision::ProjectProvisionWorkflow;
+use belay_workflows::provision::{ProjectDeleteWorkflow, ProjectProvisionWorkflow};
 use belay_workflows::{DispatcherWorkflow, RunWorkflow, queues};
 use object_store::ObjectStore;
 use std::future::Future;
@@ -111,6 +111,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_workflow::<RunWorkflow>()?
                 .register_workflow::<ProbeWorkflow>()?
                 .register_workflow::<ProjectProvisionWorkflow>()?
+                .register_workflow::<ProjectDeleteWorkflow>()?
                 .build(),
             Pool::Db => base
                 .register_activities(StoreActivities {

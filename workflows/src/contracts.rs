@@ -179,3 +179,45 @@ pub mod project_definitions {
     pub use super::git_api::ProvisionProject;
     pub use super::project_store_api::{MarkFailed, MarkProvisioned};
 }
+
+/// What deleting a project removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    pub repositories: usize,
+    pub objects: usize,
+}
+
+/// Project cleanup, on the `belay.git` queue.
+pub struct CleanupApi;
+
+#[activity_definitions]
+impl CleanupApi {
+    /// Deletes the named repositories (in order) and the project's `source/` objects.
+    #[activity(name = "git.remove_project_sources")]
+    pub fn remove_project_sources(input: (String, Vec<String>)) -> Result<Removed, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Project cleanup records, on the `belay.db` queue.
+pub struct CleanupStoreApi;
+
+#[activity_definitions]
+impl CleanupStoreApi {
+    /// The repository names the project's rows derive, forks first, canonical last.
+    #[activity(name = "db.project_repository_names")]
+    pub fn repository_names(project_id: String) -> Result<Vec<String>, ActivityError> {
+        unimplemented!()
+    }
+
+    #[activity(name = "db.delete_project_rows")]
+    pub fn delete_rows(project_id: String) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// The cleanup markers, likewise re-exported.
+pub mod cleanup_definitions {
+    pub use super::cleanup_api::RemoveProjectSources;
+    pub use super::cleanup_store_api::{DeleteRows, RepositoryNames};
+}

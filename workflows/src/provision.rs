@@ -58,3 +58,40 @@ impl ProjectProvisionWorkflow {
         }
     }
 }
+
+/// The workflow id of a project's deletion.
+pub fn delete_workflow_id(project_id: &str) -> String {
+    format!("delete-{project_id}")
+}
+
+/// ProjectDeleteWorkflow (id `delete-{project_id}`): deletes the repositories the project's rows
+/// derive (forks first, canonical last) and its `source/` objects, then its rows.
+#[workflow]
+#[derive(Default)]
+pub struct ProjectDeleteWorkflow;
+
+#[workflow_methods]
+impl ProjectDeleteWorkflow {
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>, project_id: String) -> WorkflowResult<crate::contracts::Removed> {
+        use crate::contracts::{CleanupApi, CleanupStoreApi};
+        let names = ctx
+            .execute_activity(CleanupStoreApi::repository_names, project_id.clone(), db_options())
+            .await?;
+        let git = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(600))
+            .task_queue(queues::GIT.to_string())
+            .retry_policy(
+                RetryPolicy::builder()
+                    .initial_interval(Duration::from_secs(1))
+                    .maximum_interval(Duration::from_secs(30))
+                    .build(),
+            )
+            .build();
+        let removed = ctx
+            .execute_activity(CleanupApi::remove_project_sources, (project_id.clone(), names), git)
+            .await?;
+        ctx.execute_activity(CleanupStoreApi::delete_rows, project_id, db_options())
+            .await?;
+        Ok(removed)
+    }
+}

@@ -20,6 +20,7 @@ pub async fn replay_json(json: &[u8]) -> Result<(), ReplayError> {
         .and_then(|o| o.register_workflow::<crate::RunWorkflow>())
         .and_then(|o| o.register_workflow::<crate::probe::ProbeWorkflow>())
         .and_then(|o| o.register_workflow::<crate::provision::ProjectProvisionWorkflow>())
+        .and_then(|o| o.register_workflow::<crate::provision::ProjectDeleteWorkflow>())
         .map_err(|e| ReplayError::Replay(e.to_string()))?
         .build();
     let replayer = WorkflowReplayer::new(options).map_err(|e| ReplayError::Replay(e.to_string()))?;

@@ -8,7 +8,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::project::{Project, ProjectInput};
-use belay_workflows::provision::{ProjectProvisionWorkflow, provision_workflow_id};
+use belay_workflows::provision::{
+    ProjectDeleteWorkflow, ProjectProvisionWorkflow, delete_workflow_id, provision_workflow_id,
+};
 use belay_workflows::queues;
 use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
 
@@ -55,4 +57,31 @@ pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
         .await?
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("project {id} not found")))
+}
+
+/// Deletes a project: its repositories (forks first, canonical last), its `source/` objects and
+/// its rows, in ProjectDeleteWorkflow. Answers 202 with the project `deleting`; it is then gone.
+#[utoipa::path(delete, path = "/v1/projects/{id}", tag = "projects", params(("id" = String, Path)),
+    responses((status = 202, body = Project), (status = 404, body = ErrorBody)))]
+pub async fn delete(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<Project>)> {
+    if !s.store.mark_project_deleting(&a.id, &id).await? {
+        return Err(ApiError::not_found(format!("project {id} not found")));
+    }
+    let opts = WorkflowStartOptions::new(queues::WORKFLOWS, delete_workflow_id(&id))
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .build();
+    s.temporal
+        .start_workflow(ProjectDeleteWorkflow::run, id.clone(), opts)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    let project = s
+        .store
+        .get_project(&a.id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {id} not found")))?;
+    Ok((StatusCode::ACCEPTED, Json(project)))
 }
