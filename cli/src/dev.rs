@@ -83,6 +83,7 @@ async fn run_with_server(
         store: store.clone(),
         objects,
         work_root: data_dir.join("work"),
+        dispatcher: Default::default(),
         git_root: data_dir.join("git").join("belay"),
     };
 

@@ -79,6 +79,10 @@ enum Command {
             default_value = "workflows,db,git,sandbox,llm,browser,harness"
         )]
         pools: String,
+        /// Claims per dispatcher run before it continues as new (default 400), when this worker
+        /// starts the dispatcher.
+        #[arg(long, env = "BELAY_DISPATCHER_CLAIMS_PER_RUN")]
+        dispatcher_claims_per_run: Option<u64>,
     },
     /// Apply database migrations.
     Migrate {
@@ -130,7 +134,12 @@ async fn main() -> anyhow::Result<()> {
             host,
             port,
         } => serve::api(&conn, &storage, git_token_secret, &host, port).await,
-        Command::Worker { conn, storage, pools } => serve::worker(&conn, &storage, &pools).await,
+        Command::Worker {
+            conn,
+            storage,
+            pools,
+            dispatcher_claims_per_run,
+        } => serve::worker(&conn, &storage, &pools, dispatcher_claims_per_run).await,
         Command::Migrate { database_url } => {
             let store = belay_store::Store::connect(&database_url).await?;
             let n = store.migrate().await?;

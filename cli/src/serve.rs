@@ -61,7 +61,7 @@ pub async fn api(
     Ok(())
 }
 
-pub async fn worker(conn: &Conn, storage: &Storage, pools: &str) -> anyhow::Result<()> {
+pub async fn worker(conn: &Conn, storage: &Storage, pools: &str, claims_per_run: Option<u64>) -> anyhow::Result<()> {
     let pools = Pool::parse_list(pools)?;
     let store = Store::connect(&conn.database_url).await?;
     let client = belay_workflows::client::connect(
@@ -81,6 +81,10 @@ pub async fn worker(conn: &Conn, storage: &Storage, pools: &str) -> anyhow::Resu
         store,
         objects,
         work_root: storage.data_dir.join("work"),
+        dispatcher: belay_workflows::dispatcher::DispatcherInput {
+            carried_wakes: 0,
+            claims_per_run,
+        },
         git_root: storage.data_dir.join("git").join(&storage.git_namespace),
     };
     belay_worker::run_pools(&pools, deps, shutdown_signal()).await

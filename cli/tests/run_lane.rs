@@ -224,6 +224,7 @@ async fn a_failed_job_is_retried_as_a_new_attempt_that_keeps_launcher_and_origin
         &belay_workflows::client::connect(&b.temporal.address, "default", "test")
             .await
             .unwrap(),
+        Default::default(),
     )
     .await
     .unwrap();
@@ -404,4 +405,33 @@ async fn records_replayable_histories() {
             std::fs::write(std::path::Path::new(dir).join(format!("{name}.json")), &json).unwrap();
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_dispatcher_continues_as_new_without_losing_or_repeating_a_job() {
+    let mut b = Belay::start_with_env(&[("BELAY_DISPATCHER_CLAIMS_PER_RUN", "3")]).await;
+    b.catalogue().await;
+    b.harness("lane", 2, OK_SCRIPT).await;
+    let mut ids = Vec::new();
+    for _ in 0..12 {
+        ids.push(b.launch("lane").await["id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        b.wait_status(id, &["completed"], Duration::from_secs(120)).await;
+    }
+    let transitions = b.transitions().await;
+    assert_eq!(check_dispatch_log(&transitions, &BTreeMap::from([("lane", 2)])), 12);
+    let client = belay_workflows::client::connect(&b.temporal.address, "default", "test")
+        .await
+        .unwrap();
+    let runs = client
+        .count_workflows("WorkflowId = 'dispatcher'", Default::default())
+        .await
+        .unwrap();
+    assert!(
+        runs.count() > 2,
+        "the dispatcher continued as new ({} runs)",
+        runs.count()
+    );
+    b.kill_worker();
 }

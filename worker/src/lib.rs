@@ -94,6 +94,8 @@ pub struct WorkerDeps {
     pub work_root: PathBuf,
     /// Bare repositories: `<data>/git/<namespace>`.
     pub git_root: PathBuf,
+    /// How the dispatcher starts, if this worker is the one to start it.
+    pub dispatcher: belay_workflows::dispatcher::DispatcherInput,
 }
 
 /// Runs the given pools until `shutdown` resolves, then drains them.
@@ -151,7 +153,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
         workers.push((pool, Worker::new(&runtime, deps.client.clone(), options)?));
     }
     if pools.contains(&Pool::Workflows) {
-        ensure_dispatcher(&deps.client)
+        ensure_dispatcher(&deps.client, deps.dispatcher.clone())
             .await
             .context("starting the dispatcher")?;
     }

@@ -41,13 +41,13 @@ pub async fn connect(address: &str, namespace: &str, identity: &str) -> Result<C
         })
 }
 
-/// Starts the dispatcher unless it is running, then wakes it.
-pub async fn ensure_dispatcher(client: &Client) -> Result<(), ClientError> {
+/// Starts the dispatcher unless it is running (with `input`, when it starts), then wakes it.
+pub async fn ensure_dispatcher(client: &Client, input: DispatcherInput) -> Result<(), ClientError> {
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, queues::DISPATCHER_ID)
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .build();
     client
-        .start_workflow(DispatcherWorkflow::run, DispatcherInput::default(), opts)
+        .start_workflow(DispatcherWorkflow::run, input, opts)
         .await
         .map_err(|e| ClientError::Call {
             what: "starting the dispatcher",

@@ -32,12 +32,16 @@ pub const MAX_HISTORY: u32 = 8_000;
 pub struct DispatcherInput {
     /// Wake-ups that arrived before the previous run continued as new.
     pub carried_wakes: u64,
+    /// Claims per run before continuing as new (default [`CLAIMS_PER_RUN`]); kept across runs.
+    #[serde(default)]
+    pub claims_per_run: Option<u64>,
 }
 
 #[workflow]
 pub struct DispatcherWorkflow {
     wakes: u64,
     dispatched: u64,
+    claims_per_run: Option<u64>,
 }
 
 #[workflow_methods]
@@ -47,6 +51,7 @@ impl DispatcherWorkflow {
         Self {
             wakes: input.carried_wakes,
             dispatched: 0,
+            claims_per_run: input.claims_per_run,
         }
     }
 
@@ -55,6 +60,8 @@ impl DispatcherWorkflow {
         let run_id = ctx.run_id().to_string();
         let mut seen_wakes = 0u64;
         let mut claims = 0u64;
+        let claims_per_run = ctx.state(|s| s.claims_per_run);
+        let limit = claims_per_run.unwrap_or(CLAIMS_PER_RUN).max(1);
         loop {
             let key = format!("{run_id}:{claims}");
             claims += 1;
@@ -78,11 +85,12 @@ impl DispatcherWorkflow {
             }
             ctx.state_mut(|s| s.dispatched += claimed.len() as u64);
 
-            if claims >= CLAIMS_PER_RUN || ctx.history_length() > MAX_HISTORY || ctx.continue_as_new_suggested() {
+            if claims >= limit || ctx.history_length() > MAX_HISTORY || ctx.continue_as_new_suggested() {
                 let carried = ctx.state(|s| s.wakes).saturating_sub(seen_wakes);
                 ctx.continue_as_new(
                     DispatcherInput {
                         carried_wakes: carried.min(1),
+                        claims_per_run,
                     },
                     ContinueAsNewOptions::default(),
                 )?;

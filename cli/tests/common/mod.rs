@@ -101,14 +101,21 @@ pub struct Belay {
     api: Option<Proc>,
     worker: Option<Proc>,
     pub http: reqwest::Client,
+    extra_env: Vec<(String, String)>,
 }
 
 impl Belay {
     /// belay on a fresh SQLite database.
     pub async fn start() -> Belay {
+        Self::start_with_env(&[]).await
+    }
+
+    /// belay on a fresh SQLite database, its processes given these extra environment variables.
+    pub async fn start_with_env(env: &[(&str, &str)]) -> Belay {
         let dir = tempfile::tempdir().unwrap();
         let database_url = format!("sqlite:{}", dir.path().join("belay.db").display());
-        Self::start_on(dir, database_url).await
+        let extra = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Self::start_on(dir, database_url, extra).await
     }
 
     /// belay on a fresh PostgreSQL database (`BELAY_TEST_POSTGRES_URL`).
@@ -116,10 +123,10 @@ impl Belay {
         let dir = tempfile::tempdir().unwrap();
         let db = belay_store::testing::fresh(belay_store::Backend::Postgres).await;
         db.store.close().await;
-        Self::start_on(dir, db.url.clone()).await
+        Self::start_on(dir, db.url.clone(), vec![]).await
     }
 
-    async fn start_on(dir: tempfile::TempDir, database_url: String) -> Belay {
+    async fn start_on(dir: tempfile::TempDir, database_url: String, extra_env: Vec<(String, String)>) -> Belay {
         let temporal = Temporal::start(dir.path());
         let out = Command::new(BELAY)
             .args(["migrate", "--database-url", &database_url])
@@ -140,6 +147,7 @@ impl Belay {
             api: None,
             worker: None,
             http: reqwest::Client::new(),
+            extra_env,
         };
         b.start_api().await;
         b.start_worker().await;
@@ -151,7 +159,8 @@ impl Belay {
             .env("BELAY_TEMPORAL_ADDRESS", &self.temporal.address)
             .env("BELAY_DATA_DIR", self.dir.path().join("data"))
             .env("BELAY_GIT_TOKEN_SECRET", "a-test-secret-of-at-least-thirty-two-bytes")
-            .env("RUST_LOG", "info,sqlx=warn,temporalio_sdk_core=warn");
+            .env("RUST_LOG", "info,sqlx=warn,temporalio_sdk_core=warn")
+            .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     }
 
     async fn start_api(&mut self) {
