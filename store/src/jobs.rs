@@ -88,6 +88,10 @@ pub struct JobContext {
 /// How deep a claim first looks into each lane beyond its free slots (game-jam holds eat into it).
 const LANE_SLACK: i64 = 16;
 
+/// Serialises every write that changes what a claim sees (enqueue, claim, and any transition that
+/// frees a slot). It is taken before the transaction records a transition, so on PostgreSQL, too,
+/// the order of `job_transitions.seq` is the order in which those writes committed: a slot freed
+/// by a completion whose row was numbered before a claim is one that claim saw free.
 async fn take_dispatch_lock(tx: &mut Transaction<'_, Any>) -> Result<(), StoreError> {
     sqlx::query("update dispatcher_lock set claims = claims + 1 where id = 1")
         .execute(&mut **tx)
@@ -460,6 +464,7 @@ impl Store {
         }
         let now = now_ms();
         let mut tx = self.begin_write().await?;
+        take_dispatch_lock(&mut tx).await?;
         let job = require_job(&mut tx, id).await?;
         if job.status != JobStatus::Running {
             return Ok(Completion::Refused(job));
@@ -616,6 +621,7 @@ impl Store {
     pub async fn cancel_job(&self, id: &str) -> Result<Cancel, StoreError> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
+        take_dispatch_lock(&mut tx).await?;
         let job = require_job(&mut tx, id).await?;
         let cancelled = cancel_in(&mut tx, &job, now).await?;
         let current = require_job(&mut tx, id).await?;
@@ -640,6 +646,7 @@ impl Store {
         }
         let now = now_ms();
         let mut tx = self.begin_write().await?;
+        take_dispatch_lock(&mut tx).await?;
         let mut sql = format!(
             "select {JOB_COLUMNS} from jobs where status in ({})",
             status_list(&statuses)
