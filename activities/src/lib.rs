@@ -10,6 +10,7 @@ pub mod project;
 pub mod sandbox;
 pub mod source_objects;
 pub mod store;
+pub mod workspace;
 
 use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::ActivityError;

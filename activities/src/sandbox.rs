@@ -202,7 +202,8 @@ impl Default for SandboxConfig {
 
 impl SandboxConfig {
     /// The defaults, overridden by BELAY_SANDBOX_IMAGE, BELAY_SANDBOX_RUNTIME,
-    /// BELAY_SANDBOX_NETWORK and BELAY_SANDBOX_EGRESS_PROXY.
+    /// BELAY_SANDBOX_NETWORK, BELAY_SANDBOX_EGRESS_PROXY and BELAY_SANDBOX_LABELS
+    /// (`key=value,…`, put on every container and network created).
     pub fn from_env() -> Result<Self, SandboxError> {
         Self::from_lookup(|key| std::env::var(key).ok())
     }
@@ -221,6 +222,14 @@ impl SandboxConfig {
             config.network = network;
         }
         config.egress_proxy = set("BELAY_SANDBOX_EGRESS_PROXY");
+        if let Some(labels) = set("BELAY_SANDBOX_LABELS") {
+            for pair in labels.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let (k, v) = pair.split_once('=').ok_or_else(|| {
+                    SandboxError::InvalidConfig(format!("BELAY_SANDBOX_LABELS: {pair:?} is not key=value"))
+                })?;
+                config.extra_labels.insert(k.trim().to_owned(), v.trim().to_owned());
+            }
+        }
         Ok(config)
     }
 
@@ -1205,9 +1214,18 @@ mod tests {
             ("BELAY_SANDBOX_IMAGE", "registry.example/sbx:7"),
             ("BELAY_SANDBOX_RUNTIME", "runsc"),
             ("BELAY_SANDBOX_NETWORK", ""),
+            ("BELAY_SANDBOX_LABELS", "belay.test=1, team=core"),
         ]);
         let config = SandboxConfig::from_lookup(|k| vars.get(k).map(|v| (*v).to_owned())).unwrap();
         assert_eq!(config.image, "registry.example/sbx:7");
+        assert_eq!(
+            config.extra_labels,
+            BTreeMap::from([
+                ("belay.test".to_owned(), "1".to_owned()),
+                ("team".to_owned(), "core".to_owned())
+            ])
+        );
+        assert!(SandboxConfig::from_lookup(|k| (k == "BELAY_SANDBOX_LABELS").then(|| "novalue".to_owned())).is_err());
         assert_eq!(config.runtime, Runtime::Runsc);
         assert_eq!(config.network, DEFAULT_NETWORK);
         assert_eq!(config.max_live, SANDBOX_MAX);

@@ -38,6 +38,9 @@ const MAX_CGI_HEADER_BYTES: usize = 16 * 1024;
 const MAX_EARLY_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
 const MAX_STDERR_BYTES: usize = 8 * 1024;
 
+/// The answer of [`GitHttpState::revoked`].
+pub type RevokedCheck = std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>;
+
 /// What the git endpoint needs; the application state provides it.
 #[derive(Clone)]
 pub struct GitHttpState {
@@ -45,8 +48,9 @@ pub struct GitHttpState {
     pub root: PathBuf,
     /// The HMAC key of repository tokens.
     pub secret: Vec<u8>,
-    /// Whether a token id was revoked.
-    pub revoked: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    /// Whether a (verified) token id was revoked; shared by every API process through the
+    /// database. Asked only about tokens whose signature checked out.
+    pub revoked: Arc<dyn Fn(String) -> RevokedCheck + Send + Sync>,
     /// Largest request body accepted, in bytes.
     pub max_body: usize,
 }
@@ -177,9 +181,10 @@ async fn run(st: &GitHttpState, repo_segment: &str, rest: &str, req: Request) ->
     let query = req.uri().query().unwrap_or_default().to_owned();
     let service = classify(req.method(), rest, &query).ok_or(GitHttpError::NotSmartHttp)?;
     let token = token_from(req.headers()).ok_or(GitHttpError::MissingToken)?;
-    let grant = repo_token::verify(&st.secret, &token, name, service.scope(), now_secs(), |id| {
-        (st.revoked)(id)
-    })?;
+    let grant = repo_token::verify(&st.secret, &token, name, service.scope(), now_secs(), |_| false)?;
+    if (st.revoked)(grant.token_id.clone()).await {
+        return Err(TokenError::Revoked.into());
+    }
     if !st.root.join(repo_segment).join("HEAD").is_file() {
         return Err(GitHttpError::NoSuchRepository);
     }
@@ -389,7 +394,10 @@ mod tests {
             let state = GitHttpState {
                 root,
                 secret: SECRET.to_vec(),
-                revoked: Arc::new(move |id: &str| seen.lock().unwrap().contains(id)),
+                revoked: Arc::new(move |id: String| {
+                    let revoked = seen.lock().unwrap().contains(&id);
+                    Box::pin(async move { revoked })
+                }),
                 max_body,
             };
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -5,7 +5,7 @@ pub mod error;
 pub mod extract;
 pub mod git_http;
 mod openapi;
-pub mod repo_token;
+pub use belay_domain::repo_token;
 mod routes;
 
 use axum::Router;
@@ -28,14 +28,12 @@ pub struct AppState {
     pub git: Option<GitConfig>,
 }
 
-/// Where the bare repositories are and how repository tokens are signed. Revocations are kept in
-/// this process's memory (tokens live 600 s); several API processes would share them through the
-/// database.
+/// Where the bare repositories are and how repository tokens are signed. Revocations live in the
+/// database, so every API process (and the workers that revoke after use) share them.
 #[derive(Clone)]
 pub struct GitConfig {
     pub root: std::path::PathBuf,
     pub secret: std::sync::Arc<Vec<u8>>,
-    pub revoked: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     pub max_body: usize,
 }
 
@@ -44,7 +42,6 @@ impl GitConfig {
         Self {
             root,
             secret: std::sync::Arc::new(secret),
-            revoked: Default::default(),
             max_body: 512 * 1024 * 1024,
         }
     }
@@ -54,11 +51,17 @@ impl GitConfig {
 pub fn router(state: AppState) -> Router {
     use routes::*;
     let git = state.git.clone().map(|g| {
-        let revoked = g.revoked.clone();
+        let store = state.store.clone();
         git_http::git_router(git_http::GitHttpState {
             root: g.root,
             secret: g.secret.to_vec(),
-            revoked: std::sync::Arc::new(move |id: &str| revoked.lock().expect("revocation set").contains(id)),
+            revoked: std::sync::Arc::new(move |id: String| {
+                let store = store.clone();
+                Box::pin(async move {
+                    // Fail closed: a token whose revocation cannot be checked is refused.
+                    store.repo_token_revoked(&id).await.unwrap_or(true)
+                })
+            }),
             max_body: g.max_body,
         })
     });
@@ -117,6 +120,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tasks/{id}/runs", post(changes::start_run))
         .route("/v1/task-runs/{id}/change-set", post(changes::record_change_set))
         .route("/v1/change-sets/{id}", get(changes::get_change_set))
+        .route("/v1/task-runs/{id}/workspace", get(workspaces::get))
+        .route("/v1/task-runs/{id}/workspace/tools", post(workspaces::tool))
+        .route("/v1/task-runs/{id}/workspace/publish", post(workspaces::publish))
+        .route("/v1/task-runs/{id}/workspace/close", post(workspaces::close))
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             error::ApiError::new(

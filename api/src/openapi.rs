@@ -23,6 +23,7 @@ use utoipa::{Modify, OpenApi};
         projects::create, projects::list, projects::get, projects::delete, repo_tokens::issue, repo_tokens::revoke,
         changes::create, changes::list, changes::get, changes::add_task, changes::tasks, changes::start_run,
         changes::record_change_set, changes::get_change_set,
+        workspaces::tool, workspaces::publish, workspaces::close, workspaces::get,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -244,6 +244,7 @@ async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<
         objects: object_store_at(&dir.join("objects"))?,
         work_root: dir.join("work"),
         dispatcher: Default::default(),
+        sandbox: None,
         git_root: dir.join("git").join("belay"),
     };
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);

@@ -84,6 +84,7 @@ async fn run_with_server(
         objects,
         work_root: data_dir.join("work"),
         dispatcher: Default::default(),
+        sandbox: None,
         git_root: data_dir.join("git").join("belay"),
     };
 

@@ -81,6 +81,11 @@ pub async fn worker(conn: &Conn, storage: &Storage, pools: &str, claims_per_run:
         store,
         objects,
         work_root: storage.data_dir.join("work"),
+        sandbox: if pools.contains(&Pool::Sandbox) {
+            belay_worker::SandboxDeps::from_env()?
+        } else {
+            None
+        },
         dispatcher: belay_workflows::dispatcher::DispatcherInput {
             carried_wakes: 0,
             claims_per_run,

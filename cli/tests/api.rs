@@ -92,6 +92,18 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
             Some(json!({"commit": "0123456789abcdef0123456789abcdef01234567"})),
         ),
         ("GET", "/v1/change-sets/cs_0", None),
+        ("GET", "/v1/task-runs/run_0/workspace", None),
+        (
+            "POST",
+            "/v1/task-runs/run_0/workspace/tools",
+            Some(json!({"tool": "read_file", "path": "a.txt"})),
+        ),
+        (
+            "POST",
+            "/v1/task-runs/run_0/workspace/publish",
+            Some(json!({"message": "m"})),
+        ),
+        ("POST", "/v1/task-runs/run_0/workspace/close", None),
     ]
 }
 

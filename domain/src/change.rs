@@ -54,7 +54,7 @@ pub struct ChangeInput {
     pub risk_tier: Option<RiskTier>,
 }
 
-fn check_lines(field: &str, lines: &[String]) -> Result<(), ValidationError> {
+pub(crate) fn check_lines(field: &str, lines: &[String]) -> Result<(), ValidationError> {
     if lines.len() > 100 {
         return Err(ValidationError::new(field, "must list at most 100 entries"));
     }

@@ -14,8 +14,10 @@ pub mod launch;
 pub mod meter;
 pub mod project;
 pub mod repo;
+pub mod repo_token;
 pub mod review;
 pub mod run;
 pub mod validation;
+pub mod workspace;
 
 pub use validation::ValidationError;

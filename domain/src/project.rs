@@ -2,6 +2,7 @@
 //! generation 0 (S0): one commit holding only `.gitignore`.
 
 use crate::validation::{ValidationError, check_text};
+use crate::workspace::WorkspacePolicy;
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "openapi")]
@@ -46,11 +47,18 @@ impl ProjectStatus {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProjectInput {
     pub name: String,
+    /// How agent workspaces of this project install, build and which commands they may run.
+    #[serde(default)]
+    pub workspace_policy: Option<WorkspacePolicy>,
 }
 
 impl ProjectInput {
     pub fn validate(&self) -> Result<(), ValidationError> {
-        check_text("name", &self.name, 200)
+        check_text("name", &self.name, 200)?;
+        if let Some(p) = &self.workspace_policy {
+            p.validate()?;
+        }
+        Ok(())
     }
 }
 
@@ -69,6 +77,8 @@ pub struct Project {
     pub canonical_tree: Option<String>,
     /// The policy the project verifies with (`None`: the default policy).
     pub policy_ref: Option<String>,
+    /// The agent workspace policy (defaults when empty).
+    pub workspace_policy: WorkspacePolicy,
     pub error: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,

@@ -8,7 +8,7 @@
 //! URL-safe and none contains a `.` (repository names never do), so the token fits in the password
 //! of `http://agent:TOKEN@host/...`.
 
-use belay_domain::repo::is_valid_repo_name;
+use crate::repo::is_valid_repo_name;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fmt;

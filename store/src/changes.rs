@@ -42,6 +42,19 @@ fn change_row(r: &AnyRow) -> Result<Change, StoreError> {
     })
 }
 
+pub(crate) fn change_set_row(r: &AnyRow) -> Result<ChangeSet, StoreError> {
+    Ok(ChangeSet {
+        id: r.try_get("id")?,
+        task_id: r.try_get("task_id")?,
+        run_id: r.try_get("run_id")?,
+        commit: r.try_get("commit_id")?,
+        contract_changes: json(&r.try_get::<String, _>("contract_changes")?, "contract_changes")?,
+        data_changes: json(&r.try_get::<String, _>("data_changes")?, "data_changes")?,
+        patch_ref: r.try_get("patch_ref")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
 const CHANGE_COLUMNS: &str = "c.id, c.project_id, c.goal, c.acceptance_criteria, c.invariants, c.risk_tier, c.status, c.created_at, c.updated_at";
 
 impl Store {
@@ -273,18 +286,6 @@ impl Store {
         .bind(account_id)
         .fetch_optional(self.pool())
         .await?;
-        row.map(|r| {
-            Ok(ChangeSet {
-                id: r.try_get("id")?,
-                task_id: r.try_get("task_id")?,
-                run_id: r.try_get("run_id")?,
-                commit: r.try_get("commit_id")?,
-                contract_changes: json(&r.try_get::<String, _>("contract_changes")?, "contract_changes")?,
-                data_changes: json(&r.try_get::<String, _>("data_changes")?, "data_changes")?,
-                patch_ref: r.try_get("patch_ref")?,
-                created_at: r.try_get("created_at")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(change_set_row).transpose()
     }
 }

@@ -18,6 +18,7 @@ mod rows;
 pub mod runs;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod workspaces;
 
 use belay_domain::ValidationError;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -73,7 +74,7 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn not_found(what: &'static str, id: impl Into<String>) -> Self {
+    pub fn not_found(what: &'static str, id: impl Into<String>) -> Self {
         StoreError::NotFound { what, id: id.into() }
     }
 

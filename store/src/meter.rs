@@ -157,6 +157,19 @@ impl Store {
         Ok(settlement.charged_seconds)
     }
 
+    /// Releases a reservation whose use never started (the workspace failed before its checkout):
+    /// nothing is charged. A reservation already settled stays as it is.
+    pub async fn release_sandbox(&self, reservation_id: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "update sandbox_reservations set status = 'settled', charged_seconds = 0, settled_at = $2 where id = $1 and status = 'open'",
+        )
+        .bind(reservation_id)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
     /// Seconds charged to the project in the month of `now_secs`.
     pub async fn sandbox_charged(&self, project_id: &str, now_secs: i64) -> Result<u64, StoreError> {
         let row = sqlx::query("select charged_seconds from sandbox_usage where project_id = $1 and month = $2")

@@ -35,6 +35,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/20261130140000_create_sandbox_meter.sql"),
         postgres: include_str!("../../migrations/postgres/20261130140000_create_sandbox_meter.sql"),
     },
+    Migration {
+        version: 20261130150000,
+        name: "create_workspaces",
+        sqlite: include_str!("../../migrations/sqlite/20261130150000_create_workspaces.sql"),
+        postgres: include_str!("../../migrations/postgres/20261130150000_create_workspaces.sql"),
+    },
 ];
 
 pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {

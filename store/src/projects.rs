@@ -6,8 +6,7 @@ use belay_domain::project::{Project, ProjectInput, ProjectStatus};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-const COLUMNS: &str =
-    "id, name, status, generation, canonical_commit, canonical_tree, policy_ref, error, created_at, updated_at";
+const COLUMNS: &str = "id, name, status, generation, canonical_commit, canonical_tree, policy_ref, workspace_policy, error, created_at, updated_at";
 
 fn project_row(r: &AnyRow) -> Result<Project, StoreError> {
     let status: String = r.try_get("status")?;
@@ -20,6 +19,7 @@ fn project_row(r: &AnyRow) -> Result<Project, StoreError> {
         canonical_commit: r.try_get("canonical_commit")?,
         canonical_tree: r.try_get("canonical_tree")?,
         policy_ref: r.try_get("policy_ref")?,
+        workspace_policy: crate::rows::json(&r.try_get::<String, _>("workspace_policy")?, "workspace_policy")?,
         error: r.try_get("error")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
@@ -34,13 +34,16 @@ impl Store {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
         sqlx::query(
-            r#"insert into projects (id, account_id, name, status, generation, created_at, updated_at)
-               values ($1, $2, $3, 'provisioning', 0, $4, $4)"#,
+            r#"insert into projects (id, account_id, name, status, generation, workspace_policy, created_at, updated_at)
+               values ($1, $2, $3, 'provisioning', 0, $5, $4, $4)"#,
         )
         .bind(&id)
         .bind(account_id)
         .bind(&input.name)
         .bind(now)
+        .bind(crate::rows::to_json(
+            &input.workspace_policy.clone().unwrap_or_default(),
+        ))
         .execute(&mut *tx)
         .await?;
         events::append(
@@ -151,6 +154,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let scoped = "(select t.id from tasks t join changes c on c.id = t.change_id where c.project_id = $1)";
         for sql in [
+            "delete from workspaces where project_id = $1".to_string(),
             format!("delete from change_sets where task_id in {scoped}"),
             format!("delete from task_runs where task_id in {scoped}"),
             format!("delete from task_dependencies where task_id in {scoped}"),

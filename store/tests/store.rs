@@ -598,7 +598,13 @@ on_both!(
         let (alice, _) = s.create_account("alice").await.unwrap();
         let (bob, _) = s.create_account("bob").await.unwrap();
         let p = s
-            .create_project(&alice.id, &ProjectInput { name: "todos".into() })
+            .create_project(
+                &alice.id,
+                &ProjectInput {
+                    name: "todos".into(),
+                    workspace_policy: None,
+                },
+            )
             .await
             .unwrap();
         assert!(p.id.starts_with("proj_"));
@@ -613,7 +619,14 @@ on_both!(
             (ProjectStatus::Ready, Some("c1"), 0)
         );
         assert!(matches!(
-            s.create_project(&alice.id, &ProjectInput { name: " ".into() }).await,
+            s.create_project(
+                &alice.id,
+                &ProjectInput {
+                    name: " ".into(),
+                    workspace_policy: None
+                }
+            )
+            .await,
             Err(StoreError::Invalid(_))
         ));
         assert_eq!(s.list_projects(&alice.id).await.unwrap().len(), 1);
@@ -628,7 +641,13 @@ on_both!(
         let (alice, _) = s.create_account("alice").await.unwrap();
         let (bob, _) = s.create_account("bob").await.unwrap();
         let p = s
-            .create_project(&alice.id, &ProjectInput { name: "todos".into() })
+            .create_project(
+                &alice.id,
+                &ProjectInput {
+                    name: "todos".into(),
+                    workspace_policy: None,
+                },
+            )
             .await
             .unwrap();
         let input = ChangeInput {
@@ -767,4 +786,101 @@ on_both!(overlapping_sandbox_uses_are_charged_once, |s: Store| async move {
     assert_eq!(s.settle_sandbox(&a, now, now + 60).await.unwrap(), 180);
     assert_eq!(s.settle_sandbox(&c, now + 10, now + 20).await.unwrap(), 0);
     assert_eq!(s.sandbox_charged("proj_x", now).await.unwrap(), 270);
+});
+
+on_both!(
+    concurrent_admissions_never_open_a_fifth_workspace_in_a_change,
+    |s: Store| async move {
+        use belay_domain::change::{ChangeInput, TaskInput, TaskKind};
+        use belay_domain::project::ProjectInput;
+        use belay_store::workspaces::Admission;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let p = s
+            .create_project(
+                &alice.id,
+                &ProjectInput {
+                    name: "todos".into(),
+                    workspace_policy: None,
+                },
+            )
+            .await
+            .unwrap();
+        let c = s
+            .create_change(
+                &alice.id,
+                &p.id,
+                &ChangeInput {
+                    goal: "g".into(),
+                    acceptance_criteria: vec![],
+                    invariants: vec![],
+                    risk_tier: None,
+                },
+            )
+            .await
+            .unwrap();
+        let mut runs = Vec::new();
+        for i in 0..8 {
+            let t = s
+                .add_task(
+                    &alice.id,
+                    &c.id,
+                    &TaskInput {
+                        key: format!("t{i}"),
+                        kind: TaskKind::Implement,
+                        title: "t".into(),
+                        semantic_resources: vec![],
+                        dependencies: vec![],
+                    },
+                )
+                .await
+                .unwrap();
+            runs.push(s.start_task_run(&alice.id, &t.id).await.unwrap().id);
+        }
+        // Eight runs ask at once, twice each (a retried activity): four places, each once.
+        let tasks: Vec<_> = runs
+            .iter()
+            .chain(runs.iter())
+            .map(|run| {
+                let (s, run, change, project) = (s.clone(), run.clone(), c.id.clone(), p.id.clone());
+                tokio::spawn(async move { (run.clone(), s.admit_workspace(&run, &change, &project).await.unwrap()) })
+            })
+            .collect();
+        let mut admitted = BTreeSet::new();
+        for t in tasks {
+            let (run, a) = t.await.unwrap();
+            if let Admission::Admitted(row) = a {
+                assert_eq!(row.run_id, run);
+                admitted.insert(run);
+            }
+        }
+        assert_eq!(admitted.len(), 4, "{admitted:?}");
+        // An admitted run is admitted again, whatever the count; a failed one frees its place.
+        let first = admitted.iter().next().unwrap().clone();
+        assert!(matches!(
+            s.admit_workspace(&first, &c.id, &p.id).await.unwrap(),
+            Admission::Admitted(_)
+        ));
+        let waiting = runs.iter().find(|r| !admitted.contains(*r)).unwrap().clone();
+        assert!(matches!(
+            s.admit_workspace(&waiting, &c.id, &p.id).await.unwrap(),
+            Admission::Refused { open: 4 }
+        ));
+        s.fail_workspace(&first, "closed").await.unwrap();
+        assert!(matches!(
+            s.admit_workspace(&waiting, &c.id, &p.id).await.unwrap(),
+            Admission::Admitted(_)
+        ));
+        assert_eq!(s.get_workspace(&first).await.unwrap().unwrap().status, "failed");
+    }
+);
+
+on_both!(a_revoked_repository_token_is_seen_revoked_once, |s: Store| async move {
+    assert!(!s.repo_token_revoked("rt_0a").await.unwrap());
+    assert!(s.revoke_repo_token("rt_0a", 600).await.unwrap());
+    assert!(
+        !s.revoke_repo_token("rt_0a", 600).await.unwrap(),
+        "a second revoke is not fresh"
+    );
+    assert!(s.repo_token_revoked("rt_0a").await.unwrap());
+    assert!(!s.repo_token_revoked("rt_0b").await.unwrap());
 });

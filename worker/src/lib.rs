@@ -7,12 +7,17 @@ use anyhow::{Context, bail};
 use belay_activities::git::GitService;
 use belay_activities::harness::HarnessActivities;
 use belay_activities::project::{GitActivities, ProjectStoreActivities};
+use belay_activities::sandbox::{IDLE_AFTER, SandboxConfig, Sandboxes};
 use belay_activities::source_objects::SourceObjects;
 use belay_activities::store::{ProbeActivities, StoreActivities};
+use belay_activities::workspace::{
+    SandboxGit, WorkspaceGitActivities, WorkspaceSandboxActivities, WorkspaceStoreActivities,
+};
 use belay_store::Store;
 use belay_workflows::client::ensure_dispatcher;
 use belay_workflows::probe::ProbeWorkflow;
 use belay_workflows::provision::{ProjectDeleteWorkflow, ProjectProvisionWorkflow};
+use belay_workflows::workspace::WorkspaceWorkflow;
 use belay_workflows::{DispatcherWorkflow, RunWorkflow, queues};
 use object_store::ObjectStore;
 use std::future::Future;
@@ -96,6 +101,53 @@ pub struct WorkerDeps {
     pub git_root: PathBuf,
     /// How the dispatcher starts, if this worker is the one to start it.
     pub dispatcher: belay_workflows::dispatcher::DispatcherInput,
+    /// The Sandbox pool's configuration; `None` leaves that pool without activities.
+    pub sandbox: Option<SandboxDeps>,
+}
+
+/// What the `sandbox` pool needs: the Docker configuration, and where (and with which token key)
+/// a Sandbox reaches the git service.
+#[derive(Clone)]
+pub struct SandboxDeps {
+    pub config: SandboxConfig,
+    pub git: SandboxGit,
+}
+
+impl SandboxDeps {
+    /// From BELAY_SANDBOX_* (see [`SandboxConfig::from_env`]), BELAY_SANDBOX_GIT_URL and
+    /// BELAY_GIT_TOKEN_SECRET. `None` (with a warning naming what is missing) when either of the
+    /// last two is unset.
+    pub fn from_env() -> anyhow::Result<Option<Self>> {
+        let config = SandboxConfig::from_env()?;
+        let url = std::env::var("BELAY_SANDBOX_GIT_URL").ok().filter(|v| !v.is_empty());
+        let secret = std::env::var("BELAY_GIT_TOKEN_SECRET").ok().filter(|v| !v.is_empty());
+        match (url, secret) {
+            (Some(url), Some(secret)) => Ok(Some(Self {
+                config,
+                git: SandboxGit {
+                    url,
+                    token_secret: secret.into_bytes(),
+                },
+            })),
+            _ => {
+                warn!("BELAY_SANDBOX_GIT_URL or BELAY_GIT_TOKEN_SECRET is unset: agent workspaces are off");
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// Removes Sandboxes idle for two minutes, every 15 s, for as long as the process runs.
+async fn reap_idle(sandboxes: Arc<Sandboxes>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(15));
+    loop {
+        tick.tick().await;
+        match sandboxes.reap_idle(std::time::Instant::now(), IDLE_AFTER).await {
+            Ok(removed) if !removed.is_empty() => info!(projects = ?removed, "removed idle Sandboxes"),
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "reaping idle Sandboxes failed"),
+        }
+    }
 }
 
 /// Runs the given pools until `shutdown` resolves, then drains them.
@@ -114,12 +166,16 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_workflow::<ProbeWorkflow>()?
                 .register_workflow::<ProjectProvisionWorkflow>()?
                 .register_workflow::<ProjectDeleteWorkflow>()?
+                .register_workflow::<WorkspaceWorkflow>()?
                 .build(),
             Pool::Db => base
                 .register_activities(StoreActivities {
                     store: deps.store.clone(),
                 })
                 .register_activities(ProjectStoreActivities {
+                    store: deps.store.clone(),
+                })
+                .register_activities(WorkspaceStoreActivities {
                     store: deps.store.clone(),
                 })
                 .register_activities(ProbeActivities)
@@ -139,6 +195,25 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 base.register_activities(GitActivities {
                     git: GitService::new(deps.git_root.clone()),
                     sources: SourceObjects::new(deps.objects.clone()),
+                })
+                .register_activities(WorkspaceGitActivities {
+                    git: GitService::new(deps.git_root.clone()),
+                    sources: SourceObjects::new(deps.objects.clone()),
+                })
+                .build()
+            }
+            Pool::Sandbox if deps.sandbox.is_some() => {
+                let sandbox = deps.sandbox.clone().expect("checked");
+                let sandboxes = Arc::new(
+                    Sandboxes::connect(sandbox.config)
+                        .await
+                        .context("connecting to the Docker Engine for the sandbox pool")?,
+                );
+                tokio::spawn(reap_idle(sandboxes.clone()));
+                base.register_activities(WorkspaceSandboxActivities {
+                    sandboxes,
+                    store: deps.store.clone(),
+                    git: sandbox.git,
                 })
                 .build()
             }

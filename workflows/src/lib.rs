@@ -14,6 +14,7 @@ pub mod queues;
 pub mod replay;
 pub mod run;
 pub mod search;
+pub mod workspace;
 
 pub use dispatcher::DispatcherWorkflow;
 pub use run::RunWorkflow;

@@ -9,3 +9,4 @@ pub mod jobs;
 pub mod projects;
 pub mod repo_tokens;
 pub mod runs;
+pub mod workspaces;

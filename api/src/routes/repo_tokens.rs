@@ -108,6 +108,7 @@ pub async fn revoke(_c: Caller, State(s): State<AppState>, Path(token_id): Path<
     if !token_id.starts_with("rt_") || token_id.len() > 64 {
         return Err(ApiError::invalid("tokenId", "must be a repository token id (rt_…)"));
     }
-    let fresh = git.revoked.lock().expect("revocation set").insert(token_id);
+    let _ = git;
+    let fresh = s.store.revoke_repo_token(&token_id, TOKEN_TTL_SECS).await?;
     Ok(Json(Revoked { revoked: fresh }))
 }

@@ -102,6 +102,98 @@ pub struct Belay {
     worker: Option<Proc>,
     pub http: reqwest::Client,
     extra_env: Vec<(String, String)>,
+    api_port: u16,
+    /// Declared last so the processes stop before the Sandboxes and the network go.
+    pub sandbox: Option<SandboxNet>,
+}
+
+impl Drop for Belay {
+    /// A failing test shows the tail of every process log before the temp dir goes.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(self.dir.path()) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".log") {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                eprintln!("--- last lines of {name} ---");
+                for line in tail.iter().rev() {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+}
+
+/// A Docker network of this test's own on which its Sandboxes sit, and the label its containers
+/// carry. Dropping it removes both.
+pub struct SandboxNet {
+    pub network: String,
+    pub gateway: String,
+    pub tag: String,
+}
+
+impl SandboxNet {
+    pub fn create() -> SandboxNet {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let tag = format!(
+            "{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        );
+        let network = format!("belay-test-ws-{tag}");
+        let out = Command::new("docker")
+            .args(["network", "create", "--internal", "--label", "belay.test=1"])
+            .args(["--label", &format!("belay.test.run={tag}"), &network])
+            .output()
+            .expect("docker");
+        assert!(
+            out.status.success(),
+            "docker network create: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = Command::new("docker")
+            .args([
+                "network",
+                "inspect",
+                &network,
+                "-f",
+                "{{(index .IPAM.Config 0).Gateway}}",
+            ])
+            .output()
+            .unwrap();
+        let gateway = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert!(!gateway.is_empty(), "the network has no gateway");
+        SandboxNet { network, gateway, tag }
+    }
+
+    /// The ids of this test's Sandbox containers.
+    pub fn containers(&self) -> Vec<String> {
+        let out = Command::new("docker")
+            .args(["ps", "-aq", "--filter", &format!("label=belay.test.run={}", self.tag)])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Drop for SandboxNet {
+    fn drop(&mut self) {
+        let ids = self.containers();
+        if !ids.is_empty() {
+            let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).output();
+        }
+        let _ = Command::new("docker").args(["network", "rm", &self.network]).output();
+    }
 }
 
 impl Belay {
@@ -118,6 +210,14 @@ impl Belay {
         Self::start_on(dir, database_url, extra).await
     }
 
+    /// belay on a fresh SQLite database with the sandbox pool on a Docker network of its own; the
+    /// API listens where that network's Sandboxes reach it.
+    pub async fn start_with_sandbox() -> Belay {
+        let dir = tempfile::tempdir().unwrap();
+        let database_url = format!("sqlite:{}", dir.path().join("belay.db").display());
+        Self::start_full(dir, database_url, vec![], Some(SandboxNet::create())).await
+    }
+
     /// belay on a fresh PostgreSQL database (`BELAY_TEST_POSTGRES_URL`).
     pub async fn start_postgres() -> Belay {
         let dir = tempfile::tempdir().unwrap();
@@ -127,6 +227,15 @@ impl Belay {
     }
 
     async fn start_on(dir: tempfile::TempDir, database_url: String, extra_env: Vec<(String, String)>) -> Belay {
+        Self::start_full(dir, database_url, extra_env, None).await
+    }
+
+    async fn start_full(
+        dir: tempfile::TempDir,
+        database_url: String,
+        extra_env: Vec<(String, String)>,
+        sandbox: Option<SandboxNet>,
+    ) -> Belay {
         let temporal = Temporal::start(dir.path());
         let out = Command::new(BELAY)
             .args(["migrate", "--database-url", &database_url])
@@ -148,6 +257,8 @@ impl Belay {
             worker: None,
             http: reqwest::Client::new(),
             extra_env,
+            api_port: free_port(),
+            sandbox,
         };
         b.start_api().await;
         b.start_worker().await;
@@ -161,10 +272,22 @@ impl Belay {
             .env("BELAY_GIT_TOKEN_SECRET", "a-test-secret-of-at-least-thirty-two-bytes")
             .env("RUST_LOG", "info,sqlx=warn,temporalio_sdk_core=warn")
             .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if let Some(net) = &self.sandbox {
+            cmd.env("BELAY_SANDBOX_NETWORK", &net.network)
+                .env(
+                    "BELAY_SANDBOX_LABELS",
+                    format!("belay.test=1,belay.test.run={}", net.tag),
+                )
+                .env(
+                    "BELAY_SANDBOX_GIT_URL",
+                    format!("http://{}:{}", net.gateway, self.api_port),
+                )
+                .env("BELAY_API_HOST", "0.0.0.0");
+        }
     }
 
     async fn start_api(&mut self) {
-        let port = free_port();
+        let port = self.api_port;
         let log = std::fs::File::create(self.dir.path().join("api.log")).unwrap();
         let mut cmd = Command::new(BELAY);
         self.env(&mut cmd);

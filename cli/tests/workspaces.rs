@@ -1,0 +1,382 @@
+//! Agent workspaces end to end: real `belay api` and `belay worker` processes, a real Temporal
+//! server, real git over smart HTTP and a real Docker Sandbox.
+
+mod common;
+
+use common::Belay;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+async fn ready_project(b: &Belay, body: Value) -> String {
+    let (s, p) = b.post("/v1/projects", body).await;
+    assert_eq!(s, 201, "{p}");
+    let id = p["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = b.get(&format!("/v1/projects/{id}")).await;
+        if p["status"] == "ready" {
+            return id;
+        }
+        assert!(p["status"] != "failed" && Instant::now() < deadline, "{p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn change(b: &Belay, project: &str) -> String {
+    let (s, c) = b
+        .post(
+            &format!("/v1/projects/{project}/changes"),
+            json!({"goal": "Say hello", "acceptanceCriteria": ["it says hello"], "invariants": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{c}");
+    c["id"].as_str().unwrap().to_string()
+}
+
+/// A task and a running run of it; returns the run id.
+async fn task_run(b: &Belay, change: &str, key: &str, kind: &str, deps: &[&str]) -> String {
+    let (s, t) = b
+        .post(
+            &format!("/v1/changes/{change}/tasks"),
+            json!({"key": key, "kind": kind, "title": format!("task {key}"), "semanticResources": [], "dependencies": deps}),
+        )
+        .await;
+    assert_eq!(s, 201, "{t}");
+    let (s, r) = b
+        .post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(s, 201, "{r}");
+    r["id"].as_str().unwrap().to_string()
+}
+
+async fn tool(b: &Belay, run: &str, call: Value) -> (u16, Value) {
+    b.post(&format!("/v1/task-runs/{run}/workspace/tools"), call).await
+}
+
+async fn tool_ok(b: &Belay, run: &str, call: Value) -> Value {
+    let (s, v) = tool(b, run, call.clone()).await;
+    assert_eq!(s, 200, "{call} answered {v}");
+    v
+}
+
+fn assert_refused(status: u16, body: &Value, want: u16, field: &str) {
+    assert_eq!(status, want, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with(&format!("{field}:")), "{field} not named in {body}");
+}
+
+/// The workspace fork of a run: `ws-<run>` for run `run_<run>`.
+fn ws(run: &str) -> String {
+    format!("ws-{}", run.strip_prefix("run_").unwrap())
+}
+
+fn kill_sandbox(project: &str) {
+    let name = format!("proj-{}", project.strip_prefix("proj_").unwrap());
+    let out = Command::new("docker").args(["rm", "-f", &name]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_workspace_opens_edits_and_publishes_a_change_set_whose_patch_applies_and_a_lost_sandbox_restores() {
+    let b = Belay::start_with_sandbox().await;
+    let project = ready_project(
+        &b,
+        json!({"name": "hello", "workspacePolicy": {
+            "commands": ["git status *", "ls *", "cat *"],
+            "build": ["sh build.sh"]
+        }}),
+    )
+    .await;
+    let change = change(&b, &project).await;
+    let r1 = task_run(&b, &change, "t1", "implement", &[]).await;
+
+    // Bad input is refused before the workspace opens, naming the field.
+    let (s, v) = tool(&b, &r1, json!({"tool": "read_file", "path": "../etc/passwd"})).await;
+    assert_refused(s, &v, 422, "path");
+    let (s, v) = tool(&b, &r1, json!({"tool": "run_command", "argv": ["rm", "-rf", "/"]})).await;
+    assert_refused(s, &v, 422, "argv");
+    let (s, v) = tool(
+        &b,
+        &r1,
+        json!({"tool": "edit_file", "path": "a", "oldText": "", "newText": "x"}),
+    )
+    .await;
+    assert_refused(s, &v, 422, "oldText");
+    let (s, v) = tool(&b, &r1, json!({"tool": "format_disk"})).await;
+    assert_eq!(s, 422, "{v}");
+    let (s, v) = b
+        .post(
+            &format!("/v1/task-runs/{r1}/workspace/publish"),
+            json!({"message": "x"}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (409, Some("workspace_not_open")),
+        "{v}"
+    );
+    assert_eq!(b.get(&format!("/v1/task-runs/{r1}/workspace")).await["status"], "none");
+
+    // The first call opens the workspace: the fork, the clone, HEAD at the start commit.
+    let ls = tool_ok(&b, &r1, json!({"tool": "run_command", "argv": ["ls", "-a"]})).await;
+    assert!(ls["stdout"].as_str().unwrap().contains(".gitignore"), "{ls}");
+    let view = b.get(&format!("/v1/task-runs/{r1}/workspace")).await;
+    assert_eq!(view["status"], "open", "{view}");
+    let canonical_main = b.get(&format!("/v1/projects/{project}")).await["canonicalCommit"].clone();
+    assert_eq!(view["baseCommit"], canonical_main);
+    assert_eq!(
+        view["startCommit"], canonical_main,
+        "no stacked ChangeSets: start is the base"
+    );
+    let git_root = b.dir.path().join("data").join("git").join("belay");
+    assert!(
+        git_root.join(format!("{}.git", ws(&r1))).is_dir(),
+        "the workspace fork exists"
+    );
+
+    tool_ok(
+        &b,
+        &r1,
+        json!({"tool": "write_file", "path": "src/hello.txt", "content": "hello\n"}),
+    )
+    .await;
+    tool_ok(
+        &b,
+        &r1,
+        json!({"tool": "write_file", "path": "build.sh",
+               "content": "mkdir -p dist && echo built > dist/out.txt && echo changed >> src/hello.txt\n"}),
+    )
+    .await;
+    let build = tool_ok(&b, &r1, json!({"tool": "run_command", "argv": ["sh", "build.sh"]})).await;
+    assert_eq!(build["exitCode"], 0, "{build}");
+    let discarded: Vec<&str> = build["discarded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        discarded.contains(&"src/hello.txt") && discarded.iter().any(|d| d.starts_with("dist")),
+        "{build}"
+    );
+    let read = tool_ok(&b, &r1, json!({"tool": "read_file", "path": "src/hello.txt"})).await;
+    assert_eq!(read["content"], "hello\n", "the build's write was discarded");
+    let (s, v) = tool(&b, &r1, json!({"tool": "read_file", "path": "dist/out.txt"})).await;
+    assert_refused(s, &v, 422, "path");
+
+    tool_ok(
+        &b,
+        &r1,
+        json!({"tool": "edit_file", "path": "src/hello.txt", "oldText": "hello", "newText": "hello, world"}),
+    )
+    .await;
+    let (s, v) = tool(
+        &b,
+        &r1,
+        json!({"tool": "edit_file", "path": "src/hello.txt", "oldText": "absent", "newText": "x"}),
+    )
+    .await;
+    assert_refused(s, &v, 422, "oldText");
+    // A file larger than one output chunk survives the round trip intact.
+    let big: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    tool_ok(
+        &b,
+        &r1,
+        json!({"tool": "write_file", "path": "data/big.txt", "content": big}),
+    )
+    .await;
+    let read = tool_ok(&b, &r1, json!({"tool": "read_file", "path": "data/big.txt"})).await;
+    assert!(
+        read["content"] == big.as_str(),
+        "a {} byte file read back differently",
+        big.len()
+    );
+    let status = tool_ok(
+        &b,
+        &r1,
+        json!({"tool": "run_command", "argv": ["git", "status", "--short"]}),
+    )
+    .await;
+    assert!(status["stdout"].as_str().unwrap().contains("src/"), "{status}");
+
+    let (s, v) = b
+        .post(&format!("/v1/task-runs/{r1}/workspace/publish"), json!({"message": ""}))
+        .await;
+    assert_refused(s, &v, 422, "message");
+    let (s, cs) = b
+        .post(
+            &format!("/v1/task-runs/{r1}/workspace/publish"),
+            json!({"message": "Say hello", "contractChanges": ["hello: added"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{cs}");
+    let commit = cs["commit"].as_str().unwrap();
+    let patch_ref = cs["patchRef"].as_str().unwrap();
+    assert_eq!(
+        patch_ref,
+        format!(
+            "source/{project}/patches/changesets/{}.patch",
+            cs["id"].as_str().unwrap()
+        )
+    );
+    assert_eq!(
+        b.get(&format!("/v1/task-runs/{r1}/workspace")).await["status"],
+        "published"
+    );
+    let fork = git_root.join(format!("{}.git", ws(&r1)));
+    assert_eq!(
+        git(&fork, &["rev-parse", "refs/heads/main"]).trim(),
+        commit,
+        "the push landed"
+    );
+    let (s, v) = tool(&b, &r1, json!({"tool": "read_file", "path": "src/hello.txt"})).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("workspace_closed")), "{v}");
+
+    // The patch applies cleanly to the base and reproduces the published tree.
+    let patch = b.dir.path().join("data").join("objects").join(patch_ref);
+    let work = tempfile::tempdir().unwrap();
+    let canonical = git_root.join(format!("{project}.git"));
+    let out = Command::new("git")
+        .args(["clone", "-q"])
+        .arg(&canonical)
+        .arg(work.path().join("c"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let checkout = work.path().join("c");
+    git(&checkout, &["apply", "--check", patch.to_str().unwrap()]);
+    git(&checkout, &["apply", "--index", patch.to_str().unwrap()]);
+    let applied_tree = git(&checkout, &["write-tree"]);
+    let published_tree = git(&fork, &["rev-parse", &format!("{commit}^{{tree}}")]);
+    assert_eq!(applied_tree.trim(), published_tree.trim());
+    assert_eq!(
+        std::fs::read_to_string(checkout.join("src/hello.txt")).unwrap(),
+        "hello, world\n"
+    );
+    assert!(!checkout.join("build.sh").exists() || checkout.join("build.sh").is_file());
+
+    // A run stacked on t1 starts from t1's ChangeSet.
+    let r2 = task_run(&b, &change, "t2", "implement", &["t1"]).await;
+    let read = tool_ok(&b, &r2, json!({"tool": "read_file", "path": "src/hello.txt"})).await;
+    assert_eq!(read["content"], "hello, world\n");
+    let view = b.get(&format!("/v1/task-runs/{r2}/workspace")).await;
+    assert_ne!(view["startCommit"], view["baseCommit"], "the start commit merges t1");
+
+    // The Sandbox is killed: the next call restores the committed work (the stacked merge) from
+    // the fork; nothing was edited yet, so nothing is lost.
+    kill_sandbox(&project);
+    let read = tool_ok(&b, &r2, json!({"tool": "read_file", "path": "src/hello.txt"})).await;
+    assert_eq!(read["content"], "hello, world\n", "{read}");
+    assert_eq!(
+        (read["restored"].as_bool(), read["editsLost"].as_bool()),
+        (Some(true), Some(false))
+    );
+
+    // An edit, then another loss: the edit is gone, and the run cannot publish partial work.
+    tool_ok(
+        &b,
+        &r2,
+        json!({"tool": "write_file", "path": "src/second.txt", "content": "two\n"}),
+    )
+    .await;
+    kill_sandbox(&project);
+    let (s, v) = tool(&b, &r2, json!({"tool": "read_file", "path": "src/second.txt"})).await;
+    assert_refused(s, &v, 422, "path");
+    let view = b.get(&format!("/v1/task-runs/{r2}/workspace")).await;
+    assert_eq!(
+        (view["editsLost"].as_bool(), view["restores"].as_u64()),
+        (Some(true), Some(2)),
+        "{view}"
+    );
+    let (s, v) = b
+        .post(
+            &format!("/v1/task-runs/{r2}/workspace/publish"),
+            json!({"message": "partial"}),
+        )
+        .await;
+    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("workspace_lost")), "{v}");
+    let view = b.get(&format!("/v1/task-runs/{r2}/workspace")).await;
+    assert_eq!(view["status"], "failed", "{view}");
+
+    // The meter charged the project for the uses it settled.
+    let store = b.store().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(store.sandbox_charged(&project, now).await.unwrap() > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_change_opens_at_most_four_workspaces_and_the_meter_cap_refuses_with_429() {
+    let b = Belay::start_with_sandbox().await;
+    let project = ready_project(&b, json!({"name": "caps"})).await;
+    let change = change(&b, &project).await;
+    let other = task_run(&b, &change, "notes", "other", &[]).await;
+    let (s, v) = tool(&b, &other, json!({"tool": "run_command", "argv": ["ls"]})).await;
+    assert_refused(s, &v, 422, "task.kind");
+
+    let mut runs = Vec::new();
+    for i in 0..5 {
+        runs.push(task_run(&b, &change, &format!("t{i}"), "test", &[]).await);
+    }
+    for run in &runs[..4] {
+        tool_ok(&b, run, json!({"tool": "run_command", "argv": ["ls"]})).await;
+    }
+    let (s, v) = tool(&b, &runs[4], json!({"tool": "run_command", "argv": ["ls"]})).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (429, Some("workspace_cap")), "{v}");
+    assert_eq!(
+        b.get(&format!("/v1/task-runs/{}/workspace", runs[4])).await["status"],
+        "none"
+    );
+
+    // Closing one frees its place.
+    let (s, v) = b
+        .post(&format!("/v1/task-runs/{}/workspace/close", runs[0]), json!({}))
+        .await;
+    assert_eq!((s, v["closed"].as_bool()), (200, Some(true)), "{v}");
+    assert_eq!(
+        b.get(&format!("/v1/task-runs/{}/workspace", runs[0])).await["status"],
+        "failed"
+    );
+    tool_ok(&b, &runs[4], json!({"tool": "run_command", "argv": ["ls"]})).await;
+
+    // A project whose month is all reserved is refused with sandbox_cap, and nothing opens.
+    let full = ready_project(&b, json!({"name": "full"})).await;
+    let store = b.store().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for _ in 0..240 {
+        let r = store
+            .reserve_sandbox(&full, belay_domain::meter::Reservation::OpenWorkspace, now)
+            .await
+            .unwrap();
+        assert!(matches!(r, belay_store::meter::Reserve::Reserved { .. }), "{r:?}");
+    }
+    let full_change = self::change(&b, &full).await;
+    let run = task_run(&b, &full_change, "t", "implement", &[]).await;
+    let (s, v) = tool(&b, &run, json!({"tool": "run_command", "argv": ["ls"]})).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (429, Some("sandbox_cap")), "{v}");
+    assert_eq!(b.get(&format!("/v1/task-runs/{run}/workspace")).await["status"], "none");
+    assert!(
+        !b.dir
+            .path()
+            .join("data/git/belay")
+            .join(format!("{}.git", ws(&run)))
+            .exists()
+    );
+}

@@ -1,0 +1,393 @@
+//! Agent workspaces (one per task run) and repository-token revocations.
+//!
+//! The workspace row exists for two things the workflow cannot do alone: admission (fewer than
+//! four open workspaces in a Change, decided under the Change's row lock so two opens never both
+//! take the fourth place) and the record of how each workspace ended, which the forks sweep reads.
+
+use crate::rows::{json, to_json};
+use crate::{Store, StoreError, events, new_id_body, now_ms};
+use belay_domain::change::{ChangeSet, ChangeSetInput, TaskKind};
+use belay_domain::ids::ChangeSetId;
+use belay_domain::workspace::{MAX_OPEN_PER_CHANGE, WorkspacePolicy};
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+/// A ChangeSet of a task this run is stacked on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stacked {
+    pub change_set_id: String,
+    pub task_key: String,
+    pub run_id: String,
+    pub commit: String,
+}
+
+/// Everything opening a run's workspace needs, read in one place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspacePlan {
+    pub account_id: String,
+    pub project_id: String,
+    pub change_id: String,
+    pub task_id: String,
+    pub task_kind: TaskKind,
+    /// `running`, `succeeded` or `failed`.
+    pub run_status: String,
+    /// Canonical `main` now: the base the workspace checks out.
+    pub base_commit: Option<String>,
+    /// The latest ChangeSet of each task this one depends on, in dependency order.
+    pub stacked: Vec<Stacked>,
+    /// Dependencies that have no ChangeSet yet (the workspace cannot open).
+    pub unpublished: Vec<String>,
+    pub policy: WorkspacePolicy,
+}
+
+/// A workspace as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceRow {
+    pub run_id: String,
+    pub change_id: String,
+    pub project_id: String,
+    pub status: String,
+    pub base_commit: Option<String>,
+    pub start_commit: Option<String>,
+    pub reservation_id: Option<String>,
+    pub error: Option<String>,
+    pub opened_at: i64,
+    pub ended_at: Option<i64>,
+}
+
+/// The answer to an admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    Admitted(Box<WorkspaceRow>),
+    /// The Change already has this many open workspaces.
+    Refused {
+        open: i64,
+    },
+}
+
+fn workspace_row(r: &sqlx::any::AnyRow) -> Result<WorkspaceRow, StoreError> {
+    Ok(WorkspaceRow {
+        run_id: r.try_get("run_id")?,
+        change_id: r.try_get("change_id")?,
+        project_id: r.try_get("project_id")?,
+        status: r.try_get("status")?,
+        base_commit: r.try_get("base_commit")?,
+        start_commit: r.try_get("start_commit")?,
+        reservation_id: r.try_get("reservation_id")?,
+        error: r.try_get("error")?,
+        opened_at: r.try_get("opened_at")?,
+        ended_at: r.try_get("ended_at")?,
+    })
+}
+
+/// Ends a running task run with `status`, and records `event` when it moved.
+async fn end_task_run(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    run_id: &str,
+    status: &str,
+    now: i64,
+    event: &str,
+    payload: serde_json::Value,
+) -> Result<(), StoreError> {
+    let moved = sqlx::query("update task_runs set status = $3, ended_at = $2 where id = $1 and status = 'running'")
+        .bind(run_id)
+        .bind(now)
+        .bind(status)
+        .execute(&mut **tx)
+        .await?;
+    if moved.rows_affected() == 1 {
+        events::append(&mut **tx, run_id, event, &payload).await?;
+    }
+    Ok(())
+}
+
+const WS_COLUMNS: &str =
+    "run_id, change_id, project_id, status, base_commit, start_commit, reservation_id, error, opened_at, ended_at";
+
+impl Store {
+    /// What opening the workspace of `run_id` needs; `None` when the run does not exist.
+    pub async fn workspace_plan(&self, run_id: &str) -> Result<Option<WorkspacePlan>, StoreError> {
+        let Some(r) = sqlx::query(
+            r#"select r.status as run_status, t.id as task_id, t.kind, c.id as change_id, p.id as project_id,
+                      p.account_id, p.canonical_commit, p.workspace_policy
+               from task_runs r join tasks t on t.id = r.task_id join changes c on c.id = t.change_id
+               join projects p on p.id = c.project_id where r.id = $1"#,
+        )
+        .bind(run_id)
+        .fetch_optional(self.pool())
+        .await?
+        else {
+            return Ok(None);
+        };
+        let task_id: String = r.try_get("task_id")?;
+        let kind: String = r.try_get("kind")?;
+        let task_kind: TaskKind = serde_json::from_value(serde_json::Value::String(kind.clone()))
+            .map_err(|_| StoreError::Corrupt(format!("unknown task kind {kind:?}")))?;
+        let deps = sqlx::query(
+            r#"select t.id, t.key from task_dependencies d join tasks t on t.id = d.depends_on
+               where d.task_id = $1 order by t.created_at, t.key"#,
+        )
+        .bind(&task_id)
+        .fetch_all(self.pool())
+        .await?;
+        let mut stacked = Vec::new();
+        let mut unpublished = Vec::new();
+        for d in &deps {
+            let dep_id: String = d.try_get("id")?;
+            let key: String = d.try_get("key")?;
+            let cs = sqlx::query(
+                "select id, run_id, commit_id from change_sets where task_id = $1 order by created_at desc, id desc limit 1",
+            )
+            .bind(&dep_id)
+            .fetch_optional(self.pool())
+            .await?;
+            match cs {
+                Some(cs) => stacked.push(Stacked {
+                    change_set_id: cs.try_get("id")?,
+                    task_key: key,
+                    run_id: cs.try_get("run_id")?,
+                    commit: cs.try_get("commit_id")?,
+                }),
+                None => unpublished.push(key),
+            }
+        }
+        Ok(Some(WorkspacePlan {
+            account_id: r.try_get("account_id")?,
+            project_id: r.try_get("project_id")?,
+            change_id: r.try_get("change_id")?,
+            task_id,
+            task_kind,
+            run_status: r.try_get("run_status")?,
+            base_commit: r.try_get("canonical_commit")?,
+            stacked,
+            unpublished,
+            policy: json(&r.try_get::<String, _>("workspace_policy")?, "workspace_policy")?,
+        }))
+    }
+
+    /// Admits the workspace of `run_id` if its Change has fewer than four open ones. A run
+    /// admitted before (an activity retried) is admitted again without counting twice.
+    pub async fn admit_workspace(
+        &self,
+        run_id: &str,
+        change_id: &str,
+        project_id: &str,
+    ) -> Result<Admission, StoreError> {
+        let mut tx = self.begin_write().await?;
+        // The Change's row lock serializes admissions to one Change on PostgreSQL.
+        sqlx::query("update changes set updated_at = updated_at where id = $1")
+            .bind(change_id)
+            .execute(&mut *tx)
+            .await?;
+        let sql = format!("select {WS_COLUMNS} from workspaces where run_id = $1");
+        if let Some(row) = sqlx::query(&sql).bind(run_id).fetch_optional(&mut *tx).await? {
+            tx.commit().await?;
+            return Ok(Admission::Admitted(Box::new(workspace_row(&row)?)));
+        }
+        let open: i64 = sqlx::query("select count(*) as n from workspaces where change_id = $1 and status = 'open'")
+            .bind(change_id)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("n")?;
+        if open >= MAX_OPEN_PER_CHANGE {
+            tx.commit().await?;
+            return Ok(Admission::Refused { open });
+        }
+        let now = now_ms();
+        sqlx::query(
+            "insert into workspaces (run_id, change_id, project_id, status, opened_at) values ($1, $2, $3, 'open', $4)",
+        )
+        .bind(run_id)
+        .bind(change_id)
+        .bind(project_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        events::append(
+            &mut *tx,
+            run_id,
+            "workspace.admitted",
+            &serde_json::json!({ "changeId": change_id }),
+        )
+        .await?;
+        let row = sqlx::query(&sql).bind(run_id).fetch_one(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(Admission::Admitted(Box::new(workspace_row(&row)?)))
+    }
+
+    /// Records what the workspace opened on: its base, its start commit (base plus the stacked
+    /// merges) and its meter reservation.
+    pub async fn workspace_opened(
+        &self,
+        run_id: &str,
+        base_commit: &str,
+        start_commit: &str,
+        reservation_id: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "update workspaces set base_commit = $2, start_commit = $3, reservation_id = $4 where run_id = $1 and status = 'open'",
+        )
+        .bind(run_id)
+        .bind(base_commit)
+        .bind(start_commit)
+        .bind(reservation_id)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Takes back an admission whose meter reservation was refused, so it holds no place.
+    pub async fn unadmit_workspace(&self, run_id: &str) -> Result<(), StoreError> {
+        sqlx::query("delete from workspaces where run_id = $1 and status = 'open' and reservation_id is null")
+            .bind(run_id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Records the meter reservation as soon as it is taken, so a failure after it can settle it.
+    pub async fn workspace_reserved(&self, run_id: &str, reservation_id: &str) -> Result<(), StoreError> {
+        sqlx::query("update workspaces set reservation_id = $2 where run_id = $1")
+            .bind(run_id)
+            .bind(reservation_id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn get_workspace(&self, run_id: &str) -> Result<Option<WorkspaceRow>, StoreError> {
+        let sql = format!("select {WS_COLUMNS} from workspaces where run_id = $1");
+        let row = sqlx::query(&sql).bind(run_id).fetch_optional(self.pool()).await?;
+        row.as_ref().map(workspace_row).transpose()
+    }
+
+    /// Ends an open workspace that published nothing: the workspace and its task run fail with
+    /// `error`. Ending one already ended changes nothing.
+    pub async fn fail_workspace(&self, run_id: &str, error: &str) -> Result<(), StoreError> {
+        let now = now_ms();
+        let error: String = error.chars().take(4000).collect();
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "update workspaces set status = 'failed', error = $2, ended_at = $3 where run_id = $1 and status = 'open'",
+        )
+        .bind(run_id)
+        .bind(&error)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        end_task_run(
+            &mut tx,
+            run_id,
+            "failed",
+            now,
+            "task_run.failed",
+            serde_json::json!({ "error": error }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records the ChangeSet a workspace published (once: a retried activity gets the same row).
+    pub async fn insert_published_change_set(
+        &self,
+        run_id: &str,
+        input: &ChangeSetInput,
+    ) -> Result<ChangeSet, StoreError> {
+        input.validate()?;
+        let task_id: String = sqlx::query("select task_id from task_runs where id = $1")
+            .bind(run_id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| StoreError::not_found("task run", run_id))?
+            .try_get("task_id")?;
+        sqlx::query(
+            r#"insert into change_sets (id, task_id, run_id, commit_id, contract_changes, data_changes, created_at)
+               values ($1, $2, $3, $4, $5, $6, $7) on conflict (run_id) do nothing"#,
+        )
+        .bind(ChangeSetId::from_body(&new_id_body()).0)
+        .bind(&task_id)
+        .bind(run_id)
+        .bind(&input.commit)
+        .bind(to_json(&input.contract_changes))
+        .bind(to_json(&input.data_changes))
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        self.change_set_of_run(run_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("change set of run", run_id))
+    }
+
+    pub async fn change_set_of_run(&self, run_id: &str) -> Result<Option<ChangeSet>, StoreError> {
+        let row = sqlx::query(
+            "select id, task_id, run_id, commit_id, contract_changes, data_changes, patch_ref, created_at from change_sets where run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(crate::changes::change_set_row).transpose()
+    }
+
+    /// Completes a publish: the ChangeSet gets its patch object, the workspace is `published` and
+    /// the task run `succeeded`, in one transaction. Idempotent.
+    pub async fn finish_publish(&self, run_id: &str, patch_ref: &str) -> Result<ChangeSet, StoreError> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        sqlx::query("update change_sets set patch_ref = $2 where run_id = $1")
+            .bind(run_id)
+            .bind(patch_ref)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("update workspaces set status = 'published', ended_at = $2 where run_id = $1 and status = 'open'")
+            .bind(run_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        end_task_run(
+            &mut tx,
+            run_id,
+            "succeeded",
+            now,
+            "task_run.published",
+            serde_json::json!({ "patchRef": patch_ref }),
+        )
+        .await?;
+        tx.commit().await?;
+        self.change_set_of_run(run_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("change set of run", run_id))
+    }
+
+    /// Revokes a repository token for every API process. True when it was not revoked before.
+    /// Revocations older than a token's whole life are forgotten: every token they could refuse
+    /// has expired.
+    pub async fn revoke_repo_token(&self, token_id: &str, ttl_secs: i64) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        sqlx::query("delete from repo_token_revocations where revoked_at < $1")
+            .bind(now - (ttl_secs + 60) * 1000)
+            .execute(&mut *tx)
+            .await?;
+        let inserted = sqlx::query(
+            "insert into repo_token_revocations (token_id, revoked_at) values ($1, $2) on conflict do nothing",
+        )
+        .bind(token_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(inserted.rows_affected() == 1)
+    }
+
+    pub async fn repo_token_revoked(&self, token_id: &str) -> Result<bool, StoreError> {
+        Ok(
+            sqlx::query("select 1 as one from repo_token_revocations where token_id = $1")
+                .bind(token_id)
+                .fetch_optional(self.pool())
+                .await?
+                .is_some(),
+        )
+    }
+}
