@@ -4,6 +4,7 @@
 //! Retryable versus fatal is decided here, once: database outages retry, bad input does not.
 
 pub mod adapter_run;
+pub mod edit_session;
 pub mod git;
 pub mod harness;
 pub mod project;

@@ -124,6 +124,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/task-runs/{id}/workspace/tools", post(workspaces::tool))
         .route("/v1/task-runs/{id}/workspace/publish", post(workspaces::publish))
         .route("/v1/task-runs/{id}/workspace/close", post(workspaces::close))
+        .route("/v1/projects/{id}/edit-sessions", post(edit_sessions::open))
+        .route("/v1/edit-sessions/{id}", get(edit_sessions::get))
+        .route("/v1/edit-sessions/{id}/commands", post(edit_sessions::command))
+        .route("/v1/edit-sessions/{id}/end", post(edit_sessions::end))
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             error::ApiError::new(

@@ -24,6 +24,7 @@ use utoipa::{Modify, OpenApi};
         changes::create, changes::list, changes::get, changes::add_task, changes::tasks, changes::start_run,
         changes::record_change_set, changes::get_change_set,
         workspaces::tool, workspaces::publish, workspaces::close, workspaces::get,
+        edit_sessions::open, edit_sessions::get, edit_sessions::command, edit_sessions::end,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -104,6 +104,14 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
             Some(json!({"message": "m"})),
         ),
         ("POST", "/v1/task-runs/run_0/workspace/close", None),
+        ("POST", "/v1/projects/proj_0/edit-sessions", None),
+        ("GET", "/v1/edit-sessions/edit_0", None),
+        (
+            "POST",
+            "/v1/edit-sessions/edit_0/commands",
+            Some(json!({"command": "ls"})),
+        ),
+        ("POST", "/v1/edit-sessions/edit_0/end", None),
     ]
 }
 

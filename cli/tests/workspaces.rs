@@ -380,3 +380,90 @@ async fn a_change_opens_at_most_four_workspaces_and_the_meter_cap_refuses_with_4
             .exists()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_edit_session_runs_any_command_as_its_own_user_and_leaves_no_process_behind() {
+    let b = Belay::start_with_sandbox().await;
+    let project = ready_project(&b, json!({"name": "edit"})).await;
+    let (s, session) = b
+        .post(&format!("/v1/projects/{project}/edit-sessions"), json!({}))
+        .await;
+    assert_eq!(s, 201, "{session}");
+    let id = session["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        (session["status"].as_str(), session["uid"].as_u64()),
+        (Some("open"), Some(1000))
+    );
+    assert!(
+        b.sandbox.as_ref().unwrap().containers().is_empty(),
+        "opening starts no Sandbox"
+    );
+    let (s, v) = b
+        .post(&format!("/v1/projects/{project}/edit-sessions"), json!({}))
+        .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (409, Some("edit_session_open")),
+        "{v}"
+    );
+
+    let run = |command: &str| {
+        let (b, id, command) = (&b, id.clone(), command.to_owned());
+        async move {
+            b.post(
+                &format!("/v1/edit-sessions/{id}/commands"),
+                json!({ "command": command }),
+            )
+            .await
+        }
+    };
+    let (s, v) = run("   ").await;
+    assert_refused(s, &v, 422, "command");
+    let (s, v) = b
+        .post(&format!("/v1/edit-sessions/{id}/commands"), json!({"argv": ["ls"]}))
+        .await;
+    assert_eq!(s, 422, "{v}");
+
+    let (s, out) = run("id -u && test -f .gitignore && echo cloned").await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["stdout"], "1000\ncloned\n", "{out}");
+    // The check sees a sleep of the session's user while its command runs...
+    let (s, out) = run("sleep 300 & (sleep 301 &) ; sleep 0.2; ps -o comm= -u \"$(id -u)\" | grep -c '^sleep'").await;
+    assert_eq!((s, out["stdout"].as_str()), (200, Some("2\n")), "{out}");
+    // ...and none once the command has returned.
+    let (s, out) = run("ps -o comm= -u \"$(id -u)\" | grep -c '^sleep' || true").await;
+    assert_eq!(
+        (s, out["stdout"].as_str()),
+        (200, Some("0\n")),
+        "a sleep outlived its command: {out}"
+    );
+    let (s, out) = run("echo x > /workspace/outside").await;
+    assert_eq!(s, 200);
+    assert_ne!(
+        out["exitCode"], 0,
+        "the session user cannot write outside its directory: {out}"
+    );
+
+    let dir = format!("/workspace/edit-{}", id.strip_prefix("edit_").unwrap());
+    let container = format!("proj-{}", project.strip_prefix("proj_").unwrap());
+    let fork = b
+        .dir
+        .path()
+        .join("data/git/belay")
+        .join(format!("edit-{}.git", id.strip_prefix("edit_").unwrap()));
+    assert!(fork.is_dir());
+    let (s, ended) = b.post(&format!("/v1/edit-sessions/{id}/end"), json!({})).await;
+    assert_eq!((s, ended["status"].as_str()), (200, Some("ended")), "{ended}");
+    assert!(!fork.exists(), "the end deletes the fork");
+    let gone = Command::new("docker")
+        .args(["exec", &container, "test", "-d", &dir])
+        .status()
+        .unwrap();
+    assert!(!gone.success(), "the end removes the session directory");
+    let (s, v) = run("ls").await;
+    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("session_ended")), "{v}");
+    let (s, v) = b
+        .post(&format!("/v1/projects/{project}/edit-sessions"), json!({}))
+        .await;
+    assert_eq!(s, 201, "a new session may open once the last ended: {v}");
+}

@@ -8,6 +8,7 @@ pub mod adapter;
 pub mod catalogue;
 pub mod change;
 pub mod dispatch;
+pub mod edit_session;
 pub mod ids;
 pub mod job;
 pub mod launch;

@@ -41,6 +41,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/20261130150000_create_workspaces.sql"),
         postgres: include_str!("../../migrations/postgres/20261130150000_create_workspaces.sql"),
     },
+    Migration {
+        version: 20261130160000,
+        name: "create_edit_sessions",
+        sqlite: include_str!("../../migrations/sqlite/20261130160000_create_edit_sessions.sql"),
+        postgres: include_str!("../../migrations/postgres/20261130160000_create_edit_sessions.sql"),
+    },
 ];
 
 pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {

@@ -129,7 +129,7 @@ impl Store {
     }
 
     /// Every repository name one project's rows derive: its forks (workspace forks of its task
-    /// runs), then its canonical repository last. Cleanup deletes only these names and never lists
+    /// runs, edit-session forks), then its canonical repository last. Cleanup deletes only these names and never lists
     /// the namespace, so it cannot touch another project's repositories.
     pub async fn project_repository_names(&self, id: &str) -> Result<Vec<String>, StoreError> {
         let runs = sqlx::query(
@@ -144,6 +144,14 @@ impl Store {
             let run: String = r.try_get("id")?;
             names.push(belay_domain::repo::workspace_fork(&run).map_err(|e| StoreError::Corrupt(e.to_string()))?);
         }
+        for r in sqlx::query("select id from edit_sessions where project_id = $1 order by id")
+            .bind(id)
+            .fetch_all(self.pool())
+            .await?
+        {
+            let session: String = r.try_get("id")?;
+            names.push(belay_domain::repo::edit_fork(&session).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+        }
         names.push(belay_domain::repo::canonical_repo(id).map_err(|e| StoreError::Corrupt(e.to_string()))?);
         Ok(names)
     }
@@ -155,6 +163,7 @@ impl Store {
         let scoped = "(select t.id from tasks t join changes c on c.id = t.change_id where c.project_id = $1)";
         for sql in [
             "delete from workspaces where project_id = $1".to_string(),
+            "delete from edit_sessions where project_id = $1".to_string(),
             format!("delete from change_sets where task_id in {scoped}"),
             format!("delete from task_runs where task_id in {scoped}"),
             format!("delete from task_dependencies where task_id in {scoped}"),

@@ -4,6 +4,7 @@
 //! `belay dev` runs every pool in its own process.
 
 use anyhow::{Context, bail};
+use belay_activities::edit_session::{EditGitActivities, EditSandboxActivities, EditStoreActivities};
 use belay_activities::git::GitService;
 use belay_activities::harness::HarnessActivities;
 use belay_activities::project::{GitActivities, ProjectStoreActivities};
@@ -15,6 +16,7 @@ use belay_activities::workspace::{
 };
 use belay_store::Store;
 use belay_workflows::client::ensure_dispatcher;
+use belay_workflows::edit_session::EditSessionWorkflow;
 use belay_workflows::probe::ProbeWorkflow;
 use belay_workflows::provision::{ProjectDeleteWorkflow, ProjectProvisionWorkflow};
 use belay_workflows::workspace::WorkspaceWorkflow;
@@ -167,6 +169,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_workflow::<ProjectProvisionWorkflow>()?
                 .register_workflow::<ProjectDeleteWorkflow>()?
                 .register_workflow::<WorkspaceWorkflow>()?
+                .register_workflow::<EditSessionWorkflow>()?
                 .build(),
             Pool::Db => base
                 .register_activities(StoreActivities {
@@ -176,6 +179,9 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     store: deps.store.clone(),
                 })
                 .register_activities(WorkspaceStoreActivities {
+                    store: deps.store.clone(),
+                })
+                .register_activities(EditStoreActivities {
                     store: deps.store.clone(),
                 })
                 .register_activities(ProbeActivities)
@@ -200,6 +206,9 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     git: GitService::new(deps.git_root.clone()),
                     sources: SourceObjects::new(deps.objects.clone()),
                 })
+                .register_activities(EditGitActivities {
+                    git: GitService::new(deps.git_root.clone()),
+                })
                 .build()
             }
             Pool::Sandbox if deps.sandbox.is_some() => {
@@ -211,6 +220,11 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 );
                 tokio::spawn(reap_idle(sandboxes.clone()));
                 base.register_activities(WorkspaceSandboxActivities {
+                    sandboxes: sandboxes.clone(),
+                    store: deps.store.clone(),
+                    git: sandbox.git.clone(),
+                })
+                .register_activities(EditSandboxActivities {
                     sandboxes,
                     store: deps.store.clone(),
                     git: sandbox.git,

@@ -8,6 +8,7 @@
 pub mod client;
 pub mod contracts;
 pub mod dispatcher;
+pub mod edit_session;
 pub mod probe;
 pub mod provision;
 pub mod queues;

@@ -1,0 +1,282 @@
+//! The activities behind EditSessionWorkflow: the meter (`belay.db`), the session fork
+//! (`belay.git`), and the commands in the project's Sandbox (`belay.sandbox`), run as the
+//! session's own unprivileged user so that killing every process of that user after each
+//! command leaves nothing running.
+
+use crate::git::{GitError, GitService};
+use crate::sandbox::{SandboxError, SandboxUser, Sandboxes, WORKSPACE, container_name, edit_dir};
+use crate::workspace::SandboxGit;
+use crate::{fatal, retryable};
+use belay_domain::edit_session::COMMAND_TIMEOUT_SECS;
+use belay_domain::meter::Reservation;
+use belay_domain::repo::{canonical_repo, edit_fork};
+use belay_domain::repo_token::{self, Scope, TOKEN_TTL_SECS};
+use belay_store::meter::Reserve;
+use belay_store::{Store, StoreError};
+use belay_workflows::edit_session::{CommandOutput, EditCommand, Reserved};
+use belay_workflows::workspace::Refusal;
+use std::sync::Arc;
+use std::time::Duration;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::{instrument, warn};
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn store_error(e: StoreError) -> ActivityError {
+    if matches!(e, StoreError::Database(_)) {
+        retryable(e)
+    } else {
+        fatal(e)
+    }
+}
+
+fn git_error(e: GitError) -> ActivityError {
+    if e.is_retryable() { retryable(e) } else { fatal(e) }
+}
+
+fn sandbox_error(e: SandboxError) -> ActivityError {
+    if e.is_retryable() { retryable(e) } else { fatal(e) }
+}
+
+/// The `edit_<hex>` session's directory.
+fn session_dir(session_id: &str) -> Result<String, ActivityError> {
+    edit_dir(session_id.strip_prefix("edit_").unwrap_or(session_id)).map_err(fatal)
+}
+
+pub struct EditStoreActivities {
+    pub store: Store,
+}
+
+#[activities]
+impl EditStoreActivities {
+    #[activity(definition = belay_workflows::edit_session::edit_definitions::Reserve)]
+    pub async fn reserve(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        project_id: String,
+    ) -> Result<Reserved, ActivityError> {
+        match self
+            .store
+            .reserve_sandbox(&project_id, Reservation::EditSessionCommand, now_secs())
+            .await
+            .map_err(store_error)?
+        {
+            Reserve::Reserved { id, .. } => Ok(Reserved::Reserved(id)),
+            Reserve::Refused(cap) => Ok(Reserved::Refused(Refusal::new(429, "sandbox_cap", cap.to_string()))),
+        }
+    }
+
+    #[activity(definition = belay_workflows::edit_session::edit_definitions::Settle)]
+    pub async fn settle(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: (String, String, i64, i64),
+    ) -> Result<(), ActivityError> {
+        let (reservation, session, start, end) = input;
+        if start > 0 {
+            self.store
+                .settle_sandbox(&reservation, start, end.max(start))
+                .await
+                .map_err(store_error)?;
+        } else {
+            self.store.release_sandbox(&reservation).await.map_err(store_error)?;
+        }
+        self.store.touch_edit_session(&session).await.map_err(store_error)
+    }
+
+    #[activity(definition = belay_workflows::edit_session::edit_definitions::Forked)]
+    pub async fn forked(self: Arc<Self>, _ctx: ActivityContext, input: (String, String)) -> Result<(), ActivityError> {
+        self.store
+            .edit_session_forked(&input.0, &input.1)
+            .await
+            .map_err(store_error)
+    }
+
+    #[activity(definition = belay_workflows::edit_session::edit_definitions::End)]
+    pub async fn end(self: Arc<Self>, _ctx: ActivityContext, input: (String, String)) -> Result<(), ActivityError> {
+        self.store
+            .end_edit_session(&input.0, &input.1)
+            .await
+            .map_err(store_error)
+            .map(|_| ())
+    }
+}
+
+pub struct EditGitActivities {
+    pub git: GitService,
+}
+
+#[activities]
+impl EditGitActivities {
+    #[activity(definition = belay_workflows::edit_session::edit_definitions::Fork)]
+    pub async fn fork(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: (String, String),
+    ) -> Result<String, ActivityError> {
+        let (project_id, session_id) = input;
+        let canonical = canonical_repo(&project_id).map_err(fatal)?;
+        let fork = edit_fork(&session_id).map_err(fatal)?;
+        match self.git.fork(&canonical, &fork).await {
+            Ok(info) => Ok(info.main),
+            // A retry after the fork was made: it stands.
+            Err(GitError::AlreadyExists { main, .. }) => Ok(main),
+            Err(e) => Err(git_error(e)),
+        }
+    }
+
+    #[activity(definition = belay_workflows::edit_session::edit_definitions::Delete)]
+    pub async fn delete(self: Arc<Self>, _ctx: ActivityContext, session_id: String) -> Result<(), ActivityError> {
+        let fork = edit_fork(&session_id).map_err(fatal)?;
+        self.git.delete_repo(&fork).await.map_err(git_error).map(|_| ())
+    }
+}
+
+pub struct EditSandboxActivities {
+    pub sandboxes: Arc<Sandboxes>,
+    pub store: Store,
+    pub git: SandboxGit,
+}
+
+#[activities]
+impl EditSandboxActivities {
+    #[activity(definition = belay_workflows::edit_session::edit_definitions::Command)]
+    #[instrument(skip_all, fields(session.id = %input.session_id), err(Debug))]
+    pub async fn command(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: EditCommand,
+    ) -> Result<CommandOutput, ActivityError> {
+        let dir = session_dir(&input.session_id)?;
+        let project = input.project_id.as_str();
+        let user = SandboxUser::Unprivileged(input.uid);
+        let started_at = now_secs();
+        self.sandboxes.ensure(project).await.map_err(sandbox_error)?;
+        let present = self
+            .sandboxes
+            .exec(
+                project,
+                WORKSPACE,
+                &[
+                    "sh".into(),
+                    "-c".into(),
+                    r#"test -d "$1/.git""#.into(),
+                    "belay".into(),
+                    dir.clone(),
+                ],
+                SandboxUser::Root,
+                Duration::from_secs(30),
+            )
+            .await
+            .map_err(sandbox_error)?;
+        if !present.success() {
+            // The first command (or the first after the Sandbox slept): a fresh checkout of the
+            // session's fork, owned by the session's user.
+            self.sandboxes
+                .exec(
+                    project,
+                    WORKSPACE,
+                    &["rm".into(), "-rf".into(), "--".into(), dir.clone()],
+                    SandboxUser::Root,
+                    Duration::from_secs(60),
+                )
+                .await
+                .map_err(sandbox_error)?;
+            self.sandboxes
+                .prepare_dir(project, &dir, user)
+                .await
+                .map_err(sandbox_error)?;
+            let fork = edit_fork(&input.session_id).map_err(fatal)?;
+            let (token_id, token) =
+                repo_token::issue(&self.git.token_secret, &fork, Scope::Read, now_secs(), TOKEN_TTL_SECS)
+                    .map_err(fatal)?;
+            let url = format!("{}/git/{fork}.git", self.git.url.trim_end_matches('/'));
+            let clone = self
+                .sandboxes
+                .exec(
+                    project,
+                    &dir,
+                    &[
+                        "sh".into(),
+                        "-c".into(),
+                        r#"HOME=/tmp git -c http.extraHeader="Authorization: Bearer $1" clone --quiet "$2" . 2>&1"#
+                            .into(),
+                        "belay".into(),
+                        token,
+                        url,
+                    ],
+                    user,
+                    Duration::from_secs(300),
+                )
+                .await;
+            if let Err(e) = self.store.revoke_repo_token(&token_id, TOKEN_TTL_SECS).await {
+                warn!(error = %e, "revoking a repository token failed; it expires within 600 s");
+            }
+            let clone = clone.map_err(sandbox_error)?;
+            if !clone.success() {
+                return Err(retryable(SandboxError::Command {
+                    what: "cloning the session fork",
+                    code: clone.exit_code,
+                    stderr: clone.stdout,
+                }));
+            }
+        }
+        let out = self
+            .sandboxes
+            .exec(
+                project,
+                &dir,
+                &["sh".into(), "-c".into(), input.command.clone()],
+                user,
+                Duration::from_secs(COMMAND_TIMEOUT_SECS),
+            )
+            .await
+            .map_err(sandbox_error)?;
+        Ok(CommandOutput {
+            exit_code: out.exit_code,
+            stdout: out.stdout,
+            stderr: out.stderr,
+            timed_out: out.timed_out,
+            started_at,
+            ended_at: now_secs(),
+        })
+    }
+
+    #[activity(definition = belay_workflows::edit_session::edit_definitions::Stop)]
+    pub async fn stop(self: Arc<Self>, _ctx: ActivityContext, input: EditCommand) -> Result<(), ActivityError> {
+        let dir = session_dir(&input.session_id)?;
+        let name = container_name(&input.project_id).map_err(fatal)?;
+        let live = self.sandboxes.list_live().await.map_err(sandbox_error)?;
+        let awake = live
+            .iter()
+            .any(|c| c.names.iter().flatten().any(|n| n.trim_start_matches('/') == name));
+        if !awake {
+            // Asleep: its processes and its disk are gone already, and ending wakes nothing.
+            return Ok(());
+        }
+        // A no-op as the session's user: the after-command kill stops every process of that user.
+        let killed = self
+            .sandboxes
+            .exec(
+                &input.project_id,
+                WORKSPACE,
+                &["true".into()],
+                SandboxUser::Unprivileged(input.uid),
+                Duration::from_secs(10),
+            )
+            .await;
+        match killed {
+            Ok(_) | Err(SandboxError::Lost { .. }) => {}
+            Err(e) => return Err(sandbox_error(e)),
+        }
+        match self.sandboxes.remove_dir(&input.project_id, &dir).await {
+            Ok(()) | Err(SandboxError::Lost { .. }) => Ok(()),
+            Err(e) => Err(sandbox_error(e)),
+        }
+    }
+}

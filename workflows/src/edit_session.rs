@@ -1,0 +1,322 @@
+//! EditSessionWorkflow (id `edit-<hex>`): one code edit session.
+//!
+//! Opening forks canonical as `edit-<hex>` and starts no Sandbox. Each command is an Update,
+//! one at a time: reserve 480 s on the project's meter (429 `sandbox_cap` at the cap), run the
+//! command as the session's own unprivileged user with 120 s (the first command clones the fork
+//! into `/workspace/edit-<hex>`), after which every process of that user is killed, then settle.
+//! The end kills the session's processes while the Sandbox is awake, removes the directory and
+//! deletes the fork.
+
+use crate::queues::{self, db_options};
+use crate::workspace::Refusal;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use temporalio_common::{ActivityError, RetryPolicy};
+use temporalio_macros::{activity_definitions, workflow, workflow_methods};
+use temporalio_sdk::{ActivityOptions, WorkflowContext, WorkflowResult};
+
+/// The workflow id of session `edit_<hex>`: `edit-<hex>`.
+pub fn edit_workflow_id(session_id: &str) -> String {
+    format!("edit-{}", session_id.strip_prefix("edit_").unwrap_or(session_id))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditInput {
+    pub session_id: String,
+    pub project_id: String,
+    pub uid: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditCommand {
+    pub project_id: String,
+    pub session_id: String,
+    pub uid: u32,
+    pub command: String,
+}
+
+/// What a command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandOutput {
+    pub exit_code: Option<i64>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+    /// Unix seconds the Sandbox use began and ended, for the meter (0 for no use).
+    pub started_at: i64,
+    pub ended_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reserved {
+    Reserved(String),
+    Refused(Refusal),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandReply {
+    Done(CommandOutput),
+    Refused(Refusal),
+}
+
+/// Edit-session records, on the `belay.db` queue.
+pub struct EditStoreApi;
+
+#[activity_definitions]
+impl EditStoreApi {
+    /// Reserves 480 s for one command.
+    #[activity(name = "db.edit_reserve")]
+    pub fn reserve(project_id: String) -> Result<Reserved, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Settles a command's reservation with its use and restarts the overdue clock.
+    #[activity(name = "db.edit_settle")]
+    pub fn settle(input: (String, String, i64, i64)) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
+    #[activity(name = "db.edit_forked")]
+    pub fn forked(input: (String, String)) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
+    #[activity(name = "db.edit_end")]
+    pub fn end(input: (String, String)) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Edit-session forks, on the `belay.git` queue.
+pub struct EditGitApi;
+
+#[activity_definitions]
+impl EditGitApi {
+    /// Forks canonical as `edit-<hex>`; returns its `main`.
+    #[activity(name = "git.edit_fork")]
+    pub fn fork(input: (String, String)) -> Result<String, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Deletes the session's fork.
+    #[activity(name = "git.edit_delete")]
+    pub fn delete(session_id: String) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Edit-session commands, on the `belay.sandbox` queue.
+pub struct EditSandboxApi;
+
+#[activity_definitions]
+impl EditSandboxApi {
+    #[activity(name = "sandbox.edit_command")]
+    pub fn command(input: EditCommand) -> Result<CommandOutput, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Kills the session's processes and removes its directory, if the Sandbox is awake.
+    #[activity(name = "sandbox.edit_stop")]
+    pub fn stop(input: EditCommand) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+pub mod edit_definitions {
+    pub use super::edit_git_api::{Delete, Fork};
+    pub use super::edit_sandbox_api::{Command, Stop};
+    pub use super::edit_store_api::{End, Forked, Reserve, Settle};
+}
+
+fn options(queue: &str, timeout: Duration) -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(timeout)
+        .task_queue(queue.to_string())
+        .retry_policy(
+            RetryPolicy::builder()
+                .initial_interval(Duration::from_secs(1))
+                .maximum_interval(Duration::from_secs(10))
+                .maximum_attempts(3)
+                .non_retryable_error_types(["Fatal"])
+                .build(),
+        )
+        .build()
+}
+
+#[workflow]
+#[derive(Default)]
+pub struct EditSessionWorkflow {
+    input: Option<EditInput>,
+    phase: String,
+    busy: bool,
+    handlers: u32,
+    ended: bool,
+    failure: Option<Refusal>,
+}
+
+#[workflow_methods]
+impl EditSessionWorkflow {
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>, input: EditInput) -> WorkflowResult<String> {
+        ctx.state_mut(|s| {
+            s.input = Some(input.clone());
+            s.phase = "opening".into();
+        });
+        let forked = ctx
+            .execute_activity(
+                EditGitApi::fork,
+                (input.project_id.clone(), input.session_id.clone()),
+                options(queues::GIT, Duration::from_secs(120)),
+            )
+            .await;
+        match forked {
+            Ok(start) => {
+                ctx.execute_activity(EditStoreApi::forked, (input.session_id.clone(), start), db_options())
+                    .await?;
+                ctx.state_mut(|s| s.phase = "open".into());
+            }
+            Err(e) => {
+                ctx.state_mut(|s| s.failure = Some(Refusal::new(503, "sandbox_unavailable", e.to_string())));
+                ctx.execute_activity(
+                    EditStoreApi::end,
+                    (input.session_id.clone(), format!("the fork failed: {e}")),
+                    db_options(),
+                )
+                .await?;
+                ctx.state_mut(|s| s.ended = true);
+            }
+        }
+        ctx.wait_condition(|s| s.ended && s.handlers == 0).await?;
+        Ok(ctx.state(|s| s.phase.clone()))
+    }
+
+    async fn acquire(ctx: &mut WorkflowContext<Self>) -> Result<EditInput, Refusal> {
+        ctx.wait_condition(|s| (s.phase == "open" || s.ended) && !s.busy)
+            .await
+            .map_err(|_| Refusal::new(409, "session_ended", "the session is ending"))?;
+        if let Some(r) = ctx.state(|s| s.failure.clone()) {
+            return Err(r);
+        }
+        if ctx.state(|s| s.ended) {
+            return Err(Refusal::new(409, "session_ended", "the session has ended"));
+        }
+        ctx.state_mut(|s| s.busy = true);
+        Ok(ctx.state(|s| s.input.clone()).expect("set at start"))
+    }
+
+    /// One command.
+    #[update]
+    pub async fn command(ctx: &mut WorkflowContext<Self>, command: String) -> CommandReply {
+        ctx.state_mut(|s| s.handlers += 1);
+        let reply = match Self::acquire(ctx).await {
+            Ok(input) => {
+                let r = Self::run_command(ctx, input, command).await;
+                ctx.state_mut(|s| s.busy = false);
+                r
+            }
+            Err(r) => Err(r),
+        };
+        ctx.state_mut(|s| s.handlers -= 1);
+        match reply {
+            Ok(out) => CommandReply::Done(out),
+            Err(r) => CommandReply::Refused(r),
+        }
+    }
+
+    async fn run_command(
+        ctx: &mut WorkflowContext<Self>,
+        input: EditInput,
+        command: String,
+    ) -> Result<CommandOutput, Refusal> {
+        let infra = |e: &dyn std::fmt::Display| Refusal::new(503, "sandbox_unavailable", e.to_string());
+        let reservation = match ctx
+            .execute_activity(EditStoreApi::reserve, input.project_id.clone(), db_options())
+            .await
+            .map_err(|e| infra(&e))?
+        {
+            Reserved::Reserved(id) => id,
+            Reserved::Refused(r) => return Err(r),
+        };
+        let out = ctx
+            .execute_activity(
+                EditSandboxApi::command,
+                EditCommand {
+                    project_id: input.project_id,
+                    session_id: input.session_id.clone(),
+                    uid: input.uid,
+                    command,
+                },
+                options(queues::SANDBOX, Duration::from_secs(420)),
+            )
+            .await;
+        let (start, end) = match &out {
+            Ok(o) => (o.started_at, o.ended_at),
+            Err(_) => (0, 0),
+        };
+        ctx.execute_activity(
+            EditStoreApi::settle,
+            (reservation, input.session_id, start, end),
+            db_options(),
+        )
+        .await
+        .map_err(|e| infra(&e))?;
+        out.map_err(|e| infra(&e))
+    }
+
+    /// Ends the session: its processes are killed, its directory removed, its fork deleted.
+    #[update]
+    pub async fn end(ctx: &mut WorkflowContext<Self>, reason: String) -> CommandReply {
+        ctx.state_mut(|s| s.handlers += 1);
+        let reply = match Self::acquire(ctx).await {
+            Ok(input) => {
+                let stop = EditCommand {
+                    project_id: input.project_id.clone(),
+                    session_id: input.session_id.clone(),
+                    uid: input.uid,
+                    command: String::new(),
+                };
+                let stopped = ctx
+                    .execute_activity(
+                        EditSandboxApi::stop,
+                        stop,
+                        options(queues::SANDBOX, Duration::from_secs(120)),
+                    )
+                    .await;
+                // The fork goes even when the Sandbox could not be reached; a fork whose delete
+                // failed is left to the daily sweep.
+                let _ = ctx
+                    .execute_activity(
+                        EditGitApi::delete,
+                        input.session_id.clone(),
+                        options(queues::GIT, Duration::from_secs(120)),
+                    )
+                    .await;
+                let ended = ctx
+                    .execute_activity(EditStoreApi::end, (input.session_id, reason), db_options())
+                    .await;
+                ctx.state_mut(|s| {
+                    s.busy = false;
+                    s.ended = true;
+                    s.phase = "ended".into();
+                });
+                match (stopped, ended) {
+                    (_, Err(e)) => Err(Refusal::new(503, "sandbox_unavailable", e.to_string())),
+                    _ => Ok(CommandOutput {
+                        exit_code: None,
+                        stdout: String::new(),
+                        stderr: String::new(),
+                        timed_out: false,
+                        started_at: 0,
+                        ended_at: 0,
+                    }),
+                }
+            }
+            Err(r) => Err(r),
+        };
+        ctx.state_mut(|s| s.handlers -= 1);
+        match reply {
+            Ok(out) => CommandReply::Done(out),
+            Err(r) => CommandReply::Refused(r),
+        }
+    }
+}
