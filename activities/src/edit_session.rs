@@ -280,3 +280,41 @@ impl EditSandboxActivities {
         }
     }
 }
+
+/// The forks sweep's records, on the `belay.db` pool.
+pub struct SweepStoreActivities {
+    pub store: Store,
+}
+
+#[activities]
+impl SweepStoreActivities {
+    #[activity(definition = belay_workflows::sweep::sweep_definitions::Forks)]
+    pub async fn forks(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        _input: (),
+    ) -> Result<Vec<belay_domain::repo::SweepFork>, ActivityError> {
+        self.store.sweep_forks().await.map_err(store_error)
+    }
+
+    #[activity(definition = belay_workflows::sweep::sweep_definitions::MarkSwept)]
+    pub async fn mark_swept(self: Arc<Self>, _ctx: ActivityContext, repos: Vec<String>) -> Result<(), ActivityError> {
+        self.store.mark_forks_swept(&repos).await.map_err(store_error)
+    }
+}
+
+/// The forks sweep's deletes, on the `belay.git` pool.
+pub struct SweepGitActivities {
+    pub git: GitService,
+}
+
+#[activities]
+impl SweepGitActivities {
+    #[activity(definition = belay_workflows::sweep::sweep_definitions::Delete)]
+    pub async fn delete(self: Arc<Self>, _ctx: ActivityContext, repos: Vec<String>) -> Result<(), ActivityError> {
+        for repo in &repos {
+            self.git.delete_repo(repo).await.map_err(git_error)?;
+        }
+        Ok(())
+    }
+}

@@ -467,3 +467,104 @@ async fn an_edit_session_runs_any_command_as_its_own_user_and_leaves_no_process_
         .await;
     assert_eq!(s, 201, "a new session may open once the last ended: {v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_daily_forks_sweep_deletes_only_the_forks_its_rules_make_due() {
+    let b = Belay::start_with_sandbox().await;
+    let project = ready_project(&b, json!({"name": "sweep"})).await;
+    let change = change(&b, &project).await;
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        runs.push(task_run(&b, &change, &format!("t{i}"), "implement", &[]).await);
+    }
+    let git_root = b.dir.path().join("data/git/belay");
+    let git = belay_activities::git::GitService::new(git_root.clone());
+    for run in &runs {
+        git.fork(&project, &ws(run)).await.unwrap();
+    }
+    let canonical = b.get(&format!("/v1/projects/{project}")).await["canonicalCommit"].clone();
+    let (s, cs) = b
+        .post(
+            &format!("/v1/task-runs/{}/change-set", runs[1]),
+            json!({ "commit": canonical }),
+        )
+        .await;
+    assert_eq!(s, 201, "{cs}");
+    // An edit session idle for a day is overdue; one in another project was just used.
+    let (_, overdue) = b
+        .post(&format!("/v1/projects/{project}/edit-sessions"), json!({}))
+        .await;
+    let overdue = overdue["id"].as_str().unwrap().to_string();
+    let other = ready_project(&b, json!({"name": "other"})).await;
+    let (_, fresh) = b.post(&format!("/v1/projects/{other}/edit-sessions"), json!({})).await;
+    let fresh = fresh["id"].as_str().unwrap().to_string();
+    let edit_repo = |id: &str| git_root.join(format!("edit-{}.git", id.strip_prefix("edit_").unwrap()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(edit_repo(&overdue).is_dir() && edit_repo(&fresh).is_dir()) {
+        assert!(Instant::now() < deadline, "the session forks were never made");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let day = 86_400_000i64;
+    let store = b.store().await;
+    for (run, status, ended) in [
+        (&runs[0], "failed", now_ms - 31 * day),    // failed, past retention: due
+        (&runs[1], "succeeded", now_ms - 31 * day), // has a ChangeSet, Change running: kept
+        (&runs[3], "failed", now_ms - 5 * day),     // failed, within retention: kept
+    ] {
+        store
+            .execute_admin(&format!(
+                "update task_runs set status = '{status}', ended_at = {ended} where id = '{run}'"
+            ))
+            .await
+            .unwrap();
+    }
+    store
+        .execute_admin(&format!(
+            "update edit_sessions set last_used_at = {} where id = '{overdue}'",
+            now_ms - 25 * 3_600_000
+        ))
+        .await
+        .unwrap();
+
+    let temporal = |args: &[&str]| {
+        let out = Command::new(common::temporal_bin())
+            .args(args)
+            .args(["--address", &b.temporal.address])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "temporal {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let described = temporal(&["schedule", "describe", "--schedule-id", "forks-sweep", "-o", "json"]);
+    assert!(described.contains("86400s"), "the schedule fires daily: {described}");
+    temporal(&["schedule", "trigger", "--schedule-id", "forks-sweep"]);
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while git_root.join(format!("{}.git", ws(&runs[0]))).exists() || edit_repo(&overdue).exists() {
+        assert!(Instant::now() < deadline, "the sweep never deleted the due forks");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let session = b.get(&format!("/v1/edit-sessions/{overdue}")).await;
+    assert_eq!(session["status"], "ended", "{session}");
+    for kept in [&runs[1], &runs[2], &runs[3]] {
+        assert!(
+            git_root.join(format!("{}.git", ws(kept))).is_dir(),
+            "{kept}'s fork was kept"
+        );
+    }
+    assert!(edit_repo(&fresh).is_dir());
+    assert_eq!(b.get(&format!("/v1/edit-sessions/{fresh}")).await["status"], "open");
+    assert!(
+        git_root.join(format!("{project}.git")).is_dir(),
+        "canonical is never swept"
+    );
+}

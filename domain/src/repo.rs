@@ -129,6 +129,19 @@ pub struct ForkFacts {
     pub session_due_at_secs: Option<i64>,
 }
 
+/// One fork the daily sweep considers, as read from the rows behind it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepFork {
+    pub kind: ForkKind,
+    pub repo: String,
+    pub project_id: String,
+    /// When the run, Candidate or session ended, unix seconds.
+    pub ended_at_secs: Option<i64>,
+    pub facts: ForkFacts,
+    /// Edit sessions still open: the session id and its uid (an overdue one is ended first).
+    pub session: Option<(String, u32)>,
+}
+
 /// Whether the daily sweep deletes this fork now.
 ///
 /// `ended_at_secs` is when the run or Candidate ended, or when the edit session ended; `None`

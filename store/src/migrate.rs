@@ -47,6 +47,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/20261130160000_create_edit_sessions.sql"),
         postgres: include_str!("../../migrations/postgres/20261130160000_create_edit_sessions.sql"),
     },
+    Migration {
+        version: 20261130170000,
+        name: "create_swept_forks",
+        sqlite: include_str!("../../migrations/sqlite/20261130170000_create_swept_forks.sql"),
+        postgres: include_str!("../../migrations/postgres/20261130170000_create_swept_forks.sql"),
+    },
 ];
 
 pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {

@@ -4,7 +4,9 @@
 //! `belay dev` runs every pool in its own process.
 
 use anyhow::{Context, bail};
-use belay_activities::edit_session::{EditGitActivities, EditSandboxActivities, EditStoreActivities};
+use belay_activities::edit_session::{
+    EditGitActivities, EditSandboxActivities, EditStoreActivities, SweepGitActivities, SweepStoreActivities,
+};
 use belay_activities::git::GitService;
 use belay_activities::harness::HarnessActivities;
 use belay_activities::project::{GitActivities, ProjectStoreActivities};
@@ -19,6 +21,7 @@ use belay_workflows::client::ensure_dispatcher;
 use belay_workflows::edit_session::EditSessionWorkflow;
 use belay_workflows::probe::ProbeWorkflow;
 use belay_workflows::provision::{ProjectDeleteWorkflow, ProjectProvisionWorkflow};
+use belay_workflows::sweep::ForksSweepWorkflow;
 use belay_workflows::workspace::WorkspaceWorkflow;
 use belay_workflows::{DispatcherWorkflow, RunWorkflow, queues};
 use object_store::ObjectStore;
@@ -170,6 +173,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_workflow::<ProjectDeleteWorkflow>()?
                 .register_workflow::<WorkspaceWorkflow>()?
                 .register_workflow::<EditSessionWorkflow>()?
+                .register_workflow::<ForksSweepWorkflow>()?
                 .build(),
             Pool::Db => base
                 .register_activities(StoreActivities {
@@ -182,6 +186,9 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     store: deps.store.clone(),
                 })
                 .register_activities(EditStoreActivities {
+                    store: deps.store.clone(),
+                })
+                .register_activities(SweepStoreActivities {
                     store: deps.store.clone(),
                 })
                 .register_activities(ProbeActivities)
@@ -207,6 +214,9 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     sources: SourceObjects::new(deps.objects.clone()),
                 })
                 .register_activities(EditGitActivities {
+                    git: GitService::new(deps.git_root.clone()),
+                })
+                .register_activities(SweepGitActivities {
                     git: GitService::new(deps.git_root.clone()),
                 })
                 .build()
@@ -245,6 +255,9 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
         ensure_dispatcher(&deps.client, deps.dispatcher.clone())
             .await
             .context("starting the dispatcher")?;
+        belay_workflows::client::ensure_forks_sweep_schedule(&deps.client)
+            .await
+            .context("creating the forks-sweep schedule")?;
     }
     info!(pools = ?workers.iter().map(|(p, _)| p.name()).collect::<Vec<_>>(), "worker pools started");
     let stops: Vec<_> = workers.iter().map(|(_, w)| w.shutdown_handle()).collect();

@@ -67,3 +67,28 @@ pub async fn wake_dispatcher(client: &Client) -> Result<(), ClientError> {
             source: Box::new(e),
         })
 }
+
+/// Creates the daily `forks-sweep` schedule unless it exists. Each firing starts
+/// ForksSweepWorkflow (id `forks-sweep`); a firing while one still runs is skipped.
+pub async fn ensure_forks_sweep_schedule(client: &Client) -> Result<(), ClientError> {
+    use crate::sweep::{EVERY, ForksSweepWorkflow, SCHEDULE_ID};
+    use temporalio_client::schedules::{CreateScheduleOptions, ScheduleAction, ScheduleError, ScheduleSpec};
+    let opts = CreateScheduleOptions::builder()
+        .action(ScheduleAction::start_workflow(
+            ForksSweepWorkflow::run,
+            (),
+            queues::WORKFLOWS,
+            SCHEDULE_ID,
+        ))
+        .spec(ScheduleSpec::builder().intervals(vec![EVERY.into()]).build())
+        .note("belay: delete forks the retention rules say are due".to_string())
+        .build();
+    match client.create_schedule(SCHEDULE_ID, opts).await {
+        Ok(_) => Ok(()),
+        Err(ScheduleError::Rpc(status)) if status.code() == temporalio_client::tonic::Code::AlreadyExists => Ok(()),
+        Err(e) => Err(ClientError::Call {
+            what: "creating the forks-sweep schedule",
+            source: Box::new(e),
+        }),
+    }
+}

@@ -15,6 +15,7 @@ pub mod queues;
 pub mod replay;
 pub mod run;
 pub mod search;
+pub mod sweep;
 pub mod workspace;
 
 pub use dispatcher::DispatcherWorkflow;

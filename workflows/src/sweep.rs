@@ -1,0 +1,130 @@
+//! ForksSweepWorkflow, started daily by the Temporal Schedule `forks-sweep`: deletes the forks the
+//! spec's rules say are due (`belay_domain::repo::fork_due_for_deletion`), ending overdue edit
+//! sessions first. Candidate forks join when Candidates exist.
+
+use crate::edit_session::{EditCommand, EditSandboxApi, EditStoreApi};
+use crate::queues::{self, db_options};
+use belay_domain::repo::{ForkKind, SweepFork, fork_due_for_deletion};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use temporalio_common::{ActivityError, RetryPolicy};
+use temporalio_macros::{activity_definitions, workflow, workflow_methods};
+use temporalio_sdk::{ActivityOptions, WorkflowContext, WorkflowResult};
+
+/// The schedule's id, and the id of the workflow each of its runs starts.
+pub const SCHEDULE_ID: &str = "forks-sweep";
+/// How often the schedule fires.
+pub const EVERY: Duration = Duration::from_secs(24 * 3600);
+/// Forks deleted per activity.
+const BATCH: usize = 200;
+
+/// What one sweep did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub considered: usize,
+    pub deleted: Vec<String>,
+    pub sessions_ended: Vec<String>,
+}
+
+pub struct SweepStoreApi;
+
+#[activity_definitions]
+impl SweepStoreApi {
+    /// Every fork not yet swept, with its facts.
+    #[activity(name = "db.sweep_forks")]
+    pub fn forks(input: ()) -> Result<Vec<SweepFork>, ActivityError> {
+        unimplemented!()
+    }
+
+    #[activity(name = "db.mark_forks_swept")]
+    pub fn mark_swept(repos: Vec<String>) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+pub struct SweepGitApi;
+
+#[activity_definitions]
+impl SweepGitApi {
+    /// Deletes these forks (a fork already gone counts as deleted).
+    #[activity(name = "git.sweep_delete")]
+    pub fn delete(repos: Vec<String>) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+pub mod sweep_definitions {
+    pub use super::sweep_git_api::Delete;
+    pub use super::sweep_store_api::{Forks, MarkSwept};
+}
+
+#[workflow]
+#[derive(Default)]
+pub struct ForksSweepWorkflow;
+
+#[workflow_methods]
+impl ForksSweepWorkflow {
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>, _input: ()) -> WorkflowResult<SweepReport> {
+        let now = ctx
+            .workflow_time()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs() as i64);
+        let forks = ctx.execute_activity(SweepStoreApi::forks, (), db_options()).await?;
+        let mut report = SweepReport {
+            considered: forks.len(),
+            ..Default::default()
+        };
+        let due: Vec<_> = forks
+            .into_iter()
+            .filter(|f| fork_due_for_deletion(f.kind, f.ended_at_secs, now, &f.facts))
+            .collect();
+        let sandbox = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(120))
+            .task_queue(queues::SANDBOX.to_string())
+            .retry_policy(RetryPolicy::builder().maximum_attempts(3).build())
+            .build();
+        for f in due.iter().filter(|f| f.kind == ForkKind::EditSession) {
+            if let Some((session, uid)) = &f.session {
+                // An overdue session still open: stop its processes and directory, then end it.
+                let _ = ctx
+                    .execute_activity(
+                        EditSandboxApi::stop,
+                        EditCommand {
+                            project_id: f.project_id.clone(),
+                            session_id: session.clone(),
+                            uid: *uid,
+                            command: String::new(),
+                        },
+                        sandbox.clone(),
+                    )
+                    .await;
+                ctx.execute_activity(
+                    EditStoreApi::end,
+                    (session.clone(), "overdue: ended by the daily sweep".to_owned()),
+                    db_options(),
+                )
+                .await?;
+                report.sessions_ended.push(session.clone());
+            }
+        }
+        let git = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(600))
+            .task_queue(queues::GIT.to_string())
+            .retry_policy(
+                RetryPolicy::builder()
+                    .initial_interval(Duration::from_secs(1))
+                    .maximum_interval(Duration::from_secs(30))
+                    .maximum_attempts(5)
+                    .build(),
+            )
+            .build();
+        let repos: Vec<String> = due.iter().map(|f| f.repo.clone()).collect();
+        for chunk in repos.chunks(BATCH) {
+            ctx.execute_activity(SweepGitApi::delete, chunk.to_vec(), git.clone())
+                .await?;
+            ctx.execute_activity(SweepStoreApi::mark_swept, chunk.to_vec(), db_options())
+                .await?;
+            report.deleted.extend(chunk.iter().cloned());
+        }
+        Ok(report)
+    }
+}
