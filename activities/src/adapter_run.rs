@@ -9,6 +9,7 @@
 //! directory is removed. It knows nothing about Temporal: the harness activity supplies the
 //! heartbeat (`on_tick`) and the cancellation signal.
 
+use crate::sandbox::SandboxConfig;
 use belay_domain::adapter::{self, AdapterOutcome, JobFile, MANIFEST_FILE, ProcessEnd};
 use belay_domain::catalogue::AdapterSpec;
 use belay_domain::ids::JobId;
@@ -99,12 +100,14 @@ pub enum AdapterRunError {
     /// The job id names the output directory and the artifact keys, so it must be a plain id.
     #[error("job id {0:?} is not a valid job id")]
     InvalidJobId(String),
+    #[error("the harness runs its adapter in a Sandbox, and this worker has no Sandbox configured")]
+    NoSandbox,
 }
 
 impl AdapterRunError {
     /// Whether running the activity again could succeed.
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, AdapterRunError::InvalidJobId(_))
+        !matches!(self, AdapterRunError::InvalidJobId(_) | AdapterRunError::NoSandbox)
     }
 }
 
@@ -124,6 +127,21 @@ pub async fn run_adapter(
     job: JobFile,
     work_root: &std::path::Path,
     objects: std::sync::Arc<dyn object_store::ObjectStore>,
+    on_tick: impl FnMut(),
+    cancelled: impl std::future::Future<Output = ()>,
+) -> Result<AdapterRun, AdapterRunError> {
+    run_adapter_in(spec, job, work_root, objects, None, on_tick, cancelled).await
+}
+
+/// As [`run_adapter`]; an adapter whose spec says `sandbox` runs in a container made from
+/// `sandbox` (the Sandbox image, limits and internal network), with its output directory mounted
+/// at the same path, and fails when no Sandbox is configured.
+pub async fn run_adapter_in(
+    spec: &AdapterSpec,
+    job: JobFile,
+    work_root: &std::path::Path,
+    objects: std::sync::Arc<dyn object_store::ObjectStore>,
+    sandbox: Option<&SandboxConfig>,
     mut on_tick: impl FnMut(),
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Result<AdapterRun, AdapterRunError> {
@@ -135,7 +153,21 @@ pub async fn run_adapter(
     let work_root = std::path::absolute(work_root).map_err(AdapterRunError::Prepare)?;
     let dir = work_root.join(format!("{job_id}-a{attempt}"));
 
-    let result = run_in(&dir, spec, job, objects.as_ref(), &mut on_tick, pin!(cancelled)).await;
+    let sandbox = if spec.in_sandbox() {
+        Some(sandbox.ok_or(AdapterRunError::NoSandbox)?)
+    } else {
+        None
+    };
+    let result = run_in(
+        &dir,
+        spec,
+        job,
+        objects.as_ref(),
+        sandbox,
+        &mut on_tick,
+        pin!(cancelled),
+    )
+    .await;
 
     // Removed on every path, a cancelled or failed one included: the artifacts worth keeping are
     // in the object store by now, and a retry recreates the directory anyway.
@@ -166,6 +198,7 @@ async fn run_in(
     spec: &AdapterSpec,
     mut job: JobFile,
     objects: &dyn ObjectStore,
+    sandbox: Option<&SandboxConfig>,
     on_tick: &mut impl FnMut(),
     mut cancelled: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<AdapterRun, AdapterRunError> {
@@ -174,9 +207,26 @@ async fn run_in(
     job.manifest = utf8(&manifest_path)?.to_string();
     prepare_dir(dir, &job).await.map_err(AdapterRunError::Prepare)?;
 
-    let mut cmd = command(spec, &job)?;
+    let container = format!("belay-job-{}-a{}", job.job_id, job.attempt);
+    let mut cmd = match sandbox {
+        Some(config) => {
+            ensure_network(config).await;
+            in_container(spec, &job, dir, config, &container)?
+        }
+        None => command(spec, &job)?,
+    };
     cmd.current_dir(dir);
-    let ran = run_process(cmd, spec.timeout_seconds(), on_tick, cancelled.as_mut()).await?;
+    let ran = run_process(cmd, spec.timeout_seconds(), on_tick, cancelled.as_mut()).await;
+    if sandbox.is_some() {
+        // Killing the `docker run` client leaves the container: it goes here on every path.
+        let _ = tokio::process::Command::new("docker")
+            .args(["rm", "-f", &container])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+    }
+    let ran = ran?;
 
     let collect = async {
         let manifest = read_manifest(&manifest_path).await;
@@ -266,6 +316,105 @@ fn command(spec: &AdapterSpec, job: &JobFile) -> Result<tokio::process::Command,
         // Only a backstop for a dropped run future; `ProcessGroup` kills the rest of the tree.
         .kill_on_drop(true);
     Ok(cmd)
+}
+
+/// The adapter's argv in a one-off container of the Sandbox image: the Sandbox's limits (2 CPUs,
+/// 2 GiB without swap, 512 processes, read-only root, no capabilities, no new privileges), its
+/// internal network, the output directory mounted at its own path, the worker's uid, and an
+/// in-container `timeout` that kills the whole tree.
+fn in_container(
+    spec: &AdapterSpec,
+    job: &JobFile,
+    dir: &Path,
+    config: &SandboxConfig,
+    name: &str,
+) -> Result<tokio::process::Command, AdapterRunError> {
+    let vars = adapter::template_vars(job);
+    let argv: Vec<String> = match spec {
+        AdapterSpec::Command { argv, .. } => argv.iter().map(|a| adapter::expand(a, &vars)).collect(),
+        AdapterSpec::Script { script, .. } => vec!["/bin/sh".into(), "-c".into(), adapter::expand(script, &vars)],
+    };
+    if argv.is_empty() {
+        return Err(AdapterRunError::Spawn(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the adapter's argv is empty",
+        )));
+    }
+    // The container runs as the owner of the output directory (this worker's user), so the
+    // files it writes there stay readable and removable.
+    let owner = std::fs::metadata(dir).map_err(AdapterRunError::Prepare)?;
+    let user = {
+        use std::os::unix::fs::MetadataExt;
+        format!("{}:{}", owner.uid(), owner.gid())
+    };
+    let dir = utf8(dir)?;
+    let mut cmd = tokio::process::Command::new("docker");
+    cmd.args(["run", "--rm", "--init", "--name", name])
+        .args(["--label", &format!("{}.harness-job=1", config.label_prefix)]);
+    for (k, v) in &config.extra_labels {
+        cmd.args(["--label", &format!("{k}={v}")]);
+    }
+    cmd.args(["--network", &config.network, "--runtime", config.runtime.as_str()])
+        .args([
+            "--cpus",
+            "2",
+            "--memory",
+            "2g",
+            "--memory-swap",
+            "2g",
+            "--pids-limit",
+            "512",
+        ])
+        .args(["--read-only", "--tmpfs", "/tmp:rw,size=256m", "--cap-drop", "ALL"])
+        .args(["--security-opt", "no-new-privileges", "--user", &user])
+        .args(["-v", &format!("{dir}:{dir}"), "-w", dir, "-e", "HOME=/tmp"]);
+    for (k, v) in adapter::environment(job) {
+        cmd.arg("-e").arg(format!("{k}={v}"));
+    }
+    if let Some(proxy) = &config.egress_proxy {
+        cmd.args([
+            "-e",
+            &format!("HTTP_PROXY={proxy}"),
+            "-e",
+            &format!("HTTPS_PROXY={proxy}"),
+        ]);
+    }
+    cmd.arg(&config.image)
+        .args(["timeout", "-s", "KILL", &spec.timeout_seconds().to_string()])
+        .args(&argv)
+        .env_clear()
+        .envs(
+            PASSED_THROUGH_ENV
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
+        )
+        .envs(std::env::var_os("DOCKER_HOST").map(|v| ("DOCKER_HOST", v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    Ok(cmd)
+}
+
+/// Creates the Sandbox network (internal: no route out) if it is missing; an existing one is
+/// used as it is.
+async fn ensure_network(config: &SandboxConfig) {
+    let exists = tokio::process::Command::new("docker")
+        .args(["network", "inspect", &config.network])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .is_ok_and(|s| s.success());
+    if !exists {
+        let _ = tokio::process::Command::new("docker")
+            .args(["network", "create", "--internal", &config.network])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+    }
 }
 
 struct Ran {
@@ -687,6 +836,7 @@ mod tests {
         AdapterSpec::Script {
             script: script.into(),
             timeout_seconds,
+            sandbox: false,
         }
     }
 
@@ -986,6 +1136,7 @@ printf '{{"status":"completed"}}' > manifest.json"#,
                 "{job_file}".into(),
             ],
             timeout_seconds: 30,
+            sandbox: false,
         };
 
         let run = rig.run(&spec, job("job_t12")).await.unwrap();
@@ -1068,5 +1219,88 @@ printf '{{"status":"completed","artifacts":["huge.bin"]}}' > manifest.json"#,
         assert_eq!(tail.iter().rev().take(2).copied().collect::<Vec<_>>(), b"cb");
         keep_tail(&mut tail, &vec![b'z'; TAIL_BYTES + 5]);
         assert!(tail.iter().all(|&b| b == b'z') && tail.len() == TAIL_BYTES);
+    }
+
+    /// An adapter marked `sandbox` runs in a container of the Sandbox image on an internal network,
+    /// still reads its job and writes its manifest and artifacts in its output directory, and a
+    /// timeout kills it there too. Needs the Docker Engine and the Sandbox image.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sandboxed_adapter_runs_in_a_container_and_keeps_its_artifacts() {
+        let rig = rig();
+        let tag = format!("belay-test-adapter-{}", std::process::id());
+        let config = SandboxConfig {
+            network: tag.clone(),
+            extra_labels: [("belay.test".to_owned(), "1".to_owned())].into(),
+            ..SandboxConfig::from_env().unwrap()
+        };
+        let spec = AdapterSpec::Script {
+            script: r#"set -e
+test -f /.dockerenv
+grep -q job_t20 "$BELAY_JOB_FILE"
+if timeout 3 bash -c ': > /dev/tcp/1.1.1.1/53' 2>/dev/null; then echo reached > out.txt; else echo isolated > out.txt; fi
+printf '{"status":"completed","loaded":true,"artifacts":["out.txt"]}' > "$BELAY_MANIFEST""#
+                .into(),
+            timeout_seconds: 60,
+            sandbox: true,
+        };
+        let without = run_adapter(
+            &spec,
+            job("job_t20"),
+            &rig.work_root,
+            Arc::clone(&rig.objects),
+            || {},
+            std::future::pending(),
+        )
+        .await;
+        assert!(matches!(without, Err(AdapterRunError::NoSandbox)), "{without:?}");
+
+        let run = run_adapter_in(
+            &spec,
+            job("job_t20"),
+            &rig.work_root,
+            Arc::clone(&rig.objects),
+            Some(&config),
+            || {},
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+        let slow = AdapterSpec::Script {
+            script: "sleep 30".into(),
+            timeout_seconds: 2,
+            sandbox: true,
+        };
+        let timed_out = run_adapter_in(
+            &slow,
+            job("job_t21"),
+            &rig.work_root,
+            Arc::clone(&rig.objects),
+            Some(&config),
+            || {},
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+        let leftover = std::process::Command::new("docker")
+            .args(["ps", "-aq", "--filter", "name=belay-job-job_t2"])
+            .output()
+            .unwrap();
+        let _ = std::process::Command::new("docker")
+            .args(["network", "rm", &tag])
+            .output();
+
+        assert!(
+            matches!(run.outcome, AdapterOutcome::Completed { loaded: true, .. }),
+            "{run:?}"
+        );
+        assert_eq!(rig.object("artifacts/job_t20/a2/out.txt").await, b"isolated\n");
+        assert!(
+            matches!(timed_out.outcome, AdapterOutcome::Failed { .. }),
+            "{timed_out:?}"
+        );
+        assert!(
+            String::from_utf8_lossy(&leftover.stdout).trim().is_empty(),
+            "a job container was left behind"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! (see [`crate::adapter_run`]), heartbeating while it runs, and keeps its artifacts in the
 //! object store.
 
-use crate::adapter_run::{AdapterRunError, run_adapter};
+use crate::adapter_run::{AdapterRunError, run_adapter_in};
 use crate::{fatal, retryable};
 use belay_domain::adapter::JobFile;
 use belay_domain::catalogue::AdapterSpec;
@@ -20,6 +20,8 @@ pub struct HarnessActivities {
     pub objects: Arc<dyn ObjectStore>,
     /// A directory this worker owns; each job gets a fresh directory under it.
     pub work_root: PathBuf,
+    /// Where adapters marked `sandbox` run; `None` fails them.
+    pub sandbox: Option<crate::sandbox::SandboxConfig>,
 }
 
 /// How often a running adapter's activity heartbeats.
@@ -35,11 +37,12 @@ impl HarnessActivities {
         input: (JobFile, AdapterSpec),
     ) -> Result<AdapterResult, ActivityError> {
         let (job, spec) = input;
-        let run = run_adapter(
+        let run = run_adapter_in(
             &spec,
             job,
             &self.work_root,
             self.objects.clone(),
+            self.sandbox.as_ref(),
             || {},
             ctx.cancelled(),
         );

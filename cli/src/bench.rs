@@ -119,6 +119,7 @@ async fn seed_harnesses(store: &Store, n: usize, cap: i64) -> anyhow::Result<Vec
                 adapter: AdapterSpec::Script {
                     script: "true".into(),
                     timeout_seconds: 60,
+                    sandbox: false,
                 },
             })
             .await?;
@@ -215,6 +216,7 @@ async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<
             adapter: AdapterSpec::Command {
                 argv: vec!["/bin/sh".into(), "-c".into(), noop.into()],
                 timeout_seconds: 60,
+                sandbox: false,
             },
         })
         .await?;

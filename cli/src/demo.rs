@@ -41,6 +41,7 @@ pub async fn seed(store: &Store) -> Result<(), StoreError> {
                 adapter: AdapterSpec::Script {
                     script: DEMO_SCRIPT.into(),
                     timeout_seconds: 60,
+                    sandbox: false,
                 },
             })
             .await,

@@ -171,7 +171,8 @@ async fn the_openapi_document_lists_every_route() {
             .replace("rt_0", "{token_id}")
             .replace("chg_0", "{id}")
             .replace("task_0", "{id}")
-            .replace("cs_0", "{id}");
+            .replace("cs_0", "{id}")
+            .replace("edit_0", "{id}");
         let op = &paths
             .get(&templated)
             .unwrap_or_else(|| panic!("{templated} missing from the document"))[method.to_lowercase()];

@@ -161,12 +161,18 @@ pub enum AdapterSpec {
         argv: Vec<String>,
         #[serde(default = "default_timeout", rename = "timeoutSeconds")]
         timeout_seconds: u64,
+        /// Run in a Sandbox container (the Sandbox image, limits and internal network) instead of
+        /// as a local process of the harness worker.
+        #[serde(default)]
+        sandbox: bool,
     },
     /// Runs `script` with `/bin/sh -c`, in the same environment a command adapter gets.
     Script {
         script: String,
         #[serde(default = "default_timeout", rename = "timeoutSeconds")]
         timeout_seconds: u64,
+        #[serde(default)]
+        sandbox: bool,
     },
 }
 
@@ -182,6 +188,13 @@ impl AdapterSpec {
             AdapterSpec::Command { timeout_seconds, .. } | AdapterSpec::Script { timeout_seconds, .. } => {
                 *timeout_seconds
             }
+        }
+    }
+
+    /// Whether the adapter runs inside a Sandbox container.
+    pub fn in_sandbox(&self) -> bool {
+        match self {
+            AdapterSpec::Command { sandbox, .. } | AdapterSpec::Script { sandbox, .. } => *sandbox,
         }
     }
 
@@ -492,6 +505,7 @@ mod tests {
             adapter: AdapterSpec::Script {
                 script: "true".into(),
                 timeout_seconds: 10,
+                sandbox: false,
             },
         };
         assert_eq!(h.validate().unwrap_err().field, "maxParallelism");

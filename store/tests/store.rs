@@ -68,6 +68,7 @@ async fn add_harness(s: &Store, name: &str, cap: i64) {
         adapter: AdapterSpec::Script {
             script: "true".into(),
             timeout_seconds: 10,
+            sandbox: false,
         },
     })
     .await
@@ -181,6 +182,7 @@ on_both!(
                 adapter: AdapterSpec::Command {
                     argv: vec!["x".into()],
                     timeout_seconds: 5,
+                    sandbox: false,
                 },
             })
             .await;

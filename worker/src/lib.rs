@@ -199,6 +199,11 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 base.register_activities(HarnessActivities {
                     objects: deps.objects.clone(),
                     work_root: deps.work_root.clone(),
+                    // Adapters marked `sandbox` need only the Docker side of the configuration.
+                    sandbox: match &deps.sandbox {
+                        Some(s) => Some(s.config.clone()),
+                        None => SandboxConfig::from_env().ok(),
+                    },
                 })
                 .build()
             }
