@@ -82,6 +82,36 @@ fn ws(run: &str) -> String {
     format!("ws-{}", run.strip_prefix("run_").unwrap())
 }
 
+/// Replays a closed workflow's history against the current code; with `BELAY_RECORD_HISTORIES=DIR`
+/// also writes it there as `<name>.json` for the workflows crate's replay test.
+async fn replays(b: &Belay, name: &str, workflow_id: &str) {
+    use temporalio_client::WorkflowFetchHistoryOptions;
+    let client = belay_workflows::client::connect(&b.temporal.address, "default", "test")
+        .await
+        .unwrap();
+    let handle = client.get_workflow_handle::<belay_workflows::workspace::WorkspaceWorkflow>(workflow_id.to_owned());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let json = loop {
+        let json = handle
+            .fetch_history(WorkflowFetchHistoryOptions::default())
+            .to_json()
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&json);
+        if text.contains("EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED") || text.contains("WorkflowExecutionCompleted") {
+            break json;
+        }
+        assert!(Instant::now() < deadline, "{workflow_id} never completed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    belay_workflows::replay::replay_json(&json)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    if let Ok(dir) = std::env::var("BELAY_RECORD_HISTORIES") {
+        std::fs::write(Path::new(&dir).join(format!("{name}.json")), &json).unwrap();
+    }
+}
+
 fn kill_sandbox(project: &str) {
     let name = format!("proj-{}", project.strip_prefix("proj_").unwrap());
     let out = Command::new("docker").args(["rm", "-f", &name]).output().unwrap();
@@ -99,8 +129,34 @@ async fn a_workspace_opens_edits_and_publishes_a_change_set_whose_patch_applies_
         }}),
     )
     .await;
+    // A bad policy is refused naming the field, and no project is made.
+    let before = b.get("/v1/projects").await.as_array().unwrap().len();
+    let (s, v) = b
+        .post(
+            "/v1/projects",
+            json!({"name": "bad", "workspacePolicy": {"commands": ["* everything"]}}),
+        )
+        .await;
+    assert_refused(s, &v, 422, "workspacePolicy.commands[0]");
+    let (s, v) = b
+        .post(
+            "/v1/projects",
+            json!({"name": "bad", "workspacePolicy": {"shell": "bash"}}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(b.get("/v1/projects").await.as_array().unwrap().len(), before);
+
     let change = change(&b, &project).await;
     let r1 = task_run(&b, &change, "t1", "implement", &[]).await;
+    let (s, v) = b.post(&format!("/v1/task-runs/{r1}/workspace/close"), json!({})).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (409, Some("workspace_not_open")),
+        "{v}"
+    );
+    let (s, v) = tool(&b, "run_0000", json!({"tool": "read_file", "path": "a"})).await;
+    assert_eq!(s, 404, "{v}");
 
     // Bad input is refused before the workspace opens, naming the field.
     let (s, v) = tool(&b, &r1, json!({"tool": "read_file", "path": "../etc/passwd"})).await;
@@ -309,6 +365,8 @@ async fn a_workspace_opens_edits_and_publishes_a_change_set_whose_patch_applies_
     assert_eq!((s, v["error"]["code"].as_str()), (409, Some("workspace_lost")), "{v}");
     let view = b.get(&format!("/v1/task-runs/{r2}/workspace")).await;
     assert_eq!(view["status"], "failed", "{view}");
+    replays(&b, "workspace-published", &format!("ws-{r1}")).await;
+    replays(&b, "workspace-lost", &format!("ws-{r2}")).await;
 
     // The meter charged the project for the uses it settled.
     let store = b.store().await;
@@ -466,6 +524,12 @@ async fn an_edit_session_runs_any_command_as_its_own_user_and_leaves_no_process_
         .post(&format!("/v1/projects/{project}/edit-sessions"), json!({}))
         .await;
     assert_eq!(s, 201, "a new session may open once the last ended: {v}");
+    replays(
+        &b,
+        "edit-session",
+        &format!("edit-{}", id.strip_prefix("edit_").unwrap()),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -567,4 +631,19 @@ async fn the_daily_forks_sweep_deletes_only_the_forks_its_rules_make_due() {
         git_root.join(format!("{project}.git")).is_dir(),
         "canonical is never swept"
     );
+    let listed = temporal(&[
+        "workflow",
+        "list",
+        "--query",
+        "WorkflowType='ForksSweepWorkflow'",
+        "-o",
+        "json",
+    ]);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let sweep_id = listed[0]["execution"]["workflowId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .to_owned();
+    assert!(sweep_id.starts_with("forks-sweep"), "{sweep_id}");
+    replays(&b, "forks-sweep", &sweep_id).await;
 }

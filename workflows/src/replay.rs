@@ -21,6 +21,9 @@ pub async fn replay_json(json: &[u8]) -> Result<(), ReplayError> {
         .and_then(|o| o.register_workflow::<crate::probe::ProbeWorkflow>())
         .and_then(|o| o.register_workflow::<crate::provision::ProjectProvisionWorkflow>())
         .and_then(|o| o.register_workflow::<crate::provision::ProjectDeleteWorkflow>())
+        .and_then(|o| o.register_workflow::<crate::workspace::WorkspaceWorkflow>())
+        .and_then(|o| o.register_workflow::<crate::edit_session::EditSessionWorkflow>())
+        .and_then(|o| o.register_workflow::<crate::sweep::ForksSweepWorkflow>())
         .map_err(|e| ReplayError::Replay(e.to_string()))?
         .build();
     let replayer = WorkflowReplayer::new(options).map_err(|e| ReplayError::Replay(e.to_string()))?;

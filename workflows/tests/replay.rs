@@ -1,6 +1,8 @@
 //! Every recorded history of a released workflow replays against the current code.
-//! Histories are recorded by the `records_replayable_histories` test of the `belay` crate
-//! (`BELAY_RECORD_HISTORIES=workflows/tests/histories`).
+//! Histories are recorded by the `belay` crate's tests with
+//! `BELAY_RECORD_HISTORIES=$PWD/workflows/tests/histories`: `run_lane`'s
+//! `records_replayable_histories` (dispatcher, runs) and the `workspaces` tests (workspaces, an
+//! edit session, the forks sweep).
 
 #[tokio::test]
 async fn every_recorded_history_replays_against_the_current_code() {
@@ -17,8 +19,8 @@ async fn every_recorded_history_replays_against_the_current_code() {
         }
     }
     assert!(
-        replayed >= 3,
-        "expected recorded dispatcher, run and failed-run histories, found {replayed}"
+        replayed >= 7,
+        "expected the recorded dispatcher, run, failed-run, workspace, lost-workspace, edit-session and forks-sweep histories, found {replayed}"
     );
 }
 
