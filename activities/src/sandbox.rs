@@ -822,6 +822,20 @@ impl Sandboxes {
         }
     }
 
+    /// The host's address on the Sandbox network (created if missing): where a service on the
+    /// host listens so that Sandboxes reach it, and nothing else does.
+    pub async fn network_gateway(&self) -> Result<String, SandboxError> {
+        self.ensure_network().await?;
+        let network = self.docker.inspect_network(&self.config.network, None).await?;
+        network
+            .ipam
+            .and_then(|ipam| ipam.config)
+            .into_iter()
+            .flatten()
+            .find_map(|c| c.gateway)
+            .ok_or_else(|| SandboxError::InvalidConfig(format!("network {} has no gateway", self.config.network)))
+    }
+
     async fn ensure_network(&self) -> Result<(), SandboxError> {
         match self.docker.inspect_network(&self.config.network, None).await {
             Ok(found) => {

@@ -77,6 +77,8 @@ async fn run_with_server(
         .await
         .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
     let api_url = format!("http://{}", listener.local_addr()?);
+    let secret = git_secret(data_dir)?;
+    let sandbox = dev_sandbox(listener.local_addr()?.port(), &secret).await;
     let objects = object_store_at(&data_dir.join("objects"))?;
     let deps = WorkerDeps {
         client: client.clone(),
@@ -84,7 +86,7 @@ async fn run_with_server(
         objects,
         work_root: data_dir.join("work"),
         dispatcher: Default::default(),
-        sandbox: None,
+        sandbox: sandbox.as_ref().ok().map(|(deps, _)| deps.clone()),
         git_root: data_dir.join("git").join("belay"),
     };
 
@@ -92,18 +94,20 @@ async fn run_with_server(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let api = tokio::spawn(belay_api::serve(
-        listener,
-        belay_api::AppState {
-            store,
-            temporal: client,
-            git: Some(belay_api::GitConfig::new(
-                data_dir.join("git").join("belay"),
-                git_secret(data_dir)?,
-            )),
-        },
-        stopped(stop_rx.clone()),
-    ));
+    let state = belay_api::AppState {
+        store,
+        temporal: client,
+        git: Some(belay_api::GitConfig::new(data_dir.join("git").join("belay"), secret)),
+    };
+    let sandbox_line = match sandbox {
+        Ok((deps, gateway)) => {
+            // The same API on the Sandbox network's host address: how Sandboxes reach git.
+            tokio::spawn(belay_api::serve(gateway, state.clone(), stopped(stop_rx.clone())));
+            format!("on (network {}, git at {})", deps.config.network, deps.git.url)
+        }
+        Err(why) => format!("off: {why}"),
+    };
+    let api = tokio::spawn(belay_api::serve(listener, state, stopped(stop_rx.clone())));
     let signals = async move {
         shutdown.await;
         eprintln!("belay: stopping");
@@ -114,6 +118,7 @@ async fn run_with_server(
     println!("  Temporal UI:  http://127.0.0.1:{}", args.ui_port);
     println!("  Temporal:     {address}");
     println!("  Data:         {}", data_dir.display());
+    println!("  Sandboxes:    {sandbox_line}");
     println!("  Token:        {token}");
     if args.demo {
         println!("  Try:          curl -s -H \"Authorization: Bearer {token}\" -X POST {api_url}/v1/jobs \\");
@@ -129,6 +134,31 @@ async fn run_with_server(
     pools?;
     api.await??;
     Ok(())
+}
+
+/// The sandbox pool's configuration for `belay dev`, and a listener on the Sandbox network's host
+/// address (same port as the API) through which Sandboxes reach git; or why Sandboxes are off
+/// (no Docker Engine, say): everything else works without them.
+async fn dev_sandbox(port: u16, secret: &[u8]) -> Result<(belay_worker::SandboxDeps, TcpListener), String> {
+    use belay_activities::sandbox::{SandboxConfig, Sandboxes};
+    let config = SandboxConfig::from_env().map_err(|e| e.to_string())?;
+    let sandboxes = Sandboxes::connect(config.clone())
+        .await
+        .map_err(|e| format!("no Docker Engine ({e})"))?;
+    let gateway = sandboxes.network_gateway().await.map_err(|e| e.to_string())?;
+    let listener = TcpListener::bind((gateway.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot listen on {gateway}:{port} ({e})"))?;
+    Ok((
+        belay_worker::SandboxDeps {
+            config,
+            git: belay_activities::workspace::SandboxGit {
+                url: format!("http://{gateway}:{port}"),
+                token_secret: secret.to_vec(),
+            },
+        },
+        listener,
+    ))
 }
 
 async fn connect_with_retry(address: &str) -> anyhow::Result<temporalio_client::Client> {

@@ -13,9 +13,15 @@ struct Dev {
     child: std::process::Child,
     api: String,
     token: String,
+    sandboxes: String,
 }
 
-fn start(data_dir: &std::path::Path, ports: (u16, u16, u16)) -> Dev {
+/// The Docker network and label of one test's Sandboxes; both go when the test ends.
+fn sandbox_tag(test: &str) -> String {
+    format!("belay-test-dev-{}-{test}", std::process::id())
+}
+
+fn start(data_dir: &std::path::Path, ports: (u16, u16, u16), test: &str) -> Dev {
     let mut child = Command::new(BELAY)
         .args([
             "dev",
@@ -30,14 +36,19 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16)) -> Dev {
         .arg("--data-dir")
         .arg(data_dir)
         .env("BELAY_TEMPORAL_BIN", temporal_bin())
+        .env("BELAY_SANDBOX_NETWORK", sandbox_tag(test))
+        .env(
+            "BELAY_SANDBOX_LABELS",
+            format!("belay.test=1,belay.test.run={}", sandbox_tag(test)),
+        )
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(data_dir.with_extension("stderr.log")).unwrap())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut api, mut token, mut ui) = (None, None, None);
-    while api.is_none() || token.is_none() || ui.is_none() {
+    let (mut api, mut token, mut ui, mut sandboxes) = (None, None, None, None);
+    while api.is_none() || token.is_none() || ui.is_none() || sandboxes.is_none() {
         let line = lines
             .next()
             .expect("belay dev exited before printing its URLs")
@@ -46,6 +57,7 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16)) -> Dev {
         api = api.or(field("API:"));
         token = token.or(field("Token:"));
         ui = ui.or(field("Temporal UI:"));
+        sandboxes = sandboxes.or(field("Sandboxes:"));
     }
     assert_eq!(ui.unwrap(), format!("http://127.0.0.1:{}", ports.2));
     // Keep draining stdout so the child never blocks on a full pipe.
@@ -54,6 +66,7 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16)) -> Dev {
         child,
         api: api.unwrap(),
         token: token.unwrap(),
+        sandboxes: sandboxes.unwrap(),
     }
 }
 
@@ -111,7 +124,8 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
     let dir = tempfile::tempdir().unwrap();
     let ports = (free_port(), free_port(), free_port());
     let http = reqwest::Client::new();
-    let dev = start(dir.path(), ports);
+    let _cleanup = SandboxCleanup("demo");
+    let dev = start(dir.path(), ports, "demo");
     let launch = json!({"case": {"slug": "hello", "version": "1.0.0", "variant": "default"},
         "combination": {"kind": "harness", "harness": "script", "model": "demo-model"}});
     let job: serde_json::Value = http
@@ -144,7 +158,7 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
     .await;
     stop(dev);
 
-    let again = start(dir.path(), ports);
+    let again = start(dir.path(), ports, "demo");
     assert_eq!(again.token, token, "the bootstrap account is created once");
     let runs: serde_json::Value = http
         .get(format!("{}/v1/runs?jobId={id}", again.api))
@@ -168,4 +182,89 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
         "the artifact is in the object store"
     );
     stop(again);
+}
+
+/// Removes one test's Sandbox containers and network.
+struct SandboxCleanup(&'static str);
+
+impl Drop for SandboxCleanup {
+    fn drop(&mut self) {
+        let out = Command::new("docker")
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=belay.test.run={}", sandbox_tag(self.0)),
+            ])
+            .output()
+            .unwrap();
+        let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if !ids.is_empty() {
+            let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).output();
+        }
+        let _ = Command::new("docker")
+            .args(["network", "rm", &sandbox_tag(self.0)])
+            .output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn belay_dev_serves_agent_workspaces_through_its_sandbox_network() {
+    let _cleanup = SandboxCleanup("ws");
+    let dir = tempfile::tempdir().unwrap();
+    let dev = start(dir.path(), (free_port(), free_port(), free_port()), "ws");
+    assert!(dev.sandboxes.starts_with("on"), "Sandboxes: {}", dev.sandboxes);
+    let http = reqwest::Client::new();
+    let post = |path: String, body: serde_json::Value| {
+        let (http, api, token) = (http.clone(), dev.api.clone(), dev.token.clone());
+        async move {
+            let r = http
+                .post(format!("{api}{path}"))
+                .bearer_auth(&token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (s, p) = post("/v1/projects".into(), json!({"name": "dev"})).await;
+    assert_eq!(s, 201, "{p}");
+    let project = p["id"].as_str().unwrap().to_string();
+    let (api, token) = (dev.api.clone(), dev.token.clone());
+    wait_for("the project to be provisioned", Duration::from_secs(60), || {
+        let (http, api, token, project) = (http.clone(), api.clone(), token.clone(), project.clone());
+        async move {
+            let p: serde_json::Value = http
+                .get(format!("{api}/v1/projects/{project}"))
+                .bearer_auth(&token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            p["status"] == "ready"
+        }
+    })
+    .await;
+    let (_, c) = post(format!("/v1/projects/{project}/changes"), json!({"goal": "g"})).await;
+    let (_, t) = post(
+        format!("/v1/changes/{}/tasks", c["id"].as_str().unwrap()),
+        json!({"key": "t", "kind": "implement", "title": "t"}),
+    )
+    .await;
+    let (_, r) = post(format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({})).await;
+    let run = r["id"].as_str().unwrap().to_string();
+    let (s, out) = post(
+        format!("/v1/task-runs/{run}/workspace/tools"),
+        json!({"tool": "read_file", "path": ".gitignore"}),
+    )
+    .await;
+    assert_eq!(s, 200, "the workspace cloned over the Sandbox network: {out}");
+    stop(dev);
 }
