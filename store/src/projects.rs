@@ -159,7 +159,14 @@ impl Store {
     /// Removes a project's rows (ChangeSets, task runs, Tasks, Changes, the project) once its
     /// repositories and objects are gone.
     pub async fn delete_project_rows(&self, id: &str) -> Result<(), StoreError> {
+        let names = self.project_repository_names(id).await?;
         let mut tx = self.begin_write().await?;
+        for name in &names {
+            sqlx::query("delete from swept_forks where repo = $1")
+                .bind(name)
+                .execute(&mut *tx)
+                .await?;
+        }
         let scoped = "(select t.id from tasks t join changes c on c.id = t.change_id where c.project_id = $1)";
         for sql in [
             "delete from workspaces where project_id = $1".to_string(),
