@@ -1096,7 +1096,6 @@ fn quote_path(prefix: &str, path: &[u8]) -> String {
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};
-    use std::time::Instant;
 
     const PROJECT: &str = "proj_0a1b2c";
 
@@ -1208,14 +1207,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn forking_takes_about_the_same_time_for_ten_and_fifty_thousand_files() {
+    async fn a_fork_copies_no_objects_whether_canonical_has_ten_or_fifty_thousand_files() {
         for files in [10, 50_000] {
             let (_d, svc) = service();
             svc.provision(PROJECT).await.unwrap();
             let main = grow_canonical(&svc, files);
-            let started = Instant::now();
             let fork = svc.fork(PROJECT, "ws-1").await.unwrap();
-            let fork_time = started.elapsed();
             assert_eq!(fork.main, main);
             assert_eq!(fork.objects_copied, 0);
             let alternates =
@@ -1224,43 +1221,13 @@ mod tests {
             assert_eq!(svc.file_index("ws-1", &main).await.unwrap().len(), files + 1);
             fsck(&svc, "ws-1");
 
-            let bare = svc.root().join("clone-bare.git");
-            let started = Instant::now();
-            let canonical = svc.repo_path(PROJECT).unwrap();
-            git(
-                svc.root(),
-                &[
-                    "clone",
-                    "--bare",
-                    "--quiet",
-                    canonical.to_str().unwrap(),
-                    bare.to_str().unwrap(),
-                ],
-            );
-            let clone_time = started.elapsed();
-            let copy = svc.root().join("clone-no-local.git");
-            let started = Instant::now();
-            git(
-                svc.root(),
-                &[
-                    "clone",
-                    "--bare",
-                    "--no-local",
-                    "--quiet",
-                    canonical.to_str().unwrap(),
-                    copy.to_str().unwrap(),
-                ],
-            );
-            let no_local_time = started.elapsed();
-            println!(
-                "TIMING files={files}: fork {fork_time:?}, git clone --bare {clone_time:?} (hardlinks), \
-                 git clone --bare --no-local {no_local_time:?}"
-            );
+            // Forking writes a ref and an alternates file, whatever the size, so it takes the
+            // same time for both (`belay bench source` measures it against `git clone --bare`).
         }
     }
 
     #[tokio::test]
-    async fn composing_three_change_sets_on_fifty_thousand_files_is_timed_against_git_merge_tree() {
+    async fn composing_three_change_sets_on_fifty_thousand_files_gives_the_tree_git_merge_tree_gives() {
         let (_d, svc) = service();
         svc.provision(PROJECT).await.unwrap();
         let base = grow_canonical(&svc, 50_000);
@@ -1278,12 +1245,9 @@ mod tests {
                 svc.commit_files(PROJECT, &base, files, "change").await.unwrap(),
             ));
         }
-        let started = Instant::now();
         let m = merged(svc.merge_into(PROJECT, &base, &tips).await.unwrap());
-        let ours = started.elapsed();
 
         let path = svc.repo_path(PROJECT).unwrap();
-        let started = Instant::now();
         let mut current = base.clone();
         for (_, tip) in &tips {
             let tree = git(&path, &["merge-tree", "--write-tree", &current, tip])
@@ -1293,12 +1257,10 @@ mod tests {
                 .trim()
                 .to_owned();
         }
-        let theirs = started.elapsed();
         assert_eq!(
             git(&path, &["rev-parse", &format!("{current}^{{tree}}")]).trim(),
             m.tree
         );
-        println!("TIMING compose 3 change sets on 50000 files: merge_into {ours:?}, git merge-tree x3 {theirs:?}");
     }
 
     #[tokio::test]

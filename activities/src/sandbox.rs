@@ -1397,11 +1397,6 @@ mod tests {
             argv(&["bash", "-c", script])
         }
 
-        fn median(mut v: Vec<Duration>) -> Duration {
-            v.sort();
-            v[v.len() / 2]
-        }
-
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn a_project_gets_one_container_with_the_sandbox_limits() {
             let _engine = ENGINE.lock().await;
@@ -1886,66 +1881,6 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(ls.stdout, "", "a fresh Sandbox starts with an empty workspace");
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn measure_a_warm_command_against_docker_run_and_a_cold_start() {
-            let _engine = ENGINE.lock().await;
-            let f = Fixture::new(SANDBOX_MAX).await;
-            let project = f.project(1);
-            let started = Instant::now();
-            f.sandboxes.ensure(&project).await.unwrap();
-            let cold = started.elapsed();
-
-            let mut warm = Vec::new();
-            for _ in 0..10 {
-                let started = Instant::now();
-                let out = f
-                    .sandboxes
-                    .exec(
-                        &project,
-                        WORKSPACE,
-                        &argv(&["true"]),
-                        SandboxUser::Root,
-                        Duration::from_secs(10),
-                    )
-                    .await
-                    .unwrap();
-                warm.push(started.elapsed());
-                assert!(out.success());
-            }
-            let mut run = Vec::new();
-            for _ in 0..10 {
-                let started = Instant::now();
-                let status = Command::new("docker")
-                    .args([
-                        "run",
-                        "--rm",
-                        "--label",
-                        "belay.test=1",
-                        "--network",
-                        "none",
-                        image(),
-                        "true",
-                    ])
-                    .status()
-                    .unwrap();
-                run.push(started.elapsed());
-                assert!(status.success());
-            }
-            let started = Instant::now();
-            f.sandboxes.remove(&project).await.unwrap();
-            let removal = started.elapsed();
-            let (warm, run) = (median(warm), median(run));
-            println!(
-                "sandbox figures: warm exec of `true` (wrapper + leftover kill) median {:.1} ms; `docker run --rm {} true` median {:.1} ms; ratio {:.2}; cold start (ensure of a new Sandbox) {:.2} s; removal with disk {:.2} s",
-                warm.as_secs_f64() * 1e3,
-                image(),
-                run.as_secs_f64() * 1e3,
-                warm.as_secs_f64() / run.as_secs_f64(),
-                cold.as_secs_f64(),
-                removal.as_secs_f64()
-            );
         }
     }
 }

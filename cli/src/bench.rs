@@ -37,6 +37,19 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 100)]
         jobs: usize,
     },
+    /// Fork and compose on a generated repository against `git clone --bare` and
+    /// `git merge-tree`, and a smart-HTTP clone against a path clone.
+    Source {
+        #[arg(long, default_value_t = 50_000)]
+        files: usize,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+    /// A trivial command in a warm Sandbox against `docker run --rm`, and a cold Sandbox start.
+    Sandbox {
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+    },
     /// `belay dev` cold start to ready, and the resident memory of its process tree at rest.
     DevStart {
         /// Seconds to let it settle before reading memory.
@@ -62,6 +75,8 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::Latency { jobs } => latency_bench(jobs).await,
         BenchCommand::DevStart { rest } => dev_start_bench(rest).await,
+        BenchCommand::Source { files, runs } => crate::bench_source::source(files, runs).await,
+        BenchCommand::Sandbox { runs } => crate::bench_source::sandbox(runs).await,
     }
 }
 
