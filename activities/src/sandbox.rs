@@ -836,7 +836,42 @@ impl Sandboxes {
             .ok_or_else(|| SandboxError::InvalidConfig(format!("network {} has no gateway", self.config.network)))
     }
 
+    /// Two processes creating the network at the same instant can make two networks of one name
+    /// (the Engine API no longer refuses duplicates); every lookup by name then fails as
+    /// ambiguous. Keeps the oldest, removes the others (those with no containers), and says
+    /// whether it removed any.
+    async fn resolve_duplicate_networks(&self) -> Result<bool, SandboxError> {
+        let filters: HashMap<&str, Vec<&str>> = HashMap::from([("name", vec![self.config.network.as_str()])]);
+        let options = bollard::query_parameters::ListNetworksOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        let mut same: Vec<_> = self
+            .docker
+            .list_networks(Some(options))
+            .await?
+            .into_iter()
+            // The filter matches substrings: keep exact names only.
+            .filter(|n| n.name.as_deref() == Some(self.config.network.as_str()))
+            .collect();
+        if same.len() < 2 {
+            return Ok(false);
+        }
+        same.sort_by(|a, b| a.created.cmp(&b.created));
+        let mut removed = false;
+        for extra in &same[1..] {
+            if let Some(id) = &extra.id {
+                removed |= self.docker.remove_network(id).await.is_ok();
+            }
+        }
+        Ok(removed)
+    }
+
     async fn ensure_network(&self) -> Result<(), SandboxError> {
+        if let Err(e) = self.docker.inspect_network(&self.config.network, None).await
+            && status(&e) == Some(400)
+        {
+            self.resolve_duplicate_networks().await?;
+        }
         match self.docker.inspect_network(&self.config.network, None).await {
             Ok(found) => {
                 if found.internal != Some(true) {
@@ -1395,6 +1430,44 @@ mod tests {
 
         fn bash(script: &str) -> Vec<String> {
             argv(&["bash", "-c", script])
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn two_networks_of_one_name_made_by_a_race_are_resolved_to_one() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let name = f.sandboxes.config.network.clone();
+            // What two workers creating the network at the same instant leave behind.
+            for _ in 0..2 {
+                f.sandboxes
+                    .docker
+                    .create_network(NetworkCreateRequest {
+                        name: name.clone(),
+                        driver: Some("bridge".to_owned()),
+                        internal: Some(true),
+                        labels: Some(HashMap::from([("belay.test".to_owned(), "1".to_owned())])),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+            }
+            let listed = Command::new("docker")
+                .args(["network", "ls", "-q", "--filter", &format!("name=^{name}$")])
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&listed.stdout).lines().count(),
+                2,
+                "the race left two networks"
+            );
+            let project = f.project(1);
+            f.sandboxes.ensure(&project).await.unwrap();
+            let listed = Command::new("docker")
+                .args(["network", "ls", "-q", "--filter", &format!("name=^{name}$")])
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().count(), 1);
+            assert!(f.sandboxes.network_gateway().await.is_ok());
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
