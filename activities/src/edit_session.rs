@@ -6,13 +6,13 @@
 use crate::git::{GitError, GitService};
 use crate::sandbox::{SandboxError, SandboxUser, Sandboxes, WORKSPACE, container_name, edit_dir};
 use crate::workspace::SandboxGit;
-use crate::{fatal, retryable};
+use crate::{fatal, git_error, now_secs, retryable, sandbox_error, store_error};
 use belay_domain::edit_session::COMMAND_TIMEOUT_SECS;
 use belay_domain::meter::Reservation;
 use belay_domain::repo::{canonical_repo, edit_fork};
 use belay_domain::repo_token::{self, Scope, TOKEN_TTL_SECS};
+use belay_store::Store;
 use belay_store::meter::Reserve;
-use belay_store::{Store, StoreError};
 use belay_workflows::edit_session::{CommandOutput, EditCommand, Reserved};
 use belay_workflows::workspace::Refusal;
 use std::sync::Arc;
@@ -20,28 +20,6 @@ use std::time::Duration;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::{instrument, warn};
-
-fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
-fn store_error(e: StoreError) -> ActivityError {
-    if matches!(e, StoreError::Database(_)) {
-        retryable(e)
-    } else {
-        fatal(e)
-    }
-}
-
-fn git_error(e: GitError) -> ActivityError {
-    if e.is_retryable() { retryable(e) } else { fatal(e) }
-}
-
-fn sandbox_error(e: SandboxError) -> ActivityError {
-    if e.is_retryable() { retryable(e) } else { fatal(e) }
-}
 
 /// The `edit_<hex>` session's directory.
 fn session_dir(session_id: &str) -> Result<String, ActivityError> {

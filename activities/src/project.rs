@@ -3,8 +3,8 @@
 
 use crate::git::GitService;
 use crate::source_objects::SourceObjects;
-use crate::{fatal, retryable};
-use belay_store::{Store, StoreError};
+use crate::{fatal, retryable, store_error};
+use belay_store::Store;
 use belay_workflows::contracts::{ProjectFailure, ProvisionedSource, Removed};
 use std::sync::Arc;
 use temporalio_macros::activities;
@@ -69,14 +69,6 @@ impl GitActivities {
 
 pub struct ProjectStoreActivities {
     pub store: Store,
-}
-
-fn store_error(e: StoreError) -> ActivityError {
-    if matches!(e, StoreError::Database(_)) {
-        retryable(e)
-    } else {
-        fatal(e)
-    }
 }
 
 #[activities]

@@ -1,11 +1,11 @@
 //! StoreActivities: the `belay.db` pool. Each activity is one store call; the store makes each
 //! idempotent, so a retry after a crash changes nothing twice.
 
-use crate::{fatal, retryable};
+use crate::store_error;
 use belay_domain::adapter::{JobFile, MANIFEST_FILE};
 use belay_domain::job::JobStatus;
+use belay_store::Store;
 use belay_store::jobs::{Completion, Transition};
-use belay_store::{Store, StoreError};
 use belay_workflows::contracts::{ClaimedJob, CompleteInput, Ended, FailInput, StartedJob};
 use std::sync::Arc;
 use temporalio_macros::activities;
@@ -14,14 +14,6 @@ use tracing::{info, instrument};
 
 pub struct StoreActivities {
     pub store: Store,
-}
-
-fn store_error(e: StoreError) -> ActivityError {
-    if e.is_transient() || matches!(e, StoreError::Database(_)) {
-        retryable(e)
-    } else {
-        fatal(e)
-    }
 }
 
 #[activities]

@@ -8,7 +8,7 @@
 use crate::git::{GitError, GitService, MergeOutcome};
 use crate::sandbox::{ExecOutput, SandboxError, SandboxUser, Sandboxes, WORKSPACE, run_dir};
 use crate::source_objects::SourceObjects;
-use crate::{fatal, retryable};
+use crate::{fatal, git_error, now_secs, retryable, sandbox_error, store_error};
 use base64::Engine;
 use belay_domain::change::ChangeSetInput;
 use belay_domain::meter::Reservation;
@@ -27,28 +27,6 @@ use std::time::Duration;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::{instrument, warn};
-
-fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
-fn store_error(e: StoreError) -> ActivityError {
-    if matches!(e, StoreError::Database(_)) {
-        retryable(e)
-    } else {
-        fatal(e)
-    }
-}
-
-fn git_error(e: GitError) -> ActivityError {
-    if e.is_retryable() { retryable(e) } else { fatal(e) }
-}
-
-fn sandbox_error(e: SandboxError) -> ActivityError {
-    if e.is_retryable() { retryable(e) } else { fatal(e) }
-}
 
 /// Admission and records, on the `belay.db` pool.
 pub struct WorkspaceStoreActivities {
