@@ -619,6 +619,15 @@ async fn the_daily_forks_sweep_deletes_only_the_forks_its_rules_make_due() {
     }
     let session = b.get(&format!("/v1/edit-sessions/{overdue}")).await;
     assert_eq!(session["status"], "ended", "{session}");
+    let workflow = format!("edit-{}", overdue.strip_prefix("edit_").unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !temporal(&["workflow", "describe", "--workflow-id", &workflow, "-o", "json"]).contains("COMPLETED") {
+        assert!(
+            Instant::now() < deadline,
+            "the overdue session's workflow never completed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for kept in [&runs[1], &runs[2], &runs[3]] {
         assert!(
             git_root.join(format!("{}.git", ws(kept))).is_dir(),

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_common::{ActivityError, RetryPolicy};
 use temporalio_macros::{activity_definitions, workflow, workflow_methods};
-use temporalio_sdk::{ActivityOptions, WorkflowContext, WorkflowResult};
+use temporalio_sdk::{ActivityOptions, SyncWorkflowContext, WorkflowContext, WorkflowResult};
 
 /// The workflow id of session `edit_<hex>`: `edit-<hex>`.
 pub fn edit_workflow_id(session_id: &str) -> String {
@@ -261,6 +261,15 @@ impl EditSessionWorkflow {
         .await
         .map_err(|e| infra(&e))?;
         out.map_err(|e| infra(&e))
+    }
+
+    /// The session was ended elsewhere (the daily sweep ended it as overdue, and removed its
+    /// processes, directory and fork): the workflow completes.
+    #[signal]
+    pub fn closed(&mut self, _ctx: &mut SyncWorkflowContext<Self>, reason: String) {
+        self.ended = true;
+        self.phase = "ended".into();
+        self.failure = Some(Refusal::new(409, "session_ended", reason));
     }
 
     /// Ends the session: its processes are killed, its directory removed, its fork deleted.

@@ -2,14 +2,14 @@
 //! spec's rules say are due (`belay_domain::repo::fork_due_for_deletion`), ending overdue edit
 //! sessions first. Candidate forks join when Candidates exist.
 
-use crate::edit_session::{EditCommand, EditSandboxApi, EditStoreApi};
+use crate::edit_session::{EditCommand, EditSandboxApi, EditSessionWorkflow, EditStoreApi, edit_workflow_id};
 use crate::queues::{self, db_options};
 use belay_domain::repo::{ForkKind, SweepFork, fork_due_for_deletion};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_common::{ActivityError, RetryPolicy};
 use temporalio_macros::{activity_definitions, workflow, workflow_methods};
-use temporalio_sdk::{ActivityOptions, WorkflowContext, WorkflowResult};
+use temporalio_sdk::{ActivityOptions, SignalWorkflowOptions, WorkflowContext, WorkflowResult};
 
 /// The schedule's id, and the id of the workflow each of its runs starts.
 pub const SCHEDULE_ID: &str = "forks-sweep";
@@ -98,12 +98,14 @@ impl ForksSweepWorkflow {
                         sandbox.clone(),
                     )
                     .await;
-                ctx.execute_activity(
-                    EditStoreApi::end,
-                    (session.clone(), "overdue: ended by the daily sweep".to_owned()),
-                    db_options(),
-                )
-                .await?;
+                let reason = "overdue: ended by the daily sweep".to_owned();
+                ctx.execute_activity(EditStoreApi::end, (session.clone(), reason.clone()), db_options())
+                    .await?;
+                // Its workflow completes too (it may be gone already: nothing to tell then).
+                let _ = ctx
+                    .external_workflow(edit_workflow_id(session), None)
+                    .signal(EditSessionWorkflow::closed, reason, SignalWorkflowOptions::default())
+                    .await;
                 report.sessions_ended.push(session.clone());
             }
         }

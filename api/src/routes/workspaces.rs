@@ -221,13 +221,17 @@ pub async fn get(
 ) -> ApiResult<Json<WorkspaceView>> {
     owned_plan(&s, &a.id, &id).await?;
     let row = s.store.get_workspace(&id).await?;
+    // A query needs a live workflow worker; without one the rows alone answer.
     let live = match row.as_ref().map(|r| r.status.as_str()) {
-        Some("open") => s
-            .temporal
-            .get_workflow_handle::<WorkspaceWorkflow>(workspace_workflow_id(&id))
-            .query(WorkspaceWorkflow::status, (), WorkflowQueryOptions::default())
-            .await
-            .ok(),
+        Some("open") => tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            s.temporal
+                .get_workflow_handle::<WorkspaceWorkflow>(workspace_workflow_id(&id))
+                .query(WorkspaceWorkflow::status, (), WorkflowQueryOptions::default()),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok),
         _ => None,
     }
     .unwrap_or_else(WorkspaceStatus::default);
