@@ -886,3 +886,64 @@ on_both!(a_revoked_repository_token_is_seen_revoked_once, |s: Store| async move 
     assert!(s.repo_token_revoked("rt_0a").await.unwrap());
     assert!(!s.repo_token_revoked("rt_0b").await.unwrap());
 });
+
+/// On PostgreSQL a sequence hands out numbers before commit. A completion running while a claim
+/// holds the dispatcher lock must wait for it, so that its transition is numbered after the
+/// claim's: replaying the log in `seq` order then never shows a free slot the claim did not see.
+/// (SQLite runs one writer at a time, so the order there is the commit order anyway.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_completion_is_numbered_after_the_claim_it_waited_for() {
+    let db = fresh(Backend::Postgres).await;
+    let s = db.store.clone();
+    add_harness(&s, "a", 1).await;
+    let job = s.enqueue(new_job("a")).await.unwrap();
+    assert_eq!(s.claim("k").await.unwrap().len(), 1);
+    s.advance_job(&job.id, JobStatus::Starting).await.unwrap();
+    s.advance_job(&job.id, JobStatus::Running).await.unwrap();
+    let held = s.enqueue(new_job("a")).await.unwrap();
+
+    // A claim in progress on another connection: it holds the dispatcher lock.
+    let pool = sqlx::postgres::PgPool::connect(&db.url).await.unwrap();
+    let mut claim = pool.begin().await.unwrap();
+    sqlx::query("update dispatcher_lock set claims = claims + 1 where id = 1")
+        .execute(&mut *claim)
+        .await
+        .unwrap();
+    let completing = tokio::spawn({
+        let (s, id) = (s.clone(), job.id.clone());
+        async move { s.complete_job(&id, true, &[]).await.unwrap() }
+    });
+    // Until the completion has either finished or is waiting for a lock in this database.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !completing.is_finished() {
+        let waiting: bool = sqlx::query_scalar(
+            "select exists(select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock')",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waiting {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the completion neither finished nor waited"
+        );
+        tokio::task::yield_now().await;
+    }
+    // The claim holds the second job back and commits.
+    sqlx::query("insert into job_transitions (job_id, from_status, to_status, at) values ($1, 'queued', 'pending', 0)")
+        .bind(&held.id)
+        .execute(&mut *claim)
+        .await
+        .unwrap();
+    claim.commit().await.unwrap();
+    assert!(matches!(completing.await.unwrap(), Completion::Recorded(_)));
+
+    let log = s.transitions(0, 100).await.unwrap();
+    let seq_of = |id: &str, to: JobStatus| log.iter().find(|t| t.job_id == id && t.to == to).unwrap().seq;
+    assert!(
+        seq_of(&job.id, JobStatus::Completed) > seq_of(&held.id, JobStatus::Pending),
+        "the completion was numbered before the claim it committed after: {log:?}"
+    );
+}
