@@ -99,3 +99,29 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A workflow's refusal of a call (a workspace tool call, an edit-session command), as it is.
+impl From<belay_workflows::workspace::Refusal> for ApiError {
+    fn from(r: belay_workflows::workspace::Refusal) -> Self {
+        ApiError::new(
+            StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            r.code,
+            r.message,
+        )
+    }
+}
+
+/// An Update that did not reach its workflow: 409 `ended_code` when the workflow has completed,
+/// else 503 (retryable).
+pub fn update_failed(e: temporalio_client::errors::WorkflowUpdateError, ended_code: &str, what: &str) -> ApiError {
+    let text = e.to_string();
+    if matches!(e, temporalio_client::errors::WorkflowUpdateError::NotFound(_)) || text.contains("completed") {
+        return ApiError::new(StatusCode::CONFLICT, ended_code, format!("the {what} has ended"));
+    }
+    tracing::error!(error = %text, "{what} update failed");
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "sandbox_unavailable",
+        format!("the {what} could not be reached; retry"),
+    )
+}

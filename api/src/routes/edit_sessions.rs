@@ -2,7 +2,7 @@
 //! session is an EditSessionWorkflow (`edit-<hex>`); commands and the end are its Updates.
 
 use crate::AppState;
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::error::{ApiError, ApiResult, ErrorBody, update_failed};
 use crate::extract::{ApiJson, Caller};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -11,29 +11,7 @@ use belay_domain::edit_session::CommandInput;
 use belay_store::edit_sessions::{EditSession, OpenSession};
 use belay_workflows::edit_session::{CommandOutput, CommandReply, EditInput, EditSessionWorkflow, edit_workflow_id};
 use belay_workflows::queues;
-use temporalio_client::errors::WorkflowUpdateError;
 use temporalio_client::{WorkflowExecuteUpdateOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
-
-fn refused(r: belay_workflows::workspace::Refusal) -> ApiError {
-    ApiError::new(
-        StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
-        r.code,
-        r.message,
-    )
-}
-
-fn update_failed(e: WorkflowUpdateError) -> ApiError {
-    let text = e.to_string();
-    if matches!(e, WorkflowUpdateError::NotFound(_)) || text.contains("completed") {
-        return ApiError::new(StatusCode::CONFLICT, "session_ended", "the session has ended");
-    }
-    tracing::error!(error = %text, "edit session update failed");
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "sandbox_unavailable",
-        "the session could not be reached; retry",
-    )
-}
 
 async fn open_session(s: &AppState, account: &str, id: &str) -> ApiResult<EditSession> {
     let session = s
@@ -140,10 +118,10 @@ pub async fn command(
             WorkflowExecuteUpdateOptions::default(),
         )
         .await
-        .map_err(update_failed)?
+        .map_err(|e| update_failed(e, "session_ended", "session"))?
     {
         CommandReply::Done(out) => Ok(Json(out)),
-        CommandReply::Refused(r) => Err(refused(r)),
+        CommandReply::Refused(r) => Err(r.into()),
     }
 }
 
@@ -162,9 +140,9 @@ pub async fn end(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
             WorkflowExecuteUpdateOptions::default(),
         )
         .await
-        .map_err(update_failed)?
+        .map_err(|e| update_failed(e, "session_ended", "session"))?
     {
-        return Err(refused(r));
+        return Err(r.into());
     }
     s.store
         .get_edit_session(&a.id, &id)

@@ -2,7 +2,7 @@
 //! WorkspaceWorkflow (`ws-{run}`), which the first call starts.
 
 use crate::AppState;
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::error::{ApiError, ApiResult, ErrorBody, update_failed};
 use crate::extract::{ApiJson, Caller};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -12,11 +12,10 @@ use belay_domain::workspace::{PublishInput, ToolCall};
 use belay_store::workspaces::WorkspacePlan;
 use belay_workflows::queues;
 use belay_workflows::workspace::{
-    PublishReply, PublishRequest, Refusal, ToolOutput, ToolReply, WorkspaceInput, WorkspaceStatus, WorkspaceWorkflow,
+    PublishReply, PublishRequest, ToolOutput, ToolReply, WorkspaceInput, WorkspaceStatus, WorkspaceWorkflow,
     workspace_workflow_id,
 };
 use serde::Serialize;
-use temporalio_client::errors::WorkflowUpdateError;
 use temporalio_client::{
     WorkflowExecuteUpdateOptions, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions,
     WorkflowStartOptions,
@@ -29,24 +28,6 @@ async fn owned_plan(s: &AppState, account: &str, run_id: &str) -> ApiResult<Work
         Some(plan) if plan.account_id == account => Ok(plan),
         _ => Err(ApiError::not_found(format!("task run {run_id} not found"))),
     }
-}
-
-fn refused(r: Refusal) -> ApiError {
-    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    ApiError::new(status, r.code, r.message)
-}
-
-fn update_failed(e: WorkflowUpdateError) -> ApiError {
-    let text = e.to_string();
-    if matches!(e, WorkflowUpdateError::NotFound(_)) || text.contains("completed") {
-        return ApiError::new(StatusCode::CONFLICT, "workspace_closed", "the workspace has ended");
-    }
-    tracing::error!(error = %text, "workspace update failed");
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "sandbox_unavailable",
-        "the workspace could not be reached; retry",
-    )
 }
 
 /// Starts the run's workspace workflow unless it runs already.
@@ -114,10 +95,10 @@ pub async fn tool(
             WorkflowExecuteUpdateOptions::default(),
         )
         .await
-        .map_err(update_failed)?
+        .map_err(|e| update_failed(e, "workspace_closed", "workspace"))?
     {
         ToolReply::Done(out) => Ok(Json(out)),
-        ToolReply::Refused(r) => Err(refused(r)),
+        ToolReply::Refused(r) => Err(r.into()),
     }
 }
 
@@ -156,10 +137,10 @@ pub async fn publish(
             WorkflowExecuteUpdateOptions::default(),
         )
         .await
-        .map_err(update_failed)?
+        .map_err(|e| update_failed(e, "workspace_closed", "workspace"))?
     {
         PublishReply::Published(cs) => Ok((StatusCode::CREATED, Json(cs))),
-        PublishReply::Refused(r) => Err(refused(r)),
+        PublishReply::Refused(r) => Err(r.into()),
     }
 }
 
@@ -186,10 +167,10 @@ pub async fn close(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<
     match handle
         .execute_update(WorkspaceWorkflow::close, (), WorkflowExecuteUpdateOptions::default())
         .await
-        .map_err(update_failed)?
+        .map_err(|e| update_failed(e, "workspace_closed", "workspace"))?
     {
         PublishReply::Refused(r) if r.code == "workspace_closed" => Ok(Json(Closed { closed: true })),
-        PublishReply::Refused(r) => Err(refused(r)),
+        PublishReply::Refused(r) => Err(r.into()),
         PublishReply::Published(_) => Ok(Json(Closed { closed: false })),
     }
 }
