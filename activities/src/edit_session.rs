@@ -3,23 +3,23 @@
 //! session's own unprivileged user so that killing every process of that user after each
 //! command leaves nothing running.
 
-use crate::git::{GitError, GitService};
-use crate::sandbox::{SandboxError, SandboxUser, Sandboxes, WORKSPACE, container_name, edit_dir};
-use crate::workspace::SandboxGit;
-use crate::{fatal, git_error, now_secs, retryable, sandbox_error, store_error};
+use crate::revocations::StoreRevocations;
+use crate::{Plain, fatal, git_error, now_secs, retryable, sandbox_error, store_error};
 use belay_domain::edit_session::COMMAND_TIMEOUT_SECS;
-use belay_domain::meter::Reservation;
+use belay_domain::meter::{Reservation, close_of};
+use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_domain::repo::{canonical_repo, edit_fork};
-use belay_domain::repo_token::{self, Scope, TOKEN_TTL_SECS};
+use belay_git::{GitError, GitService};
+use belay_sandbox::git::{GitInSandboxError, SandboxGit};
+use belay_sandbox::{SandboxError, SandboxUser, Sandboxes, WORKSPACE, container_name, edit_dir};
 use belay_store::Store;
 use belay_store::meter::Reserve;
 use belay_workflows::edit_session::{CommandOutput, EditCommand, Reserved};
-use belay_workflows::workspace::Refusal;
 use std::sync::Arc;
 use std::time::Duration;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use tracing::{instrument, warn};
+use tracing::instrument;
 
 /// The `edit_<hex>` session's directory.
 fn session_dir(session_id: &str) -> Result<String, ActivityError> {
@@ -45,7 +45,10 @@ impl EditStoreActivities {
             .map_err(store_error)?
         {
             Reserve::Reserved { id, .. } => Ok(Reserved::Reserved(id)),
-            Reserve::Refused(cap) => Ok(Reserved::Refused(Refusal::new(429, "sandbox_cap", cap.to_string()))),
+            Reserve::Refused(cap) => Ok(Reserved::Refused(Refusal::new(
+                RefusalReason::SandboxCap,
+                cap.to_string(),
+            ))),
         }
     }
 
@@ -56,14 +59,13 @@ impl EditStoreActivities {
         input: (String, String, i64, i64),
     ) -> Result<(), ActivityError> {
         let (reservation, session, start, end) = input;
-        if start > 0 {
-            self.store
-                .settle_sandbox(&reservation, start, end.max(start))
-                .await
-                .map_err(store_error)?;
-        } else {
-            self.store.release_sandbox(&reservation).await.map_err(store_error)?;
-        }
+        // A start of 0 is a command that never started (histories recorded before a failed
+        // command was charged carry it too).
+        let started = (start > 0).then_some(start);
+        self.store
+            .close_sandbox(&reservation, close_of(started, end))
+            .await
+            .map_err(store_error)?;
         self.store.touch_edit_session(&session).await.map_err(store_error)
     }
 
@@ -117,7 +119,7 @@ impl EditGitActivities {
 
 pub struct EditSandboxActivities {
     pub sandboxes: Arc<Sandboxes>,
-    pub store: Store,
+    pub revocations: StoreRevocations,
     pub git: SandboxGit,
 }
 
@@ -134,74 +136,29 @@ impl EditSandboxActivities {
         let project = input.project_id.as_str();
         let user = SandboxUser::Unprivileged(input.uid);
         let started_at = now_secs();
-        self.sandboxes.ensure(project).await.map_err(sandbox_error)?;
         let present = self
             .sandboxes
-            .exec(
-                project,
-                WORKSPACE,
-                &[
-                    "sh".into(),
-                    "-c".into(),
-                    r#"test -d "$1/.git""#.into(),
-                    "belay".into(),
-                    dir.clone(),
-                ],
-                SandboxUser::Root,
-                Duration::from_secs(30),
-            )
+            .checkout_present(project, &dir)
             .await
             .map_err(sandbox_error)?;
-        if !present.success() {
+        if !present {
             // The first command (or the first after the Sandbox slept): a fresh checkout of the
             // session's fork, owned by the session's user.
             self.sandboxes
-                .exec(
-                    project,
-                    WORKSPACE,
-                    &["rm".into(), "-rf".into(), "--".into(), dir.clone()],
-                    SandboxUser::Root,
-                    Duration::from_secs(60),
-                )
-                .await
-                .map_err(sandbox_error)?;
-            self.sandboxes
-                .prepare_dir(project, &dir, user)
+                .fresh_dir(project, &dir, user)
                 .await
                 .map_err(sandbox_error)?;
             let fork = edit_fork(&input.session_id).map_err(fatal)?;
-            let (token_id, token) =
-                repo_token::issue(&self.git.token_secret, &fork, Scope::Read, now_secs(), TOKEN_TTL_SECS)
-                    .map_err(fatal)?;
-            let url = format!("{}/git/{fork}.git", self.git.url.trim_end_matches('/'));
-            let clone = self
-                .sandboxes
-                .exec(
-                    project,
-                    &dir,
-                    &[
-                        "sh".into(),
-                        "-c".into(),
-                        r#"HOME=/tmp git -c http.extraHeader="Authorization: Bearer $1" clone --quiet "$2" . 2>&1"#
-                            .into(),
-                        "belay".into(),
-                        token,
-                        url,
-                    ],
-                    user,
-                    Duration::from_secs(300),
-                )
-                .await;
-            if let Err(e) = self.store.revoke_repo_token(&token_id, TOKEN_TTL_SECS).await {
-                warn!(error = %e, "revoking a repository token failed; it expires within 600 s");
-            }
-            let clone = clone.map_err(sandbox_error)?;
-            if !clone.success() {
-                return Err(retryable(SandboxError::Command {
-                    what: "cloning the session fork",
-                    code: clone.exit_code,
-                    stderr: clone.stdout,
-                }));
+            if let Err(why) = self
+                .git
+                .clone_repo(&self.sandboxes, &self.revocations, project, &dir, &fork, user)
+                .await
+                .map_err(|e| match e {
+                    GitInSandboxError::Sandbox(e) => sandbox_error(e),
+                    GitInSandboxError::Token(e) => fatal(e),
+                })?
+            {
+                return Err(retryable(Plain(why)));
             }
         }
         let out = self

@@ -2,11 +2,11 @@
 //! (see [`crate::adapter_run`]), heartbeating while it runs, and keeps its artifacts in the
 //! object store.
 
-use crate::adapter_run::{AdapterRunError, run_adapter_in};
 use crate::{fatal, retryable};
 use belay_domain::adapter::JobFile;
 use belay_domain::catalogue::AdapterSpec;
 use belay_domain::run::Artifact;
+use belay_harness::{AdapterRunError, run_adapter_in};
 use belay_workflows::contracts::AdapterResult;
 use object_store::ObjectStore;
 use std::path::PathBuf;
@@ -21,7 +21,7 @@ pub struct HarnessActivities {
     /// A directory this worker owns; each job gets a fresh directory under it.
     pub work_root: PathBuf,
     /// Where adapters marked `sandbox` run; `None` fails them.
-    pub sandbox: Option<crate::sandbox::SandboxConfig>,
+    pub sandbox: Option<Arc<belay_sandbox::Sandboxes>>,
 }
 
 /// How often a running adapter's activity heartbeats.
@@ -42,7 +42,7 @@ impl HarnessActivities {
             job,
             &self.work_root,
             self.objects.clone(),
-            self.sandbox.as_ref(),
+            self.sandbox.as_deref(),
             || {},
             ctx.cancelled(),
         );

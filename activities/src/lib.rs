@@ -1,46 +1,82 @@
-//! Activity implementations: thin adapters from the contracts in `belay_workflows::contracts`
-//! to the store, the harness adapter runner and (later) git, the sandbox and the model API.
+//! Activity implementations: thin adapters from the contracts in `belay_workflows` to the store
+//! and the adapter crates (`belay-git`, `belay-sandbox`, `belay-harness`). Each activity decodes
+//! its input, calls one adapter or the store, and maps the error.
 //!
-//! Retryable versus fatal is decided here, once: database outages retry, bad input does not.
+//! Retryable versus fatal is decided here, once: database, Docker-daemon and network errors
+//! retry; bad input, merge conflicts and policy refusals do not. A fatal failure carries the
+//! non-retryable error type [`FATAL`], the type every activity option in `belay_workflows::options`
+//! names, so the server never retries it.
 
-pub mod adapter_run;
 pub mod edit_session;
-pub mod git;
 pub mod harness;
 pub mod project;
-pub mod sandbox;
-pub mod source_objects;
+pub mod revocations;
 pub mod store;
 pub mod workspace;
 
+use std::future::Future;
+use std::time::Duration;
 use temporalio_common::error::ApplicationFailure;
-use temporalio_sdk::activities::ActivityError;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+
+pub use belay_workflows::options::FATAL;
 
 /// A failure the activity's retry policy should retry (the next attempt may succeed).
 pub(crate) fn retryable(e: impl std::error::Error + Send + Sync + 'static) -> ActivityError {
     ActivityError::application(ApplicationFailure::new(e))
 }
 
-/// A failure no retry can fix.
+/// A failure no retry can fix: marked non-retryable, and typed [`FATAL`].
 pub(crate) fn fatal(e: impl std::error::Error + Send + Sync + 'static) -> ActivityError {
-    ActivityError::application(ApplicationFailure::non_retryable(e))
+    ActivityError::application(
+        ApplicationFailure::builder(e)
+            .type_name(FATAL.to_owned())
+            .non_retryable(true)
+            .build(),
+    )
 }
 
 /// A store failure: a database outage or a transient conflict retries, bad input does not.
 pub(crate) fn store_error(e: belay_store::StoreError) -> ActivityError {
-    if e.is_transient() || matches!(e, belay_store::StoreError::Database(_)) {
-        retryable(e)
-    } else {
-        fatal(e)
+    if e.is_retryable() { retryable(e) } else { fatal(e) }
+}
+
+pub(crate) fn git_error(e: belay_git::GitError) -> ActivityError {
+    if e.is_retryable() { retryable(e) } else { fatal(e) }
+}
+
+pub(crate) fn sandbox_error(e: belay_sandbox::SandboxError) -> ActivityError {
+    if e.is_retryable() { retryable(e) } else { fatal(e) }
+}
+
+pub(crate) fn source_error(e: belay_git::source_objects::SourceObjectsError) -> ActivityError {
+    if e.is_retryable() { retryable(e) } else { fatal(e) }
+}
+
+/// A message as an error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Plain(pub String);
+
+/// How often a long activity heartbeats.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+
+/// Runs `work`, heartbeating every [`HEARTBEAT_EVERY`] while it runs, so the server notices a
+/// worker that died mid-activity within the activity's heartbeat timeout.
+pub(crate) async fn heartbeating<T>(ctx: &ActivityContext, work: impl Future<Output = T>) -> T {
+    let beat = async {
+        let mut every = tokio::time::interval(HEARTBEAT_EVERY);
+        every.tick().await;
+        loop {
+            every.tick().await;
+            // A failed heartbeat is reported again by the next one; the work goes on.
+            let _ = ctx.record_heartbeat(()).await;
+        }
+    };
+    tokio::select! {
+        out = work => out,
+        _ = beat => unreachable!("the heartbeat loop never ends"),
     }
-}
-
-pub(crate) fn git_error(e: git::GitError) -> ActivityError {
-    if e.is_retryable() { retryable(e) } else { fatal(e) }
-}
-
-pub(crate) fn sandbox_error(e: sandbox::SandboxError) -> ActivityError {
-    if e.is_retryable() { retryable(e) } else { fatal(e) }
 }
 
 /// Unix seconds now.

@@ -1,9 +1,9 @@
 //! GitActivities (the `belay.git` pool) and the project record activities (the `belay.db`
 //! pool) behind ProjectProvisionWorkflow.
 
-use crate::git::GitService;
-use crate::source_objects::SourceObjects;
-use crate::{fatal, retryable, store_error};
+use crate::{git_error, source_error, store_error};
+use belay_git::GitService;
+use belay_git::source_objects::SourceObjects;
 use belay_store::Store;
 use belay_workflows::contracts::{ProjectFailure, ProvisionedSource, Removed};
 use std::sync::Arc;
@@ -25,13 +25,12 @@ impl GitActivities {
         _ctx: ActivityContext,
         project_id: String,
     ) -> Result<ProvisionedSource, ActivityError> {
-        let map = |e: crate::git::GitError| if e.is_retryable() { retryable(e) } else { fatal(e) };
-        let p = self.git.provision(&project_id).await.map_err(map)?;
-        let files = self.git.file_index(&p.repo, &p.commit).await.map_err(map)?;
+        let p = self.git.provision(&project_id).await.map_err(git_error)?;
+        let files = self.git.file_index(&p.repo, &p.commit).await.map_err(git_error)?;
         self.sources
             .write_tree(&self.git, &p.repo, &project_id, &p.tree, &files)
             .await
-            .map_err(|e| if e.is_retryable() { retryable(e) } else { fatal(e) })?;
+            .map_err(source_error)?;
         Ok(ProvisionedSource {
             commit: p.commit,
             tree: p.tree,
@@ -49,12 +48,7 @@ impl GitActivities {
         let (project_id, names) = input;
         let mut repositories = 0;
         for name in &names {
-            if self
-                .git
-                .delete_repo(name)
-                .await
-                .map_err(|e| if e.is_retryable() { retryable(e) } else { fatal(e) })?
-            {
+            if self.git.delete_repo(name).await.map_err(git_error)? {
                 repositories += 1;
             }
         }
@@ -62,7 +56,7 @@ impl GitActivities {
             .sources
             .delete_project_sources(&project_id)
             .await
-            .map_err(|e| if e.is_retryable() { retryable(e) } else { fatal(e) })?;
+            .map_err(source_error)?;
         Ok(Removed { repositories, objects })
     }
 }

@@ -5,6 +5,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use belay_domain::ValidationError;
+use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_store::StoreError;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -100,14 +101,29 @@ impl IntoResponse for ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// The HTTP status of each reason a workflow or activity refuses a call for: the one table.
+pub fn refusal_status(reason: RefusalReason) -> StatusCode {
+    match reason {
+        RefusalReason::NotFound => StatusCode::NOT_FOUND,
+        RefusalReason::InvalidField => StatusCode::UNPROCESSABLE_ENTITY,
+        RefusalReason::WorkspaceCap | RefusalReason::SandboxCap => StatusCode::TOO_MANY_REQUESTS,
+        RefusalReason::SandboxUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        RefusalReason::ProjectNotReady
+        | RefusalReason::StackUnpublished
+        | RefusalReason::StackConflict
+        | RefusalReason::SandboxLost
+        | RefusalReason::WorkspaceClosed
+        | RefusalReason::WorkspaceOpenFailed
+        | RefusalReason::WorkspaceLost
+        | RefusalReason::NothingToPublish
+        | RefusalReason::SessionEnded => StatusCode::CONFLICT,
+    }
+}
+
 /// A workflow's refusal of a call (a workspace tool call, an edit-session command), as it is.
-impl From<belay_workflows::workspace::Refusal> for ApiError {
-    fn from(r: belay_workflows::workspace::Refusal) -> Self {
-        ApiError::new(
-            StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
-            r.code,
-            r.message,
-        )
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        ApiError::new(refusal_status(r.reason), r.reason.code(), r.message)
     }
 }
 

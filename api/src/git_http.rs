@@ -181,10 +181,10 @@ async fn run(st: &GitHttpState, repo_segment: &str, rest: &str, req: Request) ->
     let query = req.uri().query().unwrap_or_default().to_owned();
     let service = classify(req.method(), rest, &query).ok_or(GitHttpError::NotSmartHttp)?;
     let token = token_from(req.headers()).ok_or(GitHttpError::MissingToken)?;
-    let grant = repo_token::verify(&st.secret, &token, name, service.scope(), now_secs(), |_| false)?;
-    if (st.revoked)(grant.token_id.clone()).await {
-        return Err(TokenError::Revoked.into());
-    }
+    // Format and signature first, so only tokens this server issued reach the revocation lookup.
+    let authentic = repo_token::authenticate(&st.secret, &token)?;
+    let revoked = (st.revoked)(authentic.token_id().to_owned()).await;
+    let grant = authentic.authorize(name, service.scope(), now_secs(), revoked)?;
     if !st.root.join(repo_segment).join("HEAD").is_file() {
         return Err(GitHttpError::NoSuchRepository);
     }
@@ -368,7 +368,7 @@ fn reap(mut child: Child, stderr: tokio::task::JoinHandle<Vec<u8>>, repo: String
 mod tests {
     use super::*;
     use crate::repo_token::TOKEN_TTL_SECS;
-    use belay_activities::git::GitService;
+    use belay_git::GitService;
     use std::collections::HashSet;
     use std::net::SocketAddr;
     use std::path::Path as FsPath;
@@ -412,7 +412,9 @@ mod tests {
         }
 
         fn token(&self, repo: &str, scope: Scope) -> (String, String) {
-            repo_token::issue(SECRET, repo, scope, now_secs(), TOKEN_TTL_SECS).unwrap()
+            let id = repo_token::new_token_id(&uuid::Uuid::new_v4().simple().to_string());
+            let token = repo_token::issue(SECRET, &id, repo, scope, now_secs(), TOKEN_TTL_SECS).unwrap();
+            (id, token)
         }
 
         fn url(&self, repo: &str, token: &str) -> String {
@@ -547,8 +549,9 @@ mod tests {
         let (_, good) = s.token("ws-1", Scope::Write);
         let work = clone_and_commit(&s, "ws-1", &good, "w", "a.txt", b"a\n").await;
 
-        let (_, expired) = repo_token::issue(
+        let expired = repo_token::issue(
             SECRET,
+            &repo_token::new_token_id("1"),
             "ws-1",
             Scope::Write,
             now_secs() - 2 * TOKEN_TTL_SECS,
@@ -557,8 +560,9 @@ mod tests {
         .unwrap();
         let (revoked_id, revoked) = s.token("ws-1", Scope::Write);
         s.revoked.lock().unwrap().insert(revoked_id);
-        let (_, forged) = repo_token::issue(
+        let forged = repo_token::issue(
             b"not the server secret",
+            &repo_token::new_token_id("2"),
             "ws-1",
             Scope::Write,
             now_secs(),

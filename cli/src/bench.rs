@@ -219,7 +219,7 @@ async fn latency_bench(n: usize) -> anyhow::Result<()> {
 
 async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<()> {
     let address = format!("127.0.0.1:{port}");
-    let client = belay_workflows::client::connect(&address, "default", "belay-bench").await?;
+    let client = belay_client::connect(&address, "default", "belay-bench").await?;
     let store = Store::connect(&format!("sqlite:{}", dir.join("belay.db").display())).await?;
     store.migrate().await?;
     let noop = r#"printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFEST""#;
@@ -305,7 +305,7 @@ async fn measure_latency(client: &temporalio_client::Client, store: &Store, n: u
 
         let t = Instant::now();
         let job = store.enqueue(job("noop")).await?;
-        belay_workflows::client::wake_dispatcher(client).await?;
+        belay_client::wake_dispatcher(client).await?;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if store.run_of_job(&job.id).await?.is_some() {

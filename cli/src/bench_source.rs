@@ -2,9 +2,9 @@
 //! tools they replace, on this machine, in one run.
 
 use anyhow::{Context, bail};
-use belay_activities::git::{GitService, MergeOutcome};
-use belay_activities::sandbox::{SandboxConfig, SandboxUser, Sandboxes, WORKSPACE};
 use belay_domain::repo_token::{self, Scope, TOKEN_TTL_SECS};
+use belay_git::{GitService, MergeOutcome};
+use belay_sandbox::{SandboxConfig, SandboxUser, Sandboxes, WORKSPACE};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -171,7 +171,8 @@ pub async fn source(files: usize, runs: usize) -> anyhow::Result<()> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
             .as_secs() as i64;
-        let (_, token) = repo_token::issue(&secret, PROJECT, Scope::Read, now, TOKEN_TTL_SECS)?;
+        let token_id = repo_token::new_token_id(&uuid::Uuid::new_v4().simple().to_string());
+        let token = repo_token::issue(&secret, &token_id, PROJECT, Scope::Read, now, TOKEN_TTL_SECS)?;
         let target = dir.path().join(format!("http-{r}.git"));
         let started = Instant::now();
         let header = format!("http.extraHeader=Authorization: Bearer {token}");

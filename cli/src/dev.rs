@@ -140,7 +140,7 @@ async fn run_with_server(
 /// address (same port as the API) through which Sandboxes reach git; or why Sandboxes are off
 /// (no Docker Engine, say): everything else works without them.
 async fn dev_sandbox(port: u16, secret: &[u8]) -> Result<(belay_worker::SandboxDeps, TcpListener), String> {
-    use belay_activities::sandbox::{SandboxConfig, Sandboxes};
+    use belay_sandbox::{SandboxConfig, Sandboxes};
     let config = SandboxConfig::from_env().map_err(|e| e.to_string())?;
     let sandboxes = Sandboxes::connect(config.clone())
         .await
@@ -152,7 +152,7 @@ async fn dev_sandbox(port: u16, secret: &[u8]) -> Result<(belay_worker::SandboxD
     Ok((
         belay_worker::SandboxDeps {
             config,
-            git: belay_activities::workspace::SandboxGit {
+            git: belay_sandbox::git::SandboxGit {
                 url: format!("http://{gateway}:{port}"),
                 token_secret: secret.to_vec(),
             },
@@ -164,7 +164,7 @@ async fn dev_sandbox(port: u16, secret: &[u8]) -> Result<(belay_worker::SandboxD
 async fn connect_with_retry(address: &str) -> anyhow::Result<temporalio_client::Client> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        match belay_workflows::client::connect(address, "default", "belay-dev").await {
+        match belay_client::connect(address, "default", "belay-dev").await {
             Ok(c) => return Ok(c),
             Err(e) if Instant::now() > deadline => return Err(e.into()),
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,

@@ -38,7 +38,7 @@ pub async fn api(
     port: u16,
 ) -> anyhow::Result<()> {
     let store = Store::connect(&conn.database_url).await?;
-    let temporal = belay_workflows::client::connect(&conn.temporal_address, &conn.namespace, "belay-api").await?;
+    let temporal = belay_client::connect(&conn.temporal_address, &conn.namespace, "belay-api").await?;
     let listener = TcpListener::bind((host, port))
         .await
         .with_context(|| format!("binding {host}:{port}"))?;
@@ -64,7 +64,7 @@ pub async fn api(
 pub async fn worker(conn: &Conn, storage: &Storage, pools: &str, claims_per_run: Option<u64>) -> anyhow::Result<()> {
     let pools = Pool::parse_list(pools)?;
     let store = Store::connect(&conn.database_url).await?;
-    let client = belay_workflows::client::connect(
+    let client = belay_client::connect(
         &conn.temporal_address,
         &conn.namespace,
         &format!("belay-worker@{}", std::process::id()),

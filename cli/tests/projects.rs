@@ -265,7 +265,7 @@ async fn deleting_a_project_removes_its_repositories_and_sources_and_no_others()
         .await;
     let ws = belay_domain::repo::workspace_fork(run["id"].as_str().unwrap()).unwrap();
     let git_root = b.dir.path().join("data").join("git").join("belay");
-    let git = belay_activities::git::GitService::new(git_root.clone());
+    let git = belay_git::GitService::new(git_root.clone());
     git.fork(&doomed, &ws).await.unwrap();
     assert!(git_root.join(format!("{ws}.git")).is_dir());
 

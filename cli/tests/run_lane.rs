@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Belay, wait_for};
+use common::{Belay, replays, wait_for};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -220,8 +220,8 @@ async fn a_failed_job_is_retried_as_a_new_attempt_that_keeps_launcher_and_origin
     store.set_plan_paused("p-paused", &account.id, true).await.unwrap();
     let live = store.enqueue(new("plan:p-live")).await.unwrap();
     let paused = store.enqueue(new("plan:p-paused")).await.unwrap();
-    belay_workflows::client::ensure_dispatcher(
-        &belay_workflows::client::connect(&b.temporal.address, "default", "test")
+    belay_client::ensure_dispatcher(
+        &belay_client::connect(&b.temporal.address, "default", "test")
             .await
             .unwrap(),
         Default::default(),
@@ -365,11 +365,10 @@ async fn bulk_cancel_sweeps_a_state_set_and_reports_how_many() {
 }
 
 /// Runs a job that completes and one that fails, then replays the histories of their runs and of
-/// the dispatcher against the current code. With `BELAY_RECORD_HISTORIES=DIR` it also writes them
-/// there, for the workflows crate's replay test.
+/// the dispatcher against the current code (recording them with `BELAY_RECORD_HISTORIES=DIR` when
+/// new, see `common::replays`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn records_replayable_histories() {
-    use temporalio_client::WorkflowFetchHistoryOptions;
     let b = Belay::start().await;
     b.catalogue().await;
     b.harness("ok", 1, r#"printf '{"status":"completed"}' > "$BELAY_MANIFEST""#)
@@ -379,32 +378,19 @@ async fn records_replayable_histories() {
     b.wait_status(&ok, &["completed"], Duration::from_secs(60)).await;
     let bad = b.launch("bad").await["id"].as_str().unwrap().to_string();
     b.wait_status(&bad, &["failed"], Duration::from_secs(60)).await;
-    let client = belay_workflows::client::connect(&b.temporal.address, "default", "test")
+    replays(&b, "run-completed", &format!("run-{ok}")).await;
+    replays(&b, "run-failed", &format!("run-{bad}")).await;
+    // The dispatcher never completes: replay what it has done so far.
+    let client = belay_client::connect(&b.temporal.address, "default", "test")
         .await
         .unwrap();
-    let record = std::env::var("BELAY_RECORD_HISTORIES").ok();
-    for (name, id) in [
-        ("run-completed", format!("run-{ok}")),
-        ("run-failed", format!("run-{bad}")),
-        ("dispatcher", "dispatcher".to_string()),
-    ] {
-        // Wait until the run workflow has closed (its last step signals the dispatcher).
-        let handle = client.get_workflow_handle::<belay_workflows::RunWorkflow>(id.clone());
-        if name != "dispatcher" {
-            let _ = handle.get_result(Default::default()).await;
-        }
-        let json = handle
-            .fetch_history(WorkflowFetchHistoryOptions::default())
-            .to_json()
-            .await
-            .unwrap();
-        belay_workflows::replay::replay_json(&json)
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        if let Some(dir) = &record {
-            std::fs::write(std::path::Path::new(dir).join(format!("{name}.json")), &json).unwrap();
-        }
-    }
+    let json = belay_client::closed_history_json(&client, "dispatcher", Duration::ZERO)
+        .await
+        .unwrap();
+    belay_worker::replay::replay_json(&json)
+        .await
+        .unwrap_or_else(|e| panic!("dispatcher: {e}"));
+    common::record_history("dispatcher", &json);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -421,7 +407,7 @@ async fn the_dispatcher_continues_as_new_without_losing_or_repeating_a_job() {
     }
     let transitions = b.transitions().await;
     assert_eq!(check_dispatch_log(&transitions, &BTreeMap::from([("lane", 2)])), 12);
-    let client = belay_workflows::client::connect(&b.temporal.address, "default", "test")
+    let client = belay_client::connect(&b.temporal.address, "default", "test")
         .await
         .unwrap();
     let runs = client

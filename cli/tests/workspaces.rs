@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::Belay;
+use common::{Belay, replays};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
@@ -80,36 +80,6 @@ fn assert_refused(status: u16, body: &Value, want: u16, field: &str) {
 /// The workspace fork of a run: `ws-<run>` for run `run_<run>`.
 fn ws(run: &str) -> String {
     format!("ws-{}", run.strip_prefix("run_").unwrap())
-}
-
-/// Replays a closed workflow's history against the current code; with `BELAY_RECORD_HISTORIES=DIR`
-/// also writes it there as `<name>.json` for the workflows crate's replay test.
-async fn replays(b: &Belay, name: &str, workflow_id: &str) {
-    use temporalio_client::WorkflowFetchHistoryOptions;
-    let client = belay_workflows::client::connect(&b.temporal.address, "default", "test")
-        .await
-        .unwrap();
-    let handle = client.get_workflow_handle::<belay_workflows::workspace::WorkspaceWorkflow>(workflow_id.to_owned());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let json = loop {
-        let json = handle
-            .fetch_history(WorkflowFetchHistoryOptions::default())
-            .to_json()
-            .await
-            .unwrap();
-        let text = String::from_utf8_lossy(&json);
-        if text.contains("EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED") || text.contains("WorkflowExecutionCompleted") {
-            break json;
-        }
-        assert!(Instant::now() < deadline, "{workflow_id} never completed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    belay_workflows::replay::replay_json(&json)
-        .await
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    if let Ok(dir) = std::env::var("BELAY_RECORD_HISTORIES") {
-        std::fs::write(Path::new(&dir).join(format!("{name}.json")), &json).unwrap();
-    }
 }
 
 fn kill_sandbox(project: &str) {
@@ -542,7 +512,7 @@ async fn the_daily_forks_sweep_deletes_only_the_forks_its_rules_make_due() {
         runs.push(task_run(&b, &change, &format!("t{i}"), "implement", &[]).await);
     }
     let git_root = b.dir.path().join("data/git/belay");
-    let git = belay_activities::git::GitService::new(git_root.clone());
+    let git = belay_git::GitService::new(git_root.clone());
     for run in &runs {
         git.fork(&project, &ws(run)).await.unwrap();
     }
@@ -654,5 +624,5 @@ async fn the_daily_forks_sweep_deletes_only_the_forks_its_rules_make_due() {
         .unwrap_or_else(|| panic!("{listed}"))
         .to_owned();
     assert!(sweep_id.starts_with("forks-sweep"), "{sweep_id}");
-    replays(&b, "forks-sweep", &sweep_id).await;
+    replays(&b, "forks-sweep-v3", &sweep_id).await;
 }

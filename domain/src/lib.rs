@@ -14,6 +14,7 @@ pub mod job;
 pub mod launch;
 pub mod meter;
 pub mod project;
+pub mod refusal;
 pub mod repo;
 pub mod repo_token;
 pub mod review;

@@ -33,6 +33,15 @@ pub enum Reservation {
 }
 
 impl Reservation {
+    /// Its name as stored and serialized.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reservation::OpenWorkspace => "open_workspace",
+            Reservation::CandidateChecks => "candidate_checks",
+            Reservation::EditSessionCommand => "edit_session_command",
+        }
+    }
+
     /// The seconds this purpose reserves.
     pub const fn seconds(self) -> u64 {
         match self {
@@ -133,6 +142,28 @@ pub fn settle(charged: &[Interval], use_start: i64, use_end: i64) -> Result<Sett
     let charged_seconds = used.seconds() - already;
     let awake = union(before.into_iter().chain(std::iter::once(used)));
     Ok(Settlement { charged_seconds, awake })
+}
+
+/// How a reservation ends: the one lifecycle every Sandbox use follows (a workspace, an
+/// edit-session command, a Candidate's checks). A reservation is taken before the use; when the use
+/// started, its awake time is charged (`Settle`), whatever the use's outcome (a command that ran
+/// and failed still kept the Sandbox awake); a use that never started is released uncharged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Close {
+    Settle { start: i64, end: i64 },
+    Release,
+}
+
+/// The close of a use that started at `started` (unix seconds; `None`: it never started) and is
+/// over at `ended`. An end before the start (clocks of two machines) is taken as the start.
+pub fn close_of(started: Option<i64>, ended: i64) -> Close {
+    match started {
+        Some(start) => Close::Settle {
+            start,
+            end: ended.max(start),
+        },
+        None => Close::Release,
+    }
 }
 
 /// The total length of the union of `intervals`.
@@ -337,7 +368,7 @@ pub fn month_of(unix_secs: i64) -> String {
 
 #[cfg(test)]
 mod month_tests {
-    use super::month_of;
+    use super::{Close, Reservation, close_of, month_of};
 
     #[test]
     fn the_meter_period_is_the_utc_month() {
@@ -346,5 +377,23 @@ mod month_tests {
         assert_eq!(month_of(1_798_761_599), "2026-12"); // 2026-12-31T23:59:59Z
         assert_eq!(month_of(1_798_761_600), "2027-01");
         assert_eq!(month_of(951_782_400), "2000-02"); // 2000-02-29
+    }
+
+    #[test]
+    fn a_use_that_started_is_charged_and_one_that_never_did_is_released() {
+        assert_eq!(close_of(Some(100), 160), Close::Settle { start: 100, end: 160 });
+        assert_eq!(close_of(Some(100), 90), Close::Settle { start: 100, end: 100 });
+        assert_eq!(close_of(None, 160), Close::Release);
+    }
+
+    #[test]
+    fn a_purposes_stored_name_is_its_serialized_name() {
+        for r in [
+            Reservation::OpenWorkspace,
+            Reservation::CandidateChecks,
+            Reservation::EditSessionCommand,
+        ] {
+            assert_eq!(serde_json::to_value(r).unwrap(), serde_json::json!(r.as_str()));
+        }
     }
 }

@@ -8,7 +8,7 @@
 //! URL-safe and none contains a `.` (repository names never do), so the token fits in the password
 //! of `http://agent:TOKEN@host/...`.
 
-use crate::repo::is_valid_repo_name;
+use crate::repo::{RepoKind, is_valid_repo_name, repo_kind};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fmt;
@@ -77,6 +77,8 @@ pub enum TokenError {
     Revoked,
     #[error("the repository token is for another repository")]
     OtherRepository,
+    #[error("the canonical repository is read-only over HTTP: it moves only by promotion")]
+    CanonicalReadOnly,
     #[error("the repository token only grants {granted} access, this needs {required}")]
     InsufficientScope { granted: Scope, required: Scope },
 }
@@ -92,36 +94,117 @@ impl TokenError {
     }
 }
 
-/// Issues a token for `repo` with `scope`, valid from `now_secs` for `ttl_secs`
-/// ([`TOKEN_TTL_SECS`] unless the caller has a reason). Returns the token id (for revocation) and
-/// the token.
+/// The id of a new token from a random body the caller draws (this crate draws no randomness):
+/// `rt_<body>`.
+pub fn new_token_id(body: &str) -> String {
+    format!("{TOKEN_ID_PREFIX}{body}")
+}
+
+/// Issues the token `token_id` (from [`new_token_id`]) for `repo` with `scope`, valid from
+/// `now_secs` for `ttl_secs` ([`TOKEN_TTL_SECS`] unless the caller has a reason). A write token
+/// for a canonical repository is never issued: canonical moves only by promotion.
 pub fn issue(
     secret: &[u8],
+    token_id: &str,
     repo: &str,
     scope: Scope,
     now_secs: i64,
     ttl_secs: i64,
-) -> Result<(String, String), TokenError> {
+) -> Result<String, TokenError> {
     if !is_valid_repo_name(repo) {
         return Err(TokenError::InvalidRepo(repo.to_owned()));
     }
     if ttl_secs <= 0 {
         return Err(TokenError::InvalidTtl(ttl_secs));
     }
-    let token_id = format!("{TOKEN_ID_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    if !is_token_id(token_id) {
+        return Err(TokenError::Malformed);
+    }
+    if scope == Scope::Write && repo_kind(repo) == Some(RepoKind::Canonical) {
+        return Err(TokenError::CanonicalReadOnly);
+    }
     let expires_at = now_secs.saturating_add(ttl_secs);
     let mac = hex::encode(
-        signer(secret, &token_id, repo, scope, expires_at)
+        signer(secret, token_id, repo, scope, expires_at)
             .finalize()
             .into_bytes(),
     );
-    let token = format!("{token_id}.{repo}.{scope}.{expires_at}.{mac}");
-    Ok((token_id, token))
+    Ok(format!("{token_id}.{repo}.{scope}.{expires_at}.{mac}"))
 }
 
-/// Checks `token` for an operation needing `required` on `repo` at `now_secs`. Refuses a malformed
-/// or forged token, one for another repository, an expired or revoked one, and a read token used to
-/// write.
+/// Whether `s` is a token id: `rt_` and up to 64 of `[a-z0-9]`.
+pub fn is_token_id(s: &str) -> bool {
+    s.strip_prefix(TOKEN_ID_PREFIX).is_some_and(|b| {
+        !b.is_empty() && b.len() <= 64 && b.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    })
+}
+
+/// A token whose format and signature hold: it was issued by this server, as it reads. Whether it
+/// still grants anything is [`Authentic::authorize`]'s question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authentic(Grant);
+
+impl Authentic {
+    /// The id under which a revocation of this token would be recorded.
+    pub fn token_id(&self) -> &str {
+        &self.0.token_id
+    }
+
+    /// Checks, in this order, that the token has not expired at `now_secs`, was not revoked, and
+    /// covers the operation: this repository, the `required` access, and no write to a canonical
+    /// repository (canonical is read-only over HTTP whatever a token says).
+    pub fn authorize(self, repo: &str, required: Scope, now_secs: i64, revoked: bool) -> Result<Grant, TokenError> {
+        let grant = self.0;
+        if now_secs >= grant.expires_at {
+            return Err(TokenError::Expired);
+        }
+        if revoked {
+            return Err(TokenError::Revoked);
+        }
+        if grant.repo != repo {
+            return Err(TokenError::OtherRepository);
+        }
+        if required == Scope::Write && repo_kind(repo) == Some(RepoKind::Canonical) {
+            return Err(TokenError::CanonicalReadOnly);
+        }
+        if grant.scope < required {
+            return Err(TokenError::InsufficientScope {
+                granted: grant.scope,
+                required,
+            });
+        }
+        Ok(grant)
+    }
+}
+
+/// Checks a presented token's format, then its signature. A caller then looks up whether its id
+/// was revoked and calls [`Authentic::authorize`]: the one verification every route uses, as
+/// [`verify`] does in one call where revocations are at hand.
+pub fn authenticate(secret: &[u8], token: &str) -> Result<Authentic, TokenError> {
+    let parts: Vec<&str> = token.split('.').collect();
+    let [token_id, token_repo, scope, expiry, mac] = parts[..] else {
+        return Err(TokenError::Malformed);
+    };
+    let scope = Scope::parse(scope).ok_or(TokenError::Malformed)?;
+    let expires_at: i64 = expiry.parse().map_err(|_| TokenError::Malformed)?;
+    if !is_token_id(token_id) || !is_valid_repo_name(token_repo) {
+        return Err(TokenError::Malformed);
+    }
+    let mac = hex::decode(mac).map_err(|_| TokenError::Malformed)?;
+    // `verify_slice` compares in constant time.
+    signer(secret, token_id, token_repo, scope, expires_at)
+        .verify_slice(&mac)
+        .map_err(|_| TokenError::Forged)?;
+    Ok(Authentic(Grant {
+        token_id: token_id.to_owned(),
+        repo: token_repo.to_owned(),
+        scope,
+        expires_at,
+    }))
+}
+
+/// Checks `token` for an operation needing `required` on `repo` at `now_secs`: format, signature,
+/// expiry, revocation, then scope (see [`authenticate`] and [`Authentic::authorize`]).
 pub fn verify(
     secret: &[u8],
     token: &str,
@@ -130,41 +213,9 @@ pub fn verify(
     now_secs: i64,
     is_revoked: impl Fn(&str) -> bool,
 ) -> Result<Grant, TokenError> {
-    let parts: Vec<&str> = token.split('.').collect();
-    let [token_id, token_repo, scope, expiry, mac] = parts[..] else {
-        return Err(TokenError::Malformed);
-    };
-    let scope = Scope::parse(scope).ok_or(TokenError::Malformed)?;
-    let expires_at: i64 = expiry.parse().map_err(|_| TokenError::Malformed)?;
-    if !token_id.starts_with(TOKEN_ID_PREFIX) || token_id.contains(['\n', '.']) || !is_valid_repo_name(token_repo) {
-        return Err(TokenError::Malformed);
-    }
-    let mac = hex::decode(mac).map_err(|_| TokenError::Malformed)?;
-    // `verify_slice` compares in constant time.
-    signer(secret, token_id, token_repo, scope, expires_at)
-        .verify_slice(&mac)
-        .map_err(|_| TokenError::Forged)?;
-    if token_repo != repo {
-        return Err(TokenError::OtherRepository);
-    }
-    if now_secs >= expires_at {
-        return Err(TokenError::Expired);
-    }
-    if is_revoked(token_id) {
-        return Err(TokenError::Revoked);
-    }
-    if scope < required {
-        return Err(TokenError::InsufficientScope {
-            granted: scope,
-            required,
-        });
-    }
-    Ok(Grant {
-        token_id: token_id.to_owned(),
-        repo: token_repo.to_owned(),
-        scope,
-        expires_at,
-    })
+    let authentic = authenticate(secret, token)?;
+    let revoked = is_revoked(authentic.token_id());
+    authentic.authorize(repo, required, now_secs, revoked)
 }
 
 fn signer(secret: &[u8], token_id: &str, repo: &str, scope: Scope, expires_at: i64) -> HmacSha256 {
@@ -196,7 +247,9 @@ mod tests {
     }
 
     fn token(scope: Scope) -> (String, String) {
-        issue(SECRET, REPO, scope, NOW, TOKEN_TTL_SECS).unwrap()
+        let id = new_token_id("0a1b2c");
+        let t = issue(SECRET, &id, REPO, scope, NOW, TOKEN_TTL_SECS).unwrap();
+        (id, t)
     }
 
     #[test]
@@ -229,7 +282,7 @@ mod tests {
 
     #[test]
     fn a_token_signed_with_another_secret_is_forged() {
-        let (_, t) = issue(b"another secret", REPO, Scope::Read, NOW, 600).unwrap();
+        let t = issue(b"another secret", &new_token_id("1"), REPO, Scope::Read, NOW, 600).unwrap();
         assert_eq!(
             verify(SECRET, &t, REPO, Scope::Read, NOW, never_revoked),
             Err(TokenError::Forged)
@@ -306,10 +359,66 @@ mod tests {
 
     #[test]
     fn a_token_is_only_issued_for_a_repository_name() {
+        let id = new_token_id("1");
         assert_eq!(
-            issue(SECRET, "../x", Scope::Read, NOW, 600),
+            issue(SECRET, &id, "../x", Scope::Read, NOW, 600),
             Err(TokenError::InvalidRepo("../x".into()))
         );
-        assert_eq!(issue(SECRET, REPO, Scope::Read, NOW, 0), Err(TokenError::InvalidTtl(0)));
+        assert_eq!(
+            issue(SECRET, &id, REPO, Scope::Read, NOW, 0),
+            Err(TokenError::InvalidTtl(0))
+        );
+        assert_eq!(
+            issue(SECRET, "tok_1", REPO, Scope::Read, NOW, 600),
+            Err(TokenError::Malformed)
+        );
+    }
+
+    #[test]
+    fn no_write_token_is_issued_for_a_canonical_repository() {
+        assert_eq!(
+            issue(SECRET, &new_token_id("1"), "proj_0a1b", Scope::Write, NOW, 600),
+            Err(TokenError::CanonicalReadOnly)
+        );
+        assert!(issue(SECRET, &new_token_id("1"), "proj_0a1b", Scope::Read, NOW, 600).is_ok());
+    }
+
+    #[test]
+    fn a_write_to_a_canonical_repository_is_refused_even_with_a_write_token() {
+        // A write token minted for canonical by anything but `issue` (an old build, a leaked
+        // secret) is still refused at verification.
+        let id = new_token_id("1");
+        let expires_at = NOW + 600;
+        let mac = hex::encode(
+            signer(SECRET, &id, "proj_0a1b", Scope::Write, expires_at)
+                .finalize()
+                .into_bytes(),
+        );
+        let t = format!("{id}.proj_0a1b.write.{expires_at}.{mac}");
+        assert_eq!(
+            verify(SECRET, &t, "proj_0a1b", Scope::Write, NOW, never_revoked),
+            Err(TokenError::CanonicalReadOnly)
+        );
+        assert!(verify(SECRET, &t, "proj_0a1b", Scope::Read, NOW, never_revoked).is_ok());
+    }
+
+    #[test]
+    fn the_checks_run_in_order_format_signature_expiry_revocation_scope() {
+        let (id, t) = token(Scope::Read);
+        // Expired and revoked and for another repository and too weak: expiry is reported.
+        assert_eq!(
+            verify(SECRET, &t, "cand-0a1b", Scope::Write, NOW + 600, |_| true),
+            Err(TokenError::Expired)
+        );
+        // Revoked and for another repository and too weak: revocation is reported.
+        assert_eq!(
+            verify(SECRET, &t, "cand-0a1b", Scope::Write, NOW, |tid| tid == id),
+            Err(TokenError::Revoked)
+        );
+        // Forged and expired: the signature is reported.
+        assert_eq!(
+            verify(b"other", &t, REPO, Scope::Read, NOW + 600, never_revoked),
+            Err(TokenError::Forged)
+        );
     }
 }

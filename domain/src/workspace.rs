@@ -94,6 +94,37 @@ fn check_size(field: &str, text: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// `edit_file`: replaces the one occurrence of `old_text` in `text` with `new_text`. Refused
+/// (naming the field) when `old_text` does not occur exactly once or the result passes 1 MiB.
+pub fn apply_edit(path: &str, text: &str, old_text: &str, new_text: &str) -> Result<String, ValidationError> {
+    let n = text.matches(old_text).count();
+    if n != 1 {
+        return Err(ValidationError::new(
+            "oldText",
+            format!("must occur exactly once in {path}; it occurs {n} times"),
+        ));
+    }
+    let edited = text.replacen(old_text, new_text, 1);
+    if edited.len() > MAX_FILE_BYTES {
+        return Err(ValidationError::new("newText", "the edited file would pass 1 MiB"));
+    }
+    Ok(edited)
+}
+
+/// `bun run <script>` needs `script` in the workspace's `package.json` (its bytes, if it has one).
+pub fn check_package_script(package_json: Option<&[u8]>, script: &str) -> Result<(), ValidationError> {
+    let scripts = package_json
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+        .and_then(|v| v.get("scripts").cloned());
+    if scripts.as_ref().and_then(|s| s.get(script)).is_none() {
+        return Err(ValidationError::new(
+            "argv",
+            format!("`bun run {script}` needs a script {script:?} in the workspace package.json"),
+        ));
+    }
+    Ok(())
+}
+
 /// A workspace path: relative, `/`-separated, without `.`/`..`/empty components, not inside
 /// `.git`, without control characters.
 pub fn check_path(field: &str, path: &str) -> Result<(), ValidationError> {
@@ -458,5 +489,25 @@ mod tests {
             "oldText"
         );
         assert!(serde_json::from_str::<ToolCall>(r#"{"tool":"delete_everything"}"#).is_err());
+    }
+
+    #[test]
+    fn an_edit_replaces_exactly_one_occurrence() {
+        assert_eq!(apply_edit("a.ts", "let x = 1;", "1", "2").unwrap(), "let x = 2;");
+        let twice = apply_edit("a.ts", "1 + 1", "1", "2").unwrap_err();
+        assert_eq!(twice.field, "oldText");
+        assert!(twice.rule.contains("occurs 2 times"), "{}", twice.rule);
+        assert_eq!(apply_edit("a.ts", "x", "y", "z").unwrap_err().field, "oldText");
+        let big = "b".repeat(MAX_FILE_BYTES + 1);
+        assert_eq!(apply_edit("a.ts", "a", "a", &big).unwrap_err().field, "newText");
+    }
+
+    #[test]
+    fn a_bun_run_needs_its_script_in_package_json() {
+        let pkg = br#"{"scripts":{"lint":"tsc"}}"#;
+        assert!(check_package_script(Some(pkg), "lint").is_ok());
+        assert_eq!(check_package_script(Some(pkg), "deploy").unwrap_err().field, "argv");
+        assert!(check_package_script(None, "lint").is_err());
+        assert!(check_package_script(Some(b"not json"), "lint").is_err());
     }
 }

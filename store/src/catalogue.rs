@@ -1,7 +1,7 @@
 //! The catalogue: test cases and versions, harnesses, models, and each account's gg
 //! configurations (only the owner reads or changes one).
 
-use crate::rows::{json, test_type, to_json};
+use crate::rows::{enum_text, json, test_type, to_json};
 use crate::{Store, StoreError, events, new_id_body, now_ms};
 use belay_domain::catalogue::{
     AdapterSpec, GgConfig, GgConfigFacts, GgConfigInput, GgConfigUpdate, Harness, HarnessInput, HarnessUpdate,
@@ -90,7 +90,7 @@ impl Store {
         )
         .bind(&input.slug)
         .bind(&input.version)
-        .bind(input.test_type.as_str())
+        .bind(enum_text(&input.test_type))
         .bind(to_json(&input.variants))
         .bind(to_json(&input.engines))
         .bind(&input.title)
@@ -131,7 +131,7 @@ impl Store {
         )
         .bind(slug)
         .bind(version)
-        .bind(update.test_type.as_str())
+        .bind(enum_text(&update.test_type))
         .bind(to_json(&update.variants))
         .bind(to_json(&update.engines))
         .bind(&update.title)

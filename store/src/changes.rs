@@ -1,7 +1,7 @@
 //! Changes, Tasks, task runs and ChangeSets. Each belongs to a project, and only the project's
 //! owner reads or writes them.
 
-use crate::rows::{json, to_json};
+use crate::rows::{enum_from, enum_text, json, to_json};
 use crate::{Store, StoreError, events, new_id_body, now_ms};
 use belay_domain::change::{
     Change, ChangeInput, ChangeSet, ChangeSetInput, ChangeStatus, RiskTier, Task, TaskInput, TaskKind, TaskRun,
@@ -11,18 +11,6 @@ use belay_domain::ids::{ChangeId, ChangeSetId, TaskId, TaskRunId};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 use std::collections::BTreeSet;
-
-fn enum_text<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-fn enum_from<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> Result<T, StoreError> {
-    serde_json::from_value(serde_json::Value::String(s.to_string()))
-        .map_err(|_| StoreError::Corrupt(format!("unknown {what} {s:?}")))
-}
 
 fn change_row(r: &AnyRow) -> Result<Change, StoreError> {
     let risk: Option<String> = r.try_get("risk_tier")?;

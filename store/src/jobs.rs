@@ -5,7 +5,7 @@
 //! serializes them on both backends; this keeps `queue_seq` order equal to commit order and makes
 //! a claim see every job enqueued before it.
 
-use crate::rows::{self, JOB_COLUMNS, status_list, timestamp_column, to_json};
+use crate::rows::{self, JOB_COLUMNS, enum_text, status_list, timestamp_column, to_json};
 use crate::{Store, StoreError, events, new_id_body, now_ms, plans};
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
 use belay_domain::dispatch::{Lane, Waiting, plan_claims};
@@ -108,8 +108,8 @@ async fn record_transition(
 ) -> Result<(), StoreError> {
     sqlx::query("insert into job_transitions (job_id, from_status, to_status, at) values ($1, $2, $3, $4)")
         .bind(job_id)
-        .bind(from.map(|s| s.as_str()))
-        .bind(to.as_str())
+        .bind(from.map(|s| enum_text(&s)))
+        .bind(enum_text(&to))
         .bind(at)
         .execute(&mut **tx)
         .await?;
@@ -153,7 +153,7 @@ async fn insert_job(tx: &mut Transaction<'_, Any>, new: &NewJob, now: i64) -> Re
     .bind(bindings)
     .bind(new.capabilities.as_ref().map(|c| c.to_string()))
     .bind(&cell.0)
-    .bind(new.test_type.map(|t| t.as_str()))
+    .bind(new.test_type.map(|t| enum_text(&t)))
     .bind(to_json(&jam))
     .bind(&new.user_id)
     .bind(new.origin.as_ref().map(|o| o.to_string()))
@@ -432,8 +432,8 @@ impl Store {
         );
         let moved = sqlx::query(&sql)
             .bind(id)
-            .bind(job.status.as_str())
-            .bind(to.as_str())
+            .bind(enum_text(&job.status))
+            .bind(enum_text(&to))
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -505,7 +505,7 @@ impl Store {
         )
         .bind(&run_id)
         .bind(id)
-        .bind(test_type.as_str())
+        .bind(enum_text(&test_type))
         .bind(loaded as i64)
         .bind(to_json(&artifacts))
         .bind(now)
@@ -556,7 +556,7 @@ impl Store {
         let moved =
             sqlx::query("update jobs set status = 'failed', failed_at = $3, error = $4 where id = $1 and status = $2")
                 .bind(id)
-                .bind(job.status.as_str())
+                .bind(enum_text(&job.status))
                 .bind(now)
                 .bind(&reason)
                 .execute(&mut *tx)
@@ -764,7 +764,7 @@ async fn cancel_in(tx: &mut Transaction<'_, Any>, job: &Job, now: i64) -> Result
         }
         let moved = sqlx::query("update jobs set status = 'canceled', canceled_at = $3 where id = $1 and status = $2")
             .bind(&job.id)
-            .bind(current.as_str())
+            .bind(enum_text(&current))
             .bind(now)
             .execute(&mut **tx)
             .await?;

@@ -20,7 +20,10 @@ pub mod runs;
 pub mod sweep;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tx;
 pub mod workspaces;
+
+pub use tx::Tx;
 
 use belay_domain::ValidationError;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -78,6 +81,36 @@ pub enum StoreError {
 impl StoreError {
     pub fn not_found(what: &'static str, id: impl Into<String>) -> Self {
         StoreError::NotFound { what, id: id.into() }
+    }
+
+    /// Whether an activity should retry the call: the database was unreachable, busy or
+    /// answered with an error a retry may not see again. A broken constraint, unreadable data and
+    /// the expected refusals (not found, conflict, invalid input) are answers no retry changes.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Database(sqlx::Error::Database(e)) => {
+                self.is_transient()
+                    || !matches!(
+                        e.kind(),
+                        sqlx::error::ErrorKind::UniqueViolation
+                            | sqlx::error::ErrorKind::ForeignKeyViolation
+                            | sqlx::error::ErrorKind::NotNullViolation
+                            | sqlx::error::ErrorKind::CheckViolation
+                    )
+            }
+            StoreError::Database(
+                sqlx::Error::ColumnDecode { .. }
+                | sqlx::Error::ColumnNotFound(_)
+                | sqlx::Error::ColumnIndexOutOfBounds { .. }
+                | sqlx::Error::TypeNotFound { .. }
+                | sqlx::Error::Decode(_)
+                | sqlx::Error::Encode(_)
+                | sqlx::Error::RowNotFound
+                | sqlx::Error::Configuration(_),
+            ) => false,
+            StoreError::Database(_) => true,
+            _ => false,
+        }
     }
 
     /// Whether retrying the same call later may succeed (the database was unreachable or busy).

@@ -2,10 +2,13 @@
 //! cap, and settles that charge only the awake time a use adds. The arithmetic is
 //! `belay_domain::meter`; this module makes it safe under concurrency by serializing each
 //! project's meter on its `sandbox_usage` row.
+//!
+//! [`reserve`] and [`close`] are steps of a caller's transaction (a workspace's admission reserves
+//! in the same transaction); the `Store` methods run each alone.
 
-use crate::{Store, StoreError, new_id_body, now_ms};
-use belay_domain::meter::{self, CapExceeded, Interval, Reservation};
-use sqlx::{Any, Row, Transaction};
+use crate::{Store, StoreError, Tx, new_id_body, now_ms};
+use belay_domain::meter::{self, CapExceeded, Close, Interval, Reservation};
+use sqlx::Row;
 
 /// The answer to a reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,13 +21,13 @@ pub enum Reserve {
     Refused(CapExceeded),
 }
 
-async fn lock_usage(tx: &mut Transaction<'_, Any>, project_id: &str, month: &str) -> Result<u64, StoreError> {
+async fn lock_usage(tx: &mut Tx, project_id: &str, month: &str) -> Result<u64, StoreError> {
     sqlx::query(
         "insert into sandbox_usage (project_id, month, charged_seconds) values ($1, $2, 0) on conflict (project_id, month) do nothing",
     )
     .bind(project_id)
     .bind(month)
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     // Taking the row's lock serializes this project's meter on PostgreSQL (SQLite writers are
     // serialized already).
@@ -33,141 +36,170 @@ async fn lock_usage(tx: &mut Transaction<'_, Any>, project_id: &str, month: &str
     )
     .bind(project_id)
     .bind(month)
-    .fetch_one(&mut **tx)
+    .fetch_one(tx.conn())
     .await?;
     Ok(row.try_get::<i64, _>("charged_seconds")?.max(0) as u64)
 }
 
+/// Reserves a purpose's seconds on the project's meter for the month of `now_secs`.
+pub async fn reserve(
+    tx: &mut Tx,
+    project_id: &str,
+    purpose: Reservation,
+    now_secs: i64,
+) -> Result<Reserve, StoreError> {
+    let month = meter::month_of(now_secs);
+    let used = lock_usage(tx, project_id, &month).await?;
+    let open: i64 = sqlx::query(
+        "select cast(coalesce(sum(seconds), 0) as bigint) as open from sandbox_reservations where project_id = $1 and month = $2 and status = 'open'",
+    )
+    .bind(project_id)
+    .bind(&month)
+    .fetch_one(tx.conn())
+    .await?
+    .try_get("open")?;
+    if let Err(cap) = meter::reserve(used, open.max(0) as u64, purpose.seconds()) {
+        return Ok(Reserve::Refused(cap));
+    }
+    let id = format!("sres_{}", new_id_body());
+    sqlx::query(
+        r#"insert into sandbox_reservations (id, project_id, month, purpose, seconds, status, created_at)
+           values ($1, $2, $3, $4, $5, 'open', $6)"#,
+    )
+    .bind(&id)
+    .bind(project_id)
+    .bind(&month)
+    .bind(crate::rows::enum_text(&purpose))
+    .bind(purpose.seconds() as i64)
+    .bind(now_ms())
+    .execute(tx.conn())
+    .await?;
+    Ok(Reserve::Reserved {
+        id,
+        seconds: purpose.seconds(),
+    })
+}
+
+/// Closes a reservation (see `belay_domain::meter::Close`): a settle charges only the awake time
+/// the use `[start, end]` adds to the project's container (overlapping uses once, each with its
+/// idle tail); a release charges nothing. Returns the seconds charged; closing a reservation a
+/// second time changes nothing and answers what the first close charged.
+pub async fn close(tx: &mut Tx, reservation_id: &str, how: Close) -> Result<u64, StoreError> {
+    let r = sqlx::query("select project_id, month from sandbox_reservations where id = $1")
+        .bind(reservation_id)
+        .fetch_optional(tx.conn())
+        .await?
+        .ok_or_else(|| StoreError::not_found("sandbox reservation", reservation_id))?;
+    let project_id: String = r.try_get("project_id")?;
+    let month: String = r.try_get("month")?;
+    lock_usage(tx, &project_id, &month).await?;
+    // Read again under the lock: a concurrent close may have settled it meanwhile.
+    let r = sqlx::query("select status, charged_seconds from sandbox_reservations where id = $1")
+        .bind(reservation_id)
+        .fetch_one(tx.conn())
+        .await?;
+    if r.try_get::<String, _>("status")? == "settled" {
+        let charged: Option<i64> = r.try_get("charged_seconds")?;
+        return Ok(charged.unwrap_or(0).max(0) as u64);
+    }
+    let charged = match how {
+        Close::Release => 0,
+        Close::Settle { start, end } => {
+            let awake: Vec<Interval> = sqlx::query("select start_at, end_at from sandbox_awake where project_id = $1")
+                .bind(&project_id)
+                .fetch_all(tx.conn())
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(Interval {
+                        start: r.try_get("start_at")?,
+                        end: r.try_get("end_at")?,
+                    })
+                })
+                .collect::<Result<_, StoreError>>()?;
+            let settlement = meter::settle(&awake, start, end)
+                .map_err(|e| StoreError::Invalid(belay_domain::ValidationError::new("use", e.to_string())))?;
+            sqlx::query("delete from sandbox_awake where project_id = $1")
+                .bind(&project_id)
+                .execute(tx.conn())
+                .await?;
+            for i in &settlement.awake {
+                sqlx::query("insert into sandbox_awake (project_id, start_at, end_at) values ($1, $2, $3)")
+                    .bind(&project_id)
+                    .bind(i.start)
+                    .bind(i.end)
+                    .execute(tx.conn())
+                    .await?;
+            }
+            sqlx::query(
+                "update sandbox_usage set charged_seconds = charged_seconds + $3 where project_id = $1 and month = $2",
+            )
+            .bind(&project_id)
+            .bind(&month)
+            .bind(settlement.charged_seconds as i64)
+            .execute(tx.conn())
+            .await?;
+            settlement.charged_seconds
+        }
+    };
+    sqlx::query(
+        "update sandbox_reservations set status = 'settled', charged_seconds = $2, settled_at = $3 where id = $1",
+    )
+    .bind(reservation_id)
+    .bind(charged as i64)
+    .bind(now_ms())
+    .execute(tx.conn())
+    .await?;
+    Ok(charged)
+}
+
 impl Store {
-    /// Reserves a purpose's seconds on the project's meter for the month of `now_secs`.
+    /// [`reserve`] in a transaction of its own.
     pub async fn reserve_sandbox(
         &self,
         project_id: &str,
         purpose: Reservation,
         now_secs: i64,
     ) -> Result<Reserve, StoreError> {
-        let month = meter::month_of(now_secs);
-        let mut tx = self.begin_write().await?;
-        let used = lock_usage(&mut tx, project_id, &month).await?;
-        let open: i64 = sqlx::query(
-            "select cast(coalesce(sum(seconds), 0) as bigint) as open from sandbox_reservations where project_id = $1 and month = $2 and status = 'open'",
-        )
-        .bind(project_id)
-        .bind(&month)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("open")?;
-        if let Err(cap) = meter::reserve(used, open.max(0) as u64, purpose.seconds()) {
-            tx.rollback().await?;
-            return Ok(Reserve::Refused(cap));
-        }
-        let id = format!("sres_{}", new_id_body());
-        sqlx::query(
-            r#"insert into sandbox_reservations (id, project_id, month, purpose, seconds, status, created_at)
-               values ($1, $2, $3, $4, $5, 'open', $6)"#,
-        )
-        .bind(&id)
-        .bind(project_id)
-        .bind(&month)
-        .bind(
-            serde_json::to_value(purpose)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-        )
-        .bind(purpose.seconds() as i64)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
+        let mut tx = self.begin().await?;
+        let r = reserve(&mut tx, project_id, purpose, now_secs).await?;
         tx.commit().await?;
-        Ok(Reserve::Reserved {
-            id,
-            seconds: purpose.seconds(),
-        })
+        Ok(r)
     }
 
-    /// Settles a reservation with the use it paid for, `[use_start, use_end]` in unix seconds:
-    /// charges only the awake time it adds to the project's container (overlapping uses once,
-    /// each with its idle tail) and releases the reservation. Returns the seconds charged; a
-    /// second settle of the same reservation charges nothing more.
+    /// [`close`] in a transaction of its own.
+    pub async fn close_sandbox(&self, reservation_id: &str, how: Close) -> Result<u64, StoreError> {
+        let mut tx = self.begin().await?;
+        let charged = close(&mut tx, reservation_id, how).await?;
+        tx.commit().await?;
+        Ok(charged)
+    }
+
+    /// Settles a reservation with the use `[use_start, use_end]` it paid for (see [`close`]).
     pub async fn settle_sandbox(&self, reservation_id: &str, use_start: i64, use_end: i64) -> Result<u64, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let r =
-            sqlx::query("select project_id, month, status, charged_seconds from sandbox_reservations where id = $1")
-                .bind(reservation_id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .ok_or_else(|| StoreError::not_found("sandbox reservation", reservation_id))?;
-        let project_id: String = r.try_get("project_id")?;
-        let month: String = r.try_get("month")?;
-        lock_usage(&mut tx, &project_id, &month).await?;
-        let status: String = sqlx::query("select status from sandbox_reservations where id = $1")
-            .bind(reservation_id)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("status")?;
-        if status == "settled" {
-            let charged: Option<i64> = r.try_get("charged_seconds")?;
-            tx.commit().await?;
-            return Ok(charged.unwrap_or(0).max(0) as u64);
-        }
-        let awake: Vec<Interval> = sqlx::query("select start_at, end_at from sandbox_awake where project_id = $1")
-            .bind(&project_id)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|r| {
-                Ok(Interval {
-                    start: r.try_get("start_at")?,
-                    end: r.try_get("end_at")?,
-                })
-            })
-            .collect::<Result<_, StoreError>>()?;
-        let settlement = meter::settle(&awake, use_start, use_end)
-            .map_err(|e| StoreError::Invalid(belay_domain::ValidationError::new("use", e.to_string())))?;
-        sqlx::query("delete from sandbox_awake where project_id = $1")
-            .bind(&project_id)
-            .execute(&mut *tx)
-            .await?;
-        for i in &settlement.awake {
-            sqlx::query("insert into sandbox_awake (project_id, start_at, end_at) values ($1, $2, $3)")
-                .bind(&project_id)
-                .bind(i.start)
-                .bind(i.end)
-                .execute(&mut *tx)
-                .await?;
-        }
-        sqlx::query(
-            "update sandbox_usage set charged_seconds = charged_seconds + $3 where project_id = $1 and month = $2",
+        self.close_sandbox(
+            reservation_id,
+            Close::Settle {
+                start: use_start,
+                end: use_end,
+            },
         )
-        .bind(&project_id)
-        .bind(&month)
-        .bind(settlement.charged_seconds as i64)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "update sandbox_reservations set status = 'settled', charged_seconds = $2, settled_at = $3 where id = $1",
-        )
-        .bind(reservation_id)
-        .bind(settlement.charged_seconds as i64)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(settlement.charged_seconds)
+        .await
     }
 
-    /// Releases a reservation whose use never started (the workspace failed before its checkout):
-    /// nothing is charged. A reservation already settled stays as it is.
+    /// Releases a reservation whose use never started: nothing is charged.
     pub async fn release_sandbox(&self, reservation_id: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "update sandbox_reservations set status = 'settled', charged_seconds = 0, settled_at = $2 where id = $1 and status = 'open'",
-        )
-        .bind(reservation_id)
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
-        Ok(())
+        self.close_sandbox(reservation_id, Close::Release).await.map(|_| ())
+    }
+
+    /// How many of the project's reservations are open (taken, not yet settled or released).
+    pub async fn open_reservations(&self, project_id: &str) -> Result<i64, StoreError> {
+        let row =
+            sqlx::query("select count(*) as n from sandbox_reservations where project_id = $1 and status = 'open'")
+                .bind(project_id)
+                .fetch_one(self.pool())
+                .await?;
+        Ok(row.try_get("n")?)
     }
 
     /// Seconds charged to the project in the month of `now_secs`.

@@ -16,12 +16,27 @@ pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("serializable value")
 }
 
+/// The one way an enum becomes text in a column: its serialized name (`snake_case`, as the API
+/// shows it), so a column reads the same as the JSON a client sees.
+pub(crate) fn enum_text<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The enum a column's text names, or [`StoreError::Corrupt`] naming `what`.
+pub(crate) fn enum_from<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> Result<T, StoreError> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| StoreError::Corrupt(format!("unknown {what} {s:?}")))
+}
+
 pub(crate) fn status(text: &str) -> Result<JobStatus, StoreError> {
-    JobStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown job status {text:?}")))
+    enum_from(text, "job status")
 }
 
 pub(crate) fn test_type(text: &str) -> Result<TestType, StoreError> {
-    TestType::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown test type {text:?}")))
+    enum_from(text, "test type")
 }
 
 /// The columns [`job`] reads, in a form every `select` of jobs shares.
@@ -114,7 +129,7 @@ pub(crate) fn timestamp_column(s: JobStatus) -> &'static str {
 pub(crate) fn status_list(statuses: &[JobStatus]) -> String {
     statuses
         .iter()
-        .map(|s| format!("'{}'", s.as_str()))
+        .map(|s| format!("'{}'", enum_text(s)))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -4,10 +4,12 @@
 //! four open workspaces in a Change, decided under the Change's row lock so two opens never both
 //! take the fourth place) and the record of how each workspace ended, which the forks sweep reads.
 
+use crate::meter::{self, Reserve};
 use crate::rows::{json, to_json};
-use crate::{Store, StoreError, events, new_id_body, now_ms};
+use crate::{Store, StoreError, Tx, events, new_id_body, now_ms};
 use belay_domain::change::{ChangeSet, ChangeSetInput, TaskKind};
 use belay_domain::ids::ChangeSetId;
+use belay_domain::meter::{CapExceeded, Reservation};
 use belay_domain::workspace::{MAX_OPEN_PER_CHANGE, WorkspacePolicy};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -59,11 +61,12 @@ pub struct WorkspaceRow {
 /// The answer to an admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
+    /// Admitted, with its meter reservation (`reservation_id`).
     Admitted(Box<WorkspaceRow>),
     /// The Change already has this many open workspaces.
-    Refused {
-        open: i64,
-    },
+    Refused { open: i64 },
+    /// The project's monthly meter cannot hold the reservation.
+    CapRefused(CapExceeded),
 }
 
 fn workspace_row(r: &sqlx::any::AnyRow) -> Result<WorkspaceRow, StoreError> {
@@ -102,6 +105,77 @@ async fn end_task_run(
     Ok(())
 }
 
+/// Admits the workspace of `run_id` if its Change has fewer than four open ones, and reserves its
+/// seconds on the project's monthly meter, as steps of the caller's transaction (a refusal of
+/// either is answered, and the caller rolls back). A run admitted before (an activity retried) is
+/// admitted again, with its reservation, without counting or reserving twice.
+pub async fn admit(
+    tx: &mut Tx,
+    run_id: &str,
+    change_id: &str,
+    project_id: &str,
+    now_secs: i64,
+) -> Result<Admission, StoreError> {
+    // The Change's row lock serializes admissions to one Change on PostgreSQL.
+    sqlx::query("update changes set updated_at = updated_at where id = $1")
+        .bind(change_id)
+        .execute(tx.conn())
+        .await?;
+    let sql = format!("select {WS_COLUMNS} from workspaces where run_id = $1");
+    if let Some(row) = sqlx::query(&sql).bind(run_id).fetch_optional(tx.conn()).await? {
+        let row = workspace_row(&row)?;
+        if row.status != "open" || row.reservation_id.is_some() {
+            return Ok(Admission::Admitted(Box::new(row)));
+        }
+        // Admitted before admission and reservation were one step: reserve it now.
+        let reservation = match meter::reserve(tx, project_id, Reservation::OpenWorkspace, now_secs).await? {
+            Reserve::Reserved { id, .. } => id,
+            Reserve::Refused(cap) => return Ok(Admission::CapRefused(cap)),
+        };
+        sqlx::query("update workspaces set reservation_id = $2 where run_id = $1")
+            .bind(run_id)
+            .bind(&reservation)
+            .execute(tx.conn())
+            .await?;
+        return Ok(Admission::Admitted(Box::new(WorkspaceRow {
+            reservation_id: Some(reservation),
+            ..row
+        })));
+    }
+    let open: i64 = sqlx::query("select count(*) as n from workspaces where change_id = $1 and status = 'open'")
+        .bind(change_id)
+        .fetch_one(tx.conn())
+        .await?
+        .try_get("n")?;
+    if open >= MAX_OPEN_PER_CHANGE {
+        return Ok(Admission::Refused { open });
+    }
+    let reservation = match meter::reserve(tx, project_id, Reservation::OpenWorkspace, now_secs).await? {
+        Reserve::Reserved { id, .. } => id,
+        Reserve::Refused(cap) => return Ok(Admission::CapRefused(cap)),
+    };
+    sqlx::query(
+        r#"insert into workspaces (run_id, change_id, project_id, status, reservation_id, opened_at)
+           values ($1, $2, $3, 'open', $4, $5)"#,
+    )
+    .bind(run_id)
+    .bind(change_id)
+    .bind(project_id)
+    .bind(&reservation)
+    .bind(now_ms())
+    .execute(tx.conn())
+    .await?;
+    events::append(
+        tx.conn(),
+        run_id,
+        "workspace.admitted",
+        &serde_json::json!({ "changeId": change_id }),
+    )
+    .await?;
+    let row = sqlx::query(&sql).bind(run_id).fetch_one(tx.conn()).await?;
+    Ok(Admission::Admitted(Box::new(workspace_row(&row)?)))
+}
+
 const WS_COLUMNS: &str =
     "run_id, change_id, project_id, status, base_commit, start_commit, reservation_id, error, opened_at, ended_at";
 
@@ -122,8 +196,7 @@ impl Store {
         };
         let task_id: String = r.try_get("task_id")?;
         let kind: String = r.try_get("kind")?;
-        let task_kind: TaskKind = serde_json::from_value(serde_json::Value::String(kind.clone()))
-            .map_err(|_| StoreError::Corrupt(format!("unknown task kind {kind:?}")))?;
+        let task_kind: TaskKind = crate::rows::enum_from(&kind, "task kind")?;
         let deps = sqlx::query(
             r#"select t.id, t.key from task_dependencies d join tasks t on t.id = d.depends_on
                where d.task_id = $1 order by t.created_at, t.key"#,
@@ -166,54 +239,23 @@ impl Store {
         }))
     }
 
-    /// Admits the workspace of `run_id` if its Change has fewer than four open ones. A run
-    /// admitted before (an activity retried) is admitted again without counting twice.
+    /// [`admit`] in a transaction of its own: the workspace's admission and its meter reservation
+    /// commit together, or neither does.
     pub async fn admit_workspace(
         &self,
         run_id: &str,
         change_id: &str,
         project_id: &str,
+        now_secs: i64,
     ) -> Result<Admission, StoreError> {
-        let mut tx = self.begin_write().await?;
-        // The Change's row lock serializes admissions to one Change on PostgreSQL.
-        sqlx::query("update changes set updated_at = updated_at where id = $1")
-            .bind(change_id)
-            .execute(&mut *tx)
-            .await?;
-        let sql = format!("select {WS_COLUMNS} from workspaces where run_id = $1");
-        if let Some(row) = sqlx::query(&sql).bind(run_id).fetch_optional(&mut *tx).await? {
-            tx.commit().await?;
-            return Ok(Admission::Admitted(Box::new(workspace_row(&row)?)));
+        let mut tx = self.begin().await?;
+        let admission = admit(&mut tx, run_id, change_id, project_id, now_secs).await?;
+        match &admission {
+            Admission::Admitted(_) => tx.commit().await?,
+            // Nothing of a refusal is kept.
+            Admission::Refused { .. } | Admission::CapRefused(_) => tx.rollback().await?,
         }
-        let open: i64 = sqlx::query("select count(*) as n from workspaces where change_id = $1 and status = 'open'")
-            .bind(change_id)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("n")?;
-        if open >= MAX_OPEN_PER_CHANGE {
-            tx.commit().await?;
-            return Ok(Admission::Refused { open });
-        }
-        let now = now_ms();
-        sqlx::query(
-            "insert into workspaces (run_id, change_id, project_id, status, opened_at) values ($1, $2, $3, 'open', $4)",
-        )
-        .bind(run_id)
-        .bind(change_id)
-        .bind(project_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        events::append(
-            &mut *tx,
-            run_id,
-            "workspace.admitted",
-            &serde_json::json!({ "changeId": change_id }),
-        )
-        .await?;
-        let row = sqlx::query(&sql).bind(run_id).fetch_one(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(Admission::Admitted(Box::new(workspace_row(&row)?)))
+        Ok(admission)
     }
 
     /// Records what the workspace opened on: its base, its start commit (base plus the stacked
@@ -234,25 +276,6 @@ impl Store {
         .bind(reservation_id)
         .execute(self.pool())
         .await?;
-        Ok(())
-    }
-
-    /// Takes back an admission whose meter reservation was refused, so it holds no place.
-    pub async fn unadmit_workspace(&self, run_id: &str) -> Result<(), StoreError> {
-        sqlx::query("delete from workspaces where run_id = $1 and status = 'open' and reservation_id is null")
-            .bind(run_id)
-            .execute(self.pool())
-            .await?;
-        Ok(())
-    }
-
-    /// Records the meter reservation as soon as it is taken, so a failure after it can settle it.
-    pub async fn workspace_reserved(&self, run_id: &str, reservation_id: &str) -> Result<(), StoreError> {
-        sqlx::query("update workspaces set reservation_id = $2 where run_id = $1")
-            .bind(run_id)
-            .bind(reservation_id)
-            .execute(self.pool())
-            .await?;
         Ok(())
     }
 

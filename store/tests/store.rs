@@ -844,7 +844,12 @@ on_both!(
             .chain(runs.iter())
             .map(|run| {
                 let (s, run, change, project) = (s.clone(), run.clone(), c.id.clone(), p.id.clone());
-                tokio::spawn(async move { (run.clone(), s.admit_workspace(&run, &change, &project).await.unwrap()) })
+                tokio::spawn(async move {
+                    (
+                        run.clone(),
+                        s.admit_workspace(&run, &change, &project, NOW_SECS).await.unwrap(),
+                    )
+                })
             })
             .collect();
         let mut admitted = BTreeSet::new();
@@ -859,20 +864,128 @@ on_both!(
         // An admitted run is admitted again, whatever the count; a failed one frees its place.
         let first = admitted.iter().next().unwrap().clone();
         assert!(matches!(
-            s.admit_workspace(&first, &c.id, &p.id).await.unwrap(),
+            s.admit_workspace(&first, &c.id, &p.id, NOW_SECS).await.unwrap(),
             Admission::Admitted(_)
         ));
         let waiting = runs.iter().find(|r| !admitted.contains(*r)).unwrap().clone();
         assert!(matches!(
-            s.admit_workspace(&waiting, &c.id, &p.id).await.unwrap(),
+            s.admit_workspace(&waiting, &c.id, &p.id, NOW_SECS).await.unwrap(),
             Admission::Refused { open: 4 }
         ));
         s.fail_workspace(&first, "closed").await.unwrap();
         assert!(matches!(
-            s.admit_workspace(&waiting, &c.id, &p.id).await.unwrap(),
+            s.admit_workspace(&waiting, &c.id, &p.id, NOW_SECS).await.unwrap(),
             Admission::Admitted(_)
         ));
         assert_eq!(s.get_workspace(&first).await.unwrap().unwrap().status, "failed");
+    }
+);
+
+use belay_store::workspaces::Admission;
+
+/// Unix seconds the workspace tests reserve at (any fixed month does).
+const NOW_SECS: i64 = 1_796_000_000;
+
+/// A project with a Change and one task run, owned by a fresh account.
+async fn one_task_run(s: &Store) -> (String, String, String) {
+    use belay_domain::change::{ChangeInput, TaskInput, TaskKind};
+    use belay_domain::project::ProjectInput;
+    let (alice, _) = s.create_account("alice").await.unwrap();
+    let p = s
+        .create_project(
+            &alice.id,
+            &ProjectInput {
+                name: "p".into(),
+                workspace_policy: None,
+            },
+        )
+        .await
+        .unwrap();
+    let c = s
+        .create_change(
+            &alice.id,
+            &p.id,
+            &ChangeInput {
+                goal: "g".into(),
+                acceptance_criteria: vec![],
+                invariants: vec![],
+                risk_tier: None,
+            },
+        )
+        .await
+        .unwrap();
+    let t = s
+        .add_task(
+            &alice.id,
+            &c.id,
+            &TaskInput {
+                key: "t".into(),
+                kind: TaskKind::Implement,
+                title: "t".into(),
+                semantic_resources: vec![],
+                dependencies: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let run = s.start_task_run(&alice.id, &t.id).await.unwrap().id;
+    (p.id, c.id, run)
+}
+
+on_both!(
+    an_admission_holds_its_reservation_and_a_cap_refusal_keeps_neither,
+    |s: Store| async move {
+        let (project, change, run) = one_task_run(&s).await;
+        let Admission::Admitted(row) = s.admit_workspace(&run, &change, &project, NOW_SECS).await.unwrap() else {
+            panic!("not admitted")
+        };
+        let reservation = row.reservation_id.expect("admitted with its reservation");
+        // A retried admission keeps the one reservation.
+        let Admission::Admitted(again) = s.admit_workspace(&run, &change, &project, NOW_SECS).await.unwrap() else {
+            panic!("not admitted again")
+        };
+        assert_eq!(again.reservation_id.as_deref(), Some(reservation.as_str()));
+
+        // Fill the meter: the next admission's reservation is refused, and nothing of it stays.
+        let (project2, change2, run2) = one_task_run(&s).await;
+        while let belay_store::meter::Reserve::Reserved { .. } = s
+            .reserve_sandbox(&project2, belay_domain::meter::Reservation::CandidateChecks, NOW_SECS)
+            .await
+            .unwrap()
+        {}
+        assert!(matches!(
+            s.admit_workspace(&run2, &change2, &project2, NOW_SECS).await.unwrap(),
+            Admission::CapRefused(_)
+        ));
+        assert_eq!(
+            s.get_workspace(&run2).await.unwrap(),
+            None,
+            "a refused admission is not kept"
+        );
+    }
+);
+
+on_both!(
+    a_transaction_dropped_between_admission_and_commit_keeps_neither_admission_nor_reservation,
+    |s: Store| async move {
+        let (project, change, run) = one_task_run(&s).await;
+        let open_before = s.open_reservations(&project).await.unwrap();
+        {
+            let mut tx = s.begin().await.unwrap();
+            let admission = belay_store::workspaces::admit(&mut tx, &run, &change, &project, NOW_SECS)
+                .await
+                .unwrap();
+            assert!(matches!(admission, Admission::Admitted(_)));
+            // The process dies here: the transaction is dropped without a commit.
+        }
+        assert_eq!(s.get_workspace(&run).await.unwrap(), None);
+        assert_eq!(s.open_reservations(&project).await.unwrap(), open_before);
+        // And the next attempt admits and reserves as if nothing had happened.
+        assert!(matches!(
+            s.admit_workspace(&run, &change, &project, NOW_SECS).await.unwrap(),
+            Admission::Admitted(_)
+        ));
+        assert_eq!(s.open_reservations(&project).await.unwrap(), open_before + 1);
     }
 );
 

@@ -3,27 +3,42 @@
 //! `belay worker --pools git,sandbox` serves only those queues, so each pool scales on its own;
 //! `belay dev` runs every pool in its own process.
 
+/// Registers every belay workflow on a worker's or a replayer's options (both builders take
+/// `register_workflow::<W>()` and answer a `Result`): the one list of workflows the workflows
+/// pool serves and the replay tests replay against.
+#[macro_export]
+macro_rules! register_every_workflow {
+    ($options:expr) => {
+        $options
+            .register_workflow::<belay_workflows::DispatcherWorkflow>()
+            .and_then(|o| o.register_workflow::<belay_workflows::RunWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::probe::ProbeWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::provision::ProjectProvisionWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::provision::ProjectDeleteWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::workspace::WorkspaceWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::edit_session::EditSessionWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::sweep::ForksSweepWorkflow>())
+    };
+}
+
+pub mod replay;
+
 use anyhow::{Context, bail};
 use belay_activities::edit_session::{
     EditGitActivities, EditSandboxActivities, EditStoreActivities, SweepGitActivities, SweepStoreActivities,
 };
-use belay_activities::git::GitService;
 use belay_activities::harness::HarnessActivities;
 use belay_activities::project::{GitActivities, ProjectStoreActivities};
-use belay_activities::sandbox::{IDLE_AFTER, SandboxConfig, Sandboxes};
-use belay_activities::source_objects::SourceObjects;
+use belay_activities::revocations::StoreRevocations;
 use belay_activities::store::{ProbeActivities, StoreActivities};
-use belay_activities::workspace::{
-    SandboxGit, WorkspaceGitActivities, WorkspaceSandboxActivities, WorkspaceStoreActivities,
-};
+use belay_activities::workspace::{WorkspaceGitActivities, WorkspaceSandboxActivities, WorkspaceStoreActivities};
+use belay_client::ensure_dispatcher;
+use belay_git::GitService;
+use belay_git::source_objects::SourceObjects;
+use belay_sandbox::git::SandboxGit;
+use belay_sandbox::{IDLE_AFTER, SandboxConfig, Sandboxes};
 use belay_store::Store;
-use belay_workflows::client::ensure_dispatcher;
-use belay_workflows::edit_session::EditSessionWorkflow;
-use belay_workflows::probe::ProbeWorkflow;
-use belay_workflows::provision::{ProjectDeleteWorkflow, ProjectProvisionWorkflow};
-use belay_workflows::sweep::ForksSweepWorkflow;
-use belay_workflows::workspace::WorkspaceWorkflow;
-use belay_workflows::{DispatcherWorkflow, RunWorkflow, queues};
+use belay_workflows::queues;
 use object_store::ObjectStore;
 use std::future::Future;
 use std::path::PathBuf;
@@ -165,16 +180,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
     for &pool in pools {
         let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));
         let options = match pool {
-            Pool::Workflows => base
-                .register_workflow::<DispatcherWorkflow>()?
-                .register_workflow::<RunWorkflow>()?
-                .register_workflow::<ProbeWorkflow>()?
-                .register_workflow::<ProjectProvisionWorkflow>()?
-                .register_workflow::<ProjectDeleteWorkflow>()?
-                .register_workflow::<WorkspaceWorkflow>()?
-                .register_workflow::<EditSessionWorkflow>()?
-                .register_workflow::<ForksSweepWorkflow>()?
-                .build(),
+            Pool::Workflows => register_every_workflow!(base)?.build(),
             Pool::Db => base
                 .register_activities(StoreActivities {
                     store: deps.store.clone(),
@@ -196,14 +202,25 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
             Pool::Harness => {
                 std::fs::create_dir_all(&deps.work_root)
                     .with_context(|| format!("creating {}", deps.work_root.display()))?;
+                // Adapters marked `sandbox` need only the Docker side of the configuration.
+                let config = match &deps.sandbox {
+                    Some(s) => Some(s.config.clone()),
+                    None => SandboxConfig::from_env().ok(),
+                };
+                let sandbox = match config {
+                    Some(config) => match Sandboxes::connect(config).await {
+                        Ok(s) => Some(Arc::new(s)),
+                        Err(e) => {
+                            warn!(error = %e, "no Docker Engine for the harness pool: adapters marked sandbox will fail");
+                            None
+                        }
+                    },
+                    None => None,
+                };
                 base.register_activities(HarnessActivities {
                     objects: deps.objects.clone(),
                     work_root: deps.work_root.clone(),
-                    // Adapters marked `sandbox` need only the Docker side of the configuration.
-                    sandbox: match &deps.sandbox {
-                        Some(s) => Some(s.config.clone()),
-                        None => SandboxConfig::from_env().ok(),
-                    },
+                    sandbox,
                 })
                 .build()
             }
@@ -234,14 +251,15 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                         .context("connecting to the Docker Engine for the sandbox pool")?,
                 );
                 tokio::spawn(reap_idle(sandboxes.clone()));
+                let revocations = StoreRevocations(deps.store.clone());
                 base.register_activities(WorkspaceSandboxActivities {
                     sandboxes: sandboxes.clone(),
-                    store: deps.store.clone(),
+                    revocations: revocations.clone(),
                     git: sandbox.git.clone(),
                 })
                 .register_activities(EditSandboxActivities {
                     sandboxes,
-                    store: deps.store.clone(),
+                    revocations,
                     git: sandbox.git,
                 })
                 .build()
@@ -260,7 +278,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
         ensure_dispatcher(&deps.client, deps.dispatcher.clone())
             .await
             .context("starting the dispatcher")?;
-        belay_workflows::client::ensure_forks_sweep_schedule(&deps.client)
+        belay_client::ensure_forks_sweep_schedule(&deps.client)
             .await
             .context("creating the forks-sweep schedule")?;
     }

@@ -9,9 +9,9 @@
 //! and each RunWorkflow's id is derived from its job id and never reused.
 
 use crate::contracts::{ClaimedJob, StoreApi};
-use crate::queues::{self, db_options};
 use crate::run::{RunInput, RunWorkflow};
 use crate::search;
+use crate::{options, queues};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_common::search_attributes::SearchAttributes;
@@ -65,7 +65,7 @@ impl DispatcherWorkflow {
         loop {
             let key = format!("{run_id}:{claims}");
             claims += 1;
-            let claimed: Vec<ClaimedJob> = ctx.execute_activity(StoreApi::claim, key, db_options()).await?;
+            let claimed: Vec<ClaimedJob> = ctx.execute_activity(StoreApi::claim, key, options::db()).await?;
             let starts: Vec<_> = claimed
                 .iter()
                 .map(|job| {

@@ -7,13 +7,13 @@
 //! The end kills the session's processes while the Sandbox is awake, removes the directory and
 //! deletes the fork.
 
-use crate::queues::{self, db_options};
-use crate::workspace::Refusal;
+use crate::options;
+use belay_domain::refusal::{Refusal, RefusalReason};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::{ActivityError, RetryPolicy};
+use temporalio_common::ActivityError;
 use temporalio_macros::{activity_definitions, workflow, workflow_methods};
-use temporalio_sdk::{ActivityOptions, SyncWorkflowContext, WorkflowContext, WorkflowResult};
+use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowResult};
 
 /// The workflow id of session `edit_<hex>`: `edit-<hex>`.
 pub fn edit_workflow_id(session_id: &str) -> String {
@@ -129,20 +129,6 @@ pub mod edit_definitions {
     pub use super::edit_store_api::{End, Forked, Reserve, Settle};
 }
 
-fn options(queue: &str, timeout: Duration) -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(timeout)
-        .task_queue(queue.to_string())
-        .retry_policy(
-            RetryPolicy::builder()
-                .initial_interval(Duration::from_secs(1))
-                .maximum_interval(Duration::from_secs(10))
-                .maximum_attempts(3)
-                .non_retryable_error_types(["Fatal"])
-                .build(),
-        )
-        .build()
-}
-
 #[workflow]
 #[derive(Default)]
 pub struct EditSessionWorkflow {
@@ -166,21 +152,21 @@ impl EditSessionWorkflow {
             .execute_activity(
                 EditGitApi::fork,
                 (input.project_id.clone(), input.session_id.clone()),
-                options(queues::GIT, Duration::from_secs(120)),
+                options::git(Duration::from_secs(120)),
             )
             .await;
         match forked {
             Ok(start) => {
-                ctx.execute_activity(EditStoreApi::forked, (input.session_id.clone(), start), db_options())
+                ctx.execute_activity(EditStoreApi::forked, (input.session_id.clone(), start), options::db())
                     .await?;
                 ctx.state_mut(|s| s.phase = "open".into());
             }
             Err(e) => {
-                ctx.state_mut(|s| s.failure = Some(Refusal::new(503, "sandbox_unavailable", e.to_string())));
+                ctx.state_mut(|s| s.failure = Some(Refusal::new(RefusalReason::SandboxUnavailable, e.to_string())));
                 ctx.execute_activity(
                     EditStoreApi::end,
                     (input.session_id.clone(), format!("the fork failed: {e}")),
-                    db_options(),
+                    options::db(),
                 )
                 .await?;
                 ctx.state_mut(|s| s.ended = true);
@@ -193,12 +179,12 @@ impl EditSessionWorkflow {
     async fn acquire(ctx: &mut WorkflowContext<Self>) -> Result<EditInput, Refusal> {
         ctx.wait_condition(|s| (s.phase == "open" || s.ended) && !s.busy)
             .await
-            .map_err(|_| Refusal::new(409, "session_ended", "the session is ending"))?;
+            .map_err(|_| Refusal::new(RefusalReason::SessionEnded, "the session is ending"))?;
         if let Some(r) = ctx.state(|s| s.failure.clone()) {
             return Err(r);
         }
         if ctx.state(|s| s.ended) {
-            return Err(Refusal::new(409, "session_ended", "the session has ended"));
+            return Err(Refusal::new(RefusalReason::SessionEnded, "the session has ended"));
         }
         ctx.state_mut(|s| s.busy = true);
         Ok(ctx.state(|s| s.input.clone()).expect("set at start"))
@@ -228,15 +214,16 @@ impl EditSessionWorkflow {
         input: EditInput,
         command: String,
     ) -> Result<CommandOutput, Refusal> {
-        let infra = |e: &dyn std::fmt::Display| Refusal::new(503, "sandbox_unavailable", e.to_string());
+        let infra = |e: &dyn std::fmt::Display| Refusal::new(RefusalReason::SandboxUnavailable, e.to_string());
         let reservation = match ctx
-            .execute_activity(EditStoreApi::reserve, input.project_id.clone(), db_options())
+            .execute_activity(EditStoreApi::reserve, input.project_id.clone(), options::db())
             .await
             .map_err(|e| infra(&e))?
         {
             Reserved::Reserved(id) => id,
             Reserved::Refused(r) => return Err(r),
         };
+        let before = now_secs(ctx);
         let out = ctx
             .execute_activity(
                 EditSandboxApi::command,
@@ -246,17 +233,19 @@ impl EditSessionWorkflow {
                     uid: input.uid,
                     command,
                 },
-                options(queues::SANDBOX, Duration::from_secs(420)),
+                options::sandbox(Duration::from_secs(420)),
             )
             .await;
+        // A command whose activity failed still kept the Sandbox awake from its start: charged,
+        // from the workflow's own clock (an activity that failed reports no times).
         let (start, end) = match &out {
             Ok(o) => (o.started_at, o.ended_at),
-            Err(_) => (0, 0),
+            Err(_) => (before, now_secs(ctx)),
         };
         ctx.execute_activity(
             EditStoreApi::settle,
             (reservation, input.session_id, start, end),
-            db_options(),
+            options::db(),
         )
         .await
         .map_err(|e| infra(&e))?;
@@ -269,7 +258,7 @@ impl EditSessionWorkflow {
     pub fn closed(&mut self, _ctx: &mut SyncWorkflowContext<Self>, reason: String) {
         self.ended = true;
         self.phase = "ended".into();
-        self.failure = Some(Refusal::new(409, "session_ended", reason));
+        self.failure = Some(Refusal::new(RefusalReason::SessionEnded, reason));
     }
 
     /// Ends the session: its processes are killed, its directory removed, its fork deleted.
@@ -285,11 +274,7 @@ impl EditSessionWorkflow {
                     command: String::new(),
                 };
                 let stopped = ctx
-                    .execute_activity(
-                        EditSandboxApi::stop,
-                        stop,
-                        options(queues::SANDBOX, Duration::from_secs(120)),
-                    )
+                    .execute_activity(EditSandboxApi::stop, stop, options::sandbox(Duration::from_secs(120)))
                     .await;
                 // The fork goes even when the Sandbox could not be reached; a fork whose delete
                 // failed is left to the daily sweep.
@@ -297,11 +282,11 @@ impl EditSessionWorkflow {
                     .execute_activity(
                         EditGitApi::delete,
                         input.session_id.clone(),
-                        options(queues::GIT, Duration::from_secs(120)),
+                        options::git(Duration::from_secs(120)),
                     )
                     .await;
                 let ended = ctx
-                    .execute_activity(EditStoreApi::end, (input.session_id, reason), db_options())
+                    .execute_activity(EditStoreApi::end, (input.session_id, reason), options::db())
                     .await;
                 ctx.state_mut(|s| {
                     s.busy = false;
@@ -309,7 +294,7 @@ impl EditSessionWorkflow {
                     s.phase = "ended".into();
                 });
                 match (stopped, ended) {
-                    (_, Err(e)) => Err(Refusal::new(503, "sandbox_unavailable", e.to_string())),
+                    (_, Err(e)) => Err(Refusal::new(RefusalReason::SandboxUnavailable, e.to_string())),
                     _ => Ok(CommandOutput {
                         exit_code: None,
                         stdout: String::new(),
@@ -328,4 +313,11 @@ impl EditSessionWorkflow {
             Err(r) => CommandReply::Refused(r),
         }
     }
+}
+
+/// The workflow's clock in unix seconds (deterministic: it comes from the history).
+fn now_secs(ctx: &WorkflowContext<EditSessionWorkflow>) -> i64 {
+    ctx.workflow_time()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs() as i64)
 }

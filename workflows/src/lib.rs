@@ -1,21 +1,24 @@
 //! belay's Temporal workflows and the activity contracts they call.
 //!
 //! Workflows only sequence: every decision is a call into `belay-domain`, every effect an
-//! activity. This crate links no IO: the activities are declared here as contracts
-//! ([`contracts`]) and implemented in `belay-activities`, so each pool's worker serves them on its
-//! own task queue.
+//! activity. This crate links no IO and opens no connection: the activities are declared here as
+//! contracts ([`contracts`]) and implemented in `belay-activities`, so each pool's worker serves
+//! them on its own task queue; starting, signalling and querying workflows from outside is
+//! `belay-client`'s. Recorded histories of every released workflow live in
+//! `worker/tests/histories/` and replay against this code (see that test's module doc for the
+//! append-only rule).
 
-pub mod client;
 pub mod contracts;
 pub mod dispatcher;
 pub mod edit_session;
+pub mod options;
 pub mod probe;
 pub mod provision;
 pub mod queues;
-pub mod replay;
 pub mod run;
 pub mod search;
 pub mod sweep;
+pub mod wake;
 pub mod workspace;
 
 pub use dispatcher::DispatcherWorkflow;

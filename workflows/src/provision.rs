@@ -3,11 +3,10 @@
 //! succeed records why.
 
 use crate::contracts::{GitApi, ProjectFailure, ProjectStoreApi, ProvisionedSource};
-use crate::queues::{self, db_options};
+use crate::options;
 use std::time::Duration;
-use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{ActivityOptions, WorkflowContext, WorkflowResult};
+use temporalio_sdk::{WorkflowContext, WorkflowResult};
 
 /// The workflow id of a project's provisioning.
 pub fn provision_workflow_id(project_id: &str) -> String {
@@ -22,17 +21,7 @@ pub struct ProjectProvisionWorkflow;
 impl ProjectProvisionWorkflow {
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>, project_id: String) -> WorkflowResult<ProvisionedSource> {
-        let git = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(120))
-            .task_queue(queues::GIT.to_string())
-            .retry_policy(
-                RetryPolicy::builder()
-                    .initial_interval(Duration::from_millis(500))
-                    .backoff_coefficient(2.0)
-                    .maximum_interval(Duration::from_secs(10))
-                    .maximum_attempts(5)
-                    .build(),
-            )
-            .build();
+        let git = options::git(Duration::from_secs(120));
         match ctx
             .execute_activity(GitApi::provision_project, project_id.clone(), git)
             .await
@@ -41,7 +30,7 @@ impl ProjectProvisionWorkflow {
                 ctx.execute_activity(
                     ProjectStoreApi::mark_provisioned,
                     (project_id, source.clone()),
-                    db_options(),
+                    options::db(),
                 )
                 .await?;
                 Ok(source)
@@ -51,7 +40,7 @@ impl ProjectProvisionWorkflow {
                     project_id,
                     error: e.to_string(),
                 };
-                ctx.execute_activity(ProjectStoreApi::mark_failed, failure, db_options())
+                ctx.execute_activity(ProjectStoreApi::mark_failed, failure, options::db())
                     .await?;
                 Err(e.into())
             }
@@ -76,21 +65,13 @@ impl ProjectDeleteWorkflow {
     pub async fn run(ctx: &mut WorkflowContext<Self>, project_id: String) -> WorkflowResult<crate::contracts::Removed> {
         use crate::contracts::{CleanupApi, CleanupStoreApi};
         let names = ctx
-            .execute_activity(CleanupStoreApi::repository_names, project_id.clone(), db_options())
+            .execute_activity(CleanupStoreApi::repository_names, project_id.clone(), options::db())
             .await?;
-        let git = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(600))
-            .task_queue(queues::GIT.to_string())
-            .retry_policy(
-                RetryPolicy::builder()
-                    .initial_interval(Duration::from_secs(1))
-                    .maximum_interval(Duration::from_secs(30))
-                    .build(),
-            )
-            .build();
+        let git = options::git(Duration::from_secs(600));
         let removed = ctx
             .execute_activity(CleanupApi::remove_project_sources, (project_id.clone(), names), git)
             .await?;
-        ctx.execute_activity(CleanupStoreApi::delete_rows, project_id, db_options())
+        ctx.execute_activity(CleanupStoreApi::delete_rows, project_id, options::db())
             .await?;
         Ok(removed)
     }

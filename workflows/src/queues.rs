@@ -1,9 +1,5 @@
 //! Task queues: one per activity type, so each worker pool scales on its own.
 
-use std::time::Duration;
-use temporalio_common::RetryPolicy;
-use temporalio_sdk::ActivityOptions;
-
 /// Workflow tasks (DispatcherWorkflow, RunWorkflow).
 pub const WORKFLOWS: &str = "belay.workflows";
 /// Database activities.
@@ -36,20 +32,4 @@ pub const DISPATCHER_ID: &str = "dispatcher";
 /// The workflow id of a job's run.
 pub fn run_workflow_id(job_id: &str) -> String {
     format!("run-{job_id}")
-}
-
-/// Options for a `belay.db` activity: short, retried with backoff until the database answers;
-/// a `Fatal` failure (bad input) is not retried.
-pub fn db_options() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
-        .task_queue(DB.to_string())
-        .retry_policy(
-            RetryPolicy::builder()
-                .initial_interval(Duration::from_millis(200))
-                .backoff_coefficient(2.0)
-                .maximum_interval(Duration::from_secs(10))
-                .non_retryable_error_types(["Fatal"])
-                .build(),
-        )
-        .build()
 }

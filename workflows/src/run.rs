@@ -8,14 +8,12 @@
 //! freed slot is used at once.
 
 use crate::contracts::{AdapterResult, CompleteInput, Ended, FailInput, HarnessApi, StartedJob, StoreApi};
-use crate::dispatcher::DispatcherWorkflow;
-use crate::queues::{self, db_options};
+use crate::{options, queues};
 use belay_domain::adapter::{AdapterOutcome, pin_problem};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{ActivityOptions, SignalWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult};
+use temporalio_sdk::{SignalWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInput {
@@ -42,7 +40,7 @@ impl RunWorkflow {
         // Wake the dispatcher whatever happened: a slot was freed (or never taken).
         let _ = ctx
             .external_workflow(queues::DISPATCHER_ID, None)
-            .signal(DispatcherWorkflow::wake, (), SignalWorkflowOptions::default())
+            .signal(crate::wake::Wake, (), SignalWorkflowOptions::default())
             .await;
         ended
     }
@@ -50,7 +48,7 @@ impl RunWorkflow {
     async fn execute(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ended> {
         ctx.state_mut(|s| s.phase = "starting".into());
         let started: StartedJob = ctx
-            .execute_activity(StoreApi::start_job, input.job_id.clone(), db_options())
+            .execute_activity(StoreApi::start_job, input.job_id.clone(), options::db())
             .await?;
         let (Some(job_file), Some(case)) = (started.job_file.clone(), started.case.clone()) else {
             return Ok(Ended {
@@ -79,12 +77,12 @@ impl RunWorkflow {
                 reason,
                 infrastructure: false,
             };
-            return Ok(ctx.execute_activity(StoreApi::fail_job, fail, db_options()).await?);
+            return Ok(ctx.execute_activity(StoreApi::fail_job, fail, options::db()).await?);
         }
         let adapter = started.adapter.expect("checked above");
 
         let running: bool = ctx
-            .execute_activity(StoreApi::mark_running, input.job_id.clone(), db_options())
+            .execute_activity(StoreApi::mark_running, input.job_id.clone(), options::db())
             .await?;
         if !running {
             return Ok(Ended {
@@ -96,7 +94,11 @@ impl RunWorkflow {
         ctx.state_mut(|s| s.phase = "running".into());
         let timeout = Duration::from_secs(adapter.timeout_seconds() + 120);
         let result: Result<AdapterResult, _> = ctx
-            .execute_activity(HarnessApi::run_adapter, (job_file, adapter), harness_options(timeout))
+            .execute_activity(
+                HarnessApi::run_adapter,
+                (job_file, adapter),
+                options::harness(timeout, ADAPTER_HEARTBEAT, ADAPTER_ATTEMPTS),
+            )
             .await;
         ctx.state_mut(|s| s.phase = "recording".into());
         let ended = match result {
@@ -109,7 +111,8 @@ impl RunWorkflow {
                     loaded,
                     artifacts,
                 };
-                ctx.execute_activity(StoreApi::complete_job, done, db_options()).await?
+                ctx.execute_activity(StoreApi::complete_job, done, options::db())
+                    .await?
             }
             Ok(AdapterResult {
                 outcome: AdapterOutcome::Failed { reason },
@@ -120,7 +123,7 @@ impl RunWorkflow {
                     reason,
                     infrastructure: true,
                 };
-                ctx.execute_activity(StoreApi::fail_job, fail, db_options()).await?
+                ctx.execute_activity(StoreApi::fail_job, fail, options::db()).await?
             }
             Err(e) if ctx.cancellation_token().is_cancelled() => return Err(e.into()),
             Err(e) => {
@@ -129,7 +132,7 @@ impl RunWorkflow {
                     reason: format!("the harness activity failed: {e}"),
                     infrastructure: true,
                 };
-                ctx.execute_activity(StoreApi::fail_job, fail, db_options()).await?
+                ctx.execute_activity(StoreApi::fail_job, fail, options::db()).await?
             }
         };
         ctx.state_mut(|s| s.phase = ended.status.clone());
@@ -141,20 +144,4 @@ impl RunWorkflow {
     pub fn phase(&self, _ctx: &WorkflowContextView) -> String {
         self.phase.clone()
     }
-}
-
-fn harness_options(start_to_close: Duration) -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(start_to_close)
-        .task_queue(queues::HARNESS.to_string())
-        .heartbeat_timeout(ADAPTER_HEARTBEAT)
-        .retry_policy(
-            RetryPolicy::builder()
-                .initial_interval(Duration::from_millis(500))
-                .backoff_coefficient(2.0)
-                .maximum_interval(Duration::from_secs(5))
-                .maximum_attempts(ADAPTER_ATTEMPTS)
-                .non_retryable_error_types(["Fatal"])
-                .build(),
-        )
-        .build()
 }

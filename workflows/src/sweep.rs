@@ -3,13 +3,13 @@
 //! sessions first. Candidate forks join when Candidates exist.
 
 use crate::edit_session::{EditCommand, EditSandboxApi, EditSessionWorkflow, EditStoreApi, edit_workflow_id};
-use crate::queues::{self, db_options};
+use crate::options;
 use belay_domain::repo::{ForkKind, SweepFork, fork_due_for_deletion};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::{ActivityError, RetryPolicy};
+use temporalio_common::ActivityError;
 use temporalio_macros::{activity_definitions, workflow, workflow_methods};
-use temporalio_sdk::{ActivityOptions, SignalWorkflowOptions, WorkflowContext, WorkflowResult};
+use temporalio_sdk::{SignalWorkflowOptions, WorkflowContext, WorkflowResult};
 
 /// The schedule's id, and the id of the workflow each of its runs starts.
 pub const SCHEDULE_ID: &str = "forks-sweep";
@@ -17,6 +17,16 @@ pub const SCHEDULE_ID: &str = "forks-sweep";
 pub const EVERY: Duration = Duration::from_secs(24 * 3600);
 /// Forks deleted per activity.
 const BATCH: usize = 200;
+
+/// The `patched` marker of the change that signals `closed` to the workflow of a session the sweep
+/// ends (before it, the session's workflow was left waiting).
+pub const SIGNALS_ENDED_SESSIONS: &str = "sweep-signals-ended-sessions";
+
+/// That change first shipped without its marker. Sweeps started before this instant (unix
+/// seconds, 2026-11-30T06:30:00Z: after the last recorded sweep without the signal, 06:11, and
+/// before the first with it, 06:48) did not signal; unmarked sweeps started after it did. From the
+/// marker on, the marker alone decides. See docs/decisions/0011-workflow-versioning.md.
+const SIGNALS_SHIPPED_UNMARKED_AT: i64 = 1_796_020_200;
 
 /// What one sweep did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,7 +80,7 @@ impl ForksSweepWorkflow {
             .workflow_time()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs() as i64);
-        let forks = ctx.execute_activity(SweepStoreApi::forks, (), db_options()).await?;
+        let forks = ctx.execute_activity(SweepStoreApi::forks, (), options::db()).await?;
         let mut report = SweepReport {
             considered: forks.len(),
             ..Default::default()
@@ -79,10 +89,7 @@ impl ForksSweepWorkflow {
             .into_iter()
             .filter(|f| fork_due_for_deletion(f.kind, f.ended_at_secs, now, &f.facts))
             .collect();
-        let sandbox = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(120))
-            .task_queue(queues::SANDBOX.to_string())
-            .retry_policy(RetryPolicy::builder().maximum_attempts(3).build())
-            .build();
+        let sandbox = options::sandbox(Duration::from_secs(120));
         for f in due.iter().filter(|f| f.kind == ForkKind::EditSession) {
             if let Some((session, uid)) = &f.session {
                 // An overdue session still open: stop its processes and directory, then end it.
@@ -99,31 +106,24 @@ impl ForksSweepWorkflow {
                     )
                     .await;
                 let reason = "overdue: ended by the daily sweep".to_owned();
-                ctx.execute_activity(EditStoreApi::end, (session.clone(), reason.clone()), db_options())
+                ctx.execute_activity(EditStoreApi::end, (session.clone(), reason.clone()), options::db())
                     .await?;
                 // Its workflow completes too (it may be gone already: nothing to tell then).
-                let _ = ctx
-                    .external_workflow(edit_workflow_id(session), None)
-                    .signal(EditSessionWorkflow::closed, reason, SignalWorkflowOptions::default())
-                    .await;
+                if ctx.patched(SIGNALS_ENDED_SESSIONS) || now >= SIGNALS_SHIPPED_UNMARKED_AT {
+                    let _ = ctx
+                        .external_workflow(edit_workflow_id(session), None)
+                        .signal(EditSessionWorkflow::closed, reason, SignalWorkflowOptions::default())
+                        .await;
+                }
                 report.sessions_ended.push(session.clone());
             }
         }
-        let git = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(600))
-            .task_queue(queues::GIT.to_string())
-            .retry_policy(
-                RetryPolicy::builder()
-                    .initial_interval(Duration::from_secs(1))
-                    .maximum_interval(Duration::from_secs(30))
-                    .maximum_attempts(5)
-                    .build(),
-            )
-            .build();
+        let git = options::git(Duration::from_secs(600));
         let repos: Vec<String> = due.iter().map(|f| f.repo.clone()).collect();
         for chunk in repos.chunks(BATCH) {
             ctx.execute_activity(SweepGitApi::delete, chunk.to_vec(), git.clone())
                 .await?;
-            ctx.execute_activity(SweepStoreApi::mark_swept, chunk.to_vec(), db_options())
+            ctx.execute_activity(SweepStoreApi::mark_swept, chunk.to_vec(), options::db())
                 .await?;
             report.deleted.extend(chunk.iter().cloned());
         }

@@ -12,13 +12,14 @@
 //! HEAD is compared with the recorded start commit. Edits not yet published are gone; if the run
 //! had made any, its publish fails the run, so a run never publishes partial work.
 
-use crate::queues::{self, db_options};
+use crate::options;
+use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_domain::workspace::{Allowed, ToolCall, WorkspacePolicy};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::{ActivityError, RetryPolicy};
+use temporalio_common::ActivityError;
 use temporalio_macros::{activity_definitions, workflow, workflow_methods};
-use temporalio_sdk::{ActivityOptions, WorkflowContext, WorkflowContextView, WorkflowResult};
+use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
 /// The workflow id of a task run's workspace.
 pub fn workspace_workflow_id(run_id: &str) -> String {
@@ -31,26 +32,6 @@ pub const IDLE_CLOSE: Duration = Duration::from_secs(3600);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkspaceInput {
     pub run_id: String,
-}
-
-/// Why a call was not served, as the API answers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Refusal {
-    /// HTTP status.
-    pub status: u16,
-    /// Stable error code (`workspace_cap`, `sandbox_cap`, `workspace_closed`, …).
-    pub code: String,
-    pub message: String,
-}
-
-impl Refusal {
-    pub fn new(status: u16, code: &str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code: code.to_owned(),
-            message: message.into(),
-        }
-    }
 }
 
 /// A ChangeSet tip to merge when the workspace opens.
@@ -324,35 +305,6 @@ pub mod workspace_definitions {
     pub use super::workspace_store_api::{Admit, End, Finish, Opened, Record};
 }
 
-fn sandbox_options(timeout: Duration) -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(timeout)
-        .task_queue(queues::SANDBOX.to_string())
-        .retry_policy(
-            RetryPolicy::builder()
-                .initial_interval(Duration::from_secs(1))
-                .backoff_coefficient(2.0)
-                .maximum_interval(Duration::from_secs(10))
-                .maximum_attempts(3)
-                .non_retryable_error_types(["Fatal"])
-                .build(),
-        )
-        .build()
-}
-
-fn git_options() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(300))
-        .task_queue(queues::GIT.to_string())
-        .retry_policy(
-            RetryPolicy::builder()
-                .initial_interval(Duration::from_millis(500))
-                .maximum_interval(Duration::from_secs(10))
-                .maximum_attempts(5)
-                .non_retryable_error_types(["Fatal"])
-                .build(),
-        )
-        .build()
-}
-
 /// A tool call gets its 180 s plus room for a restore and the after-command kill.
 const TOOL_ACTIVITY_TIMEOUT: Duration = Duration::from_secs(belay_domain::workspace::TOOL_TIMEOUT_SECS + 60);
 const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -378,7 +330,7 @@ pub struct WorkspaceWorkflow {
 }
 
 fn infra(e: impl std::fmt::Display) -> Refusal {
-    Refusal::new(503, "sandbox_unavailable", e.to_string())
+    Refusal::new(RefusalReason::SandboxUnavailable, e.to_string())
 }
 
 #[workflow_methods]
@@ -420,8 +372,7 @@ impl WorkspaceWorkflow {
                 Self::fail_run(
                     ctx,
                     Refusal::new(
-                        409,
-                        "workspace_closed",
+                        RefusalReason::WorkspaceClosed,
                         "the workspace was closed after an hour without a call",
                     ),
                 )
@@ -435,7 +386,7 @@ impl WorkspaceWorkflow {
 
     async fn open(ctx: &mut WorkflowContext<Self>, run_id: &str) -> Result<(), Refusal> {
         let admitted = match ctx
-            .execute_activity(WorkspaceStoreApi::admit, run_id.to_owned(), db_options())
+            .execute_activity(WorkspaceStoreApi::admit, run_id.to_owned(), options::db())
             .await
             .map_err(infra)?
         {
@@ -451,7 +402,7 @@ impl WorkspaceWorkflow {
                     run_id: run_id.to_owned(),
                     stacked: admitted.stacked.clone(),
                 },
-                git_options(),
+                options::git(Duration::from_secs(300)),
             )
             .await
             .map_err(infra)?;
@@ -459,8 +410,7 @@ impl WorkspaceWorkflow {
             Forked::Ready { fork, base, start } => (fork, base, start),
             Forked::Conflict { label, paths } => {
                 return Err(Refusal::new(
-                    409,
-                    "stack_conflict",
+                    RefusalReason::StackConflict,
                     format!("the ChangeSet of task {label} does not merge: {}", paths.join(", ")),
                 ));
             }
@@ -473,7 +423,7 @@ impl WorkspaceWorkflow {
         ctx.execute_activity(
             WorkspaceStoreApi::opened,
             (run_id.to_owned(), base, start),
-            db_options(),
+            options::db(),
         )
         .await
         .map_err(infra)?;
@@ -485,7 +435,10 @@ impl WorkspaceWorkflow {
         let (admitted, fork, start, run_id) =
             ctx.state(|s| (s.admitted.clone(), s.fork.clone(), s.start.clone(), s.run_id.clone()));
         let (Some(admitted), Some(fork), Some(start)) = (admitted, fork, start) else {
-            return Err(Refusal::new(409, "workspace_closed", "the workspace is not open"));
+            return Err(Refusal::new(
+                RefusalReason::WorkspaceClosed,
+                "the workspace is not open",
+            ));
         };
         let out = ctx
             .execute_activity(
@@ -497,7 +450,7 @@ impl WorkspaceWorkflow {
                     start,
                     policy: admitted.policy,
                 },
-                sandbox_options(CHECKOUT_TIMEOUT),
+                options::sandbox(CHECKOUT_TIMEOUT),
             )
             .await
             .map_err(infra)?;
@@ -510,7 +463,7 @@ impl WorkspaceWorkflow {
                 });
                 Ok(())
             }
-            CheckedOut::Failed { reason } => Err(Refusal::new(409, "workspace_open_failed", reason)),
+            CheckedOut::Failed { reason } => Err(Refusal::new(RefusalReason::WorkspaceOpenFailed, reason)),
         }
     }
 
@@ -522,7 +475,7 @@ impl WorkspaceWorkflow {
             .execute_activity(
                 WorkspaceSandboxApi::remove,
                 (admitted.project_id.clone(), run_id.clone()),
-                sandbox_options(Duration::from_secs(60)),
+                options::sandbox(Duration::from_secs(60)),
             )
             .await;
         let _ = ctx
@@ -534,7 +487,7 @@ impl WorkspaceWorkflow {
                     error,
                     opened_at,
                 },
-                db_options(),
+                options::db(),
             )
             .await;
     }
@@ -544,12 +497,12 @@ impl WorkspaceWorkflow {
     async fn acquire(ctx: &mut WorkflowContext<Self>) -> Result<(), Refusal> {
         ctx.wait_condition(|s| (s.phase == "open" || s.refusal.is_some() || s.finished) && !s.busy)
             .await
-            .map_err(|_| Refusal::new(409, "workspace_closed", "the workspace is closing"))?;
+            .map_err(|_| Refusal::new(RefusalReason::WorkspaceClosed, "the workspace is closing"))?;
         if let Some(r) = ctx.state(|s| s.refusal.clone()) {
             return Err(r);
         }
         if ctx.state(|s| s.finished) {
-            return Err(Refusal::new(409, "workspace_closed", "the workspace has ended"));
+            return Err(Refusal::new(RefusalReason::WorkspaceClosed, "the workspace has ended"));
         }
         ctx.state_mut(|s| {
             s.busy = true;
@@ -598,7 +551,7 @@ impl WorkspaceWorkflow {
                 .execute_activity(
                     WorkspaceSandboxApi::tool,
                     request.clone(),
-                    sandbox_options(TOOL_ACTIVITY_TIMEOUT),
+                    options::sandbox(TOOL_ACTIVITY_TIMEOUT),
                 )
                 .await
                 .map_err(infra)?;
@@ -664,8 +617,7 @@ impl WorkspaceWorkflow {
         input: PublishRequest,
     ) -> Result<serde_json::Value, Refusal> {
         let lost = Refusal::new(
-            409,
-            "workspace_lost",
+            RefusalReason::WorkspaceLost,
             "the Sandbox was lost after this run made edits; the run failed rather than publish partial work",
         );
         if ctx.state(|s| s.edits_lost) {
@@ -674,7 +626,10 @@ impl WorkspaceWorkflow {
         let (admitted, run_id, fork, start) =
             ctx.state(|s| (s.admitted.clone(), s.run_id.clone(), s.fork.clone(), s.start.clone()));
         let (Some(admitted), Some(fork), Some(start)) = (admitted, fork, start) else {
-            return Err(Refusal::new(409, "workspace_closed", "the workspace is not open"));
+            return Err(Refusal::new(
+                RefusalReason::WorkspaceClosed,
+                "the workspace is not open",
+            ));
         };
         let pushed = ctx
             .execute_activity(
@@ -686,7 +641,7 @@ impl WorkspaceWorkflow {
                     start: start.clone(),
                     message: input.message.clone(),
                 },
-                sandbox_options(Duration::from_secs(660)),
+                options::sandbox(Duration::from_secs(660)),
             )
             .await
             .map_err(infra)?;
@@ -694,8 +649,7 @@ impl WorkspaceWorkflow {
             Pushed::Commit(c) => c,
             Pushed::Nothing => {
                 return Err(Refusal::new(
-                    409,
-                    "nothing_to_publish",
+                    RefusalReason::NothingToPublish,
                     "the workspace has no change from its start commit",
                 ));
             }
@@ -708,8 +662,7 @@ impl WorkspaceWorkflow {
                 Self::checkout(ctx).await?;
                 ctx.state_mut(|s| s.restores += 1);
                 return Err(Refusal::new(
-                    409,
-                    "nothing_to_publish",
+                    RefusalReason::NothingToPublish,
                     "the workspace has no change from its start commit",
                 ));
             }
@@ -723,7 +676,7 @@ impl WorkspaceWorkflow {
                     contract_changes: input.contract_changes,
                     data_changes: input.data_changes,
                 },
-                db_options(),
+                options::db(),
             )
             .await
             .map_err(infra)?;
@@ -737,12 +690,12 @@ impl WorkspaceWorkflow {
                     commit,
                     change_set_id,
                 },
-                git_options(),
+                options::git(Duration::from_secs(300)),
             )
             .await
             .map_err(infra)?;
         let cs = ctx
-            .execute_activity(WorkspaceStoreApi::finish, (run_id, patch_ref), db_options())
+            .execute_activity(WorkspaceStoreApi::finish, (run_id, patch_ref), options::db())
             .await
             .map_err(infra)?;
         ctx.state_mut(|s| {
@@ -761,7 +714,10 @@ impl WorkspaceWorkflow {
             Ok(()) => {
                 let r = Self::fail_run(
                     ctx,
-                    Refusal::new(409, "workspace_closed", "the workspace was closed without a ChangeSet"),
+                    Refusal::new(
+                        RefusalReason::WorkspaceClosed,
+                        "the workspace was closed without a ChangeSet",
+                    ),
                 )
                 .await;
                 ctx.state_mut(|s| s.busy = false);

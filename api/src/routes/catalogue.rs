@@ -227,7 +227,7 @@ pub async fn update_gg_config(
 
 /// Wakes the dispatcher; a failure is logged, and its backstop timer covers it.
 pub(crate) async fn wake(s: &AppState) {
-    if let Err(e) = belay_workflows::client::wake_dispatcher(&s.temporal).await {
+    if let Err(e) = belay_client::wake_dispatcher(&s.temporal).await {
         tracing::warn!(error = %e, "could not wake the dispatcher; its timer will");
     }
 }

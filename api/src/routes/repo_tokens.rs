@@ -83,8 +83,9 @@ pub async fn issue(
         }
     };
     let now = now_secs();
-    let (token_id, token) =
-        repo_token::issue(&git.secret, &repo, scope, now, TOKEN_TTL_SECS).map_err(|e| ApiError::invalid("id", e))?;
+    let token_id = repo_token::new_token_id(&uuid::Uuid::new_v4().simple().to_string());
+    let token = repo_token::issue(&git.secret, &token_id, &repo, scope, now, TOKEN_TTL_SECS)
+        .map_err(|e| ApiError::invalid("id", e))?;
     Ok((
         StatusCode::CREATED,
         Json(IssuedToken {
@@ -105,7 +106,7 @@ pub async fn revoke(_c: Caller, State(s): State<AppState>, Path(token_id): Path<
         .git
         .as_ref()
         .ok_or_else(|| ApiError::new(StatusCode::CONFLICT, "git_disabled", "this API serves no git endpoint"))?;
-    if !token_id.starts_with("rt_") || token_id.len() > 64 {
+    if !repo_token::is_token_id(&token_id) {
         return Err(ApiError::invalid("tokenId", "must be a repository token id (rt_…)"));
     }
     let _ = git;

@@ -169,7 +169,9 @@ pub async fn close(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<
         .await
         .map_err(|e| update_failed(e, "workspace_closed", "workspace"))?
     {
-        PublishReply::Refused(r) if r.code == "workspace_closed" => Ok(Json(Closed { closed: true })),
+        PublishReply::Refused(r) if r.reason == belay_domain::refusal::RefusalReason::WorkspaceClosed => {
+            Ok(Json(Closed { closed: true }))
+        }
         PublishReply::Refused(r) => Err(r.into()),
         PublishReply::Published(_) => Ok(Json(Closed { closed: false })),
     }

@@ -443,3 +443,35 @@ pub fn create_account(database_url: &str, name: &str) -> String {
     );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// Replays the history of the closed workflow `workflow_id` against the current code. With
+/// `BELAY_RECORD_HISTORIES=DIR` it is also written to `DIR/<name>.json`, but only when no history
+/// of that name exists: recorded histories are append-only (see the worker crate's replay test), so
+/// a change to a workflow's commands records under a new name (`…-v3`) and the old file stays.
+pub async fn replays(b: &Belay, name: &str, workflow_id: &str) {
+    let client = belay_client::connect(&b.temporal.address, "default", "test")
+        .await
+        .unwrap();
+    let json = belay_client::closed_history_json(&client, workflow_id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&json).contains("WorkflowExecutionCompletedEventAttributes"),
+        "{workflow_id} never completed"
+    );
+    belay_worker::replay::replay_json(&json)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    record_history(name, &json);
+}
+
+/// With `BELAY_RECORD_HISTORIES=DIR`, writes `json` to `DIR/<name>.json` unless a history of that
+/// name is there already (recorded histories are append-only).
+pub fn record_history(name: &str, json: &[u8]) {
+    if let Ok(dir) = std::env::var("BELAY_RECORD_HISTORIES") {
+        let path = Path::new(&dir).join(format!("{name}.json"));
+        if !path.exists() {
+            std::fs::write(&path, json).unwrap();
+        }
+    }
+}

@@ -15,6 +15,8 @@
 //! renamed into place, so a crash leaves a repository either complete or absent. Nothing here ever
 //! lists the namespace: every path is derived from a name.
 
+pub mod source_objects;
+
 use belay_domain::repo::{RepoKind, RepoNameError, canonical_repo, repo_kind};
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
@@ -161,6 +163,25 @@ pub enum MergeOutcome {
     Conflict(Conflict),
 }
 
+/// A ChangeSet tip a new fork stacks on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackedTip {
+    /// The merge label (the task key).
+    pub label: String,
+    /// The fork holding the commit.
+    pub fork: String,
+    pub commit: String,
+}
+
+/// What [`GitService::fork_stacked`] made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StackedFork {
+    /// The fork's `main` is `start`: `base` (canonical `main` when forked) plus the merges.
+    Ready { base: String, start: String },
+    /// A stacked tip did not merge.
+    Conflict { label: String, paths: Vec<String> },
+}
+
 /// The answer of a compare-and-swap of `main`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CasOutcome {
@@ -201,6 +222,57 @@ impl GitService {
     pub async fn provision(&self, project_id: &str) -> Result<Provisioned> {
         let name = canonical_repo(project_id)?;
         self.blocking(move |root| provision(root, &name)).await
+    }
+
+    /// Forks `canonical` as `fork` and merges the stacked ChangeSet tips into the fork's `main`
+    /// (each tip `(label, fork it lives in, commit)`, in order), copying the objects each tip
+    /// needs so the new fork borrows only from canonical. Idempotent: a retry finds the fork and,
+    /// when its `main` already holds canonical's, answers the start it recorded.
+    pub async fn fork_stacked(&self, canonical: &str, fork: &str, tips: &[StackedTip]) -> Result<StackedFork> {
+        let canonical_main = self
+            .head(canonical)
+            .await?
+            .ok_or_else(|| GitError::NoMain(canonical.to_owned()))?;
+        let base = match self.fork(canonical, fork).await {
+            Ok(info) => info.main,
+            Err(GitError::AlreadyExists { main, .. }) => {
+                // A retry after the fork's main moved to the start commit: that start stands.
+                if self.main_contains(fork, &canonical_main).await? {
+                    return Ok(StackedFork::Ready {
+                        base: canonical_main,
+                        start: main,
+                    });
+                }
+                return Err(GitError::AlreadyExists {
+                    repo: fork.to_owned(),
+                    main,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        if tips.is_empty() {
+            return Ok(StackedFork::Ready {
+                start: base.clone(),
+                base,
+            });
+        }
+        for tip in tips {
+            self.copy_objects(&tip.fork, fork, &tip.commit, Some(&base)).await?;
+        }
+        let labelled: Vec<(String, String)> = tips.iter().map(|t| (t.label.clone(), t.commit.clone())).collect();
+        let start = match self.merge_into(fork, &base, &labelled).await? {
+            MergeOutcome::Merged(m) => m.commit,
+            MergeOutcome::Conflict(c) => {
+                return Ok(StackedFork::Conflict {
+                    label: c.label,
+                    paths: c.paths,
+                });
+            }
+        };
+        if start != base {
+            self.cas_main(fork, &base, &start).await?;
+        }
+        Ok(StackedFork::Ready { base, start })
     }
 
     /// Creates `fork` from `source`'s `main`. The fork borrows canonical's objects even when

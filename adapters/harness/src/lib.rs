@@ -9,10 +9,11 @@
 //! directory is removed. It knows nothing about Temporal: the harness activity supplies the
 //! heartbeat (`on_tick`) and the cancellation signal.
 
-use crate::sandbox::SandboxConfig;
 use belay_domain::adapter::{self, AdapterOutcome, JobFile, MANIFEST_FILE, ProcessEnd};
 use belay_domain::catalogue::AdapterSpec;
 use belay_domain::ids::JobId;
+use belay_sandbox::Sandboxes;
+use belay_sandbox::oneoff::{OneOff, OneOffEnd};
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -102,12 +103,18 @@ pub enum AdapterRunError {
     InvalidJobId(String),
     #[error("the harness runs its adapter in a Sandbox, and this worker has no Sandbox configured")]
     NoSandbox,
+    #[error("the adapter's Sandbox container failed: {0}")]
+    Sandbox(#[source] belay_sandbox::SandboxError),
 }
 
 impl AdapterRunError {
     /// Whether running the activity again could succeed.
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, AdapterRunError::InvalidJobId(_) | AdapterRunError::NoSandbox)
+        match self {
+            AdapterRunError::InvalidJobId(_) | AdapterRunError::NoSandbox => false,
+            AdapterRunError::Sandbox(e) => e.is_retryable(),
+            _ => true,
+        }
     }
 }
 
@@ -141,7 +148,7 @@ pub async fn run_adapter_in(
     job: JobFile,
     work_root: &std::path::Path,
     objects: std::sync::Arc<dyn object_store::ObjectStore>,
-    sandbox: Option<&SandboxConfig>,
+    sandbox: Option<&Sandboxes>,
     mut on_tick: impl FnMut(),
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Result<AdapterRun, AdapterRunError> {
@@ -198,7 +205,7 @@ async fn run_in(
     spec: &AdapterSpec,
     mut job: JobFile,
     objects: &dyn ObjectStore,
-    sandbox: Option<&SandboxConfig>,
+    sandbox: Option<&Sandboxes>,
     on_tick: &mut impl FnMut(),
     mut cancelled: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<AdapterRun, AdapterRunError> {
@@ -207,26 +214,28 @@ async fn run_in(
     job.manifest = utf8(&manifest_path)?.to_string();
     prepare_dir(dir, &job).await.map_err(AdapterRunError::Prepare)?;
 
-    let container = format!("belay-job-{}-a{}", job.job_id, job.attempt);
-    let mut cmd = match sandbox {
-        Some(config) => {
-            ensure_network(config).await;
-            in_container(spec, &job, dir, config, &container)?
+    let ran = match sandbox {
+        Some(sandboxes) => {
+            let job = one_off(spec, &job, dir)?;
+            let run = ticking(sandboxes.run_one_off(&job), on_tick, cancelled.as_mut())
+                .await?
+                .map_err(AdapterRunError::Sandbox)?;
+            Ran {
+                end: match run.end {
+                    OneOffEnd::Exited(code) => ProcessEnd::Exited(i32::try_from(code).unwrap_or(i32::MAX)),
+                    OneOffEnd::TimedOut => ProcessEnd::TimedOut,
+                },
+                duration: run.duration,
+                stdout_tail: tail_of(&run.stdout_tail),
+                stderr_tail: tail_of(&run.stderr_tail),
+            }
         }
-        None => command(spec, &job)?,
+        None => {
+            let mut cmd = command(spec, &job)?;
+            cmd.current_dir(dir);
+            run_process(cmd, spec.timeout_seconds(), on_tick, cancelled.as_mut()).await?
+        }
     };
-    cmd.current_dir(dir);
-    let ran = run_process(cmd, spec.timeout_seconds(), on_tick, cancelled.as_mut()).await;
-    if sandbox.is_some() {
-        // Killing the `docker run` client leaves the container: it goes here on every path.
-        let _ = tokio::process::Command::new("docker")
-            .args(["rm", "-f", &container])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .await;
-    }
-    let ran = ran?;
 
     let collect = async {
         let manifest = read_manifest(&manifest_path).await;
@@ -286,19 +295,8 @@ async fn remove_dir(dir: &Path) -> io::Result<()> {
 }
 
 fn command(spec: &AdapterSpec, job: &JobFile) -> Result<tokio::process::Command, AdapterRunError> {
-    let vars = adapter::template_vars(job);
-    let argv: Vec<String> = match spec {
-        AdapterSpec::Command { argv, .. } => argv.iter().map(|a| adapter::expand(a, &vars)).collect(),
-        AdapterSpec::Script { script, .. } => {
-            vec!["/bin/sh".into(), "-c".into(), adapter::expand(script, &vars)]
-        }
-    };
-    let Some((program, args)) = argv.split_first() else {
-        return Err(AdapterRunError::Spawn(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the adapter's argv is empty",
-        )));
-    };
+    let argv = argv(spec, job)?;
+    let (program, args) = argv.split_first().expect("argv() refuses an empty argv");
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -318,17 +316,8 @@ fn command(spec: &AdapterSpec, job: &JobFile) -> Result<tokio::process::Command,
     Ok(cmd)
 }
 
-/// The adapter's argv in a one-off container of the Sandbox image: the Sandbox's limits (2 CPUs,
-/// 2 GiB without swap, 512 processes, read-only root, no capabilities, no new privileges), its
-/// internal network, the output directory mounted at its own path, the worker's uid, and an
-/// in-container `timeout` that kills the whole tree.
-fn in_container(
-    spec: &AdapterSpec,
-    job: &JobFile,
-    dir: &Path,
-    config: &SandboxConfig,
-    name: &str,
-) -> Result<tokio::process::Command, AdapterRunError> {
+/// The adapter's argv, with its placeholders expanded.
+fn argv(spec: &AdapterSpec, job: &JobFile) -> Result<Vec<String>, AdapterRunError> {
     let vars = adapter::template_vars(job);
     let argv: Vec<String> = match spec {
         AdapterSpec::Command { argv, .. } => argv.iter().map(|a| adapter::expand(a, &vars)).collect(),
@@ -340,81 +329,35 @@ fn in_container(
             "the adapter's argv is empty",
         )));
     }
-    // The container runs as the owner of the output directory (this worker's user), so the
-    // files it writes there stay readable and removable.
+    Ok(argv)
+}
+
+/// The adapter as a one-off container of the Sandbox image (its limits and internal network, see
+/// `belay_sandbox::oneoff`), the output directory mounted at its own path, run as the owner of
+/// that directory (this worker's user) so the files it writes stay readable and removable.
+fn one_off(spec: &AdapterSpec, job: &JobFile, dir: &Path) -> Result<OneOff, AdapterRunError> {
     let owner = std::fs::metadata(dir).map_err(AdapterRunError::Prepare)?;
     let user = {
         use std::os::unix::fs::MetadataExt;
         format!("{}:{}", owner.uid(), owner.gid())
     };
-    let dir = utf8(dir)?;
-    let mut cmd = tokio::process::Command::new("docker");
-    cmd.args(["run", "--rm", "--init", "--name", name])
-        .args(["--label", &format!("{}.harness-job=1", config.label_prefix)]);
-    for (k, v) in &config.extra_labels {
-        cmd.args(["--label", &format!("{k}={v}")]);
-    }
-    cmd.args(["--network", &config.network, "--runtime", config.runtime.as_str()])
-        .args([
-            "--cpus",
-            "2",
-            "--memory",
-            "2g",
-            "--memory-swap",
-            "2g",
-            "--pids-limit",
-            "512",
-        ])
-        .args(["--read-only", "--tmpfs", "/tmp:rw,size=256m", "--cap-drop", "ALL"])
-        .args(["--security-opt", "no-new-privileges", "--user", &user])
-        .args(["-v", &format!("{dir}:{dir}"), "-w", dir, "-e", "HOME=/tmp"]);
-    for (k, v) in adapter::environment(job) {
-        cmd.arg("-e").arg(format!("{k}={v}"));
-    }
-    if let Some(proxy) = &config.egress_proxy {
-        cmd.args([
-            "-e",
-            &format!("HTTP_PROXY={proxy}"),
-            "-e",
-            &format!("HTTPS_PROXY={proxy}"),
-        ]);
-    }
-    cmd.arg(&config.image)
-        .args(["timeout", "-s", "KILL", &spec.timeout_seconds().to_string()])
-        .args(&argv)
-        .env_clear()
-        .envs(
-            PASSED_THROUGH_ENV
-                .iter()
-                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
-        )
-        .envs(std::env::var_os("DOCKER_HOST").map(|v| ("DOCKER_HOST", v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    Ok(cmd)
+    Ok(OneOff {
+        name: format!("belay-job-{}-a{}", job.job_id, job.attempt),
+        role: "harness-job".to_owned(),
+        argv: argv(spec, job)?,
+        dir: utf8(dir)?.to_owned(),
+        user,
+        env: adapter::environment(job).into_iter().collect(),
+        timeout: Duration::from_secs(spec.timeout_seconds()),
+    })
 }
 
-/// Creates the Sandbox network (internal: no route out) if it is missing; an existing one is
-/// used as it is.
-async fn ensure_network(config: &SandboxConfig) {
-    let exists = tokio::process::Command::new("docker")
-        .args(["network", "inspect", &config.network])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await
-        .is_ok_and(|s| s.success());
-    if !exists {
-        let _ = tokio::process::Command::new("docker")
-            .args(["network", "create", "--internal", &config.network])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .await;
-    }
+/// At most [`TAIL_BYTES`] of a captured stream, the end kept.
+fn tail_of(text: &str) -> String {
+    let mut tail = VecDeque::new();
+    keep_tail(&mut tail, text.as_bytes());
+    let (a, b) = tail.as_slices();
+    String::from_utf8_lossy(&[a, b].concat()).into_owned()
 }
 
 struct Ran {
@@ -1228,11 +1171,12 @@ printf '{{"status":"completed","artifacts":["huge.bin"]}}' > manifest.json"#,
     async fn a_sandboxed_adapter_runs_in_a_container_and_keeps_its_artifacts() {
         let rig = rig();
         let tag = format!("belay-test-adapter-{}", std::process::id());
-        let config = SandboxConfig {
+        let config = belay_sandbox::SandboxConfig {
             network: tag.clone(),
             extra_labels: [("belay.test".to_owned(), "1".to_owned())].into(),
-            ..SandboxConfig::from_env().unwrap()
+            ..belay_sandbox::SandboxConfig::from_env().unwrap()
         };
+        let sandboxes = Sandboxes::connect(config).await.unwrap();
         let spec = AdapterSpec::Script {
             script: r#"set -e
 test -f /.dockerenv
@@ -1259,7 +1203,7 @@ printf '{"status":"completed","loaded":true,"artifacts":["out.txt"]}' > "$BELAY_
             job("job_t20"),
             &rig.work_root,
             Arc::clone(&rig.objects),
-            Some(&config),
+            Some(&sandboxes),
             || {},
             std::future::pending(),
         )
@@ -1275,7 +1219,7 @@ printf '{"status":"completed","loaded":true,"artifacts":["out.txt"]}' > "$BELAY_
             job("job_t21"),
             &rig.work_root,
             Arc::clone(&rig.objects),
-            Some(&config),
+            Some(&sandboxes),
             || {},
             std::future::pending(),
         )

@@ -1,8 +1,12 @@
-//! The client side of these workflows: connecting to Temporal, starting the dispatcher and
-//! waking it. Used by the API (on every enqueue and cancel) and by the workflows pool at start.
+//! The client side of belay's workflows: connecting to Temporal, starting the dispatcher and
+//! waking it, creating schedules, and fetching histories. Used by the API (on every enqueue and
+//! cancel), by the workflows pool at start, by the benches and by the tests.
+//!
+//! It lives apart from `belay-workflows` so that the crate holding workflow code opens no
+//! connection of its own: workflow code reaches Temporal only through its workflow context.
 
-use crate::dispatcher::{DispatcherInput, DispatcherWorkflow};
-use crate::queues;
+use belay_workflows::dispatcher::{DispatcherInput, DispatcherWorkflow};
+use belay_workflows::queues;
 use temporalio_client::{
     Client, ClientOptions, ConnectionOptions, Url, WorkflowIdConflictPolicy, WorkflowSignalOptions,
     WorkflowStartOptions,
@@ -71,7 +75,7 @@ pub async fn wake_dispatcher(client: &Client) -> Result<(), ClientError> {
 /// Creates the daily `forks-sweep` schedule unless it exists. Each firing starts
 /// ForksSweepWorkflow (id `forks-sweep`); a firing while one still runs is skipped.
 pub async fn ensure_forks_sweep_schedule(client: &Client) -> Result<(), ClientError> {
-    use crate::sweep::{EVERY, ForksSweepWorkflow, SCHEDULE_ID};
+    use belay_workflows::sweep::{EVERY, ForksSweepWorkflow, SCHEDULE_ID};
     use temporalio_client::schedules::{CreateScheduleOptions, ScheduleAction, ScheduleError, ScheduleSpec};
     let opts = CreateScheduleOptions::builder()
         .action(ScheduleAction::start_workflow(
@@ -90,5 +94,43 @@ pub async fn ensure_forks_sweep_schedule(client: &Client) -> Result<(), ClientEr
             what: "creating the forks-sweep schedule",
             source: Box::new(e),
         }),
+    }
+}
+
+/// The JSON export of a workflow's history (the form `temporal workflow show --output json`
+/// writes and the replay tests read), once the workflow has closed or `limit` has passed.
+pub async fn closed_history_json(
+    client: &Client,
+    workflow_id: &str,
+    limit: std::time::Duration,
+) -> Result<Vec<u8>, ClientError> {
+    use temporalio_client::{UntypedWorkflow, WorkflowFetchHistoryOptions};
+    let handle = client.get_workflow_handle::<UntypedWorkflow>(workflow_id.to_owned());
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let json = handle
+            .fetch_history(WorkflowFetchHistoryOptions::default())
+            .to_json()
+            .await
+            .map_err(|e| ClientError::Call {
+                what: "fetching a workflow history",
+                source: Box::new(e),
+            })?;
+        let text = String::from_utf8_lossy(&json);
+        // The export names each event's attributes by type (`WorkflowExecutionCompletedEventAttributes`).
+        let closed = [
+            "Completed",
+            "Failed",
+            "ContinuedAsNew",
+            "Terminated",
+            "Canceled",
+            "TimedOut",
+        ]
+        .iter()
+        .any(|end| text.contains(&format!("WorkflowExecution{end}EventAttributes")));
+        if closed || std::time::Instant::now() >= deadline {
+            return Ok(json);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }

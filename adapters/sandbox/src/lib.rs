@@ -26,6 +26,10 @@
 //! done by one more exec inside the container: a small `sh` script that uses only builtins, so it
 //! works even when a fork bomb has used up the pids limit (see [`KILLER`]).
 
+pub mod files;
+pub mod git;
+pub mod oneoff;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -426,8 +430,8 @@ struct Usage {
 
 /// The Sandboxes of one deployment, on one Docker Engine.
 pub struct Sandboxes {
-    docker: Docker,
-    config: SandboxConfig,
+    pub(crate) docker: Docker,
+    pub(crate) config: SandboxConfig,
     usage: Mutex<HashMap<String, Usage>>,
     /// Serialises the count-then-create of `ensure` and the choose-then-remove of `reap_idle`
     /// within this process (sandboxd is the only creator of Sandboxes).
@@ -770,21 +774,35 @@ impl Sandboxes {
         Ok(self.docker.list_containers(Some(options)).await?)
     }
 
-    fn container_body(&self, project_id: &str, name: &str) -> ContainerCreateBody {
+    /// The labels of every container and network this deployment makes, plus `own`.
+    pub(crate) fn labels(&self, own: impl IntoIterator<Item = (String, String)>) -> HashMap<String, String> {
         let mut labels: HashMap<String, String> = self
             .config
             .extra_labels
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        labels.insert(self.config.sandbox_label(), "1".to_owned());
-        labels.insert(self.config.project_label(), project_id.to_owned());
-        let env = self.config.egress_proxy.as_ref().map(|proxy| {
-            ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
-                .map(|k| format!("{k}={proxy}"))
-                .to_vec()
-        });
-        let host_config = HostConfig {
+        labels.extend(own);
+        labels
+    }
+
+    /// The environment every container gets: the egress proxy, when there is one.
+    pub(crate) fn proxy_env(&self) -> Vec<String> {
+        self.config
+            .egress_proxy
+            .iter()
+            .flat_map(|proxy| {
+                ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"].map(|k| format!("{k}={proxy}"))
+            })
+            .collect()
+    }
+
+    /// The limits every container belay starts runs under, a project's Sandbox and a one-off
+    /// container alike: 2 CPUs, 2 GiB without swap, 512 processes, the runtime, the internal
+    /// network, a read-only root with `/tmp` on a tmpfs, an init as pid 1, every capability
+    /// dropped, no new privileges. Callers add their mounts (and a Sandbox its few capabilities).
+    pub(crate) fn limited_host_config(&self) -> HostConfig {
+        HostConfig {
             nano_cpus: Some(NANO_CPUS),
             memory: Some(MEMORY_BYTES),
             // Equal to memory: no swap.
@@ -792,6 +810,22 @@ impl Sandboxes {
             pids_limit: Some(PIDS_LIMIT),
             runtime: Some(self.config.runtime.as_str().to_owned()),
             network_mode: Some(self.config.network.clone()),
+            tmpfs: Some(HashMap::from([("/tmp".to_owned(), TMP_TMPFS.to_owned())])),
+            readonly_rootfs: Some(true),
+            init: Some(true),
+            cap_drop: Some(vec!["ALL".to_owned()]),
+            security_opt: Some(vec!["no-new-privileges".to_owned()]),
+            ..Default::default()
+        }
+    }
+
+    fn container_body(&self, project_id: &str, name: &str) -> ContainerCreateBody {
+        let labels = self.labels([
+            (self.config.sandbox_label(), "1".to_owned()),
+            (self.config.project_label(), project_id.to_owned()),
+        ]);
+        let env = self.proxy_env();
+        let host_config = HostConfig {
             // An anonymous volume: it goes when the container is removed with v=true.
             mounts: Some(vec![Mount {
                 target: Some(WORKSPACE.to_owned()),
@@ -799,13 +833,8 @@ impl Sandboxes {
                 read_only: Some(false),
                 ..Default::default()
             }]),
-            tmpfs: Some(HashMap::from([("/tmp".to_owned(), TMP_TMPFS.to_owned())])),
-            readonly_rootfs: Some(true),
-            init: Some(true),
-            cap_drop: Some(vec!["ALL".to_owned()]),
             cap_add: Some(["CHOWN", "DAC_OVERRIDE", "FOWNER"].map(str::to_owned).to_vec()),
-            security_opt: Some(vec!["no-new-privileges".to_owned()]),
-            ..Default::default()
+            ..self.limited_host_config()
         };
         ContainerCreateBody {
             image: Some(self.config.image.clone()),
@@ -816,7 +845,7 @@ impl Sandboxes {
             user: Some("0:0".to_owned()),
             working_dir: Some(WORKSPACE.to_owned()),
             labels: Some(labels),
-            env,
+            env: (!env.is_empty()).then_some(env),
             host_config: Some(host_config),
             ..Default::default()
         }
@@ -866,7 +895,7 @@ impl Sandboxes {
         Ok(removed)
     }
 
-    async fn ensure_network(&self) -> Result<(), SandboxError> {
+    pub(crate) async fn ensure_network(&self) -> Result<(), SandboxError> {
         if let Err(e) = self.docker.inspect_network(&self.config.network, None).await
             && status(&e) == Some(400)
         {
@@ -885,13 +914,7 @@ impl Sandboxes {
             Err(e) if status(&e) == Some(404) => {}
             Err(e) => return Err(e.into()),
         }
-        let mut labels: HashMap<String, String> = self
-            .config
-            .extra_labels
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        labels.insert(format!("{}.sandbox-network", self.config.label_prefix), "1".to_owned());
+        let labels = self.labels([(format!("{}.sandbox-network", self.config.label_prefix), "1".to_owned())]);
         let request = NetworkCreateRequest {
             name: self.config.network.clone(),
             driver: Some("bridge".to_owned()),
@@ -956,7 +979,17 @@ impl Sandboxes {
         argv: &[&str],
         what: &'static str,
     ) -> Result<(), SandboxError> {
-        let run = tokio::time::timeout(HOUSEKEEPING_DEADLINE, self.run_plain(project_id, name, user, argv));
+        let attempts = async {
+            loop {
+                match self.run_plain(project_id, name, user, argv).await? {
+                    // The runtime could not start the process yet (a container still starting, no
+                    // pid to spare): the same exec succeeds a moment later.
+                    (Some(126), _) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    other => return Ok::<_, SandboxError>(other),
+                }
+            }
+        };
+        let run = tokio::time::timeout(HOUSEKEEPING_DEADLINE, attempts);
         let (code, stderr) = run
             .await
             .unwrap_or_else(|_| Ok((None, "did not finish in time".to_owned())))?;
@@ -1038,7 +1071,7 @@ impl Sandboxes {
         }
     }
 
-    async fn remove_container(&self, name: &str) -> Result<bool, SandboxError> {
+    pub(crate) async fn remove_container(&self, name: &str) -> Result<bool, SandboxError> {
         let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
         match self.docker.remove_container(name, Some(options)).await {
             Ok(()) => Ok(true),
@@ -1085,7 +1118,7 @@ enum Finished {
     StillRunning,
 }
 
-fn status(e: &DockerError) -> Option<u16> {
+pub(crate) fn status(e: &DockerError) -> Option<u16> {
     match e {
         DockerError::DockerResponseServerError { status_code, .. } => Some(*status_code),
         _ => None,
@@ -1105,13 +1138,13 @@ fn lost_or(project_id: &str, e: DockerError) -> SandboxError {
 
 /// The last [`OUTPUT_LIMIT`] bytes of a stream.
 #[derive(Debug, Default)]
-struct Tail {
+pub(crate) struct Tail {
     buf: Vec<u8>,
     truncated: bool,
 }
 
 impl Tail {
-    fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
         // Trim with slack so that many small chunks do not each move the whole buffer.
         if self.buf.len() > 2 * OUTPUT_LIMIT {
@@ -1126,7 +1159,7 @@ impl Tail {
         }
     }
 
-    fn finish(mut self) -> (String, bool) {
+    pub(crate) fn finish(mut self) -> (String, bool) {
         self.cut();
         (String::from_utf8_lossy(&self.buf).into_owned(), self.truncated)
     }

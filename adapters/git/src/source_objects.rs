@@ -15,7 +15,7 @@
 //!
 //! Nothing here expires; deleting the project deletes its whole `source/<project>/` prefix.
 
-use crate::git::{FileEntry, GitError, GitService};
+use crate::{FileEntry, GitError, GitService};
 use belay_domain::repo::{PATCH_LIMIT_BYTES, RepoNameError, candidate_fork, canonical_repo, cut_patch};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
@@ -462,10 +462,7 @@ mod tests {
         assert_eq!(code["src/a.rs"], code["src/b.rs"]);
         let blob_key = |path: &str| format!("source/{PROJECT}/blobs/{}", code[path]);
         assert_eq!(read(&f, &blob_key("src/a.rs")).unwrap(), b"same\n");
-        assert_eq!(
-            read(&f, &blob_key(".gitignore")).unwrap(),
-            crate::git::GITIGNORE.as_bytes()
-        );
+        assert_eq!(read(&f, &blob_key(".gitignore")).unwrap(), crate::GITIGNORE.as_bytes());
         assert!(
             read(&f, &blob_key("assets/big.bin")).is_none(),
             "a file over 1 MiB is not stored"

@@ -1,0 +1,76 @@
+//! Every recorded history of a released workflow replays against the current code.
+//!
+//! The rule: recorded histories are append-only. A history in `tests/histories/` is a fact about
+//! workflows that ran (and may still be running) on a released build; it is never re-recorded
+//! over or deleted. A change to a workflow's command sequence (an activity added, removed or
+//! reordered, a signal sent, a timer) goes behind `ctx.patched("<change id>")`, so the old branch
+//! still replays the old histories, and the change adds a new history under a new name (the
+//! recording tests name their files with a version, `forks-sweep-v2`, and bump it with the change).
+//! Nothing is recorded over an existing file: see `record_history` in the `belay` crate's test
+//! harness.
+//!
+//! Histories are recorded by the `belay` crate's tests with
+//! `BELAY_RECORD_HISTORIES=$PWD/worker/tests/histories`: `run_lane`'s `records_replayable_histories`
+//! (dispatcher, runs) and the `workspaces` tests (workspaces, an edit session, the forks sweep).
+
+/// Every history file here and the workflow it records; a file not listed fails the test, so a new
+/// recording is added to the list with the change that made it.
+const HISTORIES: &[&str] = &[
+    "dispatcher",
+    "run-completed",
+    "run-failed",
+    "workspace-published",
+    "workspace-lost",
+    "edit-session",
+    "forks-sweep-v1",
+    "forks-sweep-v2",
+];
+
+fn dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/histories")
+}
+
+#[tokio::test]
+async fn every_recorded_history_replays_against_the_current_code() {
+    let mut found: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    let mut expected: Vec<String> = HISTORIES.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(
+        found, expected,
+        "the histories on disk and the list in this test differ"
+    );
+    for name in HISTORIES {
+        let json = std::fs::read(dir().join(format!("{name}.json"))).unwrap();
+        belay_worker::replay::replay_json(&json)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+#[tokio::test]
+async fn a_history_of_a_different_command_sequence_fails_to_replay() {
+    let json = std::fs::read_to_string(dir().join("run-completed.json")).unwrap();
+    // Pretend the recorded run scheduled its first activity on another activity type: the
+    // current code's command no longer matches the history.
+    let tampered = json.replacen("db.start_job", "db.something_else", 1);
+    assert_ne!(json, tampered);
+    assert!(belay_worker::replay::replay_json(tampered.as_bytes()).await.is_err());
+}
+
+#[tokio::test]
+async fn the_forks_sweep_before_it_signalled_ended_sessions_still_replays() {
+    // v1 ended an overdue session without telling its workflow; v2 signals `closed` after the end.
+    // Both must replay: v1 through the unpatched branch.
+    let v1 = std::fs::read_to_string(dir().join("forks-sweep-v1.json")).unwrap();
+    let v2 = std::fs::read_to_string(dir().join("forks-sweep-v2.json")).unwrap();
+    assert!(!v1.contains("\"signal_name\":\"closed\""));
+    assert!(v2.contains("\"signal_name\":\"closed\""));
+    belay_worker::replay::replay_json(v1.as_bytes()).await.unwrap();
+    belay_worker::replay::replay_json(v2.as_bytes()).await.unwrap();
+}
