@@ -79,7 +79,7 @@ fn assert_refused(status: u16, body: &Value, want: u16, field: &str) {
 
 /// The workspace fork of a run: `ws-<run>` for run `run_<run>`.
 fn ws(run: &str) -> String {
-    format!("ws-{}", run.strip_prefix("run_").unwrap())
+    format!("ws-{}", belay_domain::ids::TaskRunId::body_of(run).unwrap())
 }
 
 fn kill_sandbox(project: &str) {

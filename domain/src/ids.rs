@@ -60,14 +60,34 @@ id_type!(
     /// A Task of a Change.
     TaskId, "task_");
 id_type!(
-    /// One run of a Task (its workspace fork is `ws-<body>`).
-    TaskRunId, "run_");
+    /// One run of a Task (its workspace fork is `ws-<body>`). Its prefix is its own, so a task
+    /// run is never mistaken for an evaluation run (`run_`); task runs made before the prefix
+    /// was introduced keep their `run_` ids, and [`TaskRunId::is_valid_any`] accepts both.
+    TaskRunId, "trun_");
 id_type!(
     /// A ChangeSet: the commit a task run published.
     ChangeSetId, "cs_");
 id_type!(
     /// An API token (its secret is never stored).
     TokenId, "tok_");
+
+impl TaskRunId {
+    /// The prefix task-run ids had before they got their own.
+    pub const LEGACY_PREFIX: &'static str = "run_";
+
+    /// Whether `s` is a task-run id, current (`trun_`) or from before the prefix (`run_`).
+    pub fn is_valid_any(s: &str) -> bool {
+        Self::is_valid(s)
+            || s.strip_prefix(Self::LEGACY_PREFIX)
+                .is_some_and(|b| Self::is_valid(&format!("{}{b}", Self::PREFIX)))
+    }
+
+    /// The id without its prefix (either prefix).
+    pub fn body_of(s: &str) -> Option<&str> {
+        s.strip_prefix(Self::PREFIX)
+            .or_else(|| s.strip_prefix(Self::LEGACY_PREFIX))
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -80,5 +100,20 @@ mod tests {
         assert!(!JobId::is_valid("job_"));
         assert!(!JobId::is_valid("job_A1"));
         assert_eq!(JobId::from_body("ff").to_string(), "job_ff");
+    }
+
+    #[test]
+    fn a_task_run_id_has_its_own_prefix_and_old_ones_still_read() {
+        assert!(TaskRunId::is_valid("trun_0a1b"));
+        assert!(
+            !TaskRunId::is_valid("run_0a1b"),
+            "new task runs never take the run prefix"
+        );
+        assert!(TaskRunId::is_valid_any("run_0a1b"));
+        assert!(TaskRunId::is_valid_any("trun_0a1b"));
+        assert!(!TaskRunId::is_valid_any("job_0a1b"));
+        assert_eq!(TaskRunId::body_of("run_0a1b"), Some("0a1b"));
+        assert_eq!(TaskRunId::body_of("trun_0a1b"), Some("0a1b"));
+        assert_ne!(TaskRunId::PREFIX, RunId::PREFIX);
     }
 }

@@ -46,9 +46,12 @@ pub fn canonical_repo(project_id: &str) -> Result<String, RepoNameError> {
     Ok(project_id.to_owned())
 }
 
-/// The workspace fork of task run `run_<body>`: `ws-<body>`.
+/// The workspace fork of task run `trun_<body>` (or, made before task runs had a prefix of their
+/// own, `run_<body>`): `ws-<body>`.
 pub fn workspace_fork(run_id: &str) -> Result<String, RepoNameError> {
-    Ok(format!("ws-{}", body_of(run_id, "run_", "task run")?))
+    let body = body_of(run_id, crate::ids::TaskRunId::PREFIX, "task run")
+        .or_else(|_| body_of(run_id, crate::ids::TaskRunId::LEGACY_PREFIX, "task run"))?;
+    Ok(format!("ws-{body}"))
 }
 
 /// The fork of Candidate `cand_<body>`: `cand-<body>`.

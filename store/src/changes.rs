@@ -45,6 +45,31 @@ pub(crate) fn change_set_row(r: &AnyRow) -> Result<ChangeSet, StoreError> {
 
 const CHANGE_COLUMNS: &str = "c.id, c.project_id, c.goal, c.acceptance_criteria, c.invariants, c.risk_tier, c.status, c.created_at, c.updated_at";
 
+/// Inserts the ChangeSet `run_id` (a run of `task_id`) published: one per run, so a second insert
+/// (a retried publish) inserts nothing and answers `None`. The one place a ChangeSet row is made.
+pub(crate) async fn insert_change_set<'e>(
+    exec: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    task_id: &str,
+    run_id: &str,
+    input: &ChangeSetInput,
+) -> Result<Option<String>, StoreError> {
+    let id = ChangeSetId::from_body(&new_id_body()).0;
+    let inserted = sqlx::query(
+        r#"insert into change_sets (id, task_id, run_id, commit_id, contract_changes, data_changes, created_at)
+           values ($1, $2, $3, $4, $5, $6, $7) on conflict (run_id) do nothing"#,
+    )
+    .bind(&id)
+    .bind(task_id)
+    .bind(run_id)
+    .bind(&input.commit)
+    .bind(to_json(&input.contract_changes))
+    .bind(to_json(&input.data_changes))
+    .bind(now_ms())
+    .execute(exec)
+    .await?;
+    Ok((inserted.rows_affected() == 1).then_some(id))
+}
+
 impl Store {
     /// Opens a Change on a project the account owns (`running`).
     pub async fn create_change(
@@ -240,25 +265,11 @@ impl Store {
         self.owned_task(account_id, &task_id)
             .await
             .map_err(|_| StoreError::not_found("task run", run_id))?;
-        let id = ChangeSetId::from_body(&new_id_body()).0;
-        let inserted = sqlx::query(
-            r#"insert into change_sets (id, task_id, run_id, commit_id, contract_changes, data_changes, created_at)
-               values ($1, $2, $3, $4, $5, $6, $7) on conflict (run_id) do nothing"#,
-        )
-        .bind(&id)
-        .bind(&task_id)
-        .bind(run_id)
-        .bind(&input.commit)
-        .bind(to_json(&input.contract_changes))
-        .bind(to_json(&input.data_changes))
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
-        if inserted.rows_affected() == 0 {
+        let Some(id) = insert_change_set(self.pool(), &task_id, run_id, input).await? else {
             return Err(StoreError::Conflict(format!(
                 "runId: run {run_id} already published a ChangeSet"
             )));
-        }
+        };
         self.get_change_set(account_id, &id)
             .await?
             .ok_or_else(|| StoreError::not_found("change set", id))

@@ -4,16 +4,16 @@
 use crate::{Store, StoreError, events, now_ms};
 use belay_domain::edit_session::free_uid;
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
 use std::collections::BTreeSet;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct EditSession {
     pub id: String,
     pub project_id: String,
     pub account_id: String,
     /// The Sandbox user the session's commands run as.
+    #[sqlx(try_from = "i64")]
     pub uid: u32,
     /// `open` or `ended`.
     pub status: String,
@@ -39,18 +39,7 @@ const COLUMNS: &str =
     "id, project_id, account_id, uid, status, start_commit, opened_at, last_used_at, ended_at, end_reason";
 
 fn row(r: &sqlx::any::AnyRow) -> Result<EditSession, StoreError> {
-    Ok(EditSession {
-        id: r.try_get("id")?,
-        project_id: r.try_get("project_id")?,
-        account_id: r.try_get("account_id")?,
-        uid: u32::try_from(r.try_get::<i64, _>("uid")?).map_err(|_| StoreError::Corrupt("uid".into()))?,
-        status: r.try_get("status")?,
-        start_commit: r.try_get("start_commit")?,
-        opened_at: r.try_get("opened_at")?,
-        last_used_at: r.try_get("last_used_at")?,
-        ended_at: r.try_get("ended_at")?,
-        end_reason: r.try_get("end_reason")?,
-    })
+    Ok(<EditSession as sqlx::FromRow<_>>::from_row(r)?)
 }
 
 impl Store {

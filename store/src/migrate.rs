@@ -1,4 +1,5 @@
-//! Forward-only migrations, embedded in the binary, one folder per backend.
+//! Forward-only migrations, embedded in the binary, one folder per backend; the list of them is
+//! made from the files at build time (see build.rs), so adding a migration is adding its two files.
 
 use crate::{Backend, Store, StoreError, now_ms};
 use sqlx::Executor;
@@ -10,50 +11,8 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 20261130000000,
-        name: "create_foundation",
-        sqlite: include_str!("../../migrations/sqlite/20261130000000_create_foundation.sql"),
-        postgres: include_str!("../../migrations/postgres/20261130000000_create_foundation.sql"),
-    },
-    Migration {
-        version: 20261130120000,
-        name: "create_projects",
-        sqlite: include_str!("../../migrations/sqlite/20261130120000_create_projects.sql"),
-        postgres: include_str!("../../migrations/postgres/20261130120000_create_projects.sql"),
-    },
-    Migration {
-        version: 20261130130000,
-        name: "create_changes",
-        sqlite: include_str!("../../migrations/sqlite/20261130130000_create_changes.sql"),
-        postgres: include_str!("../../migrations/postgres/20261130130000_create_changes.sql"),
-    },
-    Migration {
-        version: 20261130140000,
-        name: "create_sandbox_meter",
-        sqlite: include_str!("../../migrations/sqlite/20261130140000_create_sandbox_meter.sql"),
-        postgres: include_str!("../../migrations/postgres/20261130140000_create_sandbox_meter.sql"),
-    },
-    Migration {
-        version: 20261130150000,
-        name: "create_workspaces",
-        sqlite: include_str!("../../migrations/sqlite/20261130150000_create_workspaces.sql"),
-        postgres: include_str!("../../migrations/postgres/20261130150000_create_workspaces.sql"),
-    },
-    Migration {
-        version: 20261130160000,
-        name: "create_edit_sessions",
-        sqlite: include_str!("../../migrations/sqlite/20261130160000_create_edit_sessions.sql"),
-        postgres: include_str!("../../migrations/postgres/20261130160000_create_edit_sessions.sql"),
-    },
-    Migration {
-        version: 20261130170000,
-        name: "create_swept_forks",
-        sqlite: include_str!("../../migrations/sqlite/20261130170000_create_swept_forks.sql"),
-        postgres: include_str!("../../migrations/postgres/20261130170000_create_swept_forks.sql"),
-    },
-];
+// The list is generated from the files in `migrations/` by build.rs.
+include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
 pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {
     let pool = store.pool();

@@ -5,10 +5,9 @@
 //! take the fourth place) and the record of how each workspace ended, which the forks sweep reads.
 
 use crate::meter::{self, Reserve};
-use crate::rows::{json, to_json};
-use crate::{Store, StoreError, Tx, events, new_id_body, now_ms};
+use crate::rows::json;
+use crate::{Store, StoreError, Tx, events, now_ms};
 use belay_domain::change::{ChangeSet, ChangeSetInput, TaskKind};
-use belay_domain::ids::ChangeSetId;
 use belay_domain::meter::{CapExceeded, Reservation};
 use belay_domain::workspace::{MAX_OPEN_PER_CHANGE, WorkspacePolicy};
 use serde::{Deserialize, Serialize};
@@ -43,7 +42,7 @@ pub struct WorkspacePlan {
 }
 
 /// A workspace as recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRow {
     pub run_id: String,
@@ -70,18 +69,7 @@ pub enum Admission {
 }
 
 fn workspace_row(r: &sqlx::any::AnyRow) -> Result<WorkspaceRow, StoreError> {
-    Ok(WorkspaceRow {
-        run_id: r.try_get("run_id")?,
-        change_id: r.try_get("change_id")?,
-        project_id: r.try_get("project_id")?,
-        status: r.try_get("status")?,
-        base_commit: r.try_get("base_commit")?,
-        start_commit: r.try_get("start_commit")?,
-        reservation_id: r.try_get("reservation_id")?,
-        error: r.try_get("error")?,
-        opened_at: r.try_get("opened_at")?,
-        ended_at: r.try_get("ended_at")?,
-    })
+    Ok(<WorkspaceRow as sqlx::FromRow<_>>::from_row(r)?)
 }
 
 /// Ends a running task run with `status`, and records `event` when it moved.
@@ -325,19 +313,8 @@ impl Store {
             .await?
             .ok_or_else(|| StoreError::not_found("task run", run_id))?
             .try_get("task_id")?;
-        sqlx::query(
-            r#"insert into change_sets (id, task_id, run_id, commit_id, contract_changes, data_changes, created_at)
-               values ($1, $2, $3, $4, $5, $6, $7) on conflict (run_id) do nothing"#,
-        )
-        .bind(ChangeSetId::from_body(&new_id_body()).0)
-        .bind(&task_id)
-        .bind(run_id)
-        .bind(&input.commit)
-        .bind(to_json(&input.contract_changes))
-        .bind(to_json(&input.data_changes))
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
+        // A retried publish finds the ChangeSet its first attempt made.
+        crate::changes::insert_change_set(self.pool(), &task_id, run_id, input).await?;
         self.change_set_of_run(run_id)
             .await?
             .ok_or_else(|| StoreError::not_found("change set of run", run_id))

@@ -688,7 +688,7 @@ on_both!(
         ));
         assert_eq!(s.list_tasks(&alice.id, &c.id).await.unwrap().len(), 2);
         let run = s.start_task_run(&alice.id, &t1.id).await.unwrap();
-        assert!(run.id.starts_with("run_"));
+        assert!(run.id.starts_with("trun_"), "{}", run.id);
         let cs_in = ChangeSetInput {
             commit: "0123456789abcdef0123456789abcdef01234567".into(),
             contract_changes: vec!["GET /api/calendar -> [{date, todos}]".into()],

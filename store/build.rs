@@ -1,0 +1,53 @@
+//! Lists the migrations from `migrations/sqlite/` and `migrations/postgres/` at build time, so
+//! the list is never kept by hand: every `<version>_<name>.sql` file becomes one entry, in version
+//! order, and a migration present for one backend only fails the build.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn list(dir: &Path) -> BTreeMap<(i64, String), PathBuf> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
+        let path = entry.expect("a directory entry").path();
+        let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
+            continue;
+        };
+        let Some(stem) = file.strip_suffix(".sql") else {
+            continue;
+        };
+        let (version, name) = stem
+            .split_once('_')
+            .unwrap_or_else(|| panic!("{file}: a migration is named <utc-timestamp>_<verb_noun>.sql"));
+        let version: i64 = version
+            .parse()
+            .unwrap_or_else(|_| panic!("{file}: the part before the first _ is the version, a UTC timestamp"));
+        out.insert((version, name.to_owned()), path);
+    }
+    out
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+    let sqlite = list(&root.join("sqlite"));
+    let postgres = list(&root.join("postgres"));
+    for key in sqlite.keys().filter(|k| !postgres.contains_key(*k)) {
+        panic!("migration {}_{} exists for sqlite but not for postgres", key.0, key.1);
+    }
+    for key in postgres.keys().filter(|k| !sqlite.contains_key(*k)) {
+        panic!("migration {}_{} exists for postgres but not for sqlite", key.0, key.1);
+    }
+    let mut code = String::from("const MIGRATIONS: &[Migration] = &[\n");
+    for ((version, name), sqlite_path) in &sqlite {
+        let postgres_path = &postgres[&(*version, name.clone())];
+        code.push_str(&format!(
+            "    Migration {{ version: {version}, name: {name:?}, sqlite: include_str!({:?}), postgres: include_str!({:?}) }},\n",
+            sqlite_path.canonicalize().expect("a migration path"),
+            postgres_path.canonicalize().expect("a migration path"),
+        ));
+    }
+    code.push_str("];\n");
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("migrations.rs");
+    std::fs::write(out, code).expect("writing the migration list");
+    println!("cargo:rerun-if-changed=../migrations/sqlite");
+    println!("cargo:rerun-if-changed=../migrations/postgres");
+}
