@@ -9,6 +9,7 @@ use axum::http::{StatusCode, header};
 use belay_store::accounts::Account;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 /// The authenticated account behind `Authorization: Bearer <token>`.
 pub struct Caller(pub Account);
@@ -41,24 +42,205 @@ fn strip_location(msg: String) -> String {
     }
 }
 
-/// Parses JSON text into `T`, naming the field a data error is about.
+/// Parses JSON text into `T`. Text that is not JSON is 400 `malformed_json`; JSON of the wrong
+/// shape (a missing, unknown or mistyped field, a number where a word belongs) is 422
+/// `invalid_field` naming the field. The text is read as a JSON value first, so every shape error
+/// is a data error whatever the type, and a number with a zero fraction (`5.0`) counts as the
+/// integer it is, as JSON Schema's `integer` says.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        match inner.classify() {
-            serde_json::error::Category::Data => {
-                let field = if path == "." { "body".to_string() } else { path };
-                ApiError::invalid(&field, strip_location(inner.to_string()))
-            }
-            _ => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "malformed_json",
-                format!("body: not valid JSON: {}", strip_location(inner.to_string())),
-            ),
-        }
+    let mut value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("body: not valid JSON: {}", strip_location(e.to_string())),
+        )
+    })?;
+    integral_numbers_as_integers(&mut value);
+    serde_path_to_error::deserialize::<_, T>(Strict(value.clone())).map_err(|e| {
+        let path = e.path().clone();
+        let message = strip_location(e.into_inner().to_string());
+        let (field, rule) = field_and_rule(&path, &message);
+        let rule = match enum_words::<T>(&value, &path, &rule) {
+            Some(words) => format!("{}expected {words}", rule.trim_end_matches("expected string or map")),
+            None => rule,
+        };
+        ApiError::invalid(&field, rule)
     })
+}
+
+/// A JSON value read as a request body: an object where the type is a struct (serde would also
+/// take an array, field by field), otherwise as `serde_json::Value` reads itself.
+struct Strict(Value);
+
+impl<'de> serde::Deserializer<'de> for Strict {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Array(items) => {
+                visitor.visit_seq(serde::de::value::SeqDeserializer::new(items.into_iter().map(Strict)))
+            }
+            Value::Object(map) => visitor.visit_map(serde::de::value::MapDeserializer::new(
+                map.into_iter().map(|(k, v)| (k, Strict(v))),
+            )),
+            other => serde::Deserializer::deserialize_any(other, visitor),
+        }
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Object(_) => self.deserialize_any(visitor),
+            other => Err(serde::de::Error::invalid_type(unexpected(&other), &"a JSON object")),
+        }
+    }
+
+    fn deserialize_map<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Object(_) => self.deserialize_any(visitor),
+            other => Err(serde::de::Error::invalid_type(unexpected(&other), &"a JSON object")),
+        }
+    }
+
+    fn deserialize_seq<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Array(_) => self.deserialize_any(visitor),
+            other => Err(serde::de::Error::invalid_type(unexpected(&other), &"a JSON array")),
+        }
+    }
+
+    fn deserialize_option<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Null => visitor.visit_none(),
+            other => visitor.visit_some(Strict(other)),
+        }
+    }
+
+    /// Only a tag names a variant here (an internally tagged enum's `kind`), and only by its word:
+    /// serde would also take the variant's index.
+    fn deserialize_identifier<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::String(s) => visitor.visit_string(s),
+            other => Err(serde::de::Error::invalid_type(unexpected(&other), &"a string")),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: serde::de::Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_enum(name, variants, visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct tuple tuple_struct ignored_any
+    }
+}
+
+impl<'de> serde::de::IntoDeserializer<'de, serde_json::Error> for Strict {
+    type Deserializer = Self;
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
+fn unexpected(v: &Value) -> serde::de::Unexpected<'_> {
+    use serde::de::Unexpected;
+    match v {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Unexpected::Signed(i),
+            (_, Some(u), _) => Unexpected::Unsigned(u),
+            (_, _, Some(f)) => Unexpected::Float(f),
+            _ => Unexpected::Other("number"),
+        },
+        Value::String(s) => Unexpected::Str(s),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
+    }
+}
+
+/// `5.0` as `5`: JSON does not tell the two apart, and neither does an `integer` schema.
+fn integral_numbers_as_integers(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f >= -(2f64.powi(63))
+                && f < 2f64.powi(63)
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_numbers_as_integers),
+        _ => {}
+    }
+}
+
+/// The field a deserialization error is about, as a JSON path (`combination.model`,
+/// `variants[2]`), and the rule it broke. A missing or unknown field is named itself, not its
+/// parent object.
+fn field_and_rule(path: &serde_path_to_error::Path, message: &str) -> (String, String) {
+    let parent = path.to_string();
+    let join = |name: &str| {
+        if parent == "." {
+            name.to_string()
+        } else {
+            format!("{parent}.{name}")
+        }
+    };
+    let quoted = |rest: &str| {
+        rest.split_once('`')
+            .map(|(name, tail)| (name.to_string(), tail.to_string()))
+    };
+    if let Some((name, _)) = message.strip_prefix("missing field `").and_then(quoted) {
+        return (join(&name), "is required".to_string());
+    }
+    if let Some((name, tail)) = message.strip_prefix("unknown field `").and_then(quoted) {
+        let expected = tail.trim_start_matches(", ");
+        return (join(&name), format!("is not a field here ({expected})"));
+    }
+    let field = if parent == "." { "body".to_string() } else { parent };
+    (field, message.to_string())
+}
+
+/// For a value of the wrong type where an enum belongs (`{"scope":7}`), the enum's words: the
+/// same body with a string no enum has in that place is deserialized again, and its error names
+/// them.
+fn enum_words<T: DeserializeOwned>(value: &Value, path: &serde_path_to_error::Path, rule: &str) -> Option<String> {
+    if !rule.ends_with("expected string or map") {
+        return None;
+    }
+    let mut probe = value.clone();
+    let mut at = &mut probe;
+    for segment in path.iter() {
+        at = match segment {
+            serde_path_to_error::Segment::Map { key } => at.get_mut(key.as_str())?,
+            serde_path_to_error::Segment::Seq { index } => at.get_mut(*index)?,
+            _ => return None,
+        };
+    }
+    *at = Value::String("\u{0}".to_string());
+    let message = serde_json::from_value::<T>(probe).err()?.to_string();
+    let (_, words) = message.split_once("`, expected ")?;
+    Some(strip_location(words.to_string()))
 }
 
 /// A JSON request body.

@@ -676,11 +676,15 @@ on_both!(
         assert_eq!(t2.dependencies, vec!["api"]);
         assert!(matches!(
             s.add_task(&alice.id, &c.id, &t("ui", &[])).await,
-            Err(StoreError::Invalid(_))
+            Err(StoreError::Conflict(m)) if m.starts_with("key:")
         ));
         assert!(matches!(
             s.add_task(&alice.id, &c.id, &t("x", &["nope"])).await,
-            Err(StoreError::Invalid(_))
+            Err(StoreError::Conflict(m)) if m.starts_with("dependencies[0]:")
+        ));
+        assert!(matches!(
+            s.add_task(&alice.id, &c.id, &t("BAD", &[])).await,
+            Err(StoreError::Invalid(e)) if e.field == "key"
         ));
         assert!(matches!(
             s.add_task(&bob.id, &c.id, &t("x", &[])).await,
