@@ -590,6 +590,58 @@ on_both!(
             Err(StoreError::Invalid(_))
         ));
         assert_eq!(s.reviews_of(&run.id).await.unwrap().len(), 2);
+        assert_eq!(r.category, None, "a standard run shows no category");
+    }
+);
+
+on_both!(
+    a_game_jam_run_shows_the_worst_category_across_every_reviewer_and_no_rating,
+    |s: Store| async move {
+        add_harness(&s, "a", 1).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let job = s
+            .enqueue(NewJob {
+                test_type: Some(TestType::GameJam),
+                ..new_job("a")
+            })
+            .await
+            .unwrap();
+        s.claim("k").await.unwrap();
+        let run = run_to_completion(&s, &job.id).await;
+        assert_eq!((run.rating, run.category), (None, None), "no review yet");
+        let jam = |c: JamCategory| ReviewInput {
+            ratings: None,
+            category: Some(c),
+            note: None,
+        };
+        s.submit_review(&run.id, &alice.id, &jam(JamCategory::Gold))
+            .await
+            .unwrap();
+        s.submit_review(&run.id, &bob.id, &jam(JamCategory::Brick))
+            .await
+            .unwrap();
+        let shown = s.get_run(&run.id).await.unwrap().unwrap();
+        assert_eq!(
+            (shown.rating, shown.category, shown.review_count),
+            (None, Some(JamCategory::Brick), 2)
+        );
+        s.submit_review(&run.id, &bob.id, &jam(JamCategory::Diamond))
+            .await
+            .unwrap();
+        let listed = s
+            .list_runs(&belay_store::runs::RunFilter {
+                job_id: Some(job.id.clone()),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            listed[0].category,
+            Some(JamCategory::Gold),
+            "a replaced review counts as replaced"
+        );
     }
 );
 
