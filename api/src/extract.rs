@@ -56,7 +56,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
     })?;
     integral_numbers_as_integers(&mut value);
-    serde_path_to_error::deserialize::<_, T>(Strict(value.clone())).map_err(|e| {
+    serde_path_to_error::deserialize::<_, T>(Strict(value.clone(), None)).map_err(|e| {
         let path = e.path().clone();
         let message = strip_location(e.into_inner().to_string());
         let (field, rule) = field_and_rule(&path, &message);
@@ -69,19 +69,29 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 }
 
 /// A JSON value read as a request body: an object where the type is a struct (serde would also
-/// take an array, field by field), otherwise as `serde_json::Value` reads itself.
-struct Strict(Value);
+/// take an array, field by field), a word where a tag names a variant (serde would also take the
+/// variant's index), otherwise as `serde_json::Value` reads itself. `key` is the field the value
+/// sits in, so a tag's error can name it (serde reads an internally tagged enum's tag out of the
+/// path's sight).
+struct Strict(Value, Option<String>);
 
 impl<'de> serde::Deserializer<'de> for Strict {
     type Error = serde_json::Error;
 
     fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
         match self.0 {
-            Value::Array(items) => {
-                visitor.visit_seq(serde::de::value::SeqDeserializer::new(items.into_iter().map(Strict)))
+            // serde reads an internally tagged enum from an array too, its first item the tag.
+            Value::Array(_) if format!("{}", &visitor as &dyn serde::de::Expected).starts_with("internally tagged") => {
+                Err(serde::de::Error::invalid_type(
+                    serde::de::Unexpected::Seq,
+                    &"a JSON object",
+                ))
             }
+            Value::Array(items) => visitor.visit_seq(serde::de::value::SeqDeserializer::new(
+                items.into_iter().map(|v| Strict(v, None)),
+            )),
             Value::Object(map) => visitor.visit_map(serde::de::value::MapDeserializer::new(
-                map.into_iter().map(|(k, v)| (k, Strict(v))),
+                map.into_iter().map(|(k, v)| (k.clone(), Strict(v, Some(k)))),
             )),
             other => serde::Deserializer::deserialize_any(other, visitor),
         }
@@ -116,16 +126,20 @@ impl<'de> serde::Deserializer<'de> for Strict {
     fn deserialize_option<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
         match self.0 {
             Value::Null => visitor.visit_none(),
-            other => visitor.visit_some(Strict(other)),
+            other => visitor.visit_some(Strict(other, self.1)),
         }
     }
 
     /// Only a tag names a variant here (an internally tagged enum's `kind`), and only by its word:
     /// serde would also take the variant's index.
     fn deserialize_identifier<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        match self.0 {
-            Value::String(s) => visitor.visit_string(s),
-            other => Err(serde::de::Error::invalid_type(unexpected(&other), &"a string")),
+        let tag = |e: serde_json::Error| match &self.1 {
+            Some(key) => serde::de::Error::custom(format!("{TAG}{key}`: {e}")),
+            None => e,
+        };
+        match &self.0 {
+            Value::String(s) => visitor.visit_str(s).map_err(tag),
+            other => Err(tag(serde::de::Error::invalid_type(unexpected(other), &"a string"))),
         }
     }
 
@@ -176,6 +190,9 @@ fn unexpected(v: &Value) -> serde::de::Unexpected<'_> {
     }
 }
 
+/// How [`Strict`] marks the error of a tag, for [`field_and_rule`] to name the tag's field.
+const TAG: &str = "tag `";
+
 /// `5.0` as `5`: JSON does not tell the two apart, and neither does an `integer` schema.
 fn integral_numbers_as_integers(v: &mut Value) {
     match v {
@@ -212,6 +229,14 @@ fn field_and_rule(path: &serde_path_to_error::Path, message: &str) -> (String, S
     };
     if let Some((name, _)) = message.strip_prefix("missing field `").and_then(quoted) {
         return (join(&name), "is required".to_string());
+    }
+    if let Some((name, rest)) = message.strip_prefix(TAG).and_then(quoted) {
+        let field = if parent == name || parent.ends_with(&format!(".{name}")) {
+            parent
+        } else {
+            join(&name)
+        };
+        return (field, rest.trim_start_matches(": ").to_string());
     }
     if let Some((name, tail)) = message.strip_prefix("unknown field `").and_then(quoted) {
         let expected = tail.trim_start_matches(", ");
@@ -287,5 +312,103 @@ pub fn int_param(name: &str, value: Option<&str>, default: i64, min: i64, max: i
             name,
             format!("must be an integer from {min} to {max}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use belay_domain::catalogue::HarnessInput;
+    use belay_domain::job::LaunchInput;
+    use belay_domain::review::ReviewInput;
+    use belay_domain::workspace::ToolCall;
+
+    /// The status, code and message of a refused body.
+    fn refused<T: DeserializeOwned>(body: &str) -> (u16, String, String) {
+        let e = parse_json::<T>(body.as_bytes()).err().expect("refused");
+        (e.status.as_u16(), e.code, e.message)
+    }
+
+    fn field_of<T: DeserializeOwned>(body: &str) -> String {
+        let (status, code, message) = refused::<T>(body);
+        assert_eq!((status, code.as_str()), (422, "invalid_field"), "{message}");
+        message.split_once(": ").expect("field: rule").0.to_string()
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Scoped {
+        scope: belay_domain::review::Rating,
+    }
+
+    #[test]
+    fn a_number_where_a_word_belongs_is_an_invalid_field_naming_it_and_its_words() {
+        let (status, _, message) = refused::<Scoped>(r#"{"scope":7}"#);
+        assert_eq!(status, 422);
+        assert!(message.starts_with("scope: invalid type: integer `7`"), "{message}");
+        assert!(
+            message.contains("`broken`") && message.contains("`flawless`"),
+            "{message}"
+        );
+        assert_eq!(
+            field_of::<ReviewInput>(r#"{"ratings":{"gameplay":3}}"#),
+            "ratings.gameplay"
+        );
+        assert_eq!(field_of::<ReviewInput>(r#"{"category":3}"#), "category");
+    }
+
+    #[test]
+    fn a_tag_is_named_whether_it_is_a_number_an_unknown_word_or_missing() {
+        let launch = |combination: &str| {
+            format!(r#"{{"case":{{"slug":"c","version":"1.0.0","variant":"v"}},"combination":{combination}}}"#)
+        };
+        for combination in [
+            r#"{"kind":7,"harness":"h","model":"m"}"#,
+            r#"{"kind":"robot","harness":"h","model":"m"}"#,
+            r#"{"harness":"h","model":"m"}"#,
+        ] {
+            assert_eq!(
+                field_of::<LaunchInput>(&launch(combination)),
+                "combination.kind",
+                "{combination}"
+            );
+        }
+        let harness = r#"{"name":"h","maxParallelism":1,"adapter":{"kind":0,"argv":["x"]}}"#;
+        assert_eq!(field_of::<HarnessInput>(harness), "adapter.kind");
+    }
+
+    #[test]
+    fn a_tool_call_names_its_missing_or_unknown_field() {
+        assert_eq!(field_of::<ToolCall>(r#"{"tool":"read_file"}"#), "path");
+        assert_eq!(
+            field_of::<ToolCall>(r#"{"tool":"read_file","path":"a","mode":"r"}"#),
+            "mode"
+        );
+        assert_eq!(field_of::<ToolCall>(r#"{"path":"a"}"#), "tool");
+    }
+
+    #[test]
+    fn an_array_is_not_an_object_and_text_that_is_not_json_is_malformed() {
+        assert_eq!(field_of::<HarnessInput>("[null, null]"), "body");
+        assert_eq!(
+            field_of::<HarnessInput>(r#"{"name":"h","maxParallelism":1,"adapter":["script","true"]}"#),
+            "adapter"
+        );
+        let (status, code, _) = refused::<HarnessInput>(r#"{"name":"#);
+        assert_eq!((status, code.as_str()), (400, "malformed_json"));
+    }
+
+    #[test]
+    fn an_integer_may_be_written_with_a_zero_fraction() {
+        let h: HarnessInput =
+            parse_json(br#"{"name":"h","maxParallelism":2.0,"adapter":{"kind":"script","script":"true"}}"#).unwrap();
+        assert_eq!(h.max_parallelism, 2);
+        assert_eq!(
+            field_of::<HarnessInput>(
+                r#"{"name":"h","maxParallelism":2.5,"adapter":{"kind":"script","script":"true"}}"#
+            ),
+            "maxParallelism"
+        );
     }
 }

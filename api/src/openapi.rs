@@ -136,12 +136,65 @@ pub async fn serve(_c: Caller) -> ApiResult<Json<&'static serde_json::Value>> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
+    fn operations(doc: &Value) -> Vec<(String, String, &Value)> {
+        let mut ops = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                ops.push((method.clone(), path.clone(), op));
+            }
+        }
+        ops
+    }
+
     #[test]
-    fn dump() {
-        std::fs::write(
-            "/tmp/openapi.json",
-            serde_json::to_string_pretty(&super::openapi_document()).unwrap(),
-        )
-        .unwrap();
+    fn every_request_rule_lands_in_the_document() {
+        // `openapi_document` panics naming any rule whose place the document lacks.
+        let doc = super::openapi_document();
+        let harness = &doc["components"]["schemas"]["HarnessInput"]["properties"]["maxParallelism"];
+        assert_eq!(
+            (harness["minimum"].clone(), harness["maximum"].clone()),
+            (1.into(), 1000.into())
+        );
+    }
+
+    #[test]
+    fn every_operation_documents_the_answers_its_extractors_give() {
+        let doc = super::openapi_document();
+        let ops = operations(&doc);
+        assert!(ops.len() >= 53, "{} operations", ops.len());
+        for (method, path, op) in ops {
+            let answers = op["responses"].as_object().unwrap();
+            let public = matches!(path.as_str(), "/v1/healthz" | "/v1/readyz");
+            assert_eq!(answers.contains_key("401"), !public, "{method} {path}");
+            if op.get("requestBody").is_some() {
+                for status in ["400", "413", "422"] {
+                    assert!(answers.contains_key(status), "{method} {path} lacks {status}");
+                }
+            }
+            for (status, answer) in answers {
+                if status.starts_with('4') {
+                    assert_eq!(
+                        answer["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/ErrorBody",
+                        "{method} {path} {status}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn query_parameters_are_in_the_query_and_optional() {
+        let doc = super::openapi_document();
+        let params = doc["paths"]["/v1/jobs"]["get"]["parameters"].as_array().unwrap();
+        assert!(!params.is_empty());
+        for p in params {
+            assert_eq!(
+                (p["in"].as_str(), p["required"].as_bool()),
+                (Some("query"), Some(false)),
+                "{p}"
+            );
+        }
     }
 }
