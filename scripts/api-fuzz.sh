@@ -23,6 +23,8 @@ belay=${1:?usage: scripts/api-fuzz.sh /path/to/belay}
 [ -x "$belay" ] || belay_die "$belay is not an executable"
 st=${BELAY_SCHEMATHESIS_BIN:-${BELAY_TOOLS_DIR:-$HOME/.cache/belay/tools}/schemathesis-venv/bin/schemathesis}
 [ -x "$st" ] || belay_die "schemathesis not found at $st; run scripts/setup.sh"
+[ -n "${BELAY_TEMPORAL_BIN:-}" ] || belay_die "BELAY_TEMPORAL_BIN is not set; scripts/setup.sh prints it"
+export BELAY_TEMPORAL_BIN
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -72,7 +74,8 @@ seed=${BELAY_FUZZ_SEED:-$(python3 -c 'import random; print(random.randrange(2**3
 belay_log "api-fuzz: schemathesis $("$st" --version | awk '{print $NF}') against $url (seed $seed)"
 reports=${BELAY_FUZZ_REPORT_DIR:-$work/reports}
 status=0
-"$st" run "$url/v1/openapi.json" \
+# schemathesis keeps a cache in its working directory: give it this run's own.
+(cd "$work" && "$st" run "$url/v1/openapi.json" \
     --checks all \
     --phases examples,coverage,fuzzing,stateful \
     --header "Authorization: Bearer $token" \
@@ -80,7 +83,7 @@ status=0
     --seed "$seed" \
     --workers 1 \
     --request-timeout 200 \
-    --report junit --report-dir "$reports" \
+    --report junit --report-dir "$reports") \
     || status=$?
 if [ "$status" -ne 0 ]; then
     belay_log "api-fuzz: schemathesis found problems (exit $status); last lines of belay dev's log:"

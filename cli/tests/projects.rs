@@ -278,6 +278,57 @@ async fn deleting_a_project_removes_its_repositories_and_sources_and_no_others()
         .request("DELETE", &format!("/v1/projects/{doomed}"), Some(&b.token), None)
         .await;
     assert_eq!((s, v["status"].as_str()), (202, Some("deleting")), "{v}");
+    // Gone from the moment the deletion is accepted: the project and everything in it.
+    let change = c["id"].as_str().unwrap();
+    let task = t["id"].as_str().unwrap();
+    let run_id = run["id"].as_str().unwrap();
+    for (method, path, body) in [
+        ("GET", format!("/v1/projects/{doomed}"), None),
+        ("DELETE", format!("/v1/projects/{doomed}"), None),
+        ("GET", format!("/v1/projects/{doomed}/changes"), None),
+        (
+            "POST",
+            format!("/v1/projects/{doomed}/changes"),
+            Some(r#"{"goal":"g"}"#),
+        ),
+        ("GET", format!("/v1/changes/{change}"), None),
+        ("GET", format!("/v1/changes/{change}/tasks"), None),
+        (
+            "POST",
+            format!("/v1/changes/{change}/tasks"),
+            Some(r#"{"key":"u","kind":"implement","title":"u"}"#),
+        ),
+        ("POST", format!("/v1/tasks/{task}/runs"), None),
+        ("GET", format!("/v1/task-runs/{run_id}/workspace"), None),
+        (
+            "POST",
+            format!("/v1/task-runs/{run_id}/change-set"),
+            Some(r#"{"commit":"0123456789abcdef0123456789abcdef01234567"}"#),
+        ),
+        (
+            "POST",
+            format!("/v1/task-runs/{run_id}/workspace/tools"),
+            Some(r#"{"tool":"read_file","path":"a"}"#),
+        ),
+        (
+            "POST",
+            format!("/v1/projects/{doomed}/repo-tokens"),
+            Some(r#"{"scope":"read"}"#),
+        ),
+        ("POST", format!("/v1/projects/{doomed}/edit-sessions"), None),
+    ] {
+        let (s, v) = b.request(method, &path, Some(&b.token), body).await;
+        assert_eq!(s, 404, "{method} {path} after the deletion was accepted: {v}");
+    }
+    assert!(
+        b.get("/v1/projects")
+            .await
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["id"] != doomed.as_str()),
+        "a project being deleted is not listed"
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (s, _) = b

@@ -646,6 +646,96 @@ on_both!(
 );
 
 on_both!(
+    a_project_being_deleted_and_everything_in_it_are_not_found,
+    |s: Store| async move {
+        use belay_domain::change::{ChangeInput, ChangeSetInput, TaskInput, TaskKind};
+        use belay_domain::project::ProjectInput;
+        use belay_store::edit_sessions::OpenSession;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let project = |name: &str| ProjectInput {
+            name: name.into(),
+            workspace_policy: None,
+        };
+        let p = s.create_project(&alice.id, &project("doomed")).await.unwrap();
+        let kept = s.create_project(&alice.id, &project("kept")).await.unwrap();
+        let c = s
+            .create_change(
+                &alice.id,
+                &p.id,
+                &ChangeInput {
+                    goal: "g".into(),
+                    acceptance_criteria: vec![],
+                    invariants: vec![],
+                    risk_tier: None,
+                },
+            )
+            .await
+            .unwrap();
+        let t = s
+            .add_task(
+                &alice.id,
+                &c.id,
+                &TaskInput {
+                    key: "t".into(),
+                    kind: TaskKind::Implement,
+                    title: "t".into(),
+                    semantic_resources: vec![],
+                    dependencies: vec![],
+                },
+            )
+            .await
+            .unwrap();
+        let run = s.start_task_run(&alice.id, &t.id).await.unwrap();
+        let cs = s
+            .record_change_set(
+                &alice.id,
+                &run.id,
+                &ChangeSetInput {
+                    commit: "0123456789abcdef0123456789abcdef01234567".into(),
+                    contract_changes: vec![],
+                    data_changes: vec![],
+                },
+            )
+            .await
+            .unwrap();
+        s.mark_project_provisioned(&p.id, "c0", "t0").await.unwrap();
+        let OpenSession::Opened(session) = s.open_edit_session(&alice.id, &p.id, "edit_1").await.unwrap() else {
+            panic!("the session opens");
+        };
+
+        assert!(s.mark_project_deleting(&alice.id, &p.id).await.unwrap());
+        assert!(s.get_project(&alice.id, &p.id).await.unwrap().is_none());
+        let listed: Vec<String> = s
+            .list_projects(&alice.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(listed, vec![kept.id.clone()]);
+        assert!(s.get_change(&alice.id, &c.id).await.unwrap().is_none());
+        assert!(s.list_changes(&alice.id, &p.id).await.unwrap().is_empty());
+        assert!(matches!(
+            s.list_tasks(&alice.id, &c.id).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(matches!(
+            s.start_task_run(&alice.id, &t.id).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(s.get_change_set(&alice.id, &cs.id).await.unwrap().is_none());
+        assert!(s.get_edit_session(&alice.id, &session.id).await.unwrap().is_none());
+        assert!(matches!(
+            s.open_edit_session(&alice.id, &p.id, "edit_2").await,
+            Err(StoreError::NotFound { .. })
+        ));
+        // The deletion itself still finds what it removes.
+        assert!(s.project_repository_names(&p.id).await.unwrap().len() >= 2);
+        assert!(s.get_project(&alice.id, &kept.id).await.unwrap().is_some());
+    }
+);
+
+on_both!(
     a_project_is_provisioned_once_and_only_its_owner_sees_it,
     |s: Store| async move {
         use belay_domain::project::{ProjectInput, ProjectStatus};
