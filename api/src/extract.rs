@@ -223,6 +223,14 @@ fn field_and_rule(path: &serde_path_to_error::Path, message: &str) -> (String, S
             format!("{parent}.{name}")
         }
     };
+    // The path reaches into an unknown field or a tag itself when serde got that far.
+    let named = |name: String| {
+        if parent == name || parent.ends_with(&format!(".{name}")) {
+            parent.clone()
+        } else {
+            join(&name)
+        }
+    };
     let quoted = |rest: &str| {
         rest.split_once('`')
             .map(|(name, tail)| (name.to_string(), tail.to_string()))
@@ -231,16 +239,11 @@ fn field_and_rule(path: &serde_path_to_error::Path, message: &str) -> (String, S
         return (join(&name), "is required".to_string());
     }
     if let Some((name, rest)) = message.strip_prefix(TAG).and_then(quoted) {
-        let field = if parent == name || parent.ends_with(&format!(".{name}")) {
-            parent
-        } else {
-            join(&name)
-        };
-        return (field, rest.trim_start_matches(": ").to_string());
+        return (named(name), rest.trim_start_matches(": ").to_string());
     }
     if let Some((name, tail)) = message.strip_prefix("unknown field `").and_then(quoted) {
         let expected = tail.trim_start_matches(", ");
-        return (join(&name), format!("is not a field here ({expected})"));
+        return (named(name), format!("is not a field here ({expected})"));
     }
     let field = if parent == "." { "body".to_string() } else { parent };
     (field, message.to_string())
@@ -386,6 +389,10 @@ mod tests {
             "mode"
         );
         assert_eq!(field_of::<ToolCall>(r#"{"path":"a"}"#), "tool");
+        let patch = r#"{"maxParallelism":2,"colour":"red"}"#;
+        assert_eq!(field_of::<belay_domain::catalogue::HarnessUpdate>(patch), "colour");
+        let nested = r#"{"name":"h","maxParallelism":1,"adapter":{"kind":"script","script":"true","colour":1}}"#;
+        assert_eq!(field_of::<HarnessInput>(nested), "adapter.colour");
     }
 
     #[test]
