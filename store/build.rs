@@ -30,10 +30,10 @@ fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
     let sqlite = list(&root.join("sqlite"));
     let postgres = list(&root.join("postgres"));
-    for key in sqlite.keys().filter(|k| !postgres.contains_key(*k)) {
+    if let Some(key) = sqlite.keys().find(|k| !postgres.contains_key(*k)) {
         panic!("migration {}_{} exists for sqlite but not for postgres", key.0, key.1);
     }
-    for key in postgres.keys().filter(|k| !sqlite.contains_key(*k)) {
+    if let Some(key) = postgres.keys().find(|k| !sqlite.contains_key(*k)) {
         panic!("migration {}_{} exists for postgres but not for sqlite", key.0, key.1);
     }
     let mut code = String::from("const MIGRATIONS: &[Migration] = &[\n");

@@ -10,7 +10,7 @@ use belay_domain::meter::{Reservation, close_of};
 use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_domain::repo::{canonical_repo, edit_fork};
 use belay_git::{GitError, GitService};
-use belay_sandbox::git::{GitInSandboxError, SandboxGit};
+use belay_sandbox::git::{Checkout, GitInSandboxError, SandboxGit};
 use belay_sandbox::{SandboxError, SandboxUser, Sandboxes, WORKSPACE, container_name, edit_dir};
 use belay_store::Store;
 use belay_store::meter::Reserve;
@@ -151,7 +151,16 @@ impl EditSandboxActivities {
             let fork = edit_fork(&input.session_id).map_err(fatal)?;
             if let Err(why) = self
                 .git
-                .clone_repo(&self.sandboxes, &self.revocations, project, &dir, &fork, user)
+                .clone_repo(
+                    &self.sandboxes,
+                    &self.revocations,
+                    Checkout {
+                        project,
+                        dir: &dir,
+                        repo: &fork,
+                    },
+                    user,
+                )
                 .await
                 .map_err(|e| match e {
                     GitInSandboxError::Sandbox(e) => sandbox_error(e),

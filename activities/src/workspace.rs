@@ -15,7 +15,7 @@ use belay_domain::repo::{canonical_repo, workspace_fork};
 use belay_domain::workspace::{MAX_FILE_BYTES, TOOL_TIMEOUT_SECS, ToolCall, apply_edit, check_package_script};
 use belay_git::source_objects::SourceObjects;
 use belay_git::{GitService, StackedFork, StackedTip};
-use belay_sandbox::git::{GitInSandboxError, Pushed as InSandbox, SandboxGit};
+use belay_sandbox::git::{Checkout, GitInSandboxError, Pushed as InSandbox, SandboxGit};
 use belay_sandbox::{SandboxError, SandboxUser, Sandboxes, run_dir};
 use belay_store::workspaces::Admission;
 use belay_store::{Store, StoreError};
@@ -386,9 +386,11 @@ impl WorkspaceSandboxActivities {
                 .clone_repo(
                     &self.sandboxes,
                     &self.revocations,
-                    project,
-                    &dir,
-                    &input.fork,
+                    Checkout {
+                        project,
+                        dir: &dir,
+                        repo: &input.fork,
+                    },
                     SandboxUser::Root,
                 )
                 .await
@@ -485,9 +487,11 @@ impl WorkspaceSandboxActivities {
                 .commit_and_push(
                     &self.sandboxes,
                     &self.revocations,
-                    project,
-                    &dir,
-                    &input.fork,
+                    Checkout {
+                        project,
+                        dir: &dir,
+                        repo: &input.fork,
+                    },
                     &input.message,
                     &input.start,
                 )

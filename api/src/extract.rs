@@ -9,6 +9,7 @@ use axum::http::{StatusCode, header};
 use belay_store::accounts::Account;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 /// The authenticated account behind `Authorization: Bearer <token>`.
 pub struct Caller(pub Account);
@@ -41,24 +42,233 @@ fn strip_location(msg: String) -> String {
     }
 }
 
-/// Parses JSON text into `T`, naming the field a data error is about.
+/// Parses JSON text into `T`. Text that is not JSON is 400 `malformed_json`; JSON of the wrong
+/// shape (a missing, unknown or mistyped field, a number where a word belongs) is 422
+/// `invalid_field` naming the field. The text is read as a JSON value first, so every shape error
+/// is a data error whatever the type, and a number with a zero fraction (`5.0`) counts as the
+/// integer it is, as JSON Schema's `integer` says.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        match inner.classify() {
-            serde_json::error::Category::Data => {
-                let field = if path == "." { "body".to_string() } else { path };
-                ApiError::invalid(&field, strip_location(inner.to_string()))
-            }
-            _ => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "malformed_json",
-                format!("body: not valid JSON: {}", strip_location(inner.to_string())),
-            ),
-        }
+    let mut value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("body: not valid JSON: {}", strip_location(e.to_string())),
+        )
+    })?;
+    integral_numbers_as_integers(&mut value);
+    serde_path_to_error::deserialize::<_, T>(Strict(value.clone(), None)).map_err(|e| {
+        let path = e.path().clone();
+        let message = strip_location(e.into_inner().to_string());
+        let (field, rule) = field_and_rule(&path, &message);
+        let rule = match enum_words::<T>(&value, &path, &rule) {
+            Some(words) => format!("{}expected {words}", rule.trim_end_matches("expected string or map")),
+            None => rule,
+        };
+        ApiError::invalid(&field, rule)
     })
+}
+
+/// A JSON value read as a request body: an object where the type is a struct (serde would also
+/// take an array, field by field), a word where a tag names a variant (serde would also take the
+/// variant's index), otherwise as `serde_json::Value` reads itself. `key` is the field the value
+/// sits in, so a tag's error can name it (serde reads an internally tagged enum's tag out of the
+/// path's sight).
+struct Strict(Value, Option<String>);
+
+impl<'de> serde::Deserializer<'de> for Strict {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            // serde reads an internally tagged enum from an array too, its first item the tag.
+            Value::Array(_) if format!("{}", &visitor as &dyn serde::de::Expected).starts_with("internally tagged") => {
+                Err(serde::de::Error::invalid_type(
+                    serde::de::Unexpected::Seq,
+                    &"a JSON object",
+                ))
+            }
+            Value::Array(items) => visitor.visit_seq(serde::de::value::SeqDeserializer::new(
+                items.into_iter().map(|v| Strict(v, None)),
+            )),
+            Value::Object(map) => visitor.visit_map(serde::de::value::MapDeserializer::new(
+                map.into_iter().map(|(k, v)| (k.clone(), Strict(v, Some(k)))),
+            )),
+            other => serde::Deserializer::deserialize_any(other, visitor),
+        }
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Object(_) => self.deserialize_any(visitor),
+            other => Err(serde::de::Error::invalid_type(unexpected(&other), &"a JSON object")),
+        }
+    }
+
+    fn deserialize_map<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Object(_) => self.deserialize_any(visitor),
+            other => Err(serde::de::Error::invalid_type(unexpected(&other), &"a JSON object")),
+        }
+    }
+
+    fn deserialize_seq<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Array(_) => self.deserialize_any(visitor),
+            other => Err(serde::de::Error::invalid_type(unexpected(&other), &"a JSON array")),
+        }
+    }
+
+    fn deserialize_option<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Null => visitor.visit_none(),
+            other => visitor.visit_some(Strict(other, self.1)),
+        }
+    }
+
+    /// Only a tag names a variant here (an internally tagged enum's `kind`), and only by its word:
+    /// serde would also take the variant's index.
+    fn deserialize_identifier<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        let tag = |e: serde_json::Error| match &self.1 {
+            Some(key) => serde::de::Error::custom(format!("{TAG}{key}`: {e}")),
+            None => e,
+        };
+        match &self.0 {
+            Value::String(s) => visitor.visit_str(s).map_err(tag),
+            other => Err(tag(serde::de::Error::invalid_type(unexpected(other), &"a string"))),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: serde::de::Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_enum(name, variants, visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct tuple tuple_struct ignored_any
+    }
+}
+
+impl<'de> serde::de::IntoDeserializer<'de, serde_json::Error> for Strict {
+    type Deserializer = Self;
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
+fn unexpected(v: &Value) -> serde::de::Unexpected<'_> {
+    use serde::de::Unexpected;
+    match v {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Unexpected::Signed(i),
+            (_, Some(u), _) => Unexpected::Unsigned(u),
+            (_, _, Some(f)) => Unexpected::Float(f),
+            _ => Unexpected::Other("number"),
+        },
+        Value::String(s) => Unexpected::Str(s),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
+    }
+}
+
+/// How [`Strict`] marks the error of a tag, for [`field_and_rule`] to name the tag's field.
+const TAG: &str = "tag `";
+
+/// `5.0` as `5`: JSON does not tell the two apart, and neither does an `integer` schema.
+fn integral_numbers_as_integers(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f >= -(2f64.powi(63))
+                && f < 2f64.powi(63)
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_numbers_as_integers),
+        _ => {}
+    }
+}
+
+/// The field a deserialization error is about, as a JSON path (`combination.model`,
+/// `variants[2]`), and the rule it broke. A missing or unknown field is named itself, not its
+/// parent object.
+fn field_and_rule(path: &serde_path_to_error::Path, message: &str) -> (String, String) {
+    let parent = path.to_string();
+    let join = |name: &str| {
+        if parent == "." {
+            name.to_string()
+        } else {
+            format!("{parent}.{name}")
+        }
+    };
+    // The path reaches into an unknown field or a tag itself when serde got that far.
+    let named = |name: String| {
+        if parent == name || parent.ends_with(&format!(".{name}")) {
+            parent.clone()
+        } else {
+            join(&name)
+        }
+    };
+    let quoted = |rest: &str| {
+        rest.split_once('`')
+            .map(|(name, tail)| (name.to_string(), tail.to_string()))
+    };
+    if let Some((name, _)) = message.strip_prefix("missing field `").and_then(quoted) {
+        return (join(&name), "is required".to_string());
+    }
+    if let Some((name, rest)) = message.strip_prefix(TAG).and_then(quoted) {
+        return (named(name), rest.trim_start_matches(": ").to_string());
+    }
+    if let Some((name, tail)) = message.strip_prefix("unknown field `").and_then(quoted) {
+        let expected = tail.trim_start_matches(", ");
+        return (named(name), format!("is not a field here ({expected})"));
+    }
+    let field = if parent == "." { "body".to_string() } else { parent };
+    (field, message.to_string())
+}
+
+/// For a value of the wrong type where an enum belongs (`{"scope":7}`), the enum's words: the
+/// same body with a string no enum has in that place is deserialized again, and its error names
+/// them.
+fn enum_words<T: DeserializeOwned>(value: &Value, path: &serde_path_to_error::Path, rule: &str) -> Option<String> {
+    if !rule.ends_with("expected string or map") {
+        return None;
+    }
+    let mut probe = value.clone();
+    let mut at = &mut probe;
+    for segment in path.iter() {
+        at = match segment {
+            serde_path_to_error::Segment::Map { key } => at.get_mut(key.as_str())?,
+            serde_path_to_error::Segment::Seq { index } => at.get_mut(*index)?,
+            _ => return None,
+        };
+    }
+    *at = Value::String("\u{0}".to_string());
+    let message = serde_json::from_value::<T>(probe).err()?.to_string();
+    let (_, words) = message.split_once("`, expected ")?;
+    Some(strip_location(words.to_string()))
 }
 
 /// A JSON request body.
@@ -105,5 +315,107 @@ pub fn int_param(name: &str, value: Option<&str>, default: i64, min: i64, max: i
             name,
             format!("must be an integer from {min} to {max}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use belay_domain::catalogue::HarnessInput;
+    use belay_domain::job::LaunchInput;
+    use belay_domain::review::ReviewInput;
+    use belay_domain::workspace::ToolCall;
+
+    /// The status, code and message of a refused body.
+    fn refused<T: DeserializeOwned>(body: &str) -> (u16, String, String) {
+        let e = parse_json::<T>(body.as_bytes()).err().expect("refused");
+        (e.status.as_u16(), e.code, e.message)
+    }
+
+    fn field_of<T: DeserializeOwned>(body: &str) -> String {
+        let (status, code, message) = refused::<T>(body);
+        assert_eq!((status, code.as_str()), (422, "invalid_field"), "{message}");
+        message.split_once(": ").expect("field: rule").0.to_string()
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Scoped {
+        scope: belay_domain::review::Rating,
+    }
+
+    #[test]
+    fn a_number_where_a_word_belongs_is_an_invalid_field_naming_it_and_its_words() {
+        let (status, _, message) = refused::<Scoped>(r#"{"scope":7}"#);
+        assert_eq!(status, 422);
+        assert!(message.starts_with("scope: invalid type: integer `7`"), "{message}");
+        assert!(
+            message.contains("`broken`") && message.contains("`flawless`"),
+            "{message}"
+        );
+        assert_eq!(
+            field_of::<ReviewInput>(r#"{"ratings":{"gameplay":3}}"#),
+            "ratings.gameplay"
+        );
+        assert_eq!(field_of::<ReviewInput>(r#"{"category":3}"#), "category");
+    }
+
+    #[test]
+    fn a_tag_is_named_whether_it_is_a_number_an_unknown_word_or_missing() {
+        let launch = |combination: &str| {
+            format!(r#"{{"case":{{"slug":"c","version":"1.0.0","variant":"v"}},"combination":{combination}}}"#)
+        };
+        for combination in [
+            r#"{"kind":7,"harness":"h","model":"m"}"#,
+            r#"{"kind":"robot","harness":"h","model":"m"}"#,
+            r#"{"harness":"h","model":"m"}"#,
+        ] {
+            assert_eq!(
+                field_of::<LaunchInput>(&launch(combination)),
+                "combination.kind",
+                "{combination}"
+            );
+        }
+        let harness = r#"{"name":"h","maxParallelism":1,"adapter":{"kind":0,"argv":["x"]}}"#;
+        assert_eq!(field_of::<HarnessInput>(harness), "adapter.kind");
+    }
+
+    #[test]
+    fn a_tool_call_names_its_missing_or_unknown_field() {
+        assert_eq!(field_of::<ToolCall>(r#"{"tool":"read_file"}"#), "path");
+        assert_eq!(
+            field_of::<ToolCall>(r#"{"tool":"read_file","path":"a","mode":"r"}"#),
+            "mode"
+        );
+        assert_eq!(field_of::<ToolCall>(r#"{"path":"a"}"#), "tool");
+        let patch = r#"{"maxParallelism":2,"colour":"red"}"#;
+        assert_eq!(field_of::<belay_domain::catalogue::HarnessUpdate>(patch), "colour");
+        let nested = r#"{"name":"h","maxParallelism":1,"adapter":{"kind":"script","script":"true","colour":1}}"#;
+        assert_eq!(field_of::<HarnessInput>(nested), "adapter.colour");
+    }
+
+    #[test]
+    fn an_array_is_not_an_object_and_text_that_is_not_json_is_malformed() {
+        assert_eq!(field_of::<HarnessInput>("[null, null]"), "body");
+        assert_eq!(
+            field_of::<HarnessInput>(r#"{"name":"h","maxParallelism":1,"adapter":["script","true"]}"#),
+            "adapter"
+        );
+        let (status, code, _) = refused::<HarnessInput>(r#"{"name":"#);
+        assert_eq!((status, code.as_str()), (400, "malformed_json"));
+    }
+
+    #[test]
+    fn an_integer_may_be_written_with_a_zero_fraction() {
+        let h: HarnessInput =
+            parse_json(br#"{"name":"h","maxParallelism":2.0,"adapter":{"kind":"script","script":"true"}}"#).unwrap();
+        assert_eq!(h.max_parallelism, 2);
+        assert_eq!(
+            field_of::<HarnessInput>(
+                r#"{"name":"h","maxParallelism":2.5,"adapter":{"kind":"script","script":"true"}}"#
+            ),
+            "maxParallelism"
+        );
     }
 }

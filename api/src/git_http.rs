@@ -551,7 +551,7 @@ mod tests {
 
         let expired = repo_token::issue(
             SECRET,
-            &repo_token::new_token_id("1"),
+            &repo_token::new_token_id("00000000000000000000000000000001"),
             "ws-1",
             Scope::Write,
             now_secs() - 2 * TOKEN_TTL_SECS,
@@ -562,7 +562,7 @@ mod tests {
         s.revoked.lock().unwrap().insert(revoked_id);
         let forged = repo_token::issue(
             b"not the server secret",
-            &repo_token::new_token_id("2"),
+            &repo_token::new_token_id("00000000000000000000000000000002"),
             "ws-1",
             Scope::Write,
             now_secs(),

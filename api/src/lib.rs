@@ -1,6 +1,7 @@
 //! belay's HTTP API: axum handlers over the store and the Temporal client, bearer-token auth,
 //! one error shape, and an OpenAPI document generated from the handlers' annotations.
 
+mod constraints;
 pub mod error;
 pub mod extract;
 pub mod git_http;
@@ -10,12 +11,12 @@ mod routes;
 
 use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use belay_store::Store;
 use std::future::Future;
 use temporalio_client::Client;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
 
 pub use openapi::openapi_document;
 
@@ -47,9 +48,68 @@ impl GitConfig {
     }
 }
 
+/// Every operation of the API, each registered once: the route and its entry in the OpenAPI
+/// document come from the same `#[utoipa::path]` annotation.
+fn operations() -> OpenApiRouter<AppState> {
+    use routes::*;
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(utoipa_axum::routes!(health::healthz))
+        .routes(utoipa_axum::routes!(health::readyz))
+        .routes(utoipa_axum::routes!(openapi::serve))
+        .routes(utoipa_axum::routes!(accounts::me))
+        .routes(utoipa_axum::routes!(
+            catalogue::ingest_version,
+            catalogue::list_test_cases
+        ))
+        .routes(utoipa_axum::routes!(catalogue::get_test_case))
+        .routes(utoipa_axum::routes!(catalogue::get_version, catalogue::update_version))
+        .routes(utoipa_axum::routes!(
+            catalogue::create_harness,
+            catalogue::list_harnesses
+        ))
+        .routes(utoipa_axum::routes!(catalogue::get_harness, catalogue::update_harness))
+        .routes(utoipa_axum::routes!(catalogue::create_model, catalogue::list_models))
+        .routes(utoipa_axum::routes!(catalogue::get_model, catalogue::update_model))
+        .routes(utoipa_axum::routes!(
+            catalogue::create_gg_config,
+            catalogue::list_gg_configs
+        ))
+        .routes(utoipa_axum::routes!(
+            catalogue::get_gg_config,
+            catalogue::update_gg_config
+        ))
+        .routes(utoipa_axum::routes!(jobs::launch, jobs::list))
+        .routes(utoipa_axum::routes!(jobs::cancel_bulk))
+        .routes(utoipa_axum::routes!(jobs::get))
+        .routes(utoipa_axum::routes!(jobs::cancel))
+        .routes(utoipa_axum::routes!(jobs::transitions))
+        .routes(utoipa_axum::routes!(runs::list))
+        .routes(utoipa_axum::routes!(runs::get))
+        .routes(utoipa_axum::routes!(runs::review))
+        .routes(utoipa_axum::routes!(runs::reviews))
+        .routes(utoipa_axum::routes!(events::list))
+        .routes(utoipa_axum::routes!(projects::create, projects::list))
+        .routes(utoipa_axum::routes!(projects::get, projects::delete))
+        .routes(utoipa_axum::routes!(repo_tokens::issue))
+        .routes(utoipa_axum::routes!(repo_tokens::revoke))
+        .routes(utoipa_axum::routes!(changes::create, changes::list))
+        .routes(utoipa_axum::routes!(changes::get))
+        .routes(utoipa_axum::routes!(changes::add_task, changes::tasks))
+        .routes(utoipa_axum::routes!(changes::start_run))
+        .routes(utoipa_axum::routes!(changes::record_change_set))
+        .routes(utoipa_axum::routes!(changes::get_change_set))
+        .routes(utoipa_axum::routes!(workspaces::get))
+        .routes(utoipa_axum::routes!(workspaces::tool))
+        .routes(utoipa_axum::routes!(workspaces::publish))
+        .routes(utoipa_axum::routes!(workspaces::close))
+        .routes(utoipa_axum::routes!(edit_sessions::open))
+        .routes(utoipa_axum::routes!(edit_sessions::get))
+        .routes(utoipa_axum::routes!(edit_sessions::command))
+        .routes(utoipa_axum::routes!(edit_sessions::end))
+}
+
 /// The whole API.
 pub fn router(state: AppState) -> Router {
-    use routes::*;
     let git = state.git.clone().map(|g| {
         let store = state.store.clone();
         git_http::git_router(git_http::GitHttpState {
@@ -65,69 +125,8 @@ pub fn router(state: AppState) -> Router {
             max_body: g.max_body,
         })
     });
-    let api = Router::new()
-        .route("/v1/healthz", get(health::healthz))
-        .route("/v1/readyz", get(health::readyz))
-        .route("/v1/openapi.json", get(openapi::serve))
-        .route("/v1/account", get(accounts::me))
-        .route(
-            "/v1/test-cases",
-            post(catalogue::ingest_version).get(catalogue::list_test_cases),
-        )
-        .route("/v1/test-cases/{slug}", get(catalogue::get_test_case))
-        .route(
-            "/v1/test-cases/{slug}/versions/{version}",
-            get(catalogue::get_version).put(catalogue::update_version),
-        )
-        .route(
-            "/v1/harnesses",
-            post(catalogue::create_harness).get(catalogue::list_harnesses),
-        )
-        .route(
-            "/v1/harnesses/{name}",
-            get(catalogue::get_harness).patch(catalogue::update_harness),
-        )
-        .route("/v1/models", post(catalogue::create_model).get(catalogue::list_models))
-        .route(
-            "/v1/models/{id}",
-            get(catalogue::get_model).put(catalogue::update_model),
-        )
-        .route(
-            "/v1/gg-configs",
-            post(catalogue::create_gg_config).get(catalogue::list_gg_configs),
-        )
-        .route(
-            "/v1/gg-configs/{id}",
-            get(catalogue::get_gg_config).patch(catalogue::update_gg_config),
-        )
-        .route("/v1/jobs", post(jobs::launch).get(jobs::list))
-        .route("/v1/jobs/cancel", post(jobs::cancel_bulk))
-        .route("/v1/jobs/{id}", get(jobs::get))
-        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
-        .route("/v1/job-transitions", get(jobs::transitions))
-        .route("/v1/runs", get(runs::list))
-        .route("/v1/runs/{id}", get(runs::get))
-        .route("/v1/runs/{id}/review", post(runs::review))
-        .route("/v1/runs/{id}/reviews", get(runs::reviews))
-        .route("/v1/events", get(events::list))
-        .route("/v1/projects", post(projects::create).get(projects::list))
-        .route("/v1/projects/{id}", get(projects::get).delete(projects::delete))
-        .route("/v1/projects/{id}/repo-tokens", post(repo_tokens::issue))
-        .route("/v1/repo-tokens/{token_id}/revoke", post(repo_tokens::revoke))
-        .route("/v1/projects/{id}/changes", post(changes::create).get(changes::list))
-        .route("/v1/changes/{id}", get(changes::get))
-        .route("/v1/changes/{id}/tasks", post(changes::add_task).get(changes::tasks))
-        .route("/v1/tasks/{id}/runs", post(changes::start_run))
-        .route("/v1/task-runs/{id}/change-set", post(changes::record_change_set))
-        .route("/v1/change-sets/{id}", get(changes::get_change_set))
-        .route("/v1/task-runs/{id}/workspace", get(workspaces::get))
-        .route("/v1/task-runs/{id}/workspace/tools", post(workspaces::tool))
-        .route("/v1/task-runs/{id}/workspace/publish", post(workspaces::publish))
-        .route("/v1/task-runs/{id}/workspace/close", post(workspaces::close))
-        .route("/v1/projects/{id}/edit-sessions", post(edit_sessions::open))
-        .route("/v1/edit-sessions/{id}", get(edit_sessions::get))
-        .route("/v1/edit-sessions/{id}/commands", post(edit_sessions::command))
-        .route("/v1/edit-sessions/{id}/end", post(edit_sessions::end))
+    let (api, _) = operations().split_for_parts();
+    let api = api
         .fallback(|| async { error::ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             error::ApiError::new(

@@ -33,6 +33,24 @@ pub struct DevArgs {
 }
 
 const TOKEN_FILE: &str = "dev-token";
+/// belay's SQLite database, in the data dir.
+const DATABASE_FILE: &str = "belay.db";
+
+fn database_url(data_dir: &Path) -> String {
+    format!("sqlite:{}", data_dir.join(DATABASE_FILE).display())
+}
+
+/// The database of the `belay dev` whose data dir is `data_dir`, which must have started once.
+pub fn existing_database_url(data_dir: &Path) -> anyhow::Result<String> {
+    let file = data_dir.join(DATABASE_FILE);
+    anyhow::ensure!(
+        file.is_file(),
+        "{} has no belay dev database ({DATABASE_FILE}); start `belay dev --data-dir {}` once first",
+        data_dir.display(),
+        data_dir.display()
+    );
+    Ok(database_url(data_dir))
+}
 
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -65,7 +83,7 @@ async fn run_with_server(
     let address = format!("127.0.0.1:{}", args.temporal_port);
     let client = connect_with_retry(&address).await?;
 
-    let database_url = format!("sqlite:{}", data_dir.join("belay.db").display());
+    let database_url = database_url(data_dir);
     let store = Store::connect(&database_url).await?;
     store.migrate().await?;
     let token = bootstrap_token(&store, data_dir).await?;

@@ -107,8 +107,13 @@ enum AccountCommand {
     /// Create an account and print its API token.
     Create {
         name: String,
-        #[arg(long, env = "DATABASE_URL")]
-        database_url: String,
+        /// The data dir of a `belay dev` (its database is DATA_DIR/belay.db); takes precedence
+        /// over DATABASE_URL.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// `sqlite:PATH` or `postgres://…`, when the account is for another deployment.
+        #[arg(long, env = "DATABASE_URL", required_unless_present = "data_dir")]
+        database_url: Option<String>,
     },
 }
 
@@ -148,8 +153,18 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Account {
-            command: AccountCommand::Create { name, database_url },
+            command:
+                AccountCommand::Create {
+                    name,
+                    data_dir,
+                    database_url,
+                },
         } => {
+            let database_url = match (data_dir, database_url) {
+                (Some(dir), _) => dev::existing_database_url(&dir)?,
+                (None, Some(url)) => url,
+                (None, None) => anyhow::bail!("give --data-dir (a `belay dev` data dir) or --database-url"),
+            };
             let store = belay_store::Store::connect(&database_url).await?;
             let (account, token) = store.create_account(&name).await.context("creating the account")?;
             eprintln!("created account {} ({})", account.name, account.id);

@@ -302,26 +302,26 @@ async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
         ),
         ("GET", "/v1/jobs?status=sleeping", "", 422, "status"),
         ("GET", "/v1/jobs?limit=lots", "", 422, "limit"),
-        // a model the catalogue cannot price
+        // launches the catalogue cannot run: well formed, in conflict with what it holds
         (
             "POST",
             "/v1/jobs",
             r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"unpriced"}}"#,
-            422,
+            409,
             "combination.model",
         ),
         (
             "POST",
             "/v1/jobs",
             r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"nope","model":"m"}}"#,
-            422,
+            409,
             "combination.harness",
         ),
         (
             "POST",
             "/v1/jobs",
             r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":"harness","harness":"h","model":"m","provider":"bedrock"}}"#,
-            422,
+            409,
             "combination.provider",
         ),
     ];
@@ -338,6 +338,175 @@ async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
         assert!(!v["error"]["code"].as_str().unwrap_or_default().is_empty());
     }
     assert_eq!(snapshot(&b).await, before, "refused requests wrote nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_number_where_a_word_belongs_or_a_stray_field_is_an_invalid_field_naming_it_and_writes_nothing() {
+    let b = Belay::start().await;
+    seed(&b).await;
+    let (s, project) = b.post("/v1/projects", json!({"name": "p"})).await;
+    assert_eq!(s, 201, "{project}");
+    let project = project["id"].as_str().unwrap().to_string();
+    let (s, change) = b
+        .post(&format!("/v1/projects/{project}/changes"), json!({"goal": "g"}))
+        .await;
+    assert_eq!(s, 201, "{change}");
+    let change = change["id"].as_str().unwrap().to_string();
+    let (s, task) = b
+        .post(
+            &format!("/v1/changes/{change}/tasks"),
+            json!({"key": "t", "kind": "implement", "title": "t"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{task}");
+    let (s, run) = b
+        .post(&format!("/v1/tasks/{}/runs", task["id"].as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(s, 201, "{run}");
+    let run = run["id"].as_str().unwrap().to_string();
+    let written = || async {
+        json!({
+            "db": snapshot(&b).await,
+            "tasks": b.get(&format!("/v1/changes/{change}/tasks")).await,
+            "workspace": b.get(&format!("/v1/task-runs/{run}/workspace")).await,
+        })
+    };
+    let before = written().await;
+    let tokens = format!("/v1/projects/{project}/repo-tokens");
+    let tasks = format!("/v1/changes/{change}/tasks");
+    let tools = format!("/v1/task-runs/{run}/workspace/tools");
+    let review = "/v1/runs/run_0/review".to_string();
+    let cases: Vec<(&str, String, &str, &str)> = vec![
+        ("POST", "/v1/jobs/cancel".into(), r#"{"scope":7}"#, "scope"),
+        ("POST", tokens.clone(), r#"{"scope":7}"#, "scope"),
+        (
+            "POST",
+            "/v1/test-cases".into(),
+            r#"{"slug":"x","version":"1.0.0","testType":7,"variants":["v"]}"#,
+            "testType",
+        ),
+        ("POST", tasks.clone(), r#"{"key":"u","kind":7,"title":"u"}"#, "kind"),
+        (
+            "POST",
+            review.clone(),
+            r#"{"ratings":{"gameplay":3}}"#,
+            "ratings.gameplay",
+        ),
+        ("POST", review.clone(), r#"{"category":4}"#, "category"),
+        (
+            "POST",
+            "/v1/jobs".into(),
+            r#"{"case":{"slug":"c","version":"1.0.0","variant":"default"},"combination":{"kind":7,"harness":"h","model":"m"}}"#,
+            "combination.kind",
+        ),
+        (
+            "POST",
+            "/v1/harnesses".into(),
+            r#"{"name":"x","maxParallelism":1,"adapter":{"kind":0,"argv":["true"]}}"#,
+            "adapter.kind",
+        ),
+        ("POST", tools.clone(), r#"{"tool":"read_file"}"#, "path"),
+        (
+            "POST",
+            tools.clone(),
+            r#"{"tool":"read_file","path":"a.txt","mode":"r"}"#,
+            "mode",
+        ),
+        ("POST", tools.clone(), r#"{"tool":7,"path":"a.txt"}"#, "tool"),
+        ("POST", "/v1/models".into(), r#"[null, null]"#, "body"),
+        (
+            "PATCH",
+            "/v1/harnesses/h".into(),
+            r#"{"maxParallelism":2,"colour":"red"}"#,
+            "colour",
+        ),
+    ];
+    for (method, path, body, field) in cases {
+        let (status, v) = b.request(method, &path, Some(&b.token), Some(body)).await;
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (422, Some("invalid_field")),
+            "{method} {path} {body}: {v}"
+        );
+        let message = v["error"]["message"].as_str().unwrap();
+        assert_eq!(
+            message.split_once(": ").map(|(f, _)| f),
+            Some(field),
+            "{method} {path} {body}: {message}"
+        );
+    }
+    assert_eq!(written().await, before, "refused requests wrote nothing");
+    assert_eq!(
+        b.get(&format!("/v1/changes/{change}/tasks"))
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_game_jam_run_shows_its_worst_category_and_no_rating() {
+    let b = Belay::start().await;
+    let (s, v) = b
+        .post(
+            "/v1/test-cases",
+            json!({"slug": "jam", "version": "1.0.0", "testType": "game_jam", "variants": ["default"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    b.catalogue().await;
+    b.harness(
+        "ok",
+        2,
+        r#"printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFEST""#,
+    )
+    .await;
+    let (s, job) = b
+        .post(
+            "/v1/jobs",
+            json!({"case": {"slug": "jam", "version": "1.0.0", "variant": "default"}, "combination": {"kind": "harness", "harness": "ok", "model": "m"}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{job}");
+    let id = job["id"].as_str().unwrap();
+    b.wait_status(id, &["completed"], std::time::Duration::from_secs(60))
+        .await;
+    let run = b.get(&format!("/v1/runs?jobId={id}")).await[0].clone();
+    let run_id = run["id"].as_str().unwrap();
+    assert_eq!(
+        (run["rating"].clone(), run["category"].clone()),
+        (Value::Null, Value::Null)
+    );
+    let path = format!("/v1/runs/{run_id}/review");
+    let (s, v) = b.post(&path, json!({"category": "gold"})).await;
+    assert_eq!(s, 200, "{v}");
+    let other = create_account(&b.database_url, "second");
+    let (s, v) = b
+        .request("POST", &path, Some(&other), Some(r#"{"category":"brick"}"#))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = b.post(&path, json!({"ratings": {"gameplay": "great"}})).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (409, Some("review_kind_mismatch")),
+        "a game-jam run takes no ratings: {v}"
+    );
+    for shown in [
+        b.get(&format!("/v1/runs/{run_id}")).await,
+        b.get(&format!("/v1/runs?jobId={id}")).await[0].clone(),
+    ] {
+        assert_eq!(
+            (
+                shown["category"].clone(),
+                shown["rating"].clone(),
+                shown["reviewCount"].clone()
+            ),
+            (json!("brick"), Value::Null, json!(2)),
+            "{shown}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -380,7 +549,7 @@ async fn a_gg_configuration_is_its_owners_alone_and_a_launch_naming_anothers_is_
     let unbound = json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default"},
         "combination": {"kind": "gg", "ggConfigId": id, "bindings": {"root": "m"}}});
     let (s, v) = b.post("/v1/jobs", unbound).await;
-    assert_eq!((s, v["error"]["code"].clone()), (422, json!("slot_unbound")), "{v}");
+    assert_eq!((s, v["error"]["code"].clone()), (409, json!("slot_unbound")), "{v}");
     let (s, _) = b
         .post(
             "/v1/models",
@@ -393,7 +562,7 @@ async fn a_gg_configuration_is_its_owners_alone_and_a_launch_naming_anothers_is_
     let (s, v) = b.post("/v1/jobs", windowless).await;
     assert_eq!(
         (s, v["error"]["code"].clone()),
-        (422, json!("model_without_context_window")),
+        (409, json!("model_without_context_window")),
         "{v}"
     );
     let ok = json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default", "engine": "godot"},
@@ -468,7 +637,11 @@ async fn reviews_are_one_per_account_and_the_displayed_rating_is_the_worst_domai
         (json!("passable"), json!(2))
     );
     let (s, v) = b.post(&path, json!({"category": "gold"})).await;
-    assert_eq!(s, 422, "a standard run takes no category: {v}");
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (409, Some("review_kind_mismatch")),
+        "a standard run takes no category: {v}"
+    );
     let (s, v) = b.post(&path, json!({"ratings": {"gameplay": "amazing"}})).await;
     assert_eq!(s, 422, "{v}");
     assert!(

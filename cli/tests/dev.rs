@@ -160,6 +160,33 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
 
     let again = start(dir.path(), ports, "demo");
     assert_eq!(again.token, token, "the bootstrap account is created once");
+    // Another account, made by pointing `account create` at the data dir alone.
+    let out = Command::new(BELAY)
+        .args(["account", "create", "second", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let second = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let me: serde_json::Value = http
+        .get(format!("{}/v1/account", again.api))
+        .bearer_auth(&second)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(me["name"], "second", "{me}");
+    let missing = Command::new(BELAY)
+        .args(["account", "create", "third", "--data-dir"])
+        .arg(dir.path().join("nowhere"))
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(!missing.status.success(), "a data dir without a database is refused");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("belay dev"));
     let runs: serde_json::Value = http
         .get(format!("{}/v1/runs?jobId={id}", again.api))
         .bearer_auth(&again.token)

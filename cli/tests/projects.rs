@@ -172,17 +172,19 @@ async fn changes_tasks_runs_and_change_sets_are_recorded_for_the_projects_owner(
     assert_eq!(s, 201, "{t2}");
     assert_eq!(t2["dependencies"], json!(["api"]));
     let before = b.get(&format!("/v1/changes/{cid}/tasks")).await;
-    for (body, field) in [
-        (json!({"key": "x", "kind": "refactor", "title": "t"}), "kind"),
+    // A Task of the wrong shape is 422; one that conflicts with the Change as it is, 409.
+    for (body, status, field) in [
+        (json!({"key": "x", "kind": "refactor", "title": "t"}), 422, "kind"),
         (
             json!({"key": "x", "kind": "test", "title": "t", "dependencies": ["nope"]}),
+            409,
             "dependencies[0]",
         ),
-        (json!({"key": "api", "kind": "test", "title": "t"}), "key"),
-        (json!({"kind": "test", "title": "t"}), "key"),
+        (json!({"key": "api", "kind": "test", "title": "t"}), 409, "key"),
+        (json!({"kind": "test", "title": "t"}), 422, "key"),
     ] {
         let (s, v) = b.post(&format!("/v1/changes/{cid}/tasks"), body).await;
-        assert_eq!(s, 422, "{v}");
+        assert_eq!(s, status, "{v}");
         assert!(v["error"]["message"].as_str().unwrap().contains(field), "{v}");
     }
     assert_eq!(
@@ -278,15 +280,70 @@ async fn deleting_a_project_removes_its_repositories_and_sources_and_no_others()
         .request("DELETE", &format!("/v1/projects/{doomed}"), Some(&b.token), None)
         .await;
     assert_eq!((s, v["status"].as_str()), (202, Some("deleting")), "{v}");
+    // Gone from the moment the deletion is accepted: the project and everything in it.
+    let change = c["id"].as_str().unwrap();
+    let task = t["id"].as_str().unwrap();
+    let run_id = run["id"].as_str().unwrap();
+    for (method, path, body) in [
+        ("GET", format!("/v1/projects/{doomed}"), None),
+        ("DELETE", format!("/v1/projects/{doomed}"), None),
+        ("GET", format!("/v1/projects/{doomed}/changes"), None),
+        (
+            "POST",
+            format!("/v1/projects/{doomed}/changes"),
+            Some(r#"{"goal":"g"}"#),
+        ),
+        ("GET", format!("/v1/changes/{change}"), None),
+        ("GET", format!("/v1/changes/{change}/tasks"), None),
+        (
+            "POST",
+            format!("/v1/changes/{change}/tasks"),
+            Some(r#"{"key":"u","kind":"implement","title":"u"}"#),
+        ),
+        ("POST", format!("/v1/tasks/{task}/runs"), None),
+        ("GET", format!("/v1/task-runs/{run_id}/workspace"), None),
+        (
+            "POST",
+            format!("/v1/task-runs/{run_id}/change-set"),
+            Some(r#"{"commit":"0123456789abcdef0123456789abcdef01234567"}"#),
+        ),
+        (
+            "POST",
+            format!("/v1/task-runs/{run_id}/workspace/tools"),
+            Some(r#"{"tool":"read_file","path":"a"}"#),
+        ),
+        (
+            "POST",
+            format!("/v1/projects/{doomed}/repo-tokens"),
+            Some(r#"{"scope":"read"}"#),
+        ),
+        ("POST", format!("/v1/projects/{doomed}/edit-sessions"), None),
+    ] {
+        let (s, v) = b.request(method, &path, Some(&b.token), body).await;
+        assert_eq!(s, 404, "{method} {path} after the deletion was accepted: {v}");
+    }
+    assert!(
+        b.get("/v1/projects")
+            .await
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["id"] != doomed.as_str()),
+        "a project being deleted is not listed"
+    );
+    // The workflow records `project.deleted` once the repositories, objects and rows are gone.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (s, _) = b
-            .request("GET", &format!("/v1/projects/{doomed}"), Some(&b.token), None)
-            .await;
-        if s == 404 {
+        let events = b.get(&format!("/v1/events?entity={doomed}&limit=1000")).await;
+        if events
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "project.deleted")
+        {
             break;
         }
-        assert!(Instant::now() < deadline, "the project was never deleted");
+        assert!(Instant::now() < deadline, "the project was never deleted: {events}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!git_root.join(format!("{doomed}.git")).exists());

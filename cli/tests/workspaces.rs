@@ -132,7 +132,8 @@ async fn a_workspace_opens_edits_and_publishes_a_change_set_whose_patch_applies_
     let (s, v) = tool(&b, &r1, json!({"tool": "read_file", "path": "../etc/passwd"})).await;
     assert_refused(s, &v, 422, "path");
     let (s, v) = tool(&b, &r1, json!({"tool": "run_command", "argv": ["rm", "-rf", "/"]})).await;
-    assert_refused(s, &v, 422, "argv");
+    assert_refused(s, &v, 403, "argv");
+    assert_eq!(v["error"]["code"], "command_not_allowed", "{v}");
     let (s, v) = tool(
         &b,
         &r1,
@@ -354,7 +355,7 @@ async fn a_change_opens_at_most_four_workspaces_and_the_meter_cap_refuses_with_4
     let change = change(&b, &project).await;
     let other = task_run(&b, &change, "notes", "other", &[]).await;
     let (s, v) = tool(&b, &other, json!({"tool": "run_command", "argv": ["ls"]})).await;
-    assert_refused(s, &v, 422, "task.kind");
+    assert_refused(s, &v, 409, "task.kind");
 
     let mut runs = Vec::new();
     for i in 0..5 {

@@ -123,13 +123,13 @@ pub struct TaskInput {
 impl TaskInput {
     /// Checks the Task on its own and against the keys the Change already has.
     pub fn validate(&self, existing_keys: &BTreeSet<String>) -> Result<(), ValidationError> {
+        self.validate_shape()?;
+        self.validate_against(existing_keys)
+    }
+
+    /// The rules the Task keeps on its own, whatever its Change holds.
+    pub fn validate_shape(&self) -> Result<(), ValidationError> {
         check_slug("key", &self.key, 64)?;
-        if existing_keys.contains(&self.key) {
-            return Err(ValidationError::new(
-                "key",
-                format!("the Change already has a Task {}", self.key),
-            ));
-        }
         check_text("title", &self.title, 500)?;
         for (i, r) in self.semantic_resources.iter().enumerate() {
             let ok = !r.is_empty()
@@ -145,6 +145,25 @@ impl TaskInput {
         }
         let mut seen = BTreeSet::new();
         for (i, d) in self.dependencies.iter().enumerate() {
+            if !seen.insert(d) {
+                return Err(ValidationError::new(
+                    format!("dependencies[{i}]"),
+                    "must not repeat a dependency",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The rules that depend on the Change: a new key, and dependencies on Tasks it already has.
+    pub fn validate_against(&self, existing_keys: &BTreeSet<String>) -> Result<(), ValidationError> {
+        if existing_keys.contains(&self.key) {
+            return Err(ValidationError::new(
+                "key",
+                format!("the Change already has a Task {}", self.key),
+            ));
+        }
+        for (i, d) in self.dependencies.iter().enumerate() {
             if d == &self.key {
                 return Err(ValidationError::new(
                     format!("dependencies[{i}]"),
@@ -155,12 +174,6 @@ impl TaskInput {
                 return Err(ValidationError::new(
                     format!("dependencies[{i}]"),
                     format!("the Change has no Task {d}"),
-                ));
-            }
-            if !seen.insert(d) {
-                return Err(ValidationError::new(
-                    format!("dependencies[{i}]"),
-                    "must not repeat a dependency",
                 ));
             }
         }

@@ -20,7 +20,8 @@ pub const OVERDUE_AFTER_SECS: i64 = 24 * 3600;
 pub const FIRST_UID: u32 = 1000;
 /// Session uids stay below this.
 pub const UID_LIMIT: u32 = 60_000;
-const MAX_COMMAND_BYTES: usize = 16 * 1024;
+/// In characters, as JSON counts a string's length.
+const MAX_COMMAND_CHARS: usize = 16 * 1024;
 
 /// One command of a session, run by `sh -c`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,8 +36,11 @@ impl CommandInput {
         if self.command.trim().is_empty() {
             return Err(ValidationError::new("command", "must not be blank"));
         }
-        if self.command.len() > MAX_COMMAND_BYTES || self.command.contains('\0') {
-            return Err(ValidationError::new("command", "must be at most 16 KiB without NUL"));
+        if self.command.chars().count() > MAX_COMMAND_CHARS || self.command.contains('\0') {
+            return Err(ValidationError::new(
+                "command",
+                "must be at most 16384 characters without NUL",
+            ));
         }
         Ok(())
     }

@@ -95,7 +95,7 @@ impl TokenError {
 }
 
 /// The id of a new token from a random body the caller draws (this crate draws no randomness):
-/// `rt_<body>`.
+/// `rt_<body>`, the body 32 lowercase hex digits.
 pub fn new_token_id(body: &str) -> String {
     format!("{TOKEN_ID_PREFIX}{body}")
 }
@@ -132,11 +132,11 @@ pub fn issue(
     Ok(format!("{token_id}.{repo}.{scope}.{expires_at}.{mac}"))
 }
 
-/// Whether `s` is a token id: `rt_` and up to 64 of `[a-z0-9]`.
+/// Whether `s` is a token id: `rt_` and 32 lowercase hex digits (128 random bits, the form every
+/// issuer draws).
 pub fn is_token_id(s: &str) -> bool {
-    s.strip_prefix(TOKEN_ID_PREFIX).is_some_and(|b| {
-        !b.is_empty() && b.len() <= 64 && b.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-    })
+    s.strip_prefix(TOKEN_ID_PREFIX)
+        .is_some_and(|hex| hex.len() == 32 && hex.chars().all(|c| c.is_ascii_digit() || matches!(c, 'a'..='f')))
 }
 
 /// A token whose format and signature hold: it was issued by this server, as it reads. Whether it
@@ -247,7 +247,7 @@ mod tests {
     }
 
     fn token(scope: Scope) -> (String, String) {
-        let id = new_token_id("0a1b2c");
+        let id = new_token_id("000000000000000000000000000a1b2c");
         let t = issue(SECRET, &id, REPO, scope, NOW, TOKEN_TTL_SECS).unwrap();
         (id, t)
     }
@@ -282,7 +282,15 @@ mod tests {
 
     #[test]
     fn a_token_signed_with_another_secret_is_forged() {
-        let t = issue(b"another secret", &new_token_id("1"), REPO, Scope::Read, NOW, 600).unwrap();
+        let t = issue(
+            b"another secret",
+            &new_token_id("00000000000000000000000000000001"),
+            REPO,
+            Scope::Read,
+            NOW,
+            600,
+        )
+        .unwrap();
         assert_eq!(
             verify(SECRET, &t, REPO, Scope::Read, NOW, never_revoked),
             Err(TokenError::Forged)
@@ -359,7 +367,7 @@ mod tests {
 
     #[test]
     fn a_token_is_only_issued_for_a_repository_name() {
-        let id = new_token_id("1");
+        let id = new_token_id("00000000000000000000000000000001");
         assert_eq!(
             issue(SECRET, &id, "../x", Scope::Read, NOW, 600),
             Err(TokenError::InvalidRepo("../x".into()))
@@ -377,17 +385,34 @@ mod tests {
     #[test]
     fn no_write_token_is_issued_for_a_canonical_repository() {
         assert_eq!(
-            issue(SECRET, &new_token_id("1"), "proj_0a1b", Scope::Write, NOW, 600),
+            issue(
+                SECRET,
+                &new_token_id("00000000000000000000000000000001"),
+                "proj_0a1b",
+                Scope::Write,
+                NOW,
+                600
+            ),
             Err(TokenError::CanonicalReadOnly)
         );
-        assert!(issue(SECRET, &new_token_id("1"), "proj_0a1b", Scope::Read, NOW, 600).is_ok());
+        assert!(
+            issue(
+                SECRET,
+                &new_token_id("00000000000000000000000000000001"),
+                "proj_0a1b",
+                Scope::Read,
+                NOW,
+                600
+            )
+            .is_ok()
+        );
     }
 
     #[test]
     fn a_write_to_a_canonical_repository_is_refused_even_with_a_write_token() {
         // A write token minted for canonical by anything but `issue` (an old build, a leaked
         // secret) is still refused at verification.
-        let id = new_token_id("1");
+        let id = new_token_id("00000000000000000000000000000001");
         let expires_at = NOW + 600;
         let mac = hex::encode(
             signer(SECRET, &id, "proj_0a1b", Scope::Write, expires_at)

@@ -1,7 +1,8 @@
 //! Reviews: a rating per domain for a standard run, a category for a game-jam run.
 //!
-//! A run's displayed rating is the worst domain across every reviewer. Nothing that gates or
-//! buffers may read it: those read one account's own review.
+//! A run's displayed rating is the worst domain across every reviewer, and a game-jam run's
+//! displayed category the worst category across every reviewer. Nothing that gates or buffers may
+//! read either: those read one account's own review.
 
 use crate::catalogue::TestType;
 use crate::validation::{ValidationError, check_slug, check_text};
@@ -54,41 +55,22 @@ pub struct ReviewInput {
 }
 
 impl ReviewInput {
-    /// Checks the review's shape against the run's test type.
-    pub fn validate_for(&self, test_type: TestType) -> Result<(), ValidationError> {
+    /// Checks the review on its own: a note within bounds, and exactly one of `ratings` (1 to 32
+    /// domains) or `category`.
+    pub fn validate(&self) -> Result<(), ValidationError> {
         if let Some(n) = &self.note {
             check_text("note", n, 10_000)?;
         }
-        match test_type {
-            TestType::Performance => Err(ValidationError::new(
-                "runId",
-                "performance runs are graded by machine and take no review",
+        match (&self.ratings, &self.category) {
+            (Some(_), Some(_)) => Err(ValidationError::new(
+                "category",
+                "a review gives domain ratings or a category, not both",
             )),
-            TestType::GameJam => {
-                if self.ratings.is_some() {
-                    return Err(ValidationError::new(
-                        "ratings",
-                        "a game-jam run is reviewed with a category, not domain ratings",
-                    ));
-                }
-                if self.category.is_none() {
-                    return Err(ValidationError::new(
-                        "category",
-                        "a game-jam run needs a category (poop, brick, silver, gold, diamond)",
-                    ));
-                }
-                Ok(())
-            }
-            TestType::Standard => {
-                if self.category.is_some() {
-                    return Err(ValidationError::new("category", "only a game-jam run takes a category"));
-                }
-                let Some(r) = &self.ratings else {
-                    return Err(ValidationError::new(
-                        "ratings",
-                        "a standard run needs a rating per domain",
-                    ));
-                };
+            (None, None) => Err(ValidationError::new(
+                "ratings",
+                "a review needs domain ratings (a standard run) or a category (a game-jam run)",
+            )),
+            (Some(r), None) => {
                 if r.is_empty() || r.len() > 32 {
                     return Err(ValidationError::new("ratings", "must rate 1 to 32 domains"));
                 }
@@ -97,7 +79,33 @@ impl ReviewInput {
                 }
                 Ok(())
             }
+            (None, Some(_)) => Ok(()),
         }
+    }
+
+    /// Whether a run of `test_type` takes this kind of review: ratings for a standard run, a
+    /// category for a game-jam run, none for a performance run. The error names the field.
+    pub fn fits(&self, test_type: TestType) -> Result<(), ValidationError> {
+        match test_type {
+            TestType::Performance => Err(ValidationError::new(
+                "runId",
+                "performance runs are graded by machine and take no review",
+            )),
+            TestType::GameJam if self.ratings.is_some() => Err(ValidationError::new(
+                "ratings",
+                "a game-jam run is reviewed with a category, not domain ratings",
+            )),
+            TestType::Standard if self.category.is_some() => {
+                Err(ValidationError::new("category", "only a game-jam run takes a category"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Both checks, in order.
+    pub fn validate_for(&self, test_type: TestType) -> Result<(), ValidationError> {
+        self.validate()?;
+        self.fits(test_type)
     }
 }
 
@@ -109,6 +117,11 @@ pub fn worst_domain(ratings: &BTreeMap<String, Rating>) -> Option<Rating> {
 /// A run's displayed rating: the worst domain across every reviewer's review.
 pub fn displayed_rating<'a>(reviews: impl IntoIterator<Item = &'a BTreeMap<String, Rating>>) -> Option<Rating> {
     reviews.into_iter().filter_map(worst_domain).min()
+}
+
+/// A game-jam run's displayed category: the worst category across every reviewer's review.
+pub fn displayed_category(categories: impl IntoIterator<Item = JamCategory>) -> Option<JamCategory> {
+    categories.into_iter().min()
 }
 
 #[cfg(test)]
@@ -131,6 +144,32 @@ mod tests {
         assert_eq!(displayed_rating([&a]), Some(Rating::Passable));
         assert_eq!(displayed_rating([&a, &b]), Some(Rating::Scuffed));
         assert_eq!(displayed_rating(Vec::<&BTreeMap<String, Rating>>::new()), None);
+    }
+
+    #[test]
+    fn the_displayed_category_is_the_worst_across_every_reviewer() {
+        assert!(JamCategory::Poop < JamCategory::Brick && JamCategory::Gold < JamCategory::Diamond);
+        assert_eq!(
+            displayed_category([JamCategory::Gold, JamCategory::Brick, JamCategory::Diamond]),
+            Some(JamCategory::Brick)
+        );
+        assert_eq!(displayed_category([]), None);
+    }
+
+    #[test]
+    fn a_review_gives_ratings_or_a_category_never_both_nor_neither() {
+        let both = ReviewInput {
+            ratings: Some(r(&[("gameplay", Rating::Great)])),
+            category: Some(JamCategory::Gold),
+            note: None,
+        };
+        assert_eq!(both.validate().unwrap_err().field, "category");
+        let neither = ReviewInput {
+            ratings: None,
+            category: None,
+            note: None,
+        };
+        assert_eq!(neither.validate().unwrap_err().field, "ratings");
     }
 
     #[test]

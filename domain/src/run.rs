@@ -34,8 +34,12 @@ pub struct Run {
     pub loaded: bool,
     pub artifacts: Vec<Artifact>,
     pub completed_at: i64,
-    /// The worst domain across every reviewer; for display only.
+    /// A standard run's worst domain rating across every reviewer (`broken` … `flawless`); for
+    /// display only. Null for other runs and before the first review.
     pub rating: Option<Rating>,
+    /// A game-jam run's worst category across every reviewer (`poop` … `diamond`); for display
+    /// only. Null for other runs and before the first review.
+    pub category: Option<JamCategory>,
     pub review_count: i64,
 }
 

@@ -20,13 +20,14 @@ pub const MAX_OPEN_PER_CHANGE: i64 = 4;
 pub const MAX_FILE_BYTES: usize = 1024 * 1024;
 /// A command's argv: at most this many words, each at most this long.
 const MAX_ARGS: usize = 64;
+/// Lengths of text are in characters, as JSON (and the API's schema) counts them.
 const MAX_ARG_LEN: usize = 1024;
 const MAX_PATH_LEN: usize = 1024;
 
 /// One tool call of an agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
-#[serde(tag = "tool", rename_all = "snake_case")]
+#[serde(tag = "tool", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToolCall {
     /// The file's contents (UTF-8; at most 1 MiB).
     ReadFile { path: String },
@@ -59,11 +60,15 @@ impl ToolCall {
         !matches!(self, ToolCall::ReadFile { .. })
     }
 
-    /// Checks everything that can be checked before the workspace is reached. The name of a
+    /// Checks everything that can be checked before the workspace is reached: the call's own
+    /// shape, then whether the project's policy allows its command. The name of a
     /// `bun run <script>` is checked against `package.json` in the workspace.
-    pub fn validate(&self, policy: &WorkspacePolicy) -> Result<Allowed, ValidationError> {
+    pub fn validate(&self, policy: &WorkspacePolicy) -> Result<Allowed, ToolRefusal> {
         match self {
-            ToolCall::ReadFile { path } => check_path("path", path).map(|_| Allowed::default()),
+            ToolCall::ReadFile { path } => {
+                check_path("path", path)?;
+                Ok(Allowed::default())
+            }
             ToolCall::WriteFile { path, content } => {
                 check_path("path", path)?;
                 check_size("content", content)?;
@@ -76,15 +81,46 @@ impl ToolCall {
             } => {
                 check_path("path", path)?;
                 if old_text.is_empty() {
-                    return Err(ValidationError::new("oldText", "must not be empty"));
+                    return Err(ValidationError::new("oldText", "must not be empty").into());
                 }
                 check_size("oldText", old_text)?;
                 check_size("newText", new_text)?;
                 Ok(Allowed::default())
             }
-            ToolCall::RunCommand { argv } => policy.allows(argv),
+            ToolCall::RunCommand { argv } => {
+                check_argv(argv)?;
+                policy.allows(argv).map_err(ToolRefusal::NotAllowed)
+            }
         }
     }
+}
+
+/// Why a tool call is refused before it runs: a call of the wrong shape, or a well-formed
+/// command the project's policy does not allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolRefusal {
+    Invalid(ValidationError),
+    NotAllowed(ValidationError),
+}
+
+impl From<ValidationError> for ToolRefusal {
+    fn from(e: ValidationError) -> Self {
+        ToolRefusal::Invalid(e)
+    }
+}
+
+/// A command's argv: 1 to 64 words of at most 1024 characters, without NUL.
+pub fn check_argv(argv: &[String]) -> Result<(), ValidationError> {
+    if argv.is_empty() {
+        return Err(ValidationError::new("argv", "must name a command"));
+    }
+    if argv.len() > MAX_ARGS || argv.iter().any(|a| a.chars().count() > MAX_ARG_LEN || a.contains('\0')) {
+        return Err(ValidationError::new(
+            "argv",
+            "must have at most 64 words of at most 1024 characters, without NUL",
+        ));
+    }
+    Ok(())
 }
 
 fn check_size(field: &str, text: &str) -> Result<(), ValidationError> {
@@ -128,10 +164,10 @@ pub fn check_package_script(package_json: Option<&[u8]>, script: &str) -> Result
 /// A workspace path: relative, `/`-separated, without `.`/`..`/empty components, not inside
 /// `.git`, without control characters.
 pub fn check_path(field: &str, path: &str) -> Result<(), ValidationError> {
-    if path.is_empty() || path.len() > MAX_PATH_LEN {
+    if path.is_empty() || path.chars().count() > MAX_PATH_LEN {
         return Err(ValidationError::new(
             field,
-            "must be a relative path of 1 to 1024 bytes",
+            "must be a relative path of 1 to 1024 characters",
         ));
     }
     if path.starts_with('/') {
@@ -241,10 +277,10 @@ fn check_pattern(field: &str, pattern: &str) -> Result<(), ValidationError> {
     if parts[..parts.len() - 1].contains(&"*") {
         return Err(ValidationError::new(field, "may have `*` only as its last word"));
     }
-    if pattern.len() > MAX_ARG_LEN || pattern.chars().any(char::is_control) {
+    if pattern.chars().count() > MAX_ARG_LEN || pattern.chars().any(char::is_control) {
         return Err(ValidationError::new(
             field,
-            "must be at most 1024 bytes without control characters",
+            "must be at most 1024 characters without control characters",
         ));
     }
     Ok(())
@@ -290,15 +326,7 @@ impl WorkspacePolicy {
 
     /// Whether `run_command` accepts `argv`, and what running it needs.
     pub fn allows(&self, argv: &[String]) -> Result<Allowed, ValidationError> {
-        if argv.is_empty() {
-            return Err(ValidationError::new("argv", "must name a command"));
-        }
-        if argv.len() > MAX_ARGS || argv.iter().any(|a| a.len() > MAX_ARG_LEN || a.contains('\0')) {
-            return Err(ValidationError::new(
-                "argv",
-                "must have at most 64 words of at most 1024 bytes, without NUL",
-            ));
-        }
+        check_argv(argv)?;
         let is_build = |argv: &[String]| match &self.build {
             Some(list) => list.iter().any(|p| matches(p, argv)),
             None => {
@@ -484,11 +512,26 @@ mod tests {
             old_text: String::new(),
             new_text: "y".into(),
         };
-        assert_eq!(
-            empty.validate(&WorkspacePolicy::default()).unwrap_err().field,
-            "oldText"
-        );
+        assert!(matches!(
+            empty.validate(&WorkspacePolicy::default()),
+            Err(ToolRefusal::Invalid(e)) if e.field == "oldText"
+        ));
         assert!(serde_json::from_str::<ToolCall>(r#"{"tool":"delete_everything"}"#).is_err());
+        assert!(serde_json::from_str::<ToolCall>(r#"{"tool":"read_file","path":"a","mode":"r"}"#).is_err());
+    }
+
+    #[test]
+    fn a_command_of_the_wrong_shape_is_invalid_and_one_off_the_allowlist_is_not_allowed() {
+        let run = |words: &[&str]| ToolCall::RunCommand {
+            argv: words.iter().map(|w| w.to_string()).collect(),
+        };
+        let policy = WorkspacePolicy::default();
+        assert!(matches!(run(&[]).validate(&policy), Err(ToolRefusal::Invalid(e)) if e.field == "argv"));
+        assert!(matches!(run(&["a\0b"]).validate(&policy), Err(ToolRefusal::Invalid(_))));
+        assert!(
+            matches!(run(&["rm", "-rf", "/"]).validate(&policy), Err(ToolRefusal::NotAllowed(e)) if e.field == "argv")
+        );
+        assert!(run(&["bun", "test"]).validate(&policy).is_ok());
     }
 
     #[test]

@@ -113,7 +113,8 @@ impl Store {
 
     pub async fn get_change(&self, account_id: &str, id: &str) -> Result<Option<Change>, StoreError> {
         let sql = format!(
-            "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id where c.id = $1 and p.account_id = $2"
+            "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id \
+             where c.id = $1 and p.account_id = $2 and p.status <> 'deleting'"
         );
         let row = sqlx::query(&sql)
             .bind(id)
@@ -126,7 +127,7 @@ impl Store {
     pub async fn list_changes(&self, account_id: &str, project_id: &str) -> Result<Vec<Change>, StoreError> {
         let sql = format!(
             "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id \
-             where c.project_id = $1 and p.account_id = $2 order by c.created_at, c.id"
+             where c.project_id = $1 and p.account_id = $2 and p.status <> 'deleting' order by c.created_at, c.id"
         );
         let rows = sqlx::query(&sql)
             .bind(project_id)
@@ -177,7 +178,11 @@ impl Store {
     pub async fn add_task(&self, account_id: &str, change_id: &str, input: &TaskInput) -> Result<Task, StoreError> {
         let existing = self.list_tasks(account_id, change_id).await?;
         let keys: BTreeSet<String> = existing.iter().map(|t| t.key.clone()).collect();
-        input.validate(&keys)?;
+        input.validate_shape()?;
+        // A key taken or a dependency the Change lacks conflicts with the Change as it is.
+        input
+            .validate_against(&keys)
+            .map_err(|e| StoreError::Conflict(e.to_string()))?;
         let id = TaskId::from_body(&new_id_body()).0;
         let mut tx = self.begin_write().await?;
         let inserted = sqlx::query(
@@ -219,7 +224,7 @@ impl Store {
     async fn owned_task(&self, account_id: &str, task_id: &str) -> Result<String, StoreError> {
         let row = sqlx::query(
             r#"select t.change_id from tasks t join changes c on c.id = t.change_id join projects p on p.id = c.project_id
-               where t.id = $1 and p.account_id = $2"#,
+               where t.id = $1 and p.account_id = $2 and p.status <> 'deleting'"#,
         )
         .bind(task_id)
         .bind(account_id)
@@ -279,7 +284,7 @@ impl Store {
         let row = sqlx::query(
             r#"select s.id, s.task_id, s.run_id, s.commit_id, s.contract_changes, s.data_changes, s.patch_ref, s.created_at
                from change_sets s join tasks t on t.id = s.task_id join changes c on c.id = t.change_id
-               join projects p on p.id = c.project_id where s.id = $1 and p.account_id = $2"#,
+               join projects p on p.id = c.project_id where s.id = $1 and p.account_id = $2 and p.status <> 'deleting'"#,
         )
         .bind(id)
         .bind(account_id)

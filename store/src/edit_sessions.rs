@@ -101,7 +101,10 @@ impl Store {
 
     /// The session, if `account_id` opened it.
     pub async fn get_edit_session(&self, account_id: &str, id: &str) -> Result<Option<EditSession>, StoreError> {
-        let sql = format!("select {COLUMNS} from edit_sessions where id = $1 and account_id = $2");
+        let sql = format!(
+            "select {COLUMNS} from edit_sessions where id = $1 and account_id = $2 \
+             and project_id in (select id from projects where status <> 'deleting')"
+        );
         let r = sqlx::query(&sql)
             .bind(id)
             .bind(account_id)

@@ -59,9 +59,10 @@ impl Store {
             .ok_or_else(|| StoreError::not_found("project", id))
     }
 
-    /// The project, if `account_id` owns it.
+    /// The project, if `account_id` owns it. A project being deleted is gone from the moment
+    /// its deletion is accepted, for it and everything in it.
     pub async fn get_project(&self, account_id: &str, id: &str) -> Result<Option<Project>, StoreError> {
-        let sql = format!("select {COLUMNS} from projects where id = $1 and account_id = $2");
+        let sql = format!("select {COLUMNS} from projects where id = $1 and account_id = $2 and status <> 'deleting'");
         let row = sqlx::query(&sql)
             .bind(id)
             .bind(account_id)
@@ -71,7 +72,9 @@ impl Store {
     }
 
     pub async fn list_projects(&self, account_id: &str) -> Result<Vec<Project>, StoreError> {
-        let sql = format!("select {COLUMNS} from projects where account_id = $1 order by created_at, id");
+        let sql = format!(
+            "select {COLUMNS} from projects where account_id = $1 and status <> 'deleting' order by created_at, id"
+        );
         let rows = sqlx::query(&sql).bind(account_id).fetch_all(self.pool()).await?;
         rows.iter().map(project_row).collect()
     }

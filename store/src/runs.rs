@@ -1,9 +1,10 @@
 //! Runs and reviews. One review per (run, account), replaceable; a run's displayed rating is the
-//! worst domain across every reviewer, computed on read and never used for a decision.
+//! worst domain across every reviewer (its displayed category, for a game-jam run, the worst
+//! category), computed on read and never used for a decision.
 
 use crate::rows::{self, json, to_json};
 use crate::{Store, StoreError, events, now_ms};
-use belay_domain::review::{JamCategory, Rating, ReviewInput, displayed_rating};
+use belay_domain::review::{JamCategory, Rating, ReviewInput, displayed_category, displayed_rating};
 use belay_domain::run::{Artifact, Review, Run};
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -45,6 +46,7 @@ impl Store {
         let id: String = r.try_get("id")?;
         let reviews = self.reviews_of(&id).await?;
         let rating = displayed_rating(reviews.iter().filter_map(|rv| rv.ratings.as_ref()));
+        let category = displayed_category(reviews.iter().filter_map(|rv| rv.category));
         Ok(Run {
             job_id: r.try_get("job_id")?,
             case: rows::pin(r)?,
@@ -56,6 +58,7 @@ impl Store {
             artifacts: json::<Vec<Artifact>>(&r.try_get::<String, _>("artifacts")?, "artifacts")?,
             completed_at: r.try_get("completed_at")?,
             rating,
+            category,
             review_count: reviews.len() as i64,
             id,
         })

@@ -590,6 +590,148 @@ on_both!(
             Err(StoreError::Invalid(_))
         ));
         assert_eq!(s.reviews_of(&run.id).await.unwrap().len(), 2);
+        assert_eq!(r.category, None, "a standard run shows no category");
+    }
+);
+
+on_both!(
+    a_game_jam_run_shows_the_worst_category_across_every_reviewer_and_no_rating,
+    |s: Store| async move {
+        add_harness(&s, "a", 1).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let job = s
+            .enqueue(NewJob {
+                test_type: Some(TestType::GameJam),
+                ..new_job("a")
+            })
+            .await
+            .unwrap();
+        s.claim("k").await.unwrap();
+        let run = run_to_completion(&s, &job.id).await;
+        assert_eq!((run.rating, run.category), (None, None), "no review yet");
+        let jam = |c: JamCategory| ReviewInput {
+            ratings: None,
+            category: Some(c),
+            note: None,
+        };
+        s.submit_review(&run.id, &alice.id, &jam(JamCategory::Gold))
+            .await
+            .unwrap();
+        s.submit_review(&run.id, &bob.id, &jam(JamCategory::Brick))
+            .await
+            .unwrap();
+        let shown = s.get_run(&run.id).await.unwrap().unwrap();
+        assert_eq!(
+            (shown.rating, shown.category, shown.review_count),
+            (None, Some(JamCategory::Brick), 2)
+        );
+        s.submit_review(&run.id, &bob.id, &jam(JamCategory::Diamond))
+            .await
+            .unwrap();
+        let listed = s
+            .list_runs(&belay_store::runs::RunFilter {
+                job_id: Some(job.id.clone()),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            listed[0].category,
+            Some(JamCategory::Gold),
+            "a replaced review counts as replaced"
+        );
+    }
+);
+
+on_both!(
+    a_project_being_deleted_and_everything_in_it_are_not_found,
+    |s: Store| async move {
+        use belay_domain::change::{ChangeInput, ChangeSetInput, TaskInput, TaskKind};
+        use belay_domain::project::ProjectInput;
+        use belay_store::edit_sessions::OpenSession;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let project = |name: &str| ProjectInput {
+            name: name.into(),
+            workspace_policy: None,
+        };
+        let p = s.create_project(&alice.id, &project("doomed")).await.unwrap();
+        let kept = s.create_project(&alice.id, &project("kept")).await.unwrap();
+        let c = s
+            .create_change(
+                &alice.id,
+                &p.id,
+                &ChangeInput {
+                    goal: "g".into(),
+                    acceptance_criteria: vec![],
+                    invariants: vec![],
+                    risk_tier: None,
+                },
+            )
+            .await
+            .unwrap();
+        let t = s
+            .add_task(
+                &alice.id,
+                &c.id,
+                &TaskInput {
+                    key: "t".into(),
+                    kind: TaskKind::Implement,
+                    title: "t".into(),
+                    semantic_resources: vec![],
+                    dependencies: vec![],
+                },
+            )
+            .await
+            .unwrap();
+        let run = s.start_task_run(&alice.id, &t.id).await.unwrap();
+        let cs = s
+            .record_change_set(
+                &alice.id,
+                &run.id,
+                &ChangeSetInput {
+                    commit: "0123456789abcdef0123456789abcdef01234567".into(),
+                    contract_changes: vec![],
+                    data_changes: vec![],
+                },
+            )
+            .await
+            .unwrap();
+        s.mark_project_provisioned(&p.id, "c0", "t0").await.unwrap();
+        let OpenSession::Opened(session) = s.open_edit_session(&alice.id, &p.id, "edit_1").await.unwrap() else {
+            panic!("the session opens");
+        };
+
+        assert!(s.mark_project_deleting(&alice.id, &p.id).await.unwrap());
+        assert!(s.get_project(&alice.id, &p.id).await.unwrap().is_none());
+        let listed: Vec<String> = s
+            .list_projects(&alice.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(listed, vec![kept.id.clone()]);
+        assert!(s.get_change(&alice.id, &c.id).await.unwrap().is_none());
+        assert!(s.list_changes(&alice.id, &p.id).await.unwrap().is_empty());
+        assert!(matches!(
+            s.list_tasks(&alice.id, &c.id).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(matches!(
+            s.start_task_run(&alice.id, &t.id).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(s.get_change_set(&alice.id, &cs.id).await.unwrap().is_none());
+        assert!(s.get_edit_session(&alice.id, &session.id).await.unwrap().is_none());
+        assert!(matches!(
+            s.open_edit_session(&alice.id, &p.id, "edit_2").await,
+            Err(StoreError::NotFound { .. })
+        ));
+        // The deletion itself still finds what it removes.
+        assert!(s.project_repository_names(&p.id).await.unwrap().len() >= 2);
+        assert!(s.get_project(&alice.id, &kept.id).await.unwrap().is_some());
     }
 );
 
@@ -676,11 +818,15 @@ on_both!(
         assert_eq!(t2.dependencies, vec!["api"]);
         assert!(matches!(
             s.add_task(&alice.id, &c.id, &t("ui", &[])).await,
-            Err(StoreError::Invalid(_))
+            Err(StoreError::Conflict(m)) if m.starts_with("key:")
         ));
         assert!(matches!(
             s.add_task(&alice.id, &c.id, &t("x", &["nope"])).await,
-            Err(StoreError::Invalid(_))
+            Err(StoreError::Conflict(m)) if m.starts_with("dependencies[0]:")
+        ));
+        assert!(matches!(
+            s.add_task(&alice.id, &c.id, &t("BAD", &[])).await,
+            Err(StoreError::Invalid(e)) if e.field == "key"
         ));
         assert!(matches!(
             s.add_task(&bob.id, &c.id, &t("x", &[])).await,

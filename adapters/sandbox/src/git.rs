@@ -32,6 +32,14 @@ pub trait Revocations: Send + Sync {
     fn revoke(&self, token_id: &str) -> impl Future<Output = Result<(), String>> + Send;
 }
 
+/// A checkout of `repo` at `dir` in `project`'s Sandbox.
+#[derive(Debug, Clone, Copy)]
+pub struct Checkout<'a> {
+    pub project: &'a str,
+    pub dir: &'a str,
+    pub repo: &'a str,
+}
+
 /// What a push did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pushed {
@@ -79,11 +87,10 @@ impl SandboxGit {
         &self,
         sandboxes: &Sandboxes,
         revocations: &impl Revocations,
-        project: &str,
-        dir: &str,
-        repo: &str,
+        at: Checkout<'_>,
         user: SandboxUser,
     ) -> Result<Result<String, String>, GitInSandboxError> {
+        let Checkout { project, dir, repo } = at;
         let url = self.repo_url(repo);
         let out = self
             .with_token(revocations, repo, Scope::Read, async |token| {
@@ -111,12 +118,11 @@ impl SandboxGit {
         &self,
         sandboxes: &Sandboxes,
         revocations: &impl Revocations,
-        project: &str,
-        dir: &str,
-        repo: &str,
+        at: Checkout<'_>,
         message: &str,
         start: &str,
     ) -> Result<Pushed, GitInSandboxError> {
+        let Checkout { project, dir, repo } = at;
         let url = self.repo_url(repo);
         let out = self
             .with_token(revocations, repo, Scope::Write, async |token| {

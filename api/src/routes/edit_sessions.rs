@@ -99,7 +99,7 @@ pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
 #[utoipa::path(post, path = "/v1/edit-sessions/{id}/commands", tag = "edit-sessions", params(("id" = String, Path)),
     request_body = CommandInput,
     responses((status = 200, body = Object), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody), (status = 429, body = ErrorBody)))]
+        (status = 422, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn command(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -127,7 +127,8 @@ pub async fn command(
 
 /// Ends the session: its processes are killed, its directory removed and its fork deleted.
 #[utoipa::path(post, path = "/v1/edit-sessions/{id}/end", tag = "edit-sessions", params(("id" = String, Path)),
-    responses((status = 200, body = Object), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
 pub async fn end(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<EditSession>> {
     open_session(&s, &a.id, &id).await?;
     let handle = s

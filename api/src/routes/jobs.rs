@@ -15,11 +15,14 @@ use serde::{Deserialize, Serialize};
 use temporalio_client::WorkflowCancelOptions;
 use utoipa::{IntoParams, ToSchema};
 
-/// Launches one job by hand (origin null). Refused when the combination cannot be launched: an
+/// Launches one job by hand (origin null). Refused (409) when the combination cannot be launched: an
 /// unknown harness, a model the catalogue cannot price, a gg configuration the caller does not own,
 /// an unbound slot, or a bound model with no known context window.
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = LaunchInput,
-    responses((status = 201, body = Job), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 201, body = Job),
+        (status = 403, body = ErrorBody, description = "The gg configuration is not the caller's (`gg_config_not_owned`)"),
+        (status = 409, body = ErrorBody, description = "The catalogue cannot run the combination; the code says why (`unknown_harness`, `model_unpriced`, …)"),
+        (status = 422, body = ErrorBody)))]
 pub async fn launch(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -62,15 +65,18 @@ pub async fn launch(
     Ok((StatusCode::CREATED, Json(job)))
 }
 
+/// A launch the catalogue cannot run: the request is well formed, and conflicts with what the
+/// catalogue holds (409), or names another account's configuration (403).
 fn refusal(u: Unlaunchable) -> ApiError {
     let status = match u {
         Unlaunchable::GgConfigNotOwned { .. } => StatusCode::FORBIDDEN,
-        _ => StatusCode::UNPROCESSABLE_ENTITY,
+        _ => StatusCode::CONFLICT,
     };
     ApiError::new(status, u.code(), format!("{}: {u}", u.field()))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
 pub struct JobsQuery {
     /// Comma-separated statuses (default: all).
@@ -215,6 +221,7 @@ async fn after_cancel(s: &AppState, jobs: &[(String, JobStatus)]) {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
 pub struct TransitionsQuery {
     pub after_seq: Option<String>,

@@ -7,7 +7,7 @@ use crate::extract::{ApiJson, Caller};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use belay_domain::project::{Project, ProjectInput};
+use belay_domain::project::{Project, ProjectInput, ProjectStatus};
 use belay_workflows::provision::{
     ProjectDeleteWorkflow, ProjectProvisionWorkflow, delete_workflow_id, provision_workflow_id,
 };
@@ -60,7 +60,9 @@ pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
 }
 
 /// Deletes a project: its repositories (forks first, canonical last), its `source/` objects and
-/// its rows, in ProjectDeleteWorkflow. Answers 202 with the project `deleting`; it is then gone.
+/// its rows, in ProjectDeleteWorkflow. Answers 202 with the project `deleting`; from then on the
+/// project and everything in it answer 404, and so does a second deletion (which makes sure the
+/// workflow runs, should the first answer have failed after the project was marked).
 #[utoipa::path(delete, path = "/v1/projects/{id}", tag = "projects", params(("id" = String, Path)),
     responses((status = 202, body = Project), (status = 404, body = ErrorBody)))]
 pub async fn delete(
@@ -68,6 +70,7 @@ pub async fn delete(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<Project>)> {
+    let visible = s.store.get_project(&a.id, &id).await?;
     if !s.store.mark_project_deleting(&a.id, &id).await? {
         return Err(ApiError::not_found(format!("project {id} not found")));
     }
@@ -78,10 +81,7 @@ pub async fn delete(
         .start_workflow(ProjectDeleteWorkflow::run, id.clone(), opts)
         .await
         .map_err(|e| ApiError::internal(&e))?;
-    let project = s
-        .store
-        .get_project(&a.id, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("project {id} not found")))?;
+    let mut project = visible.ok_or_else(|| ApiError::not_found(format!("project {id} not found")))?;
+    project.status = ProjectStatus::Deleting;
     Ok((StatusCode::ACCEPTED, Json(project)))
 }

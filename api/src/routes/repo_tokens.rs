@@ -42,6 +42,9 @@ pub struct Revoked {
     pub revoked: bool,
 }
 
+/// What [`repo_token::issue`] mints as a token id; the OpenAPI document says the same.
+pub const TOKEN_ID_PATTERN: &str = "^rt_[0-9a-f]{32}$";
+
 fn now_secs() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -100,14 +103,17 @@ pub async fn issue(
 
 /// Revokes a repository token before it expires.
 #[utoipa::path(post, path = "/v1/repo-tokens/{token_id}/revoke", tag = "projects", params(("token_id" = String, Path)),
-    responses((status = 200, body = Revoked), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = Revoked), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn revoke(_c: Caller, State(s): State<AppState>, Path(token_id): Path<String>) -> ApiResult<Json<Revoked>> {
     let git = s
         .git
         .as_ref()
         .ok_or_else(|| ApiError::new(StatusCode::CONFLICT, "git_disabled", "this API serves no git endpoint"))?;
     if !repo_token::is_token_id(&token_id) {
-        return Err(ApiError::invalid("tokenId", "must be a repository token id (rt_…)"));
+        return Err(ApiError::invalid(
+            "tokenId",
+            "must be a repository token id (rt_ and 32 lowercase hex digits)",
+        ));
     }
     let _ = git;
     let fresh = s.store.revoke_repo_token(&token_id, TOKEN_TTL_SECS).await?;

@@ -6,6 +6,7 @@ use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, Caller, int_param};
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use belay_domain::review::ReviewInput;
 use belay_domain::run::{Review, Run};
 use belay_store::runs::RunFilter;
@@ -13,6 +14,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
 pub struct RunsQuery {
     pub cell_key: Option<String>,
@@ -47,7 +49,9 @@ pub async fn get(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) 
 
 /// Submits or replaces the caller's review: a rating per domain, or a category for a game-jam run.
 #[utoipa::path(post, path = "/v1/runs/{id}/review", tag = "runs", params(("id" = String, Path)), request_body = ReviewInput,
-    responses((status = 200, body = Review), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = Review), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The run takes another kind of review (`review_kind_mismatch`): ratings for a standard run, a category for a game-jam run, none for a performance run"),
+        (status = 422, body = ErrorBody)))]
 pub async fn review(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -59,7 +63,11 @@ pub async fn review(
         .get_run(&id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
-    input.validate_for(run.test_type)?;
+    input.validate()?;
+    // A review of the wrong kind for this run is well formed; it does not fit the run.
+    input
+        .fits(run.test_type)
+        .map_err(|e| ApiError::new(StatusCode::CONFLICT, "review_kind_mismatch", e.to_string()))?;
     Ok(Json(s.store.submit_review(&id, &a.id, &input).await?))
 }
 

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::change::ChangeSet;
-use belay_domain::workspace::{PublishInput, ToolCall};
+use belay_domain::workspace::{PublishInput, ToolCall, ToolRefusal};
 use belay_store::workspaces::WorkspacePlan;
 use belay_workflows::queues;
 use belay_workflows::workspace::{
@@ -22,10 +22,12 @@ use temporalio_client::{
 };
 use utoipa::ToSchema;
 
-/// The run's plan, if the caller owns the run.
+/// The run's plan, if the caller owns the run and its project is not being deleted.
 async fn owned_plan(s: &AppState, account: &str, run_id: &str) -> ApiResult<WorkspacePlan> {
     match s.store.workspace_plan(run_id).await? {
-        Some(plan) if plan.account_id == account => Ok(plan),
+        Some(plan) if plan.account_id == account && s.store.get_project(account, &plan.project_id).await?.is_some() => {
+            Ok(plan)
+        }
         _ => Err(ApiError::not_found(format!("task run {run_id} not found"))),
     }
 }
@@ -56,9 +58,10 @@ async fn workspace(
 
 fn check_run(plan: &WorkspacePlan) -> ApiResult<()> {
     if !plan.task_kind.opens_workspace() {
-        return Err(ApiError::invalid(
-            "task.kind",
-            "only implement, migrate and test tasks open a workspace",
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "no_workspace",
+            "task.kind: only implement, migrate and test tasks open a workspace",
         ));
     }
     if plan.run_status != "running" {
@@ -75,9 +78,10 @@ fn check_run(plan: &WorkspacePlan) -> ApiResult<()> {
 /// install). `run_command` accepts only the workspace's allowlist, 180 s each.
 #[utoipa::path(post, path = "/v1/task-runs/{id}/workspace/tools", tag = "workspaces", params(("id" = String, Path)),
     request_body = ToolCall,
-    responses((status = 200, body = Object, description = "The tool's output"), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody), (status = 422, body = ErrorBody), (status = 429, body = ErrorBody),
-        (status = 503, body = ErrorBody)))]
+    responses((status = 200, body = Object, description = "The tool's output"),
+        (status = 403, body = ErrorBody, description = "The command is not on the project's allowlist (`command_not_allowed`)"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn tool(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -86,7 +90,10 @@ pub async fn tool(
 ) -> ApiResult<Json<ToolOutput>> {
     let plan = owned_plan(&s, &a.id, &id).await?;
     check_run(&plan)?;
-    let allowed = call.validate(&plan.policy)?;
+    let allowed = call.validate(&plan.policy).map_err(|r| match r {
+        ToolRefusal::Invalid(e) => e.into(),
+        ToolRefusal::NotAllowed(e) => ApiError::new(StatusCode::FORBIDDEN, "command_not_allowed", e.to_string()),
+    })?;
     let handle = workspace(&s, &id).await?;
     match handle
         .execute_update(
@@ -152,7 +159,8 @@ pub struct Closed {
 
 /// Ends the workspace without a ChangeSet; the run fails.
 #[utoipa::path(post, path = "/v1/task-runs/{id}/workspace/close", tag = "workspaces", params(("id" = String, Path)),
-    responses((status = 200, body = Closed), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = Closed), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
 pub async fn close(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Closed>> {
     let plan = owned_plan(&s, &a.id, &id).await?;
     check_run(&plan)?;
