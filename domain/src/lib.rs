@@ -5,13 +5,18 @@
 //! workflows and the API call into this crate for every decision they make.
 
 pub mod adapter;
+pub mod buffer;
 pub mod catalogue;
 pub mod change;
+pub mod coverage;
 pub mod dispatch;
 pub mod edit_session;
+#[cfg(test)]
+mod generator;
 pub mod ids;
 pub mod job;
 pub mod launch;
+pub mod matrix;
 pub mod meter;
 pub mod project;
 pub mod repo;
