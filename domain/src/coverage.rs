@@ -124,38 +124,45 @@ impl CoverageGroupInput {
         }
         match self.kind {
             GroupKind::Combo => {
-                let mut combos = Vec::with_capacity(self.members.len());
-                for (i, m) in self.members.iter().enumerate() {
-                    match m {
-                        GroupMember::Combination(c) => combos.push(c.clone()),
-                        GroupMember::Case(_) => {
-                            return Err(ValidationError::new(
-                                format!("members[{i}]"),
-                                "a combo group holds combinations ({\"kind\":\"harness\",…} or {\"kind\":\"gg\",…}); this member is a pinned case, which belongs in a case group",
-                            ));
-                        }
-                    }
-                }
+                let combos = self.members_of_kind(
+                    |m| match m {
+                        GroupMember::Combination(c) => Some(c),
+                        GroupMember::Case(_) => None,
+                    },
+                    "a combo group holds combinations ({\"kind\":\"harness\",…} or {\"kind\":\"gg\",…}); this member is a pinned case, which belongs in a case group",
+                )?;
                 check_combinations("members", &combos)?;
                 Ok(GroupMembers::Combo(combos))
             }
             GroupKind::Case => {
-                let mut cases = Vec::with_capacity(self.members.len());
-                for (i, m) in self.members.iter().enumerate() {
-                    match m {
-                        GroupMember::Case(c) => cases.push(c.clone()),
-                        GroupMember::Combination(_) => {
-                            return Err(ValidationError::new(
-                                format!("members[{i}]"),
-                                "a case group holds pinned cases (slug, version, variant, engine); this member is a combination, which belongs in a combo group",
-                            ));
-                        }
-                    }
-                }
+                let cases = self.members_of_kind(
+                    |m| match m {
+                        GroupMember::Case(c) => Some(c),
+                        GroupMember::Combination(_) => None,
+                    },
+                    "a case group holds pinned cases (slug, version, variant, engine); this member is a combination, which belongs in a combo group",
+                )?;
                 check_cases("members", &cases)?;
                 Ok(GroupMembers::Case(cases))
             }
         }
+    }
+
+    /// The members as `T`, or the first member of the other kind refused with `wrong_kind`.
+    fn members_of_kind<T: Clone>(
+        &self,
+        pick: impl Fn(&GroupMember) -> Option<&T>,
+        wrong_kind: &str,
+    ) -> Result<Vec<T>, ValidationError> {
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                pick(m)
+                    .cloned()
+                    .ok_or_else(|| ValidationError::new(format!("members[{i}]"), wrong_kind))
+            })
+            .collect()
     }
 }
 
