@@ -156,4 +156,37 @@ mod tests {
         assert!(!BufferTarget::Bounded { runs: 4 }.is_full(3));
         assert!(BufferTarget::Bounded { runs: 4 }.is_full(4));
     }
+
+    #[test]
+    fn outstanding_is_in_flight_jobs_plus_runs_the_account_has_not_reviewed() {
+        use crate::catalogue::{CaseFacts, TestType};
+        use crate::coverage::tests::{harness, pin};
+        use crate::coverage::{OuterAxis, cross};
+        use crate::job::JobStatus;
+        use crate::matrix::tests::{jobs, launch_facts};
+        use crate::matrix::{CellCounts, matrix};
+        use std::collections::BTreeMap;
+
+        let cells = cross(
+            &[pin("snake", "1.0.0"), pin("bench", "1.0.0")],
+            &[harness("cc", "m")],
+            OuterAxis::Case,
+        );
+        let busy = CellCounts {
+            completed: 4,
+            unreviewed: 3,
+            jobs: jobs(&[(JobStatus::Queued, 1), (JobStatus::Running, 1), (JobStatus::Failed, 5)]),
+        };
+        let counts = cells
+            .iter()
+            .map(|c| (c.cell_key.clone(), busy.clone()))
+            .collect::<BTreeMap<_, _>>();
+        let cases = CaseFacts::from_versions([
+            ("snake", "1.0.0", TestType::Standard),
+            ("bench", "1.0.0", TestType::Performance),
+        ]);
+        let m = matrix(&cells, 5, &counts, &cases, &launch_facts());
+        // snake: 2 in flight + 3 unreviewed; bench: 2 in flight, its runs nobody can review.
+        assert_eq!(outstanding(&m.cells), 7);
+    }
 }

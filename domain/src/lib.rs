@@ -23,6 +23,7 @@ pub mod repo;
 pub mod repo_token;
 pub mod review;
 pub mod run;
+pub mod top_up;
 pub mod validation;
 pub mod workspace;
 
