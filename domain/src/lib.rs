@@ -11,6 +11,7 @@ pub mod change;
 pub mod coverage;
 pub mod dispatch;
 pub mod edit_session;
+pub mod gate;
 #[cfg(test)]
 mod generator;
 pub mod ids;
