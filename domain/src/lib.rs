@@ -16,6 +16,7 @@ pub mod gate;
 mod generator;
 pub mod ids;
 pub mod job;
+pub mod ladder;
 pub mod launch;
 pub mod matrix;
 pub mod meter;
