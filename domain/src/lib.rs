@@ -20,6 +20,7 @@ pub mod ladder;
 pub mod launch;
 pub mod matrix;
 pub mod meter;
+pub mod progress;
 pub mod project;
 pub mod repo;
 pub mod repo_token;
