@@ -22,6 +22,7 @@ pub mod matrix;
 pub mod meter;
 pub mod progress;
 pub mod project;
+pub mod queue;
 pub mod repo;
 pub mod repo_token;
 pub mod review;
