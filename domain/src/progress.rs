@@ -33,6 +33,32 @@ pub struct Climber {
     pub steering: Steering,
 }
 
+impl Climber {
+    /// The ladder's climbers ([`Ladder::climbers`], in order) with their steering rows; a
+    /// climber without a row gets the default steering.
+    pub fn with_steering(combinations: Vec<Combination>, steering: &BTreeMap<ClimberKey, Steering>) -> Vec<Climber> {
+        combinations
+            .into_iter()
+            .map(|combination| Climber {
+                steering: steering.get(&ClimberKey::of(&combination)).copied().unwrap_or_default(),
+                combination,
+            })
+            .collect()
+    }
+}
+
+/// Every cell of a ladder, rung (at its current pin) by climber: the cell keys the store reads
+/// the evidence for.
+pub fn ladder_cells(ladder: &Ladder, climbers: &[Climber]) -> Vec<Cell> {
+    let mut cells = Vec::with_capacity(ladder.rungs.len() * climbers.len());
+    for rung in &ladder.rungs {
+        for climber in climbers {
+            cells.push(Cell::new(rung.case.clone(), climber.combination.clone()));
+        }
+    }
+    cells
+}
+
 /// A stored verdict row: one climber, one rung, one exact case version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -928,6 +954,26 @@ mod tests {
         assert_eq!(reached, ["cc/m@a", "other/m@a", "cc/m@b"]);
         assert_eq!(outstanding(p.board.reached_cells()), 4 + 2 + 1);
         assert_eq!(fed(&p.board), ["other/m@a"], "a walled climber launches nothing");
+    }
+
+    #[test]
+    fn a_climber_with_no_steering_row_gets_the_default_and_the_evidence_is_read_for_every_rung_and_climber() {
+        let combos = vec![harness("cc", "m"), harness("other", "m")];
+        let rows = BTreeMap::from([(
+            ClimberKey::of(&combos[1]),
+            Steering {
+                priority: 4,
+                focused: true,
+                held: false,
+            },
+        )]);
+        let climbers = Climber::with_steering(combos, &rows);
+        assert_eq!(climbers[0].steering, Steering::default());
+        assert_eq!(climbers[1].steering.priority, 4);
+        let f = Fixture::new(&["a", "b", "c"], &[harness("cc", "m"), harness("other", "m")]);
+        let cells = ladder_cells(&f.ladder, &climbers);
+        assert_eq!(cells.len(), 6);
+        assert_eq!(cells[1].cell_key, f.key("a", 1));
     }
 
     #[test]
