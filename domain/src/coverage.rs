@@ -246,11 +246,14 @@ impl CoveragePlanInput {
         Ok(Self { buffer_target, ..self })
     }
 
-    /// The plan's cells, resolved from the groups' current members.
+    /// The cells the plan would have, resolved from the groups' current members.
     pub fn cells(&self, groups: &BTreeMap<GroupId, GroupMembers>) -> Vec<Cell> {
-        let cases = union_cases(&self.case_groups, &self.cases, groups);
-        let combos = union_combinations(&self.combo_groups, &self.combinations, groups);
-        cross(&cases, &combos, self.outer_axis)
+        resolve(
+            (&self.case_groups, &self.cases),
+            (&self.combo_groups, &self.combinations),
+            self.outer_axis,
+            groups,
+        )
     }
 }
 
@@ -275,6 +278,19 @@ pub struct CoveragePlan {
     pub paused: bool,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+impl CoveragePlan {
+    /// The plan's cells in walk order, resolved from the groups' current members (`groups`: the
+    /// account's groups the plan points at; a missing one contributes nothing).
+    pub fn cells(&self, groups: &BTreeMap<GroupId, GroupMembers>) -> Vec<Cell> {
+        resolve(
+            (&self.case_groups, &self.cases),
+            (&self.combo_groups, &self.combinations),
+            self.outer_axis,
+            groups,
+        )
+    }
 }
 
 pub(crate) fn check_runs_per_cell(field: &str, runs: i64) -> Result<(), ValidationError> {
@@ -445,6 +461,18 @@ pub fn union_combinations(
         .filter(|c| seen.insert(c.identity()))
         .cloned()
         .collect()
+}
+
+/// A plan's cells from its case pointers and one-offs and its combination pointers and one-offs.
+fn resolve(
+    (case_groups, cases): (&[GroupId], &[CasePin]),
+    (combo_groups, combinations): (&[GroupId], &[Combination]),
+    axis: OuterAxis,
+    groups: &BTreeMap<GroupId, GroupMembers>,
+) -> Vec<Cell> {
+    let cases = union_cases(case_groups, cases, groups);
+    let combos = union_combinations(combo_groups, combinations, groups);
+    cross(&cases, &combos, axis)
 }
 
 /// Every case × combination pair, one cell each, in the outer axis's order.
