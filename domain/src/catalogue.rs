@@ -461,6 +461,56 @@ pub struct GgConfigFacts {
 /// The catalogue facts a launch check reads, keyed by model id.
 pub type ModelCatalogue = BTreeMap<String, ModelFacts>;
 
+/// What the matrix and the ladder read of the ingested case versions: each slug's latest
+/// version and each version's test type. A version that was never ingested is simply absent.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CaseFacts {
+    /// Slug → its highest ingested version.
+    pub latest_versions: BTreeMap<String, String>,
+    /// (slug, version) → the version's test type.
+    pub test_types: BTreeMap<(String, String), TestType>,
+}
+
+impl CaseFacts {
+    /// Builds the facts from `(slug, version, test type)` rows, one per ingested version.
+    pub fn from_versions<'a>(rows: impl IntoIterator<Item = (&'a str, &'a str, TestType)>) -> Self {
+        let mut test_types = BTreeMap::new();
+        let mut by_slug: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (slug, version, test_type) in rows {
+            test_types.insert((slug.to_string(), version.to_string()), test_type);
+            by_slug.entry(slug).or_default().push(version);
+        }
+        let latest_versions = by_slug
+            .into_iter()
+            .filter_map(|(slug, versions)| latest_version(versions).map(|v| (slug.to_string(), v.to_string())))
+            .collect();
+        Self {
+            latest_versions,
+            test_types,
+        }
+    }
+
+    pub fn latest(&self, slug: &str) -> Option<&str> {
+        self.latest_versions.get(slug).map(String::as_str)
+    }
+
+    /// Whether a version newer than `version` of `slug` has been ingested.
+    pub fn is_stale(&self, slug: &str, version: &str) -> bool {
+        match (
+            self.latest(slug).map(semver::Version::parse),
+            semver::Version::parse(version),
+        ) {
+            (Some(Ok(latest)), Ok(pinned)) => latest > pinned,
+            _ => false,
+        }
+    }
+
+    /// The test type of an ingested version.
+    pub fn test_type(&self, slug: &str, version: &str) -> Option<TestType> {
+        self.test_types.get(&(slug.to_string(), version.to_string())).copied()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,6 +520,26 @@ mod tests {
         assert_eq!(latest_version(["1.9.0", "1.10.0", "1.2.0"]), Some("1.10.0"));
         assert_eq!(latest_version(["1.0.0-rc.1", "1.0.0"]), Some("1.0.0"));
         assert_eq!(latest_version(Vec::<&str>::new()), None);
+    }
+
+    #[test]
+    fn a_case_is_stale_only_when_a_higher_version_was_ingested() {
+        let facts = CaseFacts::from_versions([
+            ("snake", "1.0.0", TestType::Standard),
+            ("snake", "1.10.0", TestType::Standard),
+            ("snake", "1.2.0", TestType::Standard),
+            ("bench", "2.0.0", TestType::Performance),
+        ]);
+        assert_eq!(facts.latest("snake"), Some("1.10.0"));
+        assert!(facts.is_stale("snake", "1.2.0"));
+        assert!(!facts.is_stale("snake", "1.10.0"));
+        assert!(
+            !facts.is_stale("snake", "2.0.0"),
+            "a pin ahead of every ingested version is not stale"
+        );
+        assert!(!facts.is_stale("never-ingested", "1.0.0"));
+        assert_eq!(facts.test_type("bench", "2.0.0"), Some(TestType::Performance));
+        assert_eq!(facts.test_type("bench", "1.0.0"), None);
     }
 
     #[test]

@@ -89,6 +89,20 @@ impl TaskRunId {
     }
 }
 
+// Coverage plans and ladders.
+id_type!(
+    /// A coverage group: a reusable, ordered set of combinations or of pinned cases.
+    GroupId, "grp_");
+id_type!(
+    /// A coverage plan.
+    PlanId, "plan_");
+id_type!(
+    /// A ladder.
+    LadderId, "lad_");
+id_type!(
+    /// A rung of a ladder: minted when the rung is added, never reused, never its position.
+    RungId, "rung_");
+
 #[cfg(test)]
 mod tests {
     use super::*;

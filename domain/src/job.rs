@@ -150,6 +150,25 @@ pub enum Combination {
 }
 
 impl Combination {
+    /// What identifies the combination in a cell key and as a ladder climber:
+    /// `harness/model[/provider]`, or `gg:<config id>[slot=model,…]` with slots in order.
+    pub fn identity(&self) -> String {
+        match self {
+            Combination::Harness {
+                harness,
+                model,
+                provider,
+            } => match provider {
+                Some(p) => format!("{harness}/{model}/{p}"),
+                None => format!("{harness}/{model}"),
+            },
+            Combination::Gg { gg_config_id, bindings } => {
+                let bound: Vec<String> = bindings.iter().map(|(s, m)| format!("{s}={m}")).collect();
+                format!("gg:{gg_config_id}[{}]", bound.join(","))
+            }
+        }
+    }
+
     /// The harness lane whose cap this combination's runs occupy.
     pub fn harness(&self) -> &str {
         match self {
@@ -167,34 +186,39 @@ impl Combination {
     }
 
     pub fn validate_shape(&self) -> Result<(), ValidationError> {
+        self.validate_shape_at("combination")
+    }
+
+    /// Checks the shape, naming fields under `prefix` (`members[2]` → `members[2].model`).
+    pub fn validate_shape_at(&self, prefix: &str) -> Result<(), ValidationError> {
         match self {
             Combination::Harness {
                 harness,
                 model,
                 provider,
             } => {
-                check_slug("combination.harness", harness, 64)?;
+                check_slug(&format!("{prefix}.harness"), harness, 64)?;
                 if harness == GG_HARNESS {
                     return Err(ValidationError::new(
-                        "combination.harness",
+                        format!("{prefix}.harness"),
                         "the gg lane is launched with kind \"gg\" and a ggConfigId",
                     ));
                 }
-                check_name("combination.model", model, 128)?;
+                check_name(&format!("{prefix}.model"), model, 128)?;
                 if let Some(p) = provider {
-                    check_slug("combination.provider", p, 64)?;
+                    check_slug(&format!("{prefix}.provider"), p, 64)?;
                 }
             }
             Combination::Gg { gg_config_id, bindings } => {
                 if !crate::ids::GgConfigId::is_valid(gg_config_id) {
                     return Err(ValidationError::new(
-                        "combination.ggConfigId",
+                        format!("{prefix}.ggConfigId"),
                         "must be a gg configuration id (gg_…)",
                     ));
                 }
                 for (slot, model) in bindings {
-                    check_slug(&format!("combination.bindings.{slot}"), slot, 64)?;
-                    check_name(&format!("combination.bindings.{slot}"), model, 128)?;
+                    check_slug(&format!("{prefix}.bindings.{slot}"), slot, 64)?;
+                    check_name(&format!("{prefix}.bindings.{slot}"), model, 128)?;
                 }
             }
         }
@@ -204,26 +228,13 @@ impl Combination {
 
 /// The identity a cell is counted by: the whole pin × harness/model/provider, or the whole pin ×
 /// the gg configuration's id and every bound model. Its text form is the `cell_key` column.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct CellKey(pub String);
 
 impl CellKey {
     pub fn of(pin: &CasePin, combo: &Combination) -> Self {
-        let right = match combo {
-            Combination::Harness {
-                harness,
-                model,
-                provider,
-            } => match provider {
-                Some(p) => format!("{harness}/{model}/{p}"),
-                None => format!("{harness}/{model}"),
-            },
-            Combination::Gg { gg_config_id, bindings } => {
-                let bound: Vec<String> = bindings.iter().map(|(s, m)| format!("{s}={m}")).collect();
-                format!("gg:{gg_config_id}[{}]", bound.join(","))
-            }
-        };
-        CellKey(format!("{pin} × {right}"))
+        CellKey(format!("{pin} × {}", combo.identity()))
     }
 }
 

@@ -6,6 +6,7 @@
 use crate::catalogue::{GgConfigFacts, ModelCatalogue};
 use crate::job::Combination;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// Why a combination cannot be launched.
@@ -20,8 +21,10 @@ pub enum Unlaunchable {
     ProviderNotAccepted { harness: String },
     /// The catalogue cannot resolve a list price for the model.
     ModelUnpriced { model: String },
-    /// The gg configuration was deleted, or the account does not own it.
+    /// The account owns no gg configuration with this id.
     GgConfigNotOwned { gg_config_id: String },
+    /// The gg configuration was deleted. It keeps its id, so the cells naming it stay countable.
+    GgConfigDeleted { gg_config_id: String },
     /// A launch slot of the configuration has no model bound.
     SlotUnbound { slot: String },
     /// A binding names a slot the configuration does not ask for.
@@ -38,6 +41,7 @@ impl Unlaunchable {
             Unlaunchable::ProviderNotAccepted { .. } => "provider_not_accepted",
             Unlaunchable::ModelUnpriced { .. } => "model_unpriced",
             Unlaunchable::GgConfigNotOwned { .. } => "gg_config_not_owned",
+            Unlaunchable::GgConfigDeleted { .. } => "gg_config_deleted",
             Unlaunchable::SlotUnbound { .. } => "slot_unbound",
             Unlaunchable::UnknownSlot { .. } => "unknown_slot",
             Unlaunchable::ModelWithoutContextWindow { .. } => "model_without_context_window",
@@ -52,7 +56,9 @@ impl Unlaunchable {
                 "combination.provider".into()
             }
             Unlaunchable::ModelUnpriced { .. } => "combination.model".into(),
-            Unlaunchable::GgConfigNotOwned { .. } => "combination.ggConfigId".into(),
+            Unlaunchable::GgConfigNotOwned { .. } | Unlaunchable::GgConfigDeleted { .. } => {
+                "combination.ggConfigId".into()
+            }
             Unlaunchable::SlotUnbound { slot } | Unlaunchable::UnknownSlot { slot } => {
                 format!("combination.bindings.{slot}")
             }
@@ -82,6 +88,9 @@ impl fmt::Display for Unlaunchable {
             }
             Unlaunchable::GgConfigNotOwned { gg_config_id } => {
                 write!(f, "no gg configuration {gg_config_id} is owned by this account")
+            }
+            Unlaunchable::GgConfigDeleted { gg_config_id } => {
+                write!(f, "gg configuration {gg_config_id} was deleted")
             }
             Unlaunchable::SlotUnbound { slot } => write!(f, "launch slot {slot} is not bound to a model"),
             Unlaunchable::UnknownSlot { slot } => write!(f, "the configuration has no launch slot {slot}"),
@@ -157,18 +166,58 @@ pub fn check_launchable(
     }
 }
 
+/// A gg configuration of the launching account. A deleted one keeps its id, so the standing
+/// members naming it resolve to [`Unlaunchable::GgConfigDeleted`] rather than to "not owned".
+#[derive(Debug, Clone, PartialEq)]
+pub enum GgConfigEntry {
+    Live(GgConfigFacts),
+    Deleted,
+}
+
+/// What the launch check reads for many combinations at once (a plan's or a ladder's members),
+/// loaded by the store in one query per source rather than one per member.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LaunchFacts {
+    /// Every harness in the catalogue, the `gg` lane included.
+    pub harnesses: BTreeMap<String, HarnessFacts>,
+    /// The models the members bind (an absent model has neither a context window nor a price).
+    pub models: ModelCatalogue,
+    /// The launching account's gg configurations, deleted ones included.
+    pub gg_configs: BTreeMap<String, GgConfigEntry>,
+}
+
+impl LaunchFacts {
+    /// [`check_launchable`] for a standing member, which may name a configuration deleted since
+    /// it was authored.
+    pub fn check(&self, combo: &Combination) -> Result<(), Unlaunchable> {
+        let gg = match combo {
+            Combination::Gg { gg_config_id, .. } => match self.gg_configs.get(gg_config_id) {
+                Some(GgConfigEntry::Deleted) => {
+                    return Err(Unlaunchable::GgConfigDeleted {
+                        gg_config_id: gg_config_id.clone(),
+                    });
+                }
+                Some(GgConfigEntry::Live(facts)) => Some(facts),
+                None => None,
+            },
+            Combination::Harness { .. } => None,
+        };
+        check_launchable(combo, self.harnesses.get(combo.harness()).copied(), &self.models, gg)
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::catalogue::{ListPrice, ModelFacts};
-    use std::collections::BTreeMap;
 
     const PRICE: ListPrice = ListPrice {
         input_per_mtok_usd: 3.0,
         output_per_mtok_usd: 15.0,
     };
 
-    fn catalogue() -> ModelCatalogue {
+    /// Models `priced`, `unpriced` (no list price) and `windowless` (no context window).
+    pub fn catalogue() -> ModelCatalogue {
         BTreeMap::from([
             (
                 "priced".to_string(),
@@ -299,5 +348,22 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn a_member_naming_a_deleted_configuration_reports_it_deleted_not_unowned() {
+        let combo = gg(&[("root", "priced"), ("reviewer", "priced")]);
+        let mut facts = LaunchFacts {
+            harnesses: BTreeMap::from([("gg".to_string(), HarnessFacts { provider_routed: false })]),
+            models: catalogue(),
+            gg_configs: BTreeMap::from([("gg_1".to_string(), GgConfigEntry::Live(cfg()))]),
+        };
+        assert_eq!(facts.check(&combo), Ok(()));
+        facts.gg_configs.insert("gg_1".into(), GgConfigEntry::Deleted);
+        assert_eq!(facts.check(&combo).unwrap_err().code(), "gg_config_deleted");
+        facts.gg_configs.clear();
+        assert_eq!(facts.check(&combo).unwrap_err().code(), "gg_config_not_owned");
+        facts.harnesses.clear();
+        assert_eq!(facts.check(&harness("priced")).unwrap_err().code(), "unknown_harness");
     }
 }

@@ -5,20 +5,30 @@
 //! workflows and the API call into this crate for every decision they make.
 
 pub mod adapter;
+pub mod buffer;
 pub mod catalogue;
 pub mod change;
+pub mod coverage;
 pub mod dispatch;
 pub mod edit_session;
+pub mod gate;
+#[cfg(test)]
+mod generator;
 pub mod ids;
 pub mod job;
+pub mod ladder;
 pub mod launch;
+pub mod matrix;
 pub mod meter;
+pub mod progress;
 pub mod project;
 pub mod refusal;
+pub mod queue;
 pub mod repo;
 pub mod repo_token;
 pub mod review;
 pub mod run;
+pub mod top_up;
 pub mod validation;
 pub mod workspace;
 

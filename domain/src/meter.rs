@@ -196,6 +196,7 @@ fn union(intervals: impl IntoIterator<Item = Interval>) -> Vec<Interval> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generator::XorShift;
 
     const T0: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
 
@@ -301,21 +302,6 @@ mod tests {
     #[test]
     fn a_reservation_never_overflows() {
         assert!(reserve(u64::MAX, u64::MAX, 1).is_err());
-    }
-
-    /// A deterministic xorshift generator: the property test needs no rand crate.
-    struct XorShift(u64);
-
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> i64 {
-            i64::try_from(self.next() % n).expect("small")
-        }
     }
 
     #[test]

@@ -1,0 +1,559 @@
+//! The top-up walk: which missing cells one top-up enqueues, in which order, and why the others
+//! wait. Plans, ladders (with only each climber's current rung) and the read-only `schedule`
+//! call this one function, so what a schedule promises is what a top-up does.
+//!
+//! The walk is the specification's six steps: cells in outer-axis order; skip a cell at its
+//! target; skip an unlaunchable cell, reporting why; defer a cell whose harness is at its cap;
+//! emit whole cells until outstanding reaches the buffer target (checked at cell boundaries, so
+//! the last cell may overshoot); then the deferred cells in the same order. A harness's load
+//! counts its jobs in every in-flight state, queued included, and grows with what this walk
+//! emits: a run merely queued consumes the cap before anything enqueued after it.
+
+use crate::buffer::BufferTarget;
+use crate::job::{CasePin, CellKey, Combination};
+use crate::matrix::{MatrixCell, UnlaunchableReason};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// One harness lane as the walk reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lane {
+    /// The harness's parallelism cap.
+    pub cap: i64,
+    /// The harness's jobs queued, pending, dispatched, starting or running, globally (every
+    /// cell, whoever launched them).
+    pub load: i64,
+}
+
+/// What the walk does with a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Enqueue all the cell's missing repeats.
+    Launch,
+    /// Its harness is at its cap and the buffer filled before the second pass reached it.
+    Defer,
+    /// Nothing to do now, for the reason given.
+    Skip,
+}
+
+/// Why a cell is not launched in the first pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// Completed plus in-flight runs already meet the cell's target.
+    AtTarget,
+    /// The combination cannot be launched (the line carries the reason).
+    Unlaunchable,
+    /// The harness has no free slot: the cell waits for the second pass (a second-pass launch
+    /// carries this reason too).
+    HarnessAtCap,
+    /// Outstanding reached the buffer target.
+    BufferFull,
+}
+
+/// One line of `GET …/schedule`: what a top-up would do with one cell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleLine {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub cell_key: CellKey,
+    pub case: CasePin,
+    pub combination: Combination,
+    pub action: Action,
+    /// `null` for a first-pass launch.
+    pub reason: Option<Reason>,
+    pub unlaunchable: Option<UnlaunchableReason>,
+    /// The cell's missing repeats: what a launch enqueues.
+    pub missing: i64,
+    /// For a launch: 1 (the first pass) or 2 (the deferred cells).
+    pub pass: Option<u8>,
+}
+
+/// A cell a top-up emits, with all its missing repeats.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CellLaunch {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub cell_key: CellKey,
+    pub case: CasePin,
+    pub combination: Combination,
+    /// How many jobs to enqueue for the cell (repeats `1..=repeats` of this top-up).
+    pub repeats: i64,
+    pub pass: u8,
+}
+
+/// A cell the walk met that cannot be launched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UnlaunchableCell {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub cell_key: CellKey,
+    pub case: CasePin,
+    pub combination: Combination,
+    pub unlaunchable: UnlaunchableReason,
+}
+
+/// What one top-up does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TopUpPlan {
+    /// The buffer target in force.
+    pub buffer_target: BufferTarget,
+    /// Outstanding runs observed before the walk.
+    pub occupancy: i64,
+    /// Cells to enqueue, in emission order (enqueue them in this order: it is execution order).
+    pub launch: Vec<CellLaunch>,
+    /// Cells met that cannot be launched, with why.
+    pub unlaunchable: Vec<UnlaunchableCell>,
+    /// One line per cell, in the walk's order: the first pass, then the deferred cells.
+    pub schedule: Vec<ScheduleLine>,
+    /// Jobs the launches enqueue in all.
+    pub enqueued: i64,
+}
+
+/// Plans one top-up. `cells` are in walk order (a plan's outer-axis order, or a ladder's emission
+/// order over its climbers' current rungs); `outstanding` is [`crate::buffer::outstanding`] over
+/// the cells the buffer counts (all of a plan's; every rung a ladder's climbers reached); `lanes`
+/// has an entry for every harness in the catalogue (a harness without one is never deferred).
+pub fn plan_top_up(
+    cells: &[MatrixCell],
+    target: BufferTarget,
+    outstanding: i64,
+    lanes: &BTreeMap<String, Lane>,
+) -> TopUpPlan {
+    let mut walk = Walk {
+        target,
+        outstanding,
+        load: lanes.iter().map(|(h, l)| (h.as_str(), l.load)).collect(),
+        plan: TopUpPlan {
+            buffer_target: target,
+            occupancy: outstanding,
+            launch: Vec::new(),
+            unlaunchable: Vec::new(),
+            schedule: Vec::with_capacity(cells.len()),
+            enqueued: 0,
+        },
+    };
+    let mut deferred = Vec::new();
+    for cell in cells {
+        if cell.remaining == 0 {
+            walk.line(cell, Action::Skip, Some(Reason::AtTarget), None);
+        } else if let Some(why) = &cell.unlaunchable {
+            walk.plan.unlaunchable.push(UnlaunchableCell {
+                cell_key: cell.cell_key.clone(),
+                case: cell.case.clone(),
+                combination: cell.combination.clone(),
+                unlaunchable: why.clone(),
+            });
+            walk.line(cell, Action::Skip, Some(Reason::Unlaunchable), None);
+        } else if lanes
+            .get(cell.harness())
+            .is_some_and(|lane| walk.load[cell.harness()] >= lane.cap)
+        {
+            deferred.push(cell);
+        } else if target.is_full(walk.outstanding) {
+            walk.line(cell, Action::Skip, Some(Reason::BufferFull), None);
+        } else {
+            walk.launch(cell, 1);
+        }
+    }
+    for cell in deferred {
+        if target.is_full(walk.outstanding) {
+            walk.line(cell, Action::Defer, Some(Reason::HarnessAtCap), None);
+        } else {
+            walk.launch(cell, 2);
+        }
+    }
+    walk.plan
+}
+
+struct Walk<'a> {
+    target: BufferTarget,
+    outstanding: i64,
+    load: BTreeMap<&'a str, i64>,
+    plan: TopUpPlan,
+}
+
+impl<'a> Walk<'a> {
+    fn line(&mut self, cell: &MatrixCell, action: Action, reason: Option<Reason>, pass: Option<u8>) {
+        let unlaunchable = if reason == Some(Reason::Unlaunchable) {
+            cell.unlaunchable.clone()
+        } else {
+            None
+        };
+        self.plan.schedule.push(ScheduleLine {
+            cell_key: cell.cell_key.clone(),
+            case: cell.case.clone(),
+            combination: cell.combination.clone(),
+            action,
+            reason,
+            unlaunchable,
+            missing: cell.remaining,
+            pass,
+        });
+    }
+
+    fn launch(&mut self, cell: &'a MatrixCell, pass: u8) {
+        debug_assert!(!self.target.is_full(self.outstanding));
+        self.outstanding += cell.remaining;
+        self.plan.enqueued += cell.remaining;
+        if let Some(load) = self.load.get_mut(cell.harness()) {
+            *load += cell.remaining;
+        }
+        self.plan.launch.push(CellLaunch {
+            cell_key: cell.cell_key.clone(),
+            case: cell.case.clone(),
+            combination: cell.combination.clone(),
+            repeats: cell.remaining,
+            pass,
+        });
+        let reason = (pass == 2).then_some(Reason::HarnessAtCap);
+        self.line(cell, Action::Launch, reason, Some(pass));
+    }
+}
+
+/// What asks for a top-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// `POST …/topup`.
+    Requested,
+    /// A ladder is enabled (`PUT` with `enabled: true`, or `POST …/enable`).
+    Enabled,
+    /// A plan is opened (`POST /coverage-plans/{id}/open`); a ladder's open is a read.
+    Opened,
+    /// A review of one of the plan's or ladder's runs was submitted.
+    ReviewSubmitted,
+}
+
+/// What is being fed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feed {
+    Plan,
+    Ladder,
+}
+
+/// Whether `trigger` starts a top-up. A requested top-up (and a ladder's enable) always runs, and
+/// answers `skipped: "paused"` itself when the plan is paused or the ladder disabled. The
+/// automatic triggers start one only with `autoTopUp` on, on a plan not paused (a ladder
+/// enabled), under a target that is not a bound of 0; opening a ladder never starts one.
+/// `paused` is a plan's `paused`, or a ladder's `!enabled`.
+pub fn starts_top_up(feed: Feed, trigger: Trigger, auto_top_up: bool, paused: bool, target: BufferTarget) -> bool {
+    match trigger {
+        Trigger::Requested | Trigger::Enabled => true,
+        Trigger::Opened if feed == Feed::Ladder => false,
+        Trigger::Opened | Trigger::ReviewSubmitted => auto_top_up && !paused && !target.is_zero(),
+    }
+}
+
+/// Why a top-up did not run. One that ran and enqueued nothing is not skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Skipped {
+    /// Another top-up of the same plan or ladder holds the claim.
+    Busy,
+    /// The plan is paused, or the ladder disabled.
+    Paused,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coverage::tests::{gg, harness, pin};
+    use crate::generator::XorShift;
+    use crate::job::CellKey;
+
+    /// A cell of `harness`, `remaining` missing repeats of `desired`.
+    fn cell(case: &str, harness_name: &str, desired: i64, remaining: i64) -> MatrixCell {
+        let combination = if harness_name == "gg" {
+            gg("gg_1", "m")
+        } else {
+            harness(harness_name, "m")
+        };
+        let case = pin(case, "1.0.0");
+        MatrixCell {
+            cell_key: CellKey::of(&case, &combination),
+            case,
+            combination,
+            desired,
+            completed: desired - remaining,
+            in_flight: 0,
+            pending: 0,
+            unreviewed: 0,
+            remaining,
+            latest_version: Some("1.0.0".into()),
+            stale: false,
+            unlaunchable: None,
+        }
+    }
+
+    fn lanes(spec: &[(&str, i64, i64)]) -> BTreeMap<String, Lane> {
+        spec.iter()
+            .map(|(h, cap, load)| (h.to_string(), Lane { cap: *cap, load: *load }))
+            .collect()
+    }
+
+    fn launched(plan: &TopUpPlan) -> Vec<String> {
+        plan.launch
+            .iter()
+            .map(|l| l.case.slug.clone() + "/" + l.combination.harness())
+            .collect()
+    }
+
+    const BOUNDED_4: BufferTarget = BufferTarget::Bounded { runs: 4 };
+
+    #[test]
+    fn bounded_four_with_three_runs_per_cell_and_three_idle_cells_launches_two_cells_then_nothing_until_reviews_land() {
+        let idle = lanes(&[("cc", 100, 0)]);
+        let cells = [cell("a", "cc", 3, 3), cell("b", "cc", 3, 3), cell("c", "cc", 3, 3)];
+        let first = plan_top_up(&cells, BOUNDED_4, 0, &idle);
+        assert_eq!(launched(&first), ["a/cc", "b/cc"]);
+        assert_eq!(first.enqueued, 6);
+        assert_eq!(first.schedule[2].reason, Some(Reason::BufferFull));
+
+        // The six jobs landed: they are in flight (then completed, unreviewed) and fill the buffer.
+        let mut cells = cells;
+        for c in &mut cells[..2] {
+            c.in_flight = 3;
+            c.remaining = 0;
+        }
+        let second = plan_top_up(&cells, BOUNDED_4, 6, &lanes(&[("cc", 100, 6)]));
+        assert_eq!(second.enqueued, 0);
+        assert_eq!(second.occupancy, 6);
+        // Four of them reviewed: two outstanding, so the third cell goes out.
+        let third = plan_top_up(&cells, BOUNDED_4, 2, &lanes(&[("cc", 100, 0)]));
+        assert_eq!(launched(&third), ["c/cc"]);
+    }
+
+    #[test]
+    fn a_cells_repeats_are_emitted_whole_so_the_target_is_overshot_by_at_most_one_cell() {
+        let cells = [cell("a", "cc", 5, 5), cell("b", "cc", 5, 5)];
+        let plan = plan_top_up(&cells, BufferTarget::Bounded { runs: 1 }, 0, &lanes(&[("cc", 100, 0)]));
+        assert_eq!(plan.launch.len(), 1);
+        assert_eq!(plan.launch[0].repeats, 5);
+        assert_eq!(plan.enqueued, 5);
+    }
+
+    #[test]
+    fn harness_x_at_its_cap_and_y_idle_emits_ys_later_cells_first_and_xs_in_the_second_pass_in_plan_order() {
+        let cells = [
+            cell("a", "x", 2, 2),
+            cell("a", "y", 2, 2),
+            cell("b", "x", 2, 2),
+            cell("b", "y", 2, 2),
+        ];
+        let plan = plan_top_up(
+            &cells,
+            BufferTarget::Unbounded {},
+            0,
+            &lanes(&[("x", 2, 2), ("y", 10, 0)]),
+        );
+        assert_eq!(launched(&plan), ["a/y", "b/y", "a/x", "b/x"]);
+        assert_eq!(plan.launch.iter().map(|l| l.pass).collect::<Vec<_>>(), [1, 1, 2, 2]);
+        assert_eq!(plan.schedule[2].reason, Some(Reason::HarnessAtCap));
+
+        // With a buffer of 4 the idle harness takes it all and X's cells wait, reported deferred.
+        let plan = plan_top_up(&cells, BOUNDED_4, 0, &lanes(&[("x", 2, 2), ("y", 10, 0)]));
+        assert_eq!(launched(&plan), ["a/y", "b/y"]);
+        let deferred: Vec<&str> = plan
+            .schedule
+            .iter()
+            .filter(|l| l.action == Action::Defer)
+            .map(|l| l.cell_key.0.as_str())
+            .collect();
+        assert_eq!(deferred, [cells[0].cell_key.0.as_str(), cells[2].cell_key.0.as_str()]);
+    }
+
+    #[test]
+    fn queued_jobs_count_against_the_cap_including_those_this_walk_emits() {
+        // cap 2, nothing running: the first x cell fills the lane, so the walk serves y next.
+        let cells = [cell("a", "x", 2, 2), cell("b", "x", 2, 2), cell("c", "y", 2, 2)];
+        let plan = plan_top_up(
+            &cells,
+            BufferTarget::Unbounded {},
+            0,
+            &lanes(&[("x", 2, 0), ("y", 2, 0)]),
+        );
+        assert_eq!(launched(&plan), ["a/x", "c/y", "b/x"]);
+    }
+
+    #[test]
+    fn every_gg_configuration_shares_the_one_gg_lane() {
+        let cells = [cell("a", "gg", 1, 1), cell("b", "gg", 1, 1), cell("c", "cc", 1, 1)];
+        let plan = plan_top_up(
+            &cells,
+            BufferTarget::Unbounded {},
+            0,
+            &lanes(&[("gg", 1, 0), ("cc", 5, 0)]),
+        );
+        assert_eq!(launched(&plan), ["a/gg", "c/cc", "b/gg"]);
+    }
+
+    #[test]
+    fn a_bound_of_zero_never_tops_up_and_unbounded_emits_every_missing_cell() {
+        let cells = [cell("a", "cc", 3, 3), cell("b", "cc", 3, 0), cell("c", "cc", 3, 1)];
+        let zero = plan_top_up(&cells, BufferTarget::Bounded { runs: 0 }, 0, &lanes(&[("cc", 1, 0)]));
+        assert_eq!(zero.enqueued, 0);
+        assert!(zero.launch.is_empty());
+        let all = plan_top_up(&cells, BufferTarget::Unbounded {}, 1_000, &lanes(&[("cc", 1, 0)]));
+        assert_eq!(launched(&all), ["a/cc", "c/cc"]);
+        assert_eq!(all.enqueued, 4);
+    }
+
+    #[test]
+    fn cells_at_target_and_unlaunchable_cells_are_skipped_with_their_reasons() {
+        let mut broken = cell("b", "cc", 3, 3);
+        broken.unlaunchable = Some(UnlaunchableReason {
+            code: "gg_config_deleted".into(),
+            message: "gg configuration gg_1 was deleted".into(),
+        });
+        let cells = [cell("a", "cc", 3, 0), broken, cell("c", "cc", 3, 3)];
+        let plan = plan_top_up(&cells, BufferTarget::Unbounded {}, 0, &lanes(&[("cc", 10, 0)]));
+        assert_eq!(launched(&plan), ["c/cc"]);
+        assert_eq!(plan.unlaunchable.len(), 1);
+        assert_eq!(plan.unlaunchable[0].unlaunchable.code, "gg_config_deleted");
+        let reasons: Vec<Option<Reason>> = plan.schedule.iter().map(|l| l.reason).collect();
+        assert_eq!(reasons, [Some(Reason::AtTarget), Some(Reason::Unlaunchable), None]);
+        assert_eq!(
+            plan.schedule[1].unlaunchable.as_ref().map(|u| u.code.as_str()),
+            Some("gg_config_deleted")
+        );
+    }
+
+    #[test]
+    fn the_schedule_reads_as_the_api_shows_it() {
+        let plan = plan_top_up(
+            &[cell("a", "cc", 2, 2)],
+            BufferTarget::Unbounded {},
+            0,
+            &lanes(&[("cc", 1, 0)]),
+        );
+        let line = serde_json::to_value(&plan.schedule[0]).unwrap();
+        assert_eq!(line["action"], "launch");
+        assert_eq!(line["reason"], serde_json::Value::Null);
+        assert_eq!(line["missing"], 2);
+        assert_eq!(line["cellKey"], "a@1.0.0/default/none × cc/m");
+        let answer = serde_json::to_value(&plan).unwrap();
+        assert_eq!(answer["bufferTarget"], serde_json::json!({"kind": "unbounded"}));
+        assert_eq!(answer["enqueued"], 2);
+    }
+
+    #[test]
+    fn automatic_triggers_respect_auto_top_up_pause_and_a_zero_bound_and_a_ladder_open_is_a_read() {
+        let ten = BufferTarget::Bounded { runs: 10 };
+        let zero = BufferTarget::Bounded { runs: 0 };
+        assert!(starts_top_up(Feed::Plan, Trigger::Opened, true, false, ten));
+        assert!(!starts_top_up(Feed::Plan, Trigger::Opened, false, false, ten));
+        assert!(!starts_top_up(Feed::Plan, Trigger::ReviewSubmitted, true, true, ten));
+        assert!(!starts_top_up(Feed::Plan, Trigger::ReviewSubmitted, true, false, zero));
+        assert!(starts_top_up(Feed::Plan, Trigger::Requested, false, true, zero));
+        assert!(!starts_top_up(Feed::Ladder, Trigger::Opened, true, false, ten));
+        assert!(starts_top_up(Feed::Ladder, Trigger::ReviewSubmitted, true, false, ten));
+        assert!(!starts_top_up(Feed::Ladder, Trigger::ReviewSubmitted, true, true, ten));
+        assert!(starts_top_up(Feed::Ladder, Trigger::Enabled, false, false, ten));
+        assert_eq!(serde_json::to_value(Skipped::Busy).unwrap(), "busy");
+    }
+
+    #[test]
+    fn the_walk_keeps_its_invariants_on_any_plan() {
+        let mut rng = XorShift(0x0123_4567_89ab_cdef);
+        let harnesses = ["x", "y", "gg"];
+        for _ in 0..2_000 {
+            let cells: Vec<MatrixCell> = (0..rng.below(12))
+                .map(|i| {
+                    let h = harnesses[rng.below(3) as usize];
+                    let desired = rng.below(4) + 1;
+                    let mut c = cell(&format!("c{i}"), h, desired, rng.below(desired as u64 + 1));
+                    if rng.one_in(6) {
+                        c.unlaunchable = Some(UnlaunchableReason {
+                            code: "model_unpriced".into(),
+                            message: "no price".into(),
+                        });
+                    }
+                    c
+                })
+                .collect();
+            let lanes: BTreeMap<String, Lane> = harnesses
+                .iter()
+                .map(|h| {
+                    (
+                        h.to_string(),
+                        Lane {
+                            cap: rng.below(4) + 1,
+                            load: rng.below(5),
+                        },
+                    )
+                })
+                .collect();
+            let target = if rng.one_in(4) {
+                BufferTarget::Unbounded {}
+            } else {
+                BufferTarget::Bounded { runs: rng.below(12) }
+            };
+            let outstanding = rng.below(8);
+            let plan = plan_top_up(&cells, target, outstanding, &lanes);
+
+            // Every cell gets exactly one line; launches are the launch lines, in the same order.
+            assert_eq!(plan.schedule.len(), cells.len());
+            let launch_lines: Vec<&CellKey> = plan
+                .schedule
+                .iter()
+                .filter(|l| l.action == Action::Launch)
+                .map(|l| &l.cell_key)
+                .collect();
+            assert_eq!(
+                launch_lines,
+                plan.launch.iter().map(|l| &l.cell_key).collect::<Vec<_>>()
+            );
+            let by_key: BTreeMap<&CellKey, &MatrixCell> = cells.iter().map(|c| (&c.cell_key, c)).collect();
+            // Whole cells only, never a cell at target or unlaunchable.
+            for l in &plan.launch {
+                let c = by_key[&l.cell_key];
+                assert!(c.remaining > 0 && c.unlaunchable.is_none());
+                assert_eq!(l.repeats, c.remaining);
+            }
+            assert_eq!(plan.enqueued, plan.launch.iter().map(|l| l.repeats).sum::<i64>());
+            // Each emission happened below the target: the overshoot is at most the last cell.
+            let mut seen = outstanding;
+            for l in &plan.launch {
+                assert!(!target.is_full(seen));
+                seen += l.repeats;
+            }
+            // A launchable missing cell is left behind only when the buffer is full.
+            let left = cells.iter().any(|c| {
+                c.remaining > 0 && c.unlaunchable.is_none() && !plan.launch.iter().any(|l| l.cell_key == c.cell_key)
+            });
+            assert!(!left || target.is_full(seen));
+            if target == (BufferTarget::Unbounded {}) {
+                assert!(!left, "unbounded emits every missing cell");
+            }
+            // Within one harness the plan's order holds.
+            for h in harnesses {
+                let walk: Vec<&CellKey> = cells
+                    .iter()
+                    .filter(|c| c.harness() == h)
+                    .map(|c| &c.cell_key)
+                    .filter(|k| plan.launch.iter().any(|l| &&l.cell_key == k))
+                    .collect();
+                let emitted: Vec<&CellKey> = plan
+                    .launch
+                    .iter()
+                    .filter(|l| l.combination.harness() == h)
+                    .map(|l| &l.cell_key)
+                    .collect();
+                assert_eq!(walk, emitted);
+            }
+        }
+    }
+}
