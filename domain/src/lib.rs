@@ -21,4 +21,10 @@ pub mod run;
 pub mod validation;
 pub mod workspace;
 
+// The source lane's verification, selection and promotion rules.
+pub mod check;
+pub mod contract;
+pub mod policy;
+pub mod prose;
+
 pub use validation::ValidationError;
