@@ -22,8 +22,13 @@ pub mod validation;
 pub mod workspace;
 
 // The source lane's verification, selection and promotion rules.
+pub mod acceptance;
+pub mod approval;
 pub mod check;
+pub mod client_assets;
 pub mod contract;
+pub mod evidence;
+pub mod plan;
 pub mod policy;
 pub mod prose;
 
