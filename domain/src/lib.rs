@@ -24,6 +24,7 @@ pub mod workspace;
 // The source lane's verification, selection and promotion rules.
 pub mod acceptance;
 pub mod approval;
+pub mod browser;
 pub mod check;
 pub mod client_assets;
 pub mod contract;
