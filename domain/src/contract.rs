@@ -281,8 +281,9 @@ fn is_inner_preposition(word: &str) -> bool {
     matches!(word, "from" | "in" | "on" | "of" | "within" | "inside")
 }
 
-/// The wording of a line that is not a contract change.
-fn says_no_change(line: &str) -> bool {
+/// Whether a declaration line (contract or data) says it changes nothing: it starts with "None",
+/// "No change(s)", "No contract change(s)", "N/A" or "Nothing".
+pub fn says_no_change(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
     let l = lower.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
     [
