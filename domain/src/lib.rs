@@ -25,6 +25,7 @@ pub mod workspace;
 pub mod acceptance;
 pub mod approval;
 pub mod browser;
+pub mod candidate;
 pub mod candidate_sets;
 pub mod check;
 pub mod client_assets;
@@ -35,5 +36,7 @@ pub mod evidence;
 pub mod plan;
 pub mod policy;
 pub mod prose;
+pub mod repair;
+pub mod selection;
 
 pub use validation::ValidationError;
