@@ -35,6 +35,7 @@ pub mod contract;
 pub mod evidence;
 pub mod plan;
 pub mod policy;
+pub mod promotion;
 pub mod prose;
 pub mod repair;
 pub mod selection;
