@@ -13,7 +13,8 @@
 //! `method` and `path` name the route; every other field is the route's shape (request, response,
 //! status, …) and is compared as JSON: a route whose other fields differ between base and Candidate
 //! is changed. [`compare_route_tables`] fails on every added, removed or changed route that no
-//! declaration covers.
+//! declaration covers. What the spec leaves open is decided in
+//! `docs/decisions/0010-contract-declarations-and-route-tables.md`.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};

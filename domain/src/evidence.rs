@@ -287,6 +287,30 @@ pub fn gate_required_checks(plan: &VerificationPlan, evidence: &[Evidence]) -> G
     result
 }
 
+/// The gaps of the required checks that come before `check` in the plan (the plan's order is the
+/// order the checks run). The acceptance check records `skipped` without a model call when there
+/// is one: the Candidate cannot ship anyway.
+pub fn gaps_before(plan: &VerificationPlan, evidence: &[Evidence], check: &CheckId) -> Vec<Gap> {
+    let earlier = VerificationPlan {
+        checks: plan
+            .checks
+            .iter()
+            .take_while(|c| &c.check_id != check)
+            .cloned()
+            .collect(),
+        ..plan.clone()
+    };
+    gate_required_checks(&earlier, evidence).gaps
+}
+
+/// Whether the latest record of a planned check satisfies it (the preview starts only when
+/// `build` is satisfied). A check the plan does not hold is not satisfied.
+pub fn check_satisfied(plan: &VerificationPlan, evidence: &[Evidence], check: &CheckId) -> bool {
+    let latest = latest_per_check(plan, evidence);
+    plan.check(check)
+        .is_some_and(|c| evaluate(c, latest.get(check).copied()).is_ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,6 +535,24 @@ mod tests {
             CheckResult::from_exit(0, "bun test").summary,
             "bun test passed (runner: sandbox)"
         );
+    }
+
+    #[test]
+    fn only_the_checks_before_one_count_as_earlier() {
+        let p = plan(vec![
+            planned(CheckId::Build, true, None),
+            planned(CheckId::Unit, true, None),
+            planned(CheckId::Acceptance, false, None),
+            planned(CheckId::PreviewSmoke, true, None),
+        ]);
+        let build = pass("a", CheckId::Build, 1);
+        let unit_failed = ev("b", CheckId::Unit, EvidenceStatus::Fail, Coverage::CheckedSupported, 2);
+        assert!(gaps_before(&p, &[build.clone(), pass("c", CheckId::Unit, 2)], &CheckId::Acceptance).is_empty());
+        let gaps = gaps_before(&p, &[build.clone(), unit_failed], &CheckId::Acceptance);
+        assert_eq!(gaps[0].check_id, CheckId::Unit);
+        assert!(check_satisfied(&p, std::slice::from_ref(&build), &CheckId::Build));
+        assert!(!check_satisfied(&p, &[], &CheckId::Build));
+        assert!(!check_satisfied(&p, &[build], &CheckId::Security));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! the policy read once for the run. Everything after it — the check steps, the gate, approval and
 //! promotion — reads the plan, never the inputs again, and the plan records the policy version it
 //! was made under. How invariants and authorization are recognised in prose is written down in
-//! `docs/decisions/0008-invariants-and-authorization.md`.
+//! `docs/decisions/0009-invariants-and-authorization.md`.
 
 use crate::acceptance::AcceptanceCriterion;
 use crate::approval::{HumanGate, plan_gate};
