@@ -1,14 +1,16 @@
 //! Changes, Tasks, task runs and ChangeSets: what agents produce against a project, and what
 //! Candidates are composed from.
 
-use crate::validation::{ValidationError, check_slug, check_text};
+use crate::validation::{ValidationError, check_object_id, check_slug, check_text};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How much a Change could break, least first: the order is what "stricter" means when a policy
+/// leaves a tier out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RiskTier {
@@ -16,6 +18,20 @@ pub enum RiskTier {
     Medium,
     High,
     Critical,
+}
+
+impl RiskTier {
+    /// Every tier, least strict first.
+    pub const ALL: [RiskTier; 4] = [RiskTier::Low, RiskTier::Medium, RiskTier::High, RiskTier::Critical];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RiskTier::Low => "low",
+            RiskTier::Medium => "medium",
+            RiskTier::High => "high",
+            RiskTier::Critical => "critical",
+        }
+    }
 }
 
 /// Where a Change is: `running` while its Tasks work, `verifying` while Candidates are checked,
@@ -230,17 +246,7 @@ pub struct ChangeSetInput {
 
 impl ChangeSetInput {
     pub fn validate(&self) -> Result<(), ValidationError> {
-        if self.commit.len() != 40
-            || !self
-                .commit
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-        {
-            return Err(ValidationError::new(
-                "commit",
-                "must be a 40-digit lowercase hex commit id",
-            ));
-        }
+        check_object_id("commit", &self.commit, "commit")?;
         check_lines("contractChanges", &self.contract_changes)?;
         check_lines("dataChanges", &self.data_changes)
     }

@@ -35,6 +35,19 @@ macro_rules! id_type {
                 f.write_str(&self.0)
             }
         }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .description(Some(concat!("`", $prefix, "` followed by 1 to 64 characters of [a-z0-9]")))
+                    .into()
+            }
+        }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::ToSchema for $name {}
     };
 }
 
@@ -102,6 +115,23 @@ id_type!(
 id_type!(
     /// A rung of a ladder: minted when the rung is added, never reused, never its position.
     RungId, "rung_");
+
+// The source lane's verification, selection and promotion records.
+id_type!(
+    /// A Candidate: a set of ChangeSets composed on one canonical base (its fork is `cand-<body>`).
+    CandidateId, "cand_");
+id_type!(
+    /// One Evidence record: the result of one check attempt on a Candidate.
+    EvidenceId, "ev_");
+id_type!(
+    /// A Decision Receipt: the inputs and outcome of a decision belay made (selection, repair, integration).
+    ReceiptId, "rcpt_");
+id_type!(
+    /// A person's approval or rejection of a Candidate's composed tree.
+    ApprovalId, "appr_");
+id_type!(
+    /// A conflict between two Tasks' ChangeSets, as the conflict review reported it.
+    ConflictId, "cfl_");
 
 #[cfg(test)]
 mod tests {

@@ -32,4 +32,23 @@ pub mod top_up;
 pub mod validation;
 pub mod workspace;
 
+// The source lane's verification, selection and promotion rules.
+pub mod acceptance;
+pub mod approval;
+pub mod browser;
+pub mod candidate;
+pub mod candidate_sets;
+pub mod check;
+pub mod client_assets;
+pub mod compatibility;
+pub mod conflict;
+pub mod contract;
+pub mod evidence;
+pub mod plan;
+pub mod policy;
+pub mod promotion;
+pub mod prose;
+pub mod repair;
+pub mod selection;
+
 pub use validation::ValidationError;

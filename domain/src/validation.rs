@@ -65,6 +65,17 @@ pub fn check_name(field: &str, value: &str, max: usize) -> Result<(), Validation
     Ok(())
 }
 
+/// A git object id (a commit or a tree): 40 lowercase hex digits.
+pub fn check_object_id(field: &str, value: &str, what: &str) -> Result<(), ValidationError> {
+    if value.len() != 40 || !value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(ValidationError::new(
+            field,
+            format!("must be a 40-digit lowercase hex {what} id"),
+        ));
+    }
+    Ok(())
+}
+
 /// Free text that must not be blank.
 pub fn check_text(field: &str, value: &str, max: usize) -> Result<(), ValidationError> {
     if value.trim().is_empty() || value.chars().count() > max {

@@ -1,0 +1,209 @@
+//! Candidates: a set of ChangeSets composed on one canonical base, verified as one.
+//!
+//! The status a Candidate can be in and the first decision of its verification workflow (skip,
+//! stale, rejected or go on) live here, so the workflow, the store and the API agree on what each
+//! status allows. A stale Candidate stays stale: recomposing makes a new Candidate.
+
+use crate::acceptance::JudgedCriterion;
+use crate::change::ChangeStatus;
+use crate::ids::{CandidateId, ChangeId, ChangeSetId, ProjectId};
+use crate::plan::VerificationPlan;
+use crate::selection::SelectionJson;
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CandidateStatus {
+    Composing,
+    Verifying,
+    Verified,
+    Rejected,
+    Stale,
+    Promoted,
+}
+
+impl CandidateStatus {
+    pub const ALL: [CandidateStatus; 6] = [
+        CandidateStatus::Composing,
+        CandidateStatus::Verifying,
+        CandidateStatus::Verified,
+        CandidateStatus::Rejected,
+        CandidateStatus::Stale,
+        CandidateStatus::Promoted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CandidateStatus::Composing => "composing",
+            CandidateStatus::Verifying => "verifying",
+            CandidateStatus::Verified => "verified",
+            CandidateStatus::Rejected => "rejected",
+            CandidateStatus::Stale => "stale",
+            CandidateStatus::Promoted => "promoted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CandidateStatus> {
+        CandidateStatus::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// Still composing or verifying: a sibling in this state holds selection back.
+    pub fn is_pending(self) -> bool {
+        matches!(self, CandidateStatus::Composing | CandidateStatus::Verifying)
+    }
+
+    /// Rejected, stale or promoted: nothing changes it any more.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            CandidateStatus::Rejected | CandidateStatus::Stale | CandidateStatus::Promoted
+        )
+    }
+}
+
+/// What `metrics_json` holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateMetrics {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria_met: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria_total: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p95_ms: Option<f64>,
+}
+
+/// A Candidate as stored and shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Candidate {
+    pub id: CandidateId,
+    pub change_id: ChangeId,
+    pub project_id: ProjectId,
+    /// The canonical generation, commit and tree it is composed on.
+    pub base_generation: i64,
+    pub base_commit: String,
+    pub base_tree: String,
+    /// In Work Graph order.
+    pub change_set_ids: Vec<ChangeSetId>,
+    pub status: CandidateStatus,
+    pub status_reason: Option<String>,
+    pub composed_commit: Option<String>,
+    pub composed_tree: Option<String>,
+    pub plan: Option<VerificationPlan>,
+    pub selection: Option<SelectionJson>,
+    pub acceptance: Option<Vec<JudgedCriterion>>,
+    pub metrics: CandidateMetrics,
+    /// The Candidate composed from the same ChangeSets on a newer base, once this one went stale.
+    pub recomposed_as: Option<CandidateId>,
+    pub created_at: i64,
+}
+
+/// The verification workflow's first decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerificationStart {
+    /// Verified, rejected or promoted already: nothing to do.
+    Skip,
+    /// Stale, or its base is behind canonical: mark it stale (when it is not yet) and recompose.
+    Stale { reason: String },
+    /// The Change was cancelled.
+    Reject { reason: String },
+    /// Base is canonical: check compatibility and compose.
+    Proceed,
+}
+
+/// Where the flowchart goes from "Load Candidate, Change, ChangeSets, canonical".
+pub fn verification_start(
+    status: CandidateStatus,
+    base_generation: i64,
+    canonical_generation: i64,
+    change_status: ChangeStatus,
+) -> VerificationStart {
+    match status {
+        CandidateStatus::Verified | CandidateStatus::Rejected | CandidateStatus::Promoted => VerificationStart::Skip,
+        CandidateStatus::Stale => VerificationStart::Stale {
+            reason: "stale: composed on an older canonical generation".into(),
+        },
+        _ if base_generation < canonical_generation => VerificationStart::Stale {
+            reason: stale_reason(base_generation, canonical_generation),
+        },
+        _ if change_status == ChangeStatus::Cancelled => VerificationStart::Reject {
+            reason: "the change was cancelled".into(),
+        },
+        _ => VerificationStart::Proceed,
+    }
+}
+
+/// "Base generation 1 is behind canonical generation 2."
+pub fn stale_reason(base_generation: i64, canonical_generation: i64) -> String {
+    let relation = if base_generation < canonical_generation {
+        "behind"
+    } else {
+        "not"
+    };
+    format!("Base generation {base_generation} is {relation} canonical generation {canonical_generation}.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_candidate_that_is_done_is_skipped() {
+        for s in [
+            CandidateStatus::Verified,
+            CandidateStatus::Rejected,
+            CandidateStatus::Promoted,
+        ] {
+            assert_eq!(
+                verification_start(s, 1, 1, ChangeStatus::Verifying),
+                VerificationStart::Skip
+            );
+        }
+    }
+
+    #[test]
+    fn a_base_behind_canonical_is_stale_before_anything_else() {
+        assert_eq!(
+            verification_start(CandidateStatus::Composing, 1, 2, ChangeStatus::Cancelled),
+            VerificationStart::Stale {
+                reason: "Base generation 1 is behind canonical generation 2.".into()
+            }
+        );
+        assert!(matches!(
+            verification_start(CandidateStatus::Stale, 2, 2, ChangeStatus::Verifying),
+            VerificationStart::Stale { .. }
+        ));
+    }
+
+    #[test]
+    fn a_cancelled_change_rejects_and_otherwise_verification_proceeds() {
+        assert!(matches!(
+            verification_start(CandidateStatus::Composing, 2, 2, ChangeStatus::Cancelled),
+            VerificationStart::Reject { .. }
+        ));
+        assert_eq!(
+            verification_start(CandidateStatus::Verifying, 2, 2, ChangeStatus::Verifying),
+            VerificationStart::Proceed
+        );
+    }
+
+    #[test]
+    fn statuses_read_back_and_say_what_they_allow() {
+        for s in CandidateStatus::ALL {
+            assert_eq!(CandidateStatus::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert!(!(s.is_pending() && s.is_final()));
+        }
+        assert!(CandidateStatus::Verifying.is_pending());
+        assert!(!CandidateStatus::Verified.is_final());
+    }
+}
