@@ -6,6 +6,7 @@
 use crate::revocations::StoreRevocations;
 use crate::{Plain, fatal, git_error, now_secs, retryable, sandbox_error, store_error};
 use belay_domain::edit_session::COMMAND_TIMEOUT_SECS;
+use belay_domain::ids::{EditSessionId, ProjectId};
 use belay_domain::meter::{Reservation, close_of};
 use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_domain::repo::{canonical_repo, edit_fork};
@@ -14,7 +15,9 @@ use belay_sandbox::git::{Checkout, GitInSandboxError, SandboxGit};
 use belay_sandbox::{SandboxError, SandboxUser, Sandboxes, WORKSPACE, container_name, edit_dir};
 use belay_store::Store;
 use belay_store::meter::Reserve;
-use belay_workflows::edit_session::{CommandOutput, EditCommand, Reserved};
+use belay_workflows::edit_session::{
+    CommandOutput, EditCommand, EndSession, ForkSession, ForkedRequest, Reserved, SettleRequest,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use temporalio_macros::activities;
@@ -36,7 +39,7 @@ impl EditStoreActivities {
     pub async fn reserve(
         self: Arc<Self>,
         _ctx: ActivityContext,
-        project_id: String,
+        project_id: ProjectId,
     ) -> Result<Reserved, ActivityError> {
         match self
             .store
@@ -44,7 +47,7 @@ impl EditStoreActivities {
             .await
             .map_err(store_error)?
         {
-            Reserve::Reserved { id, .. } => Ok(Reserved::Reserved(id)),
+            Reserve::Reserved { id, .. } => Ok(Reserved::Reserved(id.into())),
             Reserve::Refused(cap) => Ok(Reserved::Refused(Refusal::new(
                 RefusalReason::SandboxCap,
                 cap.to_string(),
@@ -53,34 +56,32 @@ impl EditStoreActivities {
     }
 
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Settle)]
-    pub async fn settle(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: (String, String, i64, i64),
-    ) -> Result<(), ActivityError> {
-        let (reservation, session, start, end) = input;
+    pub async fn settle(self: Arc<Self>, _ctx: ActivityContext, input: SettleRequest) -> Result<(), ActivityError> {
         // A start of 0 is a command that never started (histories recorded before a failed
         // command was charged carry it too).
-        let started = (start > 0).then_some(start);
+        let started = (input.started_at > 0).then_some(input.started_at);
         self.store
-            .close_sandbox(&reservation, close_of(started, end))
+            .close_sandbox(&input.reservation_id, close_of(started, input.ended_at))
             .await
             .map_err(store_error)?;
-        self.store.touch_edit_session(&session).await.map_err(store_error)
+        self.store
+            .touch_edit_session(&input.session_id)
+            .await
+            .map_err(store_error)
     }
 
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Forked)]
-    pub async fn forked(self: Arc<Self>, _ctx: ActivityContext, input: (String, String)) -> Result<(), ActivityError> {
+    pub async fn forked(self: Arc<Self>, _ctx: ActivityContext, input: ForkedRequest) -> Result<(), ActivityError> {
         self.store
-            .edit_session_forked(&input.0, &input.1)
+            .edit_session_forked(&input.session_id, &input.start)
             .await
             .map_err(store_error)
     }
 
     #[activity(definition = belay_workflows::edit_session::edit_definitions::End)]
-    pub async fn end(self: Arc<Self>, _ctx: ActivityContext, input: (String, String)) -> Result<(), ActivityError> {
+    pub async fn end(self: Arc<Self>, _ctx: ActivityContext, input: EndSession) -> Result<(), ActivityError> {
         self.store
-            .end_edit_session(&input.0, &input.1)
+            .end_edit_session(&input.session_id, &input.reason)
             .await
             .map_err(store_error)
             .map(|_| ())
@@ -94,14 +95,9 @@ pub struct EditGitActivities {
 #[activities]
 impl EditGitActivities {
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Fork)]
-    pub async fn fork(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: (String, String),
-    ) -> Result<String, ActivityError> {
-        let (project_id, session_id) = input;
-        let canonical = canonical_repo(&project_id).map_err(fatal)?;
-        let fork = edit_fork(&session_id).map_err(fatal)?;
+    pub async fn fork(self: Arc<Self>, _ctx: ActivityContext, input: ForkSession) -> Result<String, ActivityError> {
+        let canonical = canonical_repo(&input.project_id).map_err(fatal)?;
+        let fork = edit_fork(&input.session_id).map_err(fatal)?;
         match self.git.fork(&canonical, &fork).await {
             Ok(info) => Ok(info.main),
             // A retry after the fork was made: it stands.
@@ -111,7 +107,11 @@ impl EditGitActivities {
     }
 
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Delete)]
-    pub async fn delete(self: Arc<Self>, _ctx: ActivityContext, session_id: String) -> Result<(), ActivityError> {
+    pub async fn delete(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        session_id: EditSessionId,
+    ) -> Result<(), ActivityError> {
         let fork = edit_fork(&session_id).map_err(fatal)?;
         self.git.delete_repo(&fork).await.map_err(git_error).map(|_| ())
     }

@@ -111,7 +111,7 @@ impl StoreActivities {
             {
                 Completion::Recorded(run) | Completion::AlreadyRecorded(run) => Ended {
                     status: "completed".into(),
-                    run_id: Some(run.id),
+                    run_id: Some(run.id.into()),
                     retry_job_id: None,
                 },
                 Completion::Refused(job) => Ended {

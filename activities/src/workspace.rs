@@ -9,6 +9,7 @@ use crate::revocations::StoreRevocations;
 use crate::{Plain, fatal, git_error, heartbeating, now_secs, retryable, sandbox_error, source_error, store_error};
 use belay_domain::ValidationError;
 use belay_domain::change::ChangeSetInput;
+use belay_domain::ids::{ChangeSetId, TaskRunId};
 use belay_domain::meter::close_of;
 use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_domain::repo::{canonical_repo, workspace_fork};
@@ -20,8 +21,8 @@ use belay_sandbox::{SandboxError, SandboxUser, Sandboxes, run_dir};
 use belay_store::workspaces::Admission;
 use belay_store::{Store, StoreError};
 use belay_workflows::workspace::{
-    Admit, Admitted, CheckedOut, CheckoutRequest, EndRequest, ForkRequest, Forked, PatchRequest, PushRequest, Pushed,
-    RecordRequest, StackTip, ToolOutcome, ToolOutput, ToolRequest,
+    Admit, Admitted, CheckedOut, CheckoutRequest, EndRequest, FinishRequest, ForkRequest, Forked, OpenedRequest,
+    PatchRequest, PushRequest, Pushed, RecordRequest, RemoveRequest, StackTip, ToolOutcome, ToolOutput, ToolRequest,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +39,7 @@ pub struct WorkspaceStoreActivities {
 impl WorkspaceStoreActivities {
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Admit)]
     #[instrument(skip_all, fields(run.id = %run_id), err(Debug))]
-    pub async fn admit(self: Arc<Self>, _ctx: ActivityContext, run_id: String) -> Result<Admit, ActivityError> {
+    pub async fn admit(self: Arc<Self>, _ctx: ActivityContext, run_id: TaskRunId) -> Result<Admit, ActivityError> {
         let refuse = |reason: RefusalReason, message: String| Ok(Admit::Refused(Refusal::new(reason, message)));
         let Some(plan) = self.store.workspace_plan(&run_id).await.map_err(store_error)? else {
             return refuse(RefusalReason::NotFound, format!("task run {run_id} not found"));
@@ -111,27 +112,23 @@ impl WorkspaceStoreActivities {
             })
             .collect::<Result<Vec<_>, ActivityError>>()?;
         Ok(Admit::Admitted(Admitted {
-            project_id: plan.project_id,
-            change_id: plan.change_id,
+            project_id: plan.project_id.into(),
+            change_id: plan.change_id.into(),
             stacked,
             policy: plan.policy,
-            reservation_id,
+            reservation_id: reservation_id.into(),
         }))
     }
 
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Opened)]
-    pub async fn opened(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: (String, String, String),
-    ) -> Result<(), ActivityError> {
-        let (run_id, base, start) = input;
+    pub async fn opened(self: Arc<Self>, _ctx: ActivityContext, input: OpenedRequest) -> Result<(), ActivityError> {
+        let OpenedRequest { run_id, base, start } = input;
         let row = self
             .store
             .get_workspace(&run_id)
             .await
             .map_err(store_error)?
-            .ok_or_else(|| fatal(StoreError::not_found("workspace", &run_id)))?;
+            .ok_or_else(|| fatal(StoreError::not_found("workspace", run_id.as_str())))?;
         self.store
             .workspace_opened(
                 &run_id,
@@ -144,7 +141,11 @@ impl WorkspaceStoreActivities {
     }
 
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Record)]
-    pub async fn record(self: Arc<Self>, _ctx: ActivityContext, input: RecordRequest) -> Result<String, ActivityError> {
+    pub async fn record(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: RecordRequest,
+    ) -> Result<ChangeSetId, ActivityError> {
         let cs = self
             .store
             .insert_published_change_set(
@@ -164,11 +165,11 @@ impl WorkspaceStoreActivities {
     pub async fn finish(
         self: Arc<Self>,
         _ctx: ActivityContext,
-        input: (String, String),
+        input: FinishRequest,
     ) -> Result<serde_json::Value, ActivityError> {
         let cs = self
             .store
-            .finish_publish(&input.0, &input.1)
+            .finish_publish(&input.run_id, &input.patch_ref)
             .await
             .map_err(store_error)?;
         serde_json::to_value(cs).map_err(fatal)
@@ -508,11 +509,10 @@ impl WorkspaceSandboxActivities {
     }
 
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Remove)]
-    pub async fn remove(self: Arc<Self>, _ctx: ActivityContext, input: (String, String)) -> Result<(), ActivityError> {
-        let (project, run_id) = input;
-        let dir = run_dir(&run_id).map_err(fatal)?;
+    pub async fn remove(self: Arc<Self>, _ctx: ActivityContext, input: RemoveRequest) -> Result<(), ActivityError> {
+        let dir = run_dir(&input.run_id).map_err(fatal)?;
         // Nothing to remove when the Sandbox is gone: its disk went with it.
-        match self.sandboxes.remove_dir(&project, &dir).await {
+        match self.sandboxes.remove_dir(&input.project_id, &dir).await {
             Ok(()) => Ok(()),
             Err(e) if is_lost(&e) => Ok(()),
             Err(e) => Err(sandbox_error(e)),

@@ -73,7 +73,7 @@ pub fn plan_candidate_sets(tasks: &[Task], proposed: &[&ChangeSet], conflicts: &
         .filter(|c| c.task_ids[0] != c.task_ids[1])
         .filter(|c| has_proposed(&c.task_ids[0]) && has_proposed(&c.task_ids[1]))
         .collect();
-    let ids = |sets: &[&&ChangeSet]| sets.iter().map(|c| ChangeSetId(c.id.clone())).collect::<Vec<_>>();
+    let ids = |sets: &[&&ChangeSet]| sets.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
     let Some(first) = counting.first() else {
         return CandidateSetPlan {
             candidates: vec![PlannedCandidate {
@@ -112,7 +112,7 @@ pub fn plan_candidate_sets(tasks: &[Task], proposed: &[&ChangeSet], conflicts: &
     let roots: Vec<Option<String>> = wait.iter().map(|t| key_of(t)).collect();
     for t in tasks {
         if roots.iter().flatten().any(|r| depends_on(tasks, &t.key, r)) {
-            wait.insert(t.id.clone());
+            wait.insert(t.id.to_string());
         }
     }
     wait.remove(&a);
@@ -168,7 +168,7 @@ pub fn plan_candidate_sets(tasks: &[Task], proposed: &[&ChangeSet], conflicts: &
         waiting: proposed
             .iter()
             .filter(|c| waiting_ids.contains(c.id.as_str()))
-            .map(|c| ChangeSetId(c.id.clone()))
+            .map(|c| c.id.clone())
             .collect(),
     }
 }
@@ -181,7 +181,7 @@ mod tests {
 
     fn task(key: &str, deps: &[&str]) -> Task {
         Task {
-            id: format!("task_{key}"),
+            id: format!("task_{key}").into(),
             change_id: "chg_1".into(),
             key: key.into(),
             kind: TaskKind::Implement,
@@ -194,8 +194,8 @@ mod tests {
 
     fn cs(key: &str) -> ChangeSet {
         ChangeSet {
-            id: format!("cs_{key}"),
-            task_id: format!("task_{key}"),
+            id: format!("cs_{key}").into(),
+            task_id: format!("task_{key}").into(),
             run_id: "run_1".into(),
             commit: "0".repeat(40),
             contract_changes: vec![],
@@ -361,7 +361,7 @@ mod tests {
             let plan = w.plan(&conflicts);
             prop_assert!(!plan.candidates.is_empty() && plan.candidates.len() <= MAX_CANDIDATES);
             for c in &w.sets {
-                let id = ChangeSetId(c.id.clone());
+                let id = c.id.clone();
                 let placed = plan.candidates.iter().any(|p| p.change_set_ids.contains(&id));
                 prop_assert!(placed != plan.waiting.contains(&id), "{} placed {} waiting {:?}", c.id, placed, plan.waiting);
             }

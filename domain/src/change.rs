@@ -1,6 +1,7 @@
 //! Changes, Tasks, task runs and ChangeSets: what agents produce against a project, and what
 //! Candidates are composed from.
 
+use crate::ids::{ChangeId, ChangeSetId, ProjectId, TaskId, TaskRunId};
 use crate::validation::{ValidationError, check_object_id, check_slug, check_text};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -92,8 +93,8 @@ impl ChangeInput {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Change {
-    pub id: String,
-    pub project_id: String,
+    pub id: ChangeId,
+    pub project_id: ProjectId,
     pub goal: String,
     pub acceptance_criteria: Vec<String>,
     pub invariants: Vec<String>,
@@ -201,8 +202,8 @@ impl TaskInput {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Task {
-    pub id: String,
-    pub change_id: String,
+    pub id: TaskId,
+    pub change_id: ChangeId,
     pub key: String,
     pub kind: TaskKind,
     pub title: String,
@@ -224,8 +225,8 @@ pub enum TaskRunStatus {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TaskRun {
-    pub id: String,
-    pub task_id: String,
+    pub id: TaskRunId,
+    pub task_id: TaskId,
     pub status: TaskRunStatus,
     pub started_at: i64,
     pub ended_at: Option<i64>,
@@ -256,9 +257,9 @@ impl ChangeSetInput {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ChangeSet {
-    pub id: String,
-    pub task_id: String,
-    pub run_id: String,
+    pub id: ChangeSetId,
+    pub task_id: TaskId,
+    pub run_id: TaskRunId,
     pub commit: String,
     pub contract_changes: Vec<String>,
     pub data_changes: Vec<String>,

@@ -151,7 +151,7 @@ pub fn check_compatibility(
     let held: Vec<&str> = change_sets.iter().map(|c| c.change_set.id.as_str()).collect();
     let mut out = Compatibility::default();
     for facts in change_sets {
-        let id = ChangeSetId(facts.change_set.id.clone());
+        let id = facts.change_set.id.clone();
         let contract = facts
             .change_set
             .contract_changes
@@ -198,7 +198,7 @@ pub fn check_compatibility(
     for facts in change_sets {
         for p in facts.changed_paths {
             let ids = by_path.entry(p.as_str()).or_default();
-            let id = ChangeSetId(facts.change_set.id.clone());
+            let id = facts.change_set.id.clone();
             if !ids.contains(&id) {
                 ids.push(id);
             }
@@ -223,7 +223,7 @@ mod tests {
 
     fn task(key: &str, resources: &[&str]) -> Task {
         Task {
-            id: format!("task_{key}"),
+            id: format!("task_{key}").into(),
             change_id: "chg_1".into(),
             key: key.into(),
             kind: TaskKind::Implement,

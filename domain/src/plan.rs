@@ -522,7 +522,7 @@ mod tests {
 
     fn task(key: &str, title: &str, resources: &[&str]) -> Task {
         Task {
-            id: format!("task_{key}"),
+            id: format!("task_{key}").into(),
             change_id: "chg_1".into(),
             key: key.into(),
             kind: TaskKind::Implement,

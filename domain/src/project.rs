@@ -1,6 +1,7 @@
 //! Projects: the canonical repository and its generation. A project starts at canonical
 //! generation 0 (S0): one commit holding only `.gitignore`.
 
+use crate::ids::ProjectId;
 use crate::validation::{ValidationError, check_text};
 use crate::workspace::WorkspacePolicy;
 use serde::{Deserialize, Serialize};
@@ -67,7 +68,7 @@ impl ProjectInput {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Project {
-    pub id: String,
+    pub id: ProjectId,
     pub name: String,
     pub status: ProjectStatus,
     /// The canonical generation: 0 at provisioning, + 1 at each promotion.

@@ -137,12 +137,12 @@ pub struct ForkFacts {
 pub struct SweepFork {
     pub kind: ForkKind,
     pub repo: String,
-    pub project_id: String,
+    pub project_id: crate::ids::ProjectId,
     /// When the run, Candidate or session ended, unix seconds.
     pub ended_at_secs: Option<i64>,
     pub facts: ForkFacts,
     /// Edit sessions still open: the session id and its uid (an overdue one is ended first).
-    pub session: Option<(String, u32)>,
+    pub session: Option<(crate::ids::EditSessionId, u32)>,
 }
 
 /// Whether the daily sweep deletes this fork now.

@@ -1,6 +1,7 @@
 //! Runs: one completed job's recorded result, identified by its cell.
 
 use crate::catalogue::TestType;
+use crate::ids::{AccountId, JobId, RunId};
 use crate::job::{CasePin, Combination};
 use crate::review::{JamCategory, Rating};
 use serde::{Deserialize, Serialize};
@@ -24,8 +25,8 @@ pub struct Artifact {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Run {
-    pub id: String,
-    pub job_id: String,
+    pub id: RunId,
+    pub job_id: JobId,
     pub case: CasePin,
     pub combination: Combination,
     pub gg_config_name: Option<String>,
@@ -48,8 +49,8 @@ pub struct Run {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Review {
-    pub run_id: String,
-    pub account_id: String,
+    pub run_id: RunId,
+    pub account_id: AccountId,
     pub ratings: Option<BTreeMap<String, Rating>>,
     pub category: Option<JamCategory>,
     pub note: Option<String>,

@@ -266,7 +266,7 @@ pub fn judge_outcome(calls: &[ToolCall], tied: &[CandidateId], snapshot: &BTreeS
                 ))
             } else if evidence_ids.is_empty() {
                 to_person("the Integration Judge cited no Evidence".into())
-            } else if let Some(bad) = evidence_ids.iter().find(|e| !snapshot.contains(e)) {
+            } else if let Some(bad) = evidence_ids.iter().find(|e| !snapshot.contains(*e)) {
                 to_person(format!("the Integration Judge cited {bad}, which it was not shown"))
             } else {
                 JudgeOutcome::Winner {

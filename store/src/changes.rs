@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 fn change_row(r: &AnyRow) -> Result<Change, StoreError> {
     let risk: Option<String> = r.try_get("risk_tier")?;
     Ok(Change {
-        id: r.try_get("id")?,
-        project_id: r.try_get("project_id")?,
+        id: r.try_get::<String, _>("id")?.into(),
+        project_id: r.try_get::<String, _>("project_id")?.into(),
         goal: r.try_get("goal")?,
         acceptance_criteria: json(&r.try_get::<String, _>("acceptance_criteria")?, "acceptance_criteria")?,
         invariants: json(&r.try_get::<String, _>("invariants")?, "invariants")?,
@@ -32,9 +32,9 @@ fn change_row(r: &AnyRow) -> Result<Change, StoreError> {
 
 pub(crate) fn change_set_row(r: &AnyRow) -> Result<ChangeSet, StoreError> {
     Ok(ChangeSet {
-        id: r.try_get("id")?,
-        task_id: r.try_get("task_id")?,
-        run_id: r.try_get("run_id")?,
+        id: r.try_get::<String, _>("id")?.into(),
+        task_id: r.try_get::<String, _>("task_id")?.into(),
+        run_id: r.try_get::<String, _>("run_id")?.into(),
         commit: r.try_get("commit_id")?,
         contract_changes: json(&r.try_get::<String, _>("contract_changes")?, "contract_changes")?,
         data_changes: json(&r.try_get::<String, _>("data_changes")?, "data_changes")?,
@@ -161,8 +161,8 @@ impl Store {
             .map(|d| d.try_get::<String, _>("key"))
             .collect::<Result<Vec<_>, _>>()?;
             tasks.push(Task {
-                id,
-                change_id: r.try_get("change_id")?,
+                id: id.into(),
+                change_id: r.try_get::<String, _>("change_id")?.into(),
                 key: r.try_get("key")?,
                 kind: enum_from::<TaskKind>(&r.try_get::<String, _>("kind")?, "task kind")?,
                 title: r.try_get("title")?,
@@ -208,7 +208,7 @@ impl Store {
             let target = existing.iter().find(|t| &t.key == dep).expect("validated");
             sqlx::query("insert into task_dependencies (task_id, depends_on) values ($1, $2)")
                 .bind(&id)
-                .bind(&target.id)
+                .bind(target.id.as_str())
                 .execute(&mut *tx)
                 .await?;
         }
@@ -238,14 +238,14 @@ impl Store {
     pub async fn start_task_run(&self, account_id: &str, task_id: &str) -> Result<TaskRun, StoreError> {
         self.owned_task(account_id, task_id).await?;
         let run = TaskRun {
-            id: TaskRunId::from_body(&new_id_body()).0,
-            task_id: task_id.to_string(),
+            id: TaskRunId::from_body(&new_id_body()),
+            task_id: task_id.into(),
             status: TaskRunStatus::Running,
             started_at: now_ms(),
             ended_at: None,
         };
         sqlx::query("insert into task_runs (id, task_id, status, started_at) values ($1, $2, 'running', $3)")
-            .bind(&run.id)
+            .bind(run.id.as_str())
             .bind(task_id)
             .bind(run.started_at)
             .execute(self.pool())

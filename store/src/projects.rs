@@ -11,7 +11,7 @@ const COLUMNS: &str = "id, name, status, generation, canonical_commit, canonical
 fn project_row(r: &AnyRow) -> Result<Project, StoreError> {
     let status: String = r.try_get("status")?;
     Ok(Project {
-        id: r.try_get("id")?,
+        id: r.try_get::<String, _>("id")?.into(),
         name: r.try_get("name")?,
         status: ProjectStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("unknown project status {status:?}")))?,

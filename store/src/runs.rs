@@ -25,8 +25,8 @@ fn review_row(r: &AnyRow) -> Result<Review, StoreError> {
     let ratings: Option<String> = r.try_get("ratings")?;
     let category: Option<String> = r.try_get("category")?;
     Ok(Review {
-        run_id: r.try_get("run_id")?,
-        account_id: r.try_get("account_id")?,
+        run_id: r.try_get::<String, _>("run_id")?.into(),
+        account_id: r.try_get::<String, _>("account_id")?.into(),
         ratings: ratings
             .as_deref()
             .map(|t| json::<BTreeMap<String, Rating>>(t, "ratings"))
@@ -48,7 +48,7 @@ impl Store {
         let rating = displayed_rating(reviews.iter().filter_map(|rv| rv.ratings.as_ref()));
         let category = displayed_category(reviews.iter().filter_map(|rv| rv.category));
         Ok(Run {
-            job_id: r.try_get("job_id")?,
+            job_id: r.try_get::<String, _>("job_id")?.into(),
             case: rows::pin(r)?,
             combination: rows::combination(r)?,
             gg_config_name: r.try_get("gg_config_name")?,
@@ -60,7 +60,7 @@ impl Store {
             rating,
             category,
             review_count: reviews.len() as i64,
-            id,
+            id: id.into(),
         })
     }
 

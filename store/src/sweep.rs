@@ -44,7 +44,7 @@ impl Store {
             out.push(SweepFork {
                 kind: ForkKind::Workspace,
                 repo,
-                project_id: r.try_get("project_id")?,
+                project_id: r.try_get::<String, _>("project_id")?.into(),
                 ended_at_secs: secs(r.try_get("ended_at")?),
                 facts: ForkFacts {
                     run_failed: r.try_get::<String, _>("status")? == "failed",
@@ -63,13 +63,13 @@ impl Store {
             out.push(SweepFork {
                 kind: ForkKind::EditSession,
                 repo,
-                project_id: s.project_id.clone(),
+                project_id: s.project_id.clone().into(),
                 ended_at_secs: secs(s.ended_at),
                 facts: ForkFacts {
                     session_due_at_secs: Some(due_at(s.last_used_at.div_euclid(1000))),
                     ..Default::default()
                 },
-                session: (s.status == "open").then(|| (s.id.clone(), s.uid)),
+                session: (s.status == "open").then(|| (s.id.clone().into(), s.uid)),
             });
         }
         Ok(out)

@@ -705,7 +705,7 @@ on_both!(
 
         assert!(s.mark_project_deleting(&alice.id, &p.id).await.unwrap());
         assert!(s.get_project(&alice.id, &p.id).await.unwrap().is_none());
-        let listed: Vec<String> = s
+        let listed: Vec<_> = s
             .list_projects(&alice.id)
             .await
             .unwrap()
@@ -1075,7 +1075,7 @@ async fn one_task_run(s: &Store) -> (String, String, String) {
         .await
         .unwrap();
     let run = s.start_task_run(&alice.id, &t.id).await.unwrap().id;
-    (p.id, c.id, run)
+    (p.id.into(), c.id.into(), run.into())
 }
 
 on_both!(

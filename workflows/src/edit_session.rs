@@ -8,6 +8,7 @@
 //! deletes the fork.
 
 use crate::options;
+use belay_domain::ids::{EditSessionId, ProjectId, ReservationId};
 use belay_domain::refusal::{Refusal, RefusalReason};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -22,15 +23,15 @@ pub fn edit_workflow_id(session_id: &str) -> String {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EditInput {
-    pub session_id: String,
-    pub project_id: String,
+    pub session_id: EditSessionId,
+    pub project_id: ProjectId,
     pub uid: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EditCommand {
-    pub project_id: String,
-    pub session_id: String,
+    pub project_id: ProjectId,
+    pub session_id: EditSessionId,
     pub uid: u32,
     pub command: String,
 }
@@ -48,9 +49,39 @@ pub struct CommandOutput {
     pub ended_at: i64,
 }
 
+/// A command's reservation, closed with the use the command made (a start of 0: it never started).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleRequest {
+    pub reservation_id: ReservationId,
+    pub session_id: EditSessionId,
+    pub started_at: i64,
+    pub ended_at: i64,
+}
+
+/// The session's fork was made at `start`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkedRequest {
+    pub session_id: EditSessionId,
+    pub start: String,
+}
+
+/// The session ended, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndSession {
+    pub session_id: EditSessionId,
+    pub reason: String,
+}
+
+/// The fork a session works in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkSession {
+    pub project_id: ProjectId,
+    pub session_id: EditSessionId,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reserved {
-    Reserved(String),
+    Reserved(ReservationId),
     Refused(Refusal),
 }
 
@@ -67,23 +98,23 @@ pub struct EditStoreApi;
 impl EditStoreApi {
     /// Reserves 480 s for one command.
     #[activity(name = "db.edit_reserve")]
-    pub fn reserve(project_id: String) -> Result<Reserved, ActivityError> {
+    pub fn reserve(project_id: ProjectId) -> Result<Reserved, ActivityError> {
         unimplemented!()
     }
 
     /// Settles a command's reservation with its use and restarts the overdue clock.
     #[activity(name = "db.edit_settle")]
-    pub fn settle(input: (String, String, i64, i64)) -> Result<(), ActivityError> {
+    pub fn settle(input: SettleRequest) -> Result<(), ActivityError> {
         unimplemented!()
     }
 
     #[activity(name = "db.edit_forked")]
-    pub fn forked(input: (String, String)) -> Result<(), ActivityError> {
+    pub fn forked(input: ForkedRequest) -> Result<(), ActivityError> {
         unimplemented!()
     }
 
     #[activity(name = "db.edit_end")]
-    pub fn end(input: (String, String)) -> Result<(), ActivityError> {
+    pub fn end(input: EndSession) -> Result<(), ActivityError> {
         unimplemented!()
     }
 }
@@ -95,13 +126,13 @@ pub struct EditGitApi;
 impl EditGitApi {
     /// Forks canonical as `edit-<hex>`; returns its `main`.
     #[activity(name = "git.edit_fork")]
-    pub fn fork(input: (String, String)) -> Result<String, ActivityError> {
+    pub fn fork(input: ForkSession) -> Result<String, ActivityError> {
         unimplemented!()
     }
 
     /// Deletes the session's fork.
     #[activity(name = "git.edit_delete")]
-    pub fn delete(session_id: String) -> Result<(), ActivityError> {
+    pub fn delete(session_id: EditSessionId) -> Result<(), ActivityError> {
         unimplemented!()
     }
 }
@@ -151,21 +182,34 @@ impl EditSessionWorkflow {
         let forked = ctx
             .execute_activity(
                 EditGitApi::fork,
-                (input.project_id.clone(), input.session_id.clone()),
+                ForkSession {
+                    project_id: input.project_id.clone(),
+                    session_id: input.session_id.clone(),
+                },
                 options::git(Duration::from_secs(120)),
             )
             .await;
         match forked {
             Ok(start) => {
-                ctx.execute_activity(EditStoreApi::forked, (input.session_id.clone(), start), options::db())
-                    .await?;
+                ctx.execute_activity(
+                    EditStoreApi::forked,
+                    ForkedRequest {
+                        session_id: input.session_id.clone(),
+                        start,
+                    },
+                    options::db(),
+                )
+                .await?;
                 ctx.state_mut(|s| s.phase = "open".into());
             }
             Err(e) => {
                 ctx.state_mut(|s| s.failure = Some(Refusal::new(RefusalReason::SandboxUnavailable, e.to_string())));
                 ctx.execute_activity(
                     EditStoreApi::end,
-                    (input.session_id.clone(), format!("the fork failed: {e}")),
+                    EndSession {
+                        session_id: input.session_id.clone(),
+                        reason: format!("the fork failed: {e}"),
+                    },
                     options::db(),
                 )
                 .await?;
@@ -244,7 +288,12 @@ impl EditSessionWorkflow {
         };
         ctx.execute_activity(
             EditStoreApi::settle,
-            (reservation, input.session_id, start, end),
+            SettleRequest {
+                reservation_id: reservation,
+                session_id: input.session_id,
+                started_at: start,
+                ended_at: end,
+            },
             options::db(),
         )
         .await
@@ -286,7 +335,14 @@ impl EditSessionWorkflow {
                     )
                     .await;
                 let ended = ctx
-                    .execute_activity(EditStoreApi::end, (input.session_id, reason), options::db())
+                    .execute_activity(
+                        EditStoreApi::end,
+                        EndSession {
+                            session_id: input.session_id,
+                            reason,
+                        },
+                        options::db(),
+                    )
                     .await;
                 ctx.state_mut(|s| {
                     s.busy = false;

@@ -2,7 +2,9 @@
 //! spec's rules say are due (`belay_domain::repo::fork_due_for_deletion`), ending overdue edit
 //! sessions first. Candidate forks join when Candidates exist.
 
-use crate::edit_session::{EditCommand, EditSandboxApi, EditSessionWorkflow, EditStoreApi, edit_workflow_id};
+use crate::edit_session::{
+    EditCommand, EditSandboxApi, EditSessionWorkflow, EditStoreApi, EndSession, edit_workflow_id,
+};
 use crate::options;
 use belay_domain::repo::{ForkKind, SweepFork, fork_due_for_deletion};
 use serde::{Deserialize, Serialize};
@@ -33,7 +35,7 @@ const SIGNALS_SHIPPED_UNMARKED_AT: i64 = 1_796_020_200;
 pub struct SweepReport {
     pub considered: usize,
     pub deleted: Vec<String>,
-    pub sessions_ended: Vec<String>,
+    pub sessions_ended: Vec<belay_domain::ids::EditSessionId>,
 }
 
 pub struct SweepStoreApi;
@@ -106,8 +108,15 @@ impl ForksSweepWorkflow {
                     )
                     .await;
                 let reason = "overdue: ended by the daily sweep".to_owned();
-                ctx.execute_activity(EditStoreApi::end, (session.clone(), reason.clone()), options::db())
-                    .await?;
+                ctx.execute_activity(
+                    EditStoreApi::end,
+                    EndSession {
+                        session_id: session.clone(),
+                        reason: reason.clone(),
+                    },
+                    options::db(),
+                )
+                .await?;
                 // Its workflow completes too (it may be gone already: nothing to tell then).
                 if ctx.patched(SIGNALS_ENDED_SESSIONS) || now >= SIGNALS_SHIPPED_UNMARKED_AT {
                     let _ = ctx

@@ -13,6 +13,7 @@
 //! had made any, its publish fails the run, so a run never publishes partial work.
 
 use crate::options;
+use belay_domain::ids::{ChangeId, ChangeSetId, ProjectId, ReservationId, TaskRunId};
 use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_domain::workspace::{Allowed, ToolCall, WorkspacePolicy};
 use serde::{Deserialize, Serialize};
@@ -31,7 +32,7 @@ pub const IDLE_CLOSE: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkspaceInput {
-    pub run_id: String,
+    pub run_id: TaskRunId,
 }
 
 /// A ChangeSet tip to merge when the workspace opens.
@@ -47,11 +48,11 @@ pub struct StackTip {
 /// What admission decided.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Admitted {
-    pub project_id: String,
-    pub change_id: String,
+    pub project_id: ProjectId,
+    pub change_id: ChangeId,
     pub stacked: Vec<StackTip>,
     pub policy: WorkspacePolicy,
-    pub reservation_id: String,
+    pub reservation_id: ReservationId,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,8 +63,8 @@ pub enum Admit {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForkRequest {
-    pub project_id: String,
-    pub run_id: String,
+    pub project_id: ProjectId,
+    pub run_id: TaskRunId,
     pub stacked: Vec<StackTip>,
 }
 
@@ -77,8 +78,8 @@ pub enum Forked {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckoutRequest {
-    pub project_id: String,
-    pub run_id: String,
+    pub project_id: ProjectId,
+    pub run_id: TaskRunId,
     pub fork: String,
     pub start: String,
     pub policy: WorkspacePolicy,
@@ -94,8 +95,8 @@ pub enum CheckedOut {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolRequest {
-    pub project_id: String,
-    pub run_id: String,
+    pub project_id: ProjectId,
+    pub run_id: TaskRunId,
     pub call: ToolCall,
     pub allowed: Allowed,
 }
@@ -145,8 +146,8 @@ pub struct PublishRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushRequest {
-    pub project_id: String,
-    pub run_id: String,
+    pub project_id: ProjectId,
+    pub run_id: TaskRunId,
     pub fork: String,
     /// The recorded start commit: a HEAD still there has nothing to publish.
     pub start: String,
@@ -163,25 +164,47 @@ pub enum Pushed {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PatchRequest {
-    pub project_id: String,
+    pub project_id: ProjectId,
     pub fork: String,
     pub start: String,
     pub commit: String,
-    pub change_set_id: String,
+    pub change_set_id: ChangeSetId,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordRequest {
-    pub run_id: String,
+    pub run_id: TaskRunId,
     pub commit: String,
     pub contract_changes: Vec<String>,
     pub data_changes: Vec<String>,
 }
 
+/// What the workspace opened on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenedRequest {
+    pub run_id: TaskRunId,
+    pub base: String,
+    pub start: String,
+}
+
+/// A publish's last record: the ChangeSet's patch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinishRequest {
+    pub run_id: TaskRunId,
+    pub patch_ref: String,
+}
+
+/// The run directory to remove.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveRequest {
+    pub project_id: ProjectId,
+    pub run_id: TaskRunId,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndRequest {
-    pub project_id: String,
-    pub run_id: String,
+    pub project_id: ProjectId,
+    pub run_id: TaskRunId,
     /// Set when the workspace ends without a ChangeSet: the run fails with it.
     pub error: Option<String>,
     /// Unix seconds the use began, when the workspace opened.
@@ -220,25 +243,25 @@ pub struct WorkspaceStoreApi;
 impl WorkspaceStoreApi {
     /// Admits the run's workspace and reserves 300 s on the meter, or says why not.
     #[activity(name = "db.workspace_admit")]
-    pub fn admit(run_id: String) -> Result<Admit, ActivityError> {
+    pub fn admit(run_id: TaskRunId) -> Result<Admit, ActivityError> {
         unimplemented!()
     }
 
     /// Records base, start commit and reservation.
     #[activity(name = "db.workspace_opened")]
-    pub fn opened(input: (String, String, String)) -> Result<(), ActivityError> {
+    pub fn opened(input: OpenedRequest) -> Result<(), ActivityError> {
         unimplemented!()
     }
 
     /// Records the ChangeSet row of a publish (idempotent); returns its id.
     #[activity(name = "db.workspace_record")]
-    pub fn record(input: RecordRequest) -> Result<String, ActivityError> {
+    pub fn record(input: RecordRequest) -> Result<ChangeSetId, ActivityError> {
         unimplemented!()
     }
 
     /// Gives the ChangeSet its patch, marks the workspace published and the run succeeded.
     #[activity(name = "db.workspace_finish")]
-    pub fn finish(input: (String, String)) -> Result<serde_json::Value, ActivityError> {
+    pub fn finish(input: FinishRequest) -> Result<serde_json::Value, ActivityError> {
         unimplemented!()
     }
 
@@ -293,7 +316,7 @@ impl WorkspaceSandboxApi {
 
     /// Removes the run directory.
     #[activity(name = "sandbox.workspace_remove")]
-    pub fn remove(input: (String, String)) -> Result<(), ActivityError> {
+    pub fn remove(input: RemoveRequest) -> Result<(), ActivityError> {
         unimplemented!()
     }
 }
@@ -312,7 +335,7 @@ const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(600);
 #[workflow]
 #[derive(Default)]
 pub struct WorkspaceWorkflow {
-    run_id: String,
+    run_id: TaskRunId,
     phase: String,
     refusal: Option<Refusal>,
     admitted: Option<Admitted>,
@@ -384,7 +407,7 @@ impl WorkspaceWorkflow {
         Ok(ctx.state(|s| s.phase.clone()))
     }
 
-    async fn open(ctx: &mut WorkflowContext<Self>, run_id: &str) -> Result<(), Refusal> {
+    async fn open(ctx: &mut WorkflowContext<Self>, run_id: &TaskRunId) -> Result<(), Refusal> {
         let admitted = match ctx
             .execute_activity(WorkspaceStoreApi::admit, run_id.to_owned(), options::db())
             .await
@@ -399,7 +422,7 @@ impl WorkspaceWorkflow {
                 WorkspaceGitApi::fork,
                 ForkRequest {
                     project_id: admitted.project_id.clone(),
-                    run_id: run_id.to_owned(),
+                    run_id: run_id.clone(),
                     stacked: admitted.stacked.clone(),
                 },
                 options::git(Duration::from_secs(300)),
@@ -422,7 +445,11 @@ impl WorkspaceWorkflow {
         Self::checkout(ctx).await?;
         ctx.execute_activity(
             WorkspaceStoreApi::opened,
-            (run_id.to_owned(), base, start),
+            OpenedRequest {
+                run_id: run_id.clone(),
+                base,
+                start,
+            },
             options::db(),
         )
         .await
@@ -474,7 +501,10 @@ impl WorkspaceWorkflow {
         let _ = ctx
             .execute_activity(
                 WorkspaceSandboxApi::remove,
-                (admitted.project_id.clone(), run_id.clone()),
+                RemoveRequest {
+                    project_id: admitted.project_id.clone(),
+                    run_id: run_id.clone(),
+                },
                 options::sandbox(Duration::from_secs(60)),
             )
             .await;
@@ -695,7 +725,11 @@ impl WorkspaceWorkflow {
             .await
             .map_err(infra)?;
         let cs = ctx
-            .execute_activity(WorkspaceStoreApi::finish, (run_id, patch_ref), options::db())
+            .execute_activity(
+                WorkspaceStoreApi::finish,
+                FinishRequest { run_id, patch_ref },
+                options::db(),
+            )
             .await
             .map_err(infra)?;
         ctx.state_mut(|s| {

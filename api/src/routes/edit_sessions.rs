@@ -72,8 +72,8 @@ pub async fn open(
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .build();
     let input = EditInput {
-        session_id: id.clone(),
-        project_id: project,
+        session_id: id.clone().into(),
+        project_id: project.into(),
         uid: session.uid,
     };
     if let Err(e) = s.temporal.start_workflow(EditSessionWorkflow::run, input, opts).await {

@@ -30,7 +30,7 @@ pub async fn create(
         .build();
     if let Err(e) = s
         .temporal
-        .start_workflow(ProjectProvisionWorkflow::run, project.id.clone(), opts)
+        .start_workflow(ProjectProvisionWorkflow::run, project.id.to_string(), opts)
         .await
     {
         let _ = s

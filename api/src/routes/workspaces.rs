@@ -43,13 +43,7 @@ async fn workspace(
         .id_reuse_policy(WorkflowIdReusePolicy::AllowDuplicate)
         .build();
     s.temporal
-        .start_workflow(
-            WorkspaceWorkflow::run,
-            WorkspaceInput {
-                run_id: run_id.to_owned(),
-            },
-            opts,
-        )
+        .start_workflow(WorkspaceWorkflow::run, WorkspaceInput { run_id: run_id.into() }, opts)
         .await
         .map_err(|e| ApiError::internal(&e))?;
     Ok(s.temporal
