@@ -140,6 +140,41 @@ impl StoreActivities {
     }
 }
 
+/// The run lane's calls to Temporal (starting runs, waking the dispatcher): local activities of
+/// the workflows pool, which holds the client.
+pub struct ClientActivities {
+    pub client: temporalio_client::Client,
+}
+
+#[activities]
+impl ClientActivities {
+    #[activity(definition = belay_workflows::contracts::definitions::StartRuns)]
+    #[instrument(skip_all, fields(runs = jobs.len()), err(Debug))]
+    pub async fn start_runs(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        jobs: Vec<ClaimedJob>,
+    ) -> Result<u64, ActivityError> {
+        let starts = jobs.iter().map(|job| belay_client::start_run(&self.client, job));
+        let mut started = 0;
+        for result in futures::future::join_all(starts).await {
+            // A failed start is retried with the whole batch; those started already answer false.
+            if result.map_err(crate::retryable)? {
+                started += 1;
+            }
+        }
+        Ok(started)
+    }
+
+    #[activity(definition = belay_workflows::contracts::definitions::WakeDispatcher)]
+    #[instrument(skip_all, err(Debug))]
+    pub async fn wake_dispatcher(self: Arc<Self>, _ctx: ActivityContext, _input: ()) -> Result<(), ActivityError> {
+        belay_client::wake_dispatcher(&self.client)
+            .await
+            .map_err(crate::retryable)
+    }
+}
+
 /// The probe's no-op activity, served by the `db` pool.
 pub struct ProbeActivities;
 

@@ -5,6 +5,8 @@
 //!   10,000 single-row conditional updates on the same backend.
 //! - `latency`: job enqueued → run recorded with a no-op adapter, against a bare one-activity
 //!   workflow on the same Temporal server and worker.
+//! - `dispatch`: 1,000 no-op jobs on one harness (cap 100) enqueued at once, first enqueue → last
+//!   run recorded, against 1,000 bare one-activity workflows kept 100 in flight on the same server.
 //! - `dev-start`: `belay dev` cold start to ready, and the resident memory of its process tree.
 
 use crate::serve::object_store_at;
@@ -36,6 +38,15 @@ pub enum BenchCommand {
     Latency {
         #[arg(long, default_value_t = 100)]
         jobs: usize,
+    },
+    /// Dispatch throughput: no-op jobs on one harness enqueued at once, against bare one-activity
+    /// workflows at the same concurrency (starts its own Temporal dev server).
+    Dispatch {
+        #[arg(long, default_value_t = 1_000)]
+        jobs: usize,
+        /// The harness's cap, and the bare workflows' concurrency.
+        #[arg(long, default_value_t = 100)]
+        cap: i64,
     },
     /// Fork and compose on a generated repository against `git clone --bare` and
     /// `git merge-tree`, and a smart-HTTP clone against a path clone.
@@ -73,7 +84,8 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        BenchCommand::Latency { jobs } => latency_bench(jobs).await,
+        BenchCommand::Latency { jobs } => lane_bench(Measure::Latency { jobs }).await,
+        BenchCommand::Dispatch { jobs, cap } => lane_bench(Measure::Dispatch { jobs, cap }).await,
         BenchCommand::DevStart { rest } => dev_start_bench(rest).await,
         BenchCommand::Source { files, runs } => crate::bench_source::source(files, runs).await,
         BenchCommand::Sandbox { runs } => crate::bench_source::sandbox(runs).await,
@@ -207,17 +219,26 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-async fn latency_bench(n: usize) -> anyhow::Result<()> {
+/// What a bench of the run lane measures, on a Temporal dev server and worker pools of its own.
+#[derive(Debug, Clone, Copy)]
+enum Measure {
+    /// One job at a time, `jobs` times.
+    Latency { jobs: usize },
+    /// `jobs` at once on a harness with cap `cap`.
+    Dispatch { jobs: usize, cap: i64 },
+}
+
+async fn lane_bench(measure: Measure) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
     let port = free_port()?;
     let server = crate::temporal::DevServer::start(&bin, dir.path(), port, free_port()?).await?;
-    let result = latency_with_server(dir.path(), port, n).await;
+    let result = lane_with_server(dir.path(), port, measure).await;
     server.stop().await;
     result
 }
 
-async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<()> {
+async fn lane_with_server(dir: &Path, port: u16, measure: Measure) -> anyhow::Result<()> {
     let address = format!("127.0.0.1:{port}");
     let client = belay_client::connect(&address, "default", "belay-bench").await?;
     let store = Store::connect(&format!("sqlite:{}", dir.join("belay.db").display())).await?;
@@ -227,7 +248,10 @@ async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<
         .create_harness(&HarnessInput {
             name: "noop".into(),
             provider_routed: false,
-            max_parallelism: 4,
+            max_parallelism: match measure {
+                Measure::Latency { .. } => 4,
+                Measure::Dispatch { cap, .. } => cap,
+            },
             adapter: AdapterSpec::Command {
                 argv: vec!["/bin/sh".into(), "-c".into(), noop.into()],
                 timeout_seconds: 60,
@@ -266,7 +290,10 @@ async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<
     };
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let measure = async {
-        let r = measure_latency(&client, &store, n).await;
+        let r = match measure {
+            Measure::Latency { jobs } => measure_latency(&client, &store, jobs).await,
+            Measure::Dispatch { jobs, cap } => measure_dispatch(&client, &store, jobs, cap as usize).await,
+        };
         let _ = stop_tx.send(true);
         r
     };
@@ -281,27 +308,11 @@ async fn latency_with_server(dir: &Path, port: u16, n: usize) -> anyhow::Result<
 }
 
 async fn measure_latency(client: &temporalio_client::Client, store: &Store, n: usize) -> anyhow::Result<()> {
-    use belay_workflows::probe::ProbeWorkflow;
-    use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
     // Warm both paths (first workflow tasks after a server start are not representative).
     let mut lane = Vec::with_capacity(n);
     let mut floor = Vec::with_capacity(n);
     for i in 0..(n + 5) {
-        let t = Instant::now();
-        let h = client
-            .start_workflow(
-                ProbeWorkflow::run,
-                format!("p{i}"),
-                WorkflowStartOptions::new(
-                    belay_workflows::queues::WORKFLOWS,
-                    format!("probe-{}-{i}", std::process::id()),
-                )
-                .build(),
-            )
-            .await?;
-        let out: String = h.get_result(WorkflowGetResultOptions::default()).await?;
-        anyhow::ensure!(out == format!("p{i}"), "probe answered {out}");
-        let f = t.elapsed().as_secs_f64() * 1000.0;
+        let f = probe(client, format!("probe-{}-{i}", std::process::id())).await?;
 
         let t = Instant::now();
         let job = store.enqueue(job("noop")).await?;
@@ -336,6 +347,117 @@ async fn measure_latency(client: &temporalio_client::Client, store: &Store, n: u
     println!("job enqueued -> run recorded (no-op adapter): median {lm:.1} ms, p95 {lp:.1} ms over {n}");
     println!("ratio: median {:.2}x, p95 {:.2}x", lm / fm, lp / fp);
     Ok(())
+}
+
+/// One bare one-activity workflow, start to result: the floor of both lane benches.
+async fn probe(client: &temporalio_client::Client, id: String) -> anyhow::Result<f64> {
+    use belay_workflows::probe::ProbeWorkflow;
+    use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
+    let t = Instant::now();
+    let h = client
+        .start_workflow(
+            ProbeWorkflow::run,
+            id.clone(),
+            WorkflowStartOptions::new(belay_workflows::queues::WORKFLOWS, id.clone()).build(),
+        )
+        .await?;
+    let out: String = h.get_result(WorkflowGetResultOptions::default()).await?;
+    anyhow::ensure!(out == id, "probe answered {out}");
+    Ok(t.elapsed().as_secs_f64() * 1000.0)
+}
+
+async fn measure_dispatch(
+    client: &temporalio_client::Client,
+    store: &Store,
+    n: usize,
+    cap: usize,
+) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    // Warm the server and the pools on both paths first.
+    for i in 0..5 {
+        probe(client, format!("warm-{}-{i}", std::process::id())).await?;
+    }
+    let warm: Vec<NewJob> = (0..5).map(|_| job("noop")).collect();
+    store.enqueue_batch(warm).await?;
+    belay_client::wake_dispatcher(client).await?;
+    wait_completed(store, 5, Duration::from_secs(60)).await?;
+
+    // The floor: `n` bare workflows, `cap` in flight at a time.
+    let t = Instant::now();
+    let pid = std::process::id();
+    let results: Vec<anyhow::Result<f64>> = futures::stream::iter(0..n)
+        .map(|i| probe(client, format!("probe-{pid}-{i}")))
+        .buffer_unordered(cap)
+        .collect()
+        .await;
+    for r in results {
+        r?;
+    }
+    let floor = t.elapsed().as_secs_f64();
+
+    // The lane: `n` jobs enqueued at once, first enqueue → last run recorded.
+    let before = store.transitions(0, i64::MAX).await?.last().map_or(0, |t| t.seq);
+    let batch: Vec<NewJob> = (0..n).map(|_| job("noop")).collect();
+    let t = Instant::now();
+    for chunk in batch.chunks(1000) {
+        store.enqueue_batch(chunk.to_vec()).await?;
+    }
+    belay_client::wake_dispatcher(client).await?;
+    wait_completed(store, 5 + n as i64, Duration::from_secs(600)).await?;
+    let lane = t.elapsed().as_secs_f64();
+
+    // dispatched → running, per job, from the recorded transitions.
+    let mut dispatched = std::collections::HashMap::new();
+    let mut waits = Vec::with_capacity(n);
+    for tr in store.transitions(before, i64::MAX).await? {
+        match tr.to {
+            JobStatus::Dispatched => {
+                dispatched.insert(tr.job_id.clone(), tr.at);
+            }
+            JobStatus::Running => {
+                if let Some(at) = dispatched.get(&tr.job_id) {
+                    waits.push((tr.at - at) as f64);
+                }
+            }
+            _ => {}
+        }
+    }
+    waits.sort_by(f64::total_cmp);
+    anyhow::ensure!(
+        waits.len() == n,
+        "{} of {n} jobs recorded dispatched and running",
+        waits.len()
+    );
+    let (fr, lr) = (n as f64 / floor, n as f64 / lane);
+    println!("bare one-activity workflows: {n} at {cap} in flight in {floor:.2} s = {fr:.1} workflows/s");
+    println!("no-op jobs on one harness (cap {cap}), enqueued at once: {n} in {lane:.2} s = {lr:.1} jobs/s");
+    println!(
+        "dispatched -> running: median {:.0} ms, p95 {:.0} ms",
+        percentile(&waits, 0.5),
+        percentile(&waits, 0.95)
+    );
+    println!("ratio: {:.2} (jobs/s over workflows/s)", lr / fr);
+    Ok(())
+}
+
+/// Waits until `n` jobs are completed; any job that ends otherwise fails the bench.
+async fn wait_completed(store: &Store, n: i64, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        let counts = store.job_status_counts().await?;
+        for (status, count) in &counts {
+            if status.is_final() && *status != JobStatus::Completed && *count > 0 {
+                bail!("{count} jobs ended {status}");
+            }
+        }
+        if counts.get(&JobStatus::Completed).copied().unwrap_or(0) >= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{n} jobs did not complete within {} s: {counts:?}", within.as_secs());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Resident memory (kB) of `pid` and every descendant.

@@ -378,19 +378,73 @@ async fn records_replayable_histories() {
     b.wait_status(&ok, &["completed"], Duration::from_secs(60)).await;
     let bad = b.launch("bad").await["id"].as_str().unwrap().to_string();
     b.wait_status(&bad, &["failed"], Duration::from_secs(60)).await;
-    replays(&b, "run-completed", &format!("run-{ok}")).await;
-    replays(&b, "run-failed", &format!("run-{bad}")).await;
+    // v2: the store steps are local activities (the `run-local-db-steps` patch).
+    for (name, job) in [("run-completed-v2", &ok), ("run-failed-v2", &bad)] {
+        let json = replays(&b, name, &format!("run-{job}")).await;
+        assert_eq!(
+            scheduled_activities(&json),
+            ["harness.run_adapter"],
+            "{name}: only the adapter goes through a task queue"
+        );
+    }
     // The dispatcher never completes: replay what it has done so far.
     let client = belay_client::connect(&b.temporal.address, "default", "test")
         .await
         .unwrap();
-    let json = belay_client::closed_history_json(&client, "dispatcher", Duration::ZERO)
-        .await
-        .unwrap();
+    // Each run's end wakes the dispatcher (worker-sent signals: one at the worker's start, one
+    // per run); the API's launches send theirs as `belay-api`.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let json = loop {
+        let json = belay_client::closed_history_json(&client, "dispatcher", Duration::ZERO)
+            .await
+            .unwrap();
+        let woken_by_workers = signal_identities(&json)
+            .iter()
+            .filter(|i| i.starts_with("belay-worker"))
+            .count();
+        if woken_by_workers >= 3 {
+            break json;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runs' ends did not wake the dispatcher: {:?}",
+            signal_identities(&json)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     belay_worker::replay::replay_json(&json)
         .await
         .unwrap_or_else(|e| panic!("dispatcher: {e}"));
-    common::record_history("dispatcher", &json);
+    assert_eq!(
+        scheduled_activities(&json),
+        Vec::<String>::new(),
+        "the dispatcher claims in local activities"
+    );
+    common::record_history("dispatcher-v2", &json);
+}
+
+/// The identities that sent the signals a history received, in order.
+fn signal_identities(history: &[u8]) -> Vec<String> {
+    let history: serde_json::Value = serde_json::from_slice(history).unwrap();
+    history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["attributes"]["WorkflowExecutionSignaledEventAttributes"]["identity"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The activity types a history scheduled on task queues (local activities are markers instead).
+fn scheduled_activities(history: &[u8]) -> Vec<String> {
+    let history: serde_json::Value = serde_json::from_slice(history).unwrap();
+    history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["attributes"]["ActivityTaskScheduledEventAttributes"]["activity_type"]["name"].as_str())
+        .map(str::to_string)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -5,11 +5,13 @@
 //! It lives apart from `belay-workflows` so that the crate holding workflow code opens no
 //! connection of its own: workflow code reaches Temporal only through its workflow context.
 
-use belay_workflows::dispatcher::{DispatcherInput, DispatcherWorkflow};
+use belay_workflows::contracts::ClaimedJob;
+use belay_workflows::dispatcher::{DispatcherInput, DispatcherWorkflow, run_search_attributes};
 use belay_workflows::queues;
+use belay_workflows::run::{RunInput, RunWorkflow};
 use temporalio_client::{
-    Client, ClientOptions, ConnectionOptions, Url, WorkflowIdConflictPolicy, WorkflowSignalOptions,
-    WorkflowStartOptions,
+    Client, ClientOptions, ConnectionOptions, Url, WorkflowIdConflictPolicy, WorkflowIdReusePolicy,
+    WorkflowSignalOptions, WorkflowStartOptions, errors::WorkflowStartError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +60,28 @@ pub async fn ensure_dispatcher(client: &Client, input: DispatcherInput) -> Resul
             source: Box::new(e),
         })?;
     wake_dispatcher(client).await
+}
+
+/// Starts the run of a claimed job (RunWorkflow, id `run-{job_id}`, never reused), eagerly when
+/// this process's worker serves the workflows queue. False when it exists already (started
+/// before: a retried or replayed start).
+pub async fn start_run(client: &Client, job: &ClaimedJob) -> Result<bool, ClientError> {
+    let opts = WorkflowStartOptions::new(queues::WORKFLOWS, queues::run_workflow_id(&job.job_id))
+        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+        .search_attributes(run_search_attributes(job))
+        .enable_eager_workflow_start(true)
+        .build();
+    let input = RunInput {
+        job_id: job.job_id.clone(),
+    };
+    match client.start_workflow(RunWorkflow::run, input, opts).await {
+        Ok(_) => Ok(true),
+        Err(WorkflowStartError::AlreadyStarted { .. }) => Ok(false),
+        Err(e) => Err(ClientError::Call {
+            what: "starting a run",
+            source: Box::new(e),
+        }),
+    }
 }
 
 /// Tells the dispatcher something changed (a job was enqueued, a run ended, a job was cancelled).

@@ -327,6 +327,43 @@ pub fn retry_decision(
     RetryDecision::Retry { attempt: attempt + 1 }
 }
 
+/// A job about to be enqueued.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub case: CasePin,
+    pub combination: Combination,
+    pub gg_config_name: Option<String>,
+    /// The gg capability set recorded at launch.
+    pub capabilities: Option<serde_json::Value>,
+    pub test_type: Option<crate::catalogue::TestType>,
+    pub user_id: Option<String>,
+    pub origin: Option<Origin>,
+    pub attempt: i64,
+    pub retry_of: Option<String>,
+}
+
+impl Job {
+    /// The job that retries this one under `decision`, when the decision is to retry: the same
+    /// pin, combination, gg configuration and capabilities, launcher and origin, the decided
+    /// attempt, and `retry_of` naming this job. `capabilities` are this job's, as recorded.
+    pub fn retry(&self, decision: &RetryDecision, capabilities: Option<serde_json::Value>) -> Option<NewJob> {
+        let RetryDecision::Retry { attempt } = *decision else {
+            return None;
+        };
+        Some(NewJob {
+            case: self.case.clone(),
+            combination: self.combination.clone(),
+            gg_config_name: self.gg_config_name.clone(),
+            capabilities,
+            test_type: self.test_type,
+            user_id: self.user_id.clone(),
+            origin: self.origin.clone(),
+            attempt,
+            retry_of: Some(self.id.clone()),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +432,49 @@ mod tests {
         assert_ne!(Origin::parse("plan:x").unwrap(), Origin::parse("ladder:x").unwrap());
         assert!(Origin::parse("x:1").is_err());
         assert!(Origin::parse("plan:").is_err());
+    }
+
+    #[test]
+    fn a_retry_keeps_the_pin_launcher_and_origin_and_names_the_job_it_retries() {
+        let job = Job {
+            id: "job_1".into(),
+            queue_seq: 7,
+            status: JobStatus::Failed,
+            case: pin("python"),
+            combination: Combination::Harness {
+                harness: "h".into(),
+                model: "m".into(),
+                provider: None,
+            },
+            gg_config_name: Some("gg".into()),
+            cell_key: "k".into(),
+            test_type: Some(crate::catalogue::TestType::Standard),
+            user_id: Some("alice".into()),
+            origin: Some(Origin::Plan("plan_1".into())),
+            attempt: 1,
+            retry_of: None,
+            error: Some("lost".into()),
+            created_at: 1,
+            timestamps: JobTimestamps::default(),
+        };
+        let caps = Some(serde_json::json!({"tools": ["bash"]}));
+        let decision = retry_decision(job.attempt, true, job.origin.as_ref(), false);
+        let retry = job
+            .retry(&decision, caps.clone())
+            .expect("an infrastructure failure retries");
+        assert_eq!(retry.attempt, 2);
+        assert_eq!(retry.retry_of.as_deref(), Some("job_1"));
+        assert_eq!((&retry.case, &retry.combination), (&job.case, &job.combination));
+        assert_eq!((&retry.user_id, &retry.origin), (&job.user_id, &job.origin));
+        assert_eq!(retry.gg_config_name, job.gg_config_name);
+        assert_eq!(retry.capabilities, caps);
+        for no in [
+            RetryDecision::Withheld,
+            RetryDecision::Exhausted,
+            RetryDecision::NotRetryable,
+        ] {
+            assert_eq!(job.retry(&no, None), None, "{no:?}");
+        }
     }
 
     #[test]

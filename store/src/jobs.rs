@@ -10,25 +10,12 @@ use crate::{Store, StoreError, events, new_id_body, now_ms, plans};
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
 use belay_domain::dispatch::{Lane, Waiting, plan_claims};
 use belay_domain::ids::JobId;
-use belay_domain::job::{
-    CasePin, CellKey, Combination, Job, JobStatus, JobTransition, Origin, RetryDecision, retry_decision,
-};
+use belay_domain::job::{CellKey, Combination, Job, JobStatus, JobTransition, RetryDecision, retry_decision};
 use sqlx::{Any, Row, Transaction};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A job about to be enqueued.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewJob {
-    pub case: CasePin,
-    pub combination: Combination,
-    pub gg_config_name: Option<String>,
-    pub capabilities: Option<serde_json::Value>,
-    pub test_type: Option<TestType>,
-    pub user_id: Option<String>,
-    pub origin: Option<Origin>,
-    pub attempt: i64,
-    pub retry_of: Option<String>,
-}
+/// A job about to be enqueued (the domain's; named here for the store's callers).
+pub use belay_domain::job::NewJob;
 
 /// Which jobs a listing returns.
 #[derive(Debug, Clone, Default)]
@@ -584,27 +571,19 @@ impl Store {
         )
         .await?;
         let mut retry = None;
-        if let RetryDecision::Retry { attempt } = decision {
+        if matches!(decision, RetryDecision::Retry { .. }) {
             let capabilities: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
                 .bind(id)
                 .fetch_one(&mut *tx)
                 .await?
                 .try_get("capabilities")?;
-            let new = NewJob {
-                case: job.case.clone(),
-                combination: job.combination.clone(),
-                gg_config_name: job.gg_config_name.clone(),
-                capabilities: capabilities
-                    .as_deref()
-                    .map(|c| rows::json(c, "capabilities"))
-                    .transpose()?,
-                test_type: job.test_type,
-                user_id: job.user_id.clone(),
-                origin: job.origin.clone(),
-                attempt,
-                retry_of: Some(id.to_string()),
-            };
-            if let Some(new_id) = insert_job(&mut tx, &new, now).await? {
+            let capabilities = capabilities
+                .as_deref()
+                .map(|c| rows::json(c, "capabilities"))
+                .transpose()?;
+            if let Some(new) = job.retry(&decision, capabilities)
+                && let Some(new_id) = insert_job(&mut tx, &new, now).await?
+            {
                 retry = job_in(&mut tx, &new_id).await?;
             }
         }

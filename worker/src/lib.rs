@@ -30,7 +30,7 @@ use belay_activities::edit_session::{
 use belay_activities::harness::HarnessActivities;
 use belay_activities::project::{GitActivities, ProjectStoreActivities};
 use belay_activities::revocations::StoreRevocations;
-use belay_activities::store::{ProbeActivities, StoreActivities};
+use belay_activities::store::{ClientActivities, ProbeActivities, StoreActivities};
 use belay_activities::workspace::{WorkspaceGitActivities, WorkspaceSandboxActivities, WorkspaceStoreActivities};
 use belay_client::ensure_dispatcher;
 use belay_git::GitService;
@@ -180,7 +180,16 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
     for &pool in pools {
         let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));
         let options = match pool {
-            Pool::Workflows => register_every_workflow!(base)?.build(),
+            // The run lane's store steps (claim, start, mark running, complete, fail) and the
+            // dispatcher's run starts run as local activities of the workflow worker.
+            Pool::Workflows => register_every_workflow!(base)?
+                .register_activities(StoreActivities {
+                    store: deps.store.clone(),
+                })
+                .register_activities(ClientActivities {
+                    client: deps.client.clone(),
+                })
+                .build(),
             Pool::Db => base
                 .register_activities(StoreActivities {
                     store: deps.store.clone(),

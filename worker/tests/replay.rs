@@ -24,6 +24,10 @@ const HISTORIES: &[&str] = &[
     "edit-session",
     "forks-sweep-v1",
     "forks-sweep-v2",
+    "forks-sweep-v3",
+    "run-completed-v2",
+    "run-failed-v2",
+    "dispatcher-v2",
 ];
 
 fn dir() -> std::path::PathBuf {

@@ -107,9 +107,30 @@ impl HarnessApi {
     }
 }
 
+/// The run lane's calls to Temporal itself: starting runs and waking the dispatcher. Local
+/// activities of the workflows pool (they hold its client; no task queue of their own).
+pub struct ClientApi;
+
+#[activity_definitions]
+impl ClientApi {
+    /// Starts a RunWorkflow per claimed job (id `run-{job_id}`; one that exists already counts as
+    /// started). Answers how many it started now.
+    #[activity(name = "runs.start")]
+    pub fn start_runs(jobs: Vec<ClaimedJob>) -> Result<u64, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Signals the dispatcher that something changed (a run ended and freed its slot).
+    #[activity(name = "runs.wake_dispatcher")]
+    pub fn wake_dispatcher(input: ()) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
 /// The marker types implementations name in `#[activity(definition = …)]` (the macro keeps its
 /// generated modules private, so they are re-exported here).
 pub mod definitions {
+    pub use super::client_api::{StartRuns, WakeDispatcher};
     pub use super::harness_api::RunAdapter;
     pub use super::store_api::{Claim, CompleteJob, FailJob, MarkRunning, StartJob};
 }

@@ -4,11 +4,19 @@
 //! every enqueue and every run end, with a timer as a backstop, and continues as new before its
 //! history grows large.
 //!
+//! Since [`LOCAL_CLAIMS`] the claim is a local activity of the workflow worker (no task-queue
+//! round trip between a wake-up and the runs it starts), and the runs are started by a second
+//! local activity through the client instead of as child workflows: the dispatcher's history no
+//! longer carries three child events per job, nor a workflow task for each run's completion. A claim that fails after its bounded
+//! retries (the database is down for longer than they last) does not end the dispatcher: it waits
+//! [`BACKSTOP`] and tries the same claim key again, so jobs a lost attempt may have claimed are
+//! still the ones returned.
+//!
 //! No job is dispatched twice: each claim carries a key unique to this run and iteration, so a
 //! retried claim activity returns the jobs the first attempt claimed instead of claiming more,
 //! and each RunWorkflow's id is derived from its job id and never reused.
 
-use crate::contracts::{ClaimedJob, StoreApi};
+use crate::contracts::{ClaimedJob, ClientApi, StoreApi};
 use crate::run::{RunInput, RunWorkflow};
 use crate::search;
 use crate::{options, queues};
@@ -23,6 +31,8 @@ use temporalio_sdk::{
 
 /// How long the dispatcher sleeps without a wake-up signal before claiming again.
 pub const BACKSTOP: Duration = Duration::from_secs(15);
+/// The patch that made the claim and the run starts local activities.
+pub const LOCAL_CLAIMS: &str = "dispatch-local-claims";
 /// Claims per run before continuing as new.
 pub const CLAIMS_PER_RUN: u64 = 400;
 /// History length past which the dispatcher continues as new.
@@ -62,26 +72,51 @@ impl DispatcherWorkflow {
         let mut claims = 0u64;
         let claims_per_run = ctx.state(|s| s.claims_per_run);
         let limit = claims_per_run.unwrap_or(CLAIMS_PER_RUN).max(1);
+        let local = ctx.patched(LOCAL_CLAIMS);
         loop {
             let key = format!("{run_id}:{claims}");
+            let claim = if local {
+                ctx.execute_local_activity(StoreApi::claim, key, options::db_local())
+                    .await
+            } else {
+                ctx.execute_activity(StoreApi::claim, key, options::db()).await
+            };
+            let claimed: Vec<ClaimedJob> = match claim {
+                Ok(claimed) => claimed,
+                Err(e) if ctx.cancellation_token().is_cancelled() => return Err(e.into()),
+                Err(_) => {
+                    // Out of retries: the database has been away for minutes. Wait, then try
+                    // the same key again (never a new one: its jobs may already be claimed).
+                    ctx.timer(BACKSTOP).await;
+                    continue;
+                }
+            };
             claims += 1;
-            let claimed: Vec<ClaimedJob> = ctx.execute_activity(StoreApi::claim, key, options::db()).await?;
-            let starts: Vec<_> = claimed
-                .iter()
-                .map(|job| {
-                    ctx.start_child_workflow(
-                        RunWorkflow::run,
-                        RunInput {
-                            job_id: job.job_id.clone(),
-                        },
-                        child_options(job),
-                    )
-                })
-                .collect();
-            for started in temporalio_sdk::workflows::join_all(starts).await {
-                // A start refused because the run already exists means it was started before
-                // (the claim was replayed after a crash): nothing to do.
-                let _ = started;
+            if local {
+                if !claimed.is_empty() {
+                    // Starting a run that exists already is a success, so a retry (or a replay
+                    // of this claim after a crash) starts nothing twice.
+                    ctx.execute_local_activity(ClientApi::start_runs, claimed.clone(), options::db_local())
+                        .await?;
+                }
+            } else {
+                let starts: Vec<_> = claimed
+                    .iter()
+                    .map(|job| {
+                        ctx.start_child_workflow(
+                            RunWorkflow::run,
+                            RunInput {
+                                job_id: job.job_id.clone(),
+                            },
+                            child_options(job),
+                        )
+                    })
+                    .collect();
+                for started in temporalio_sdk::workflows::join_all(starts).await {
+                    // A start refused because the run already exists means it was started before
+                    // (the claim was replayed after a crash): nothing to do.
+                    let _ = started;
+                }
             }
             ctx.state_mut(|s| s.dispatched += claimed.len() as u64);
 
@@ -126,7 +161,8 @@ impl DispatcherWorkflow {
     }
 }
 
-fn child_options(job: &ClaimedJob) -> ChildWorkflowOptions {
+/// The search attributes of a job's run: its job id, harness and origin.
+pub fn run_search_attributes(job: &ClaimedJob) -> SearchAttributes {
     let mut attrs = vec![
         search::JOB_ID.value_set(job.job_id.clone()),
         search::HARNESS.value_set(job.harness.clone()),
@@ -134,11 +170,15 @@ fn child_options(job: &ClaimedJob) -> ChildWorkflowOptions {
     if let Some(o) = &job.origin {
         attrs.push(search::ORIGIN.value_set(o.clone()));
     }
+    SearchAttributes::new(attrs)
+}
+
+fn child_options(job: &ClaimedJob) -> ChildWorkflowOptions {
     ChildWorkflowOptions::builder()
         .workflow_id(queues::run_workflow_id(&job.job_id))
         .task_queue(queues::WORKFLOWS.to_string())
         .parent_close_policy(ParentClosePolicy::Abandon)
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
-        .search_attributes(SearchAttributes::new(attrs))
+        .search_attributes(run_search_attributes(job))
         .build()
 }

@@ -10,7 +10,7 @@
 use crate::queues;
 use std::time::Duration;
 use temporalio_common::RetryPolicy;
-use temporalio_sdk::ActivityOptions;
+use temporalio_sdk::{ActivityOptions, LocalActivityOptions};
 
 /// The error type of a failure no retry can fix (bad input, a refused policy, a merge conflict).
 pub const FATAL: &str = "Fatal";
@@ -39,6 +39,26 @@ pub fn db() -> ActivityOptions {
     ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
         .task_queue(queues::DB.to_string())
         .retry_policy(policy(Duration::from_millis(200), Duration::from_secs(30), DB_ATTEMPTS))
+        .build()
+}
+
+/// A database step run as a local activity by the workflow worker itself (the run lane's short,
+/// idempotent steps): no task-queue round trip, the same bounded retries as [`db`]. Backoffs
+/// longer than a few seconds become durable timers instead of holding the workflow task.
+pub fn db_local() -> LocalActivityOptions {
+    LocalActivityOptions::builder()
+        .start_to_close_timeout(Duration::from_secs(60))
+        .retry_policy(policy(Duration::from_millis(200), Duration::from_secs(30), DB_ATTEMPTS))
+        .timer_backoff_threshold(Duration::from_secs(5))
+        .build()
+}
+
+/// The run's wake-up of the dispatcher (a local activity calling Temporal): a few quick attempts;
+/// a wake-up that never arrives costs at most the dispatcher's backstop.
+pub fn wake_local() -> LocalActivityOptions {
+    LocalActivityOptions::builder()
+        .start_to_close_timeout(Duration::from_secs(10))
+        .retry_policy(policy(Duration::from_millis(200), Duration::from_secs(2), 3))
         .build()
 }
 

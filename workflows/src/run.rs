@@ -1,24 +1,37 @@
 //! RunWorkflow (id `run-{job_id}`): executes one claimed job on its harness lane.
 //!
 //! starting → running (the adapter on the `harness` pool, heartbeating) → completed with a run
-//! row, or failed. A failure is recorded once; the store enqueues the retry the domain rule
+//! row, or failed. Since the [`LOCAL_DB_STEPS`] patch the store steps around the adapter (short
+//! and idempotent) run as local activities of the workflow worker, so the adapter run is the only
+//! task that goes through a task queue, and the run wakes the dispatcher through the client (a
+//! local activity too) and ends in the same workflow task, instead of a signal command whose
+//! delivery costs the run another workflow task. Histories recorded
+//! before the patch still replay their `belay.db` activities and their awaited signal. A failure is recorded once; the store enqueues the retry the domain rule
 //! decides on (attempt + 1, same launcher and origin, withheld while the origin is paused).
 //! A pin the catalogue cannot run (a version not ingested, an undeclared engine) fails without a
 //! retry: that is about the pin, not the infrastructure. The dispatcher is woken at the end so the
 //! freed slot is used at once.
 
-use crate::contracts::{AdapterResult, CompleteInput, Ended, FailInput, HarnessApi, StartedJob, StoreApi};
+use crate::contracts::{AdapterResult, ClientApi, CompleteInput, Ended, FailInput, HarnessApi, StartedJob, StoreApi};
 use crate::{options, queues};
 use belay_domain::adapter::{AdapterOutcome, pin_problem};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+use temporalio_common::ActivityDefinition;
+use temporalio_common::data_converters::TemporalDeserializable;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{SignalWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult};
+use temporalio_sdk::{
+    ActivityExecutionError, SignalWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInput {
     pub job_id: String,
 }
+
+/// The patch that moved the run's store steps from `belay.db` activities to local activities and
+/// its wake-up of the dispatcher from a signal command to the client.
+pub const LOCAL_DB_STEPS: &str = "run-local-db-steps";
 
 /// Attempts of the adapter activity on infrastructure errors (a worker lost mid-run) before
 /// the job itself fails and the retry rule takes over.
@@ -36,20 +49,46 @@ pub struct RunWorkflow {
 impl RunWorkflow {
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>, input: RunInput) -> WorkflowResult<Ended> {
-        let ended = Self::execute(ctx, &input).await;
+        let v2 = ctx.patched(LOCAL_DB_STEPS);
+        let ended = Self::execute(ctx, &input, v2).await;
         // Wake the dispatcher whatever happened: a slot was freed (or never taken).
-        let _ = ctx
-            .external_workflow(queues::DISPATCHER_ID, None)
-            .signal(crate::wake::Wake, (), SignalWorkflowOptions::default())
-            .await;
+        if v2 {
+            // Through the client, in the same workflow task as the last store step: the run
+            // ends without another round trip. (A signal command issued with the completion
+            // is dropped by the server once the run has closed.)
+            let _ = ctx
+                .execute_local_activity(ClientApi::wake_dispatcher, (), options::wake_local())
+                .await;
+        } else {
+            let _ = ctx
+                .external_workflow(queues::DISPATCHER_ID, None)
+                .signal(crate::wake::Wake, (), SignalWorkflowOptions::default())
+                .await;
+        }
         ended
     }
 
-    async fn execute(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ended> {
+    /// One store step: a local activity since [`LOCAL_DB_STEPS`], a `belay.db` activity before.
+    async fn db_step<AD>(
+        ctx: &WorkflowContext<Self>,
+        local: bool,
+        activity: AD,
+        input: AD::Input,
+    ) -> Result<AD::Output, ActivityExecutionError>
+    where
+        AD: ActivityDefinition,
+        AD::Output: TemporalDeserializable,
+    {
+        if local {
+            ctx.execute_local_activity(activity, input, options::db_local()).await
+        } else {
+            ctx.execute_activity(activity, input, options::db()).await
+        }
+    }
+
+    async fn execute(ctx: &mut WorkflowContext<Self>, input: &RunInput, local: bool) -> WorkflowResult<Ended> {
         ctx.state_mut(|s| s.phase = "starting".into());
-        let started: StartedJob = ctx
-            .execute_activity(StoreApi::start_job, input.job_id.clone(), options::db())
-            .await?;
+        let started: StartedJob = Self::db_step(ctx, local, StoreApi::start_job, input.job_id.clone()).await?;
         let (Some(job_file), Some(case)) = (started.job_file.clone(), started.case.clone()) else {
             return Ok(Ended {
                 status: "canceled".into(),
@@ -77,13 +116,11 @@ impl RunWorkflow {
                 reason,
                 infrastructure: false,
             };
-            return Ok(ctx.execute_activity(StoreApi::fail_job, fail, options::db()).await?);
+            return Ok(Self::db_step(ctx, local, StoreApi::fail_job, fail).await?);
         }
         let adapter = started.adapter.expect("checked above");
 
-        let running: bool = ctx
-            .execute_activity(StoreApi::mark_running, input.job_id.clone(), options::db())
-            .await?;
+        let running: bool = Self::db_step(ctx, local, StoreApi::mark_running, input.job_id.clone()).await?;
         if !running {
             return Ok(Ended {
                 status: "canceled".into(),
@@ -111,8 +148,7 @@ impl RunWorkflow {
                     loaded,
                     artifacts,
                 };
-                ctx.execute_activity(StoreApi::complete_job, done, options::db())
-                    .await?
+                Self::db_step(ctx, local, StoreApi::complete_job, done).await?
             }
             Ok(AdapterResult {
                 outcome: AdapterOutcome::Failed { reason },
@@ -123,7 +159,7 @@ impl RunWorkflow {
                     reason,
                     infrastructure: true,
                 };
-                ctx.execute_activity(StoreApi::fail_job, fail, options::db()).await?
+                Self::db_step(ctx, local, StoreApi::fail_job, fail).await?
             }
             Err(e) if ctx.cancellation_token().is_cancelled() => return Err(e.into()),
             Err(e) => {
@@ -132,7 +168,7 @@ impl RunWorkflow {
                     reason: format!("the harness activity failed: {e}"),
                     infrastructure: true,
                 };
-                ctx.execute_activity(StoreApi::fail_job, fail, options::db()).await?
+                Self::db_step(ctx, local, StoreApi::fail_job, fail).await?
             }
         };
         ctx.state_mut(|s| s.phase = ended.status.clone());

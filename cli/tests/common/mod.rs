@@ -448,7 +448,7 @@ pub fn create_account(database_url: &str, name: &str) -> String {
 /// `BELAY_RECORD_HISTORIES=DIR` it is also written to `DIR/<name>.json`, but only when no history
 /// of that name exists: recorded histories are append-only (see the worker crate's replay test), so
 /// a change to a workflow's commands records under a new name (`…-v3`) and the old file stays.
-pub async fn replays(b: &Belay, name: &str, workflow_id: &str) {
+pub async fn replays(b: &Belay, name: &str, workflow_id: &str) -> Vec<u8> {
     let client = belay_client::connect(&b.temporal.address, "default", "test")
         .await
         .unwrap();
@@ -463,6 +463,7 @@ pub async fn replays(b: &Belay, name: &str, workflow_id: &str) {
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     record_history(name, &json);
+    json
 }
 
 /// With `BELAY_RECORD_HISTORIES=DIR`, writes `json` to `DIR/<name>.json` unless a history of that
