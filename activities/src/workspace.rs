@@ -342,17 +342,33 @@ impl WorkspaceSandboxActivities {
                     }
                 }
                 let timeout = Duration::from_secs(TOOL_TIMEOUT_SECS);
-                let exec = if request.allowed.build {
-                    let (exec, discarded) = self
-                        .sandboxes
+                let ran = if request.allowed.build {
+                    self.sandboxes
                         .run_discarding_writes(project, dir, argv, timeout)
-                        .await?;
-                    out.discarded = Some(discarded);
-                    exec
+                        .await
+                        .map(|(exec, discarded)| (exec, Some(discarded)))
                 } else {
                     self.sandboxes
                         .exec(project, dir, argv, SandboxUser::Root, timeout)
-                        .await?
+                        .await
+                        .map(|exec| (exec, None))
+                };
+                let exec = match ran {
+                    Ok((exec, discarded)) => {
+                        out.discarded = discarded;
+                        exec
+                    }
+                    // Lost once the command was handed to the Sandbox: answered as lost, never
+                    // run again behind the caller's back. The next call restores the workspace.
+                    Err(SandboxError::Lost { reason, .. }) => {
+                        return Ok(ToolOutcome::Refused(Refusal::new(
+                            RefusalReason::SandboxLost,
+                            format!(
+                                "the Sandbox was lost while the command ran ({reason}); it was not run again. The next call restores the workspace from its fork"
+                            ),
+                        )));
+                    }
+                    Err(e) => return Err(e),
                 };
                 out.exit_code = exec.exit_code;
                 out.stdout = Some(exec.stdout);

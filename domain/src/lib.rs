@@ -28,6 +28,7 @@ pub mod repo;
 pub mod repo_token;
 pub mod review;
 pub mod run;
+pub mod sandbox_lease;
 pub mod top_up;
 pub mod validation;
 pub mod workspace;

@@ -17,6 +17,7 @@ pub mod plans;
 pub mod projects;
 mod rows;
 pub mod runs;
+pub mod sandbox_leases;
 pub mod sweep;
 #[cfg(feature = "testing")]
 pub mod testing;
