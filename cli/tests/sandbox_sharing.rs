@@ -302,3 +302,52 @@ async fn a_sandbox_removed_mid_command_answers_the_loss_for_edit_sessions_and_wo
     assert!(!stdout.contains("readable"), "the workspace was readable: {out}");
     assert_eq!(stdout, "700:1000\n700:0\n", "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn from_inside_a_sandbox_only_git_answers_on_the_host_address() {
+    let b = Belay::start_with_sandbox().await;
+    let project = ready_project(&b, "reach").await;
+    let session = edit_session(&b, &project).await;
+    let net = b.sandbox.as_ref().unwrap();
+    let git_url = format!("http://{}:{}", net.gateway, b.git_port);
+    let api_url = format!("http://{}:{}", net.gateway, b.url.rsplit(':').next().unwrap());
+    let script = format!(
+        r#"for (const url of ["{git_url}/v1/healthz", "{git_url}/v1/projects", "{git_url}/v1/openapi.json", "{api_url}/v1/healthz"]) {{
+  try {{
+    const r = await fetch(url, {{ headers: {{ authorization: "Bearer {token}" }}, signal: AbortSignal.timeout(3000) }});
+    const body = await r.json().catch(() => null);
+    console.log(r.status, body?.error?.code ?? "-");
+  }} catch (e) {{
+    console.log("unreachable");
+  }}
+}}"#,
+        token = b.token
+    );
+    // The first command clones the session's fork over /git on that same address.
+    let (s, out) = command(&b, &session, "test -f .gitignore && echo cloned").await;
+    assert_eq!((s, out["stdout"].as_str()), (200, Some("cloned\n")), "{out}");
+    let (s, out) = command(
+        &b,
+        &session,
+        &format!("cat > /tmp/reach.js <<'EOF'\n{script}\nEOF\nbun /tmp/reach.js"),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(
+        out["stdout"].as_str().unwrap_or_default(),
+        "404 not_found\n404 not_found\n404 not_found\nunreachable\n",
+        "{out}"
+    );
+    // A clone over /git with a repository token works from the Sandbox.
+    let (s, token) = b
+        .post(&format!("/v1/projects/{project}/repo-tokens"), json!({"scope": "read"}))
+        .await;
+    assert_eq!(s, 201, "{token}");
+    let clone = format!(
+        "export HOME=/tmp; git -c http.extraHeader=\"Authorization: Bearer {}\" clone -q {git_url}{} /tmp/again 2>&1 && test -f /tmp/again/.gitignore && echo again",
+        token["token"].as_str().unwrap(),
+        token["path"].as_str().unwrap()
+    );
+    let (s, out) = command(&b, &session, &clone).await;
+    assert_eq!((s, out["stdout"].as_str()), (200, Some("again\n")), "{out}");
+}

@@ -174,12 +174,41 @@ async fn reap_idle(sandboxes: Arc<Sandboxes>) {
     }
 }
 
+/// The Temporal SDK runtime's options: with BELAY_TEMPORAL_METRICS_ADDR (`host:port`), the SDK's
+/// own worker metrics (task slots, poll and schedule-to-start latencies, sticky cache, …) in
+/// Prometheus's format on that address's `/metrics`, served by the SDK's exporter.
+fn runtime_options() -> anyhow::Result<temporalio_sdk::runtime::RuntimeOptions> {
+    let Some(addr) = std::env::var("BELAY_TEMPORAL_METRICS_ADDR")
+        .ok()
+        .filter(|a| !a.is_empty())
+    else {
+        return RuntimeOptions::builder().build().map_err(anyhow::Error::msg);
+    };
+    let addr: std::net::SocketAddr = addr
+        .parse()
+        .with_context(|| format!("BELAY_TEMPORAL_METRICS_ADDR must be host:port, not {addr:?}"))?;
+    let started = temporalio_common::telemetry::start_prometheus_metric_exporter(
+        temporalio_common::telemetry::PrometheusExporterOptions::builder()
+            .socket_addr(addr)
+            .build(),
+    )?;
+    info!(metrics.url = %format!("http://{}/metrics", started.bound_addr), "Temporal SDK worker metrics");
+    let meter: Arc<dyn temporalio_common::telemetry::metrics::CoreMeter> = started.meter;
+    let telemetry = temporalio_common::telemetry::TelemetryOptions::builder()
+        .metrics(meter)
+        .build();
+    RuntimeOptions::builder()
+        .telemetry_options(telemetry)
+        .build()
+        .map_err(anyhow::Error::msg)
+}
+
 /// Runs the given pools until `shutdown` resolves, then drains them.
 ///
 /// Temporal workers are not `Send`, so this future must be awaited on the task that owns it
 /// (the binary's main task), not spawned.
 pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let runtime = Runtime::from_current_tokio(RuntimeOptions::builder().build().map_err(anyhow::Error::msg)?)?;
+    let runtime = Runtime::from_current_tokio(runtime_options()?)?;
     let mut workers = Vec::new();
     for &pool in pools {
         let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));

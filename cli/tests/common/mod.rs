@@ -103,6 +103,8 @@ pub struct Belay {
     pub http: reqwest::Client,
     extra_env: Vec<(String, String)>,
     api_port: u16,
+    /// Where the API serves `/git/…` only, on the Sandbox network's host address.
+    pub git_port: u16,
     /// `--pools` of the main worker process (every pool when `None`).
     pub worker_pools: Option<String>,
     /// Further worker processes ([`Belay::start_extra_worker`]), stopped with the rest.
@@ -278,7 +280,7 @@ impl Belay {
             "migrate: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let token = create_account(&database_url, "tester");
+        let token = create_operator(&database_url, "tester");
         Belay {
             dir,
             temporal,
@@ -290,6 +292,7 @@ impl Belay {
             http: reqwest::Client::new(),
             extra_env,
             api_port: free_port(),
+            git_port: free_port(),
             worker_pools: None,
             extra_workers: Vec::new(),
             sandbox,
@@ -311,9 +314,10 @@ impl Belay {
                 )
                 .env(
                     "BELAY_SANDBOX_GIT_URL",
-                    format!("http://{}:{}", net.gateway, self.api_port),
+                    format!("http://{}:{}", net.gateway, self.git_port),
                 )
-                .env("BELAY_API_HOST", "0.0.0.0");
+                // The whole API on loopback; the Sandbox network sees /git only.
+                .env("BELAY_API_GIT_LISTEN", format!("{}:{}", net.gateway, self.git_port));
         }
     }
 
@@ -488,11 +492,23 @@ impl Belay {
     }
 }
 
+/// A member account's token.
 pub fn create_account(database_url: &str, name: &str) -> String {
-    let out = Command::new(BELAY)
-        .args(["account", "create", name, "--database-url", database_url])
-        .output()
-        .unwrap();
+    account(database_url, name, false)
+}
+
+/// An operator account's token.
+pub fn create_operator(database_url: &str, name: &str) -> String {
+    account(database_url, name, true)
+}
+
+fn account(database_url: &str, name: &str, operator: bool) -> String {
+    let mut cmd = Command::new(BELAY);
+    cmd.args(["account", "create", name, "--database-url", database_url]);
+    if operator {
+        cmd.arg("--operator");
+    }
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "account create: {}",
