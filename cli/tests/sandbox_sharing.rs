@@ -6,25 +6,10 @@
 
 mod common;
 
-use common::Belay;
+use common::{Belay, ready_project};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-async fn ready_project(b: &Belay, name: &str) -> String {
-    let (s, p) = b.post("/v1/projects", json!({ "name": name })).await;
-    assert_eq!(s, 201, "{p}");
-    let id = p["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let p = b.get(&format!("/v1/projects/{id}")).await;
-        if p["status"] == "ready" {
-            return id;
-        }
-        assert!(p["status"] != "failed" && Instant::now() < deadline, "{p}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn edit_session(b: &Belay, project: &str) -> String {
     let (s, session) = b

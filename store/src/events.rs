@@ -41,6 +41,16 @@ pub async fn append<'e>(
     Ok(())
 }
 
+fn event_of(r: &sqlx::any::AnyRow) -> Result<Event, StoreError> {
+    Ok(Event {
+        id: r.try_get("id")?,
+        entity: r.try_get("entity")?,
+        kind: r.try_get("kind")?,
+        payload: json(&r.try_get::<String, _>("payload")?, "payload")?,
+        at: r.try_get("at")?,
+    })
+}
+
 const OWNED_INSERT: &str = "insert into events (entity, kind, payload, at, account_id) values ($1, $2, $3, $4, coalesce(\
     (select p.account_id from projects p where p.id = $1), \
     (select p.account_id from changes c join projects p on p.id = c.project_id where c.id = $1), \
@@ -71,17 +81,7 @@ impl Store {
         .bind(limit)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Event {
-                    id: r.try_get("id")?,
-                    entity: r.try_get("entity")?,
-                    kind: r.try_get("kind")?,
-                    payload: json(&r.try_get::<String, _>("payload")?, "payload")?,
-                    at: r.try_get("at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(event_of).collect()
     }
 
     /// Events after `after_id`, oldest first, optionally for one entity.
@@ -103,16 +103,6 @@ impl Store {
                     .await?
             }
         };
-        rows.iter()
-            .map(|r| {
-                Ok(Event {
-                    id: r.try_get("id")?,
-                    entity: r.try_get("entity")?,
-                    kind: r.try_get("kind")?,
-                    payload: json(&r.try_get::<String, _>("payload")?, "payload")?,
-                    at: r.try_get("at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(event_of).collect()
     }
 }

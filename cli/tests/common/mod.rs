@@ -492,6 +492,22 @@ impl Belay {
     }
 }
 
+/// Creates a project named `name` and waits until it is ready; its id.
+pub async fn ready_project(b: &Belay, name: &str) -> String {
+    let (s, p) = b.post("/v1/projects", json!({ "name": name })).await;
+    assert_eq!(s, 201, "{p}");
+    let id = p["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = b.get(&format!("/v1/projects/{id}")).await;
+        if p["status"] == "ready" {
+            return id;
+        }
+        assert!(p["status"] != "failed" && Instant::now() < deadline, "{p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A member account's token.
 pub fn create_account(database_url: &str, name: &str) -> String {
     account(database_url, name, false)
