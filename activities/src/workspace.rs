@@ -471,6 +471,15 @@ impl WorkspaceSandboxActivities {
     pub async fn tool(self: Arc<Self>, ctx: ActivityContext, input: ToolRequest) -> Result<ToolOutcome, ActivityError> {
         let dir = run_dir(&input.run_id).map_err(fatal)?;
         let project = input.project_id.as_str();
+        let command = matches!(input.call, ToolCall::RunCommand { .. });
+        // An earlier attempt handed this command to the Sandbox and its worker was lost.
+        if command && crate::earlier_attempt_started(&ctx) {
+            return Ok(ToolOutcome::Refused(Refusal::new(
+                RefusalReason::SandboxLost,
+                "an earlier attempt started this command and its worker was lost; it was not run again",
+            )));
+        }
+        let started = std::sync::atomic::AtomicBool::new(false);
         let work = async {
             match self.sandboxes.checkout_present(project, &dir).await {
                 Ok(true) => {}
@@ -478,13 +487,16 @@ impl WorkspaceSandboxActivities {
                 Err(e) if is_lost(&e) => return Ok(ToolOutcome::Lost),
                 Err(e) => return Err(sandbox_error(e)),
             }
+            if command {
+                crate::mark_started(&ctx, &started).await;
+            }
             match self.run_tool(project, &dir, &input).await {
                 Ok(outcome) => Ok(outcome),
                 Err(e) if is_lost(&e) => Ok(ToolOutcome::Lost),
                 Err(e) => Err(sandbox_error(e)),
             }
         };
-        heartbeating(&ctx, work).await
+        crate::heartbeating_started(&ctx, &started, work).await
     }
 
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Push)]

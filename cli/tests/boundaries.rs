@@ -60,6 +60,24 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
     let (s, run) = b.post(&format!("/v1/tasks/{task}/runs"), json!({})).await;
     assert_eq!(s, 201, "{run}");
     let run = id(&run);
+    // A second task whose run has a ChangeSet.
+    let (s, other_task) = b
+        .post(
+            &format!("/v1/changes/{change}/tasks"),
+            json!({"key": "z", "kind": "implement", "title": "task z", "semanticResources": [], "dependencies": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{other_task}");
+    let (s, other_run) = b.post(&format!("/v1/tasks/{}/runs", id(&other_task)), json!({})).await;
+    assert_eq!(s, 201, "{other_run}");
+    let (s, change_set) = b
+        .post(
+            &format!("/v1/task-runs/{}/change-set", id(&other_run)),
+            json!({"commit": "1".repeat(40)}),
+        )
+        .await;
+    assert_eq!(s, 201, "{change_set}");
+    let change_set = id(&change_set);
     let (s, session) = b
         .post(&format!("/v1/projects/{project}/edit-sessions"), json!({}))
         .await;
@@ -99,6 +117,7 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         format!("/v1/task-runs/{run}/workspace"),
         format!("/v1/edit-sessions/{session}"),
         format!("/v1/gg-configs/{gg}"),
+        format!("/v1/change-sets/{change_set}"),
         "/v1/test-cases".into(),
         "/v1/test-cases/c/versions/1.0.0".into(),
         "/v1/harnesses/h".into(),
@@ -167,6 +186,7 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
             Some(404),
             404,
         ),
+        ("GET", format!("/v1/change-sets/{change_set}"), None, Some(404), 404),
         ("GET", format!("/v1/task-runs/{run}/workspace"), None, Some(404), 404),
         (
             "POST",
@@ -299,7 +319,7 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
 
     // Events: another account sees none of the owner's project, Change, edit-session or
     // gg-configuration events, and still sees the job's.
-    let owned = [&project, &change, &session, &run, &gg];
+    let owned = [&project, &change, &session, &run, &gg, &change_set];
     for token in [&second, &member] {
         let (s, events) = b.request("GET", "/v1/events?limit=1000", Some(token), None).await;
         assert_eq!(s, 200);

@@ -336,3 +336,38 @@ async fn from_inside_a_sandbox_only_git_answers_on_the_host_address() {
     let (s, out) = command(&b, &session, &clone).await;
     assert_eq!((s, out["stdout"].as_str()), (200, Some("again\n")), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_command_whose_worker_dies_is_answered_as_lost_and_not_run_again() {
+    let mut b = Belay::start_with_sandbox().await;
+    let project = ready_project(&b, "dies").await;
+    let session = edit_session(&b, &project).await;
+    let (s, out) = command(&b, &session, "true").await;
+    assert_eq!(s, 200, "{out}");
+    let marker = format!("/tmp/belay-ran-{session}");
+    let slow = format!("echo ran >> {marker}; sleep 40");
+    let (url, token) = (
+        format!("{}/v1/edit-sessions/{session}/commands", b.url),
+        b.token.clone(),
+    );
+    let reply = tokio::spawn(async move {
+        let r = reqwest::Client::new()
+            .post(url)
+            .bearer_auth(token)
+            .json(&json!({ "command": slow }))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    b.kill_worker();
+    b.start_worker().await;
+    let (s, out) = reply.await.unwrap();
+    assert_eq!((s, out["error"]["code"].as_str()), (409, Some("sandbox_lost")), "{out}");
+    let ran = Command::new("docker")
+        .args(["exec", &container(&project), "cat", &marker])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&ran.stdout), "ran\n", "the command ran once");
+}
