@@ -4,7 +4,10 @@
 //! command leaves nothing running.
 
 use crate::revocations::StoreRevocations;
-use crate::{Plain, fatal, git_error, now_secs, retryable, sandbox_error, store_error};
+use crate::{
+    Plain, earlier_attempt_started, fatal, git_error, heartbeating, heartbeating_started, mark_started, now_secs,
+    retryable, sandbox_error, store_error,
+};
 use belay_domain::edit_session::COMMAND_TIMEOUT_SECS;
 use belay_domain::ids::{EditSessionId, ProjectId};
 use belay_domain::meter::{Reservation, close_of};
@@ -19,6 +22,7 @@ use belay_workflows::edit_session::{
     CommandOutput, EditCommand, EndSession, ForkSession, ForkedRequest, Reserved, SettleRequest,
 };
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -129,8 +133,43 @@ impl EditSandboxActivities {
     #[instrument(skip_all, fields(session.id = %input.session_id), err(Debug))]
     pub async fn command(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: EditCommand,
+    ) -> Result<CommandOutput, ActivityError> {
+        // An earlier attempt handed the command to the Sandbox and its worker was lost (the
+        // server retried after the heartbeat timeout): answered as lost, never run a second time.
+        if earlier_attempt_started(&ctx) {
+            let now = now_secs();
+            return Ok(CommandOutput {
+                exit_code: None,
+                stdout: String::new(),
+                stderr: "an earlier attempt started this command and its worker was lost; it was not run again"
+                    .to_owned(),
+                timed_out: false,
+                started_at: now,
+                ended_at: now,
+                sandbox_lost: true,
+            });
+        }
+        // A command may take its whole 120 s: heartbeat, so the 20 s heartbeat timeout never
+        // fails (and retries) a command that is still running. The details say whether the
+        // command was handed to the Sandbox.
+        let started = AtomicBool::new(false);
+        heartbeating_started(&ctx, &started, self.command_inner(input, &ctx, &started)).await
+    }
+
+    #[activity(definition = belay_workflows::edit_session::edit_definitions::Stop)]
+    pub async fn stop(self: Arc<Self>, ctx: ActivityContext, input: EditCommand) -> Result<(), ActivityError> {
+        heartbeating(&ctx, self.stop_inner(input)).await
+    }
+}
+
+impl EditSandboxActivities {
+    async fn command_inner(
+        &self,
+        input: EditCommand,
+        ctx: &ActivityContext,
+        started: &AtomicBool,
     ) -> Result<CommandOutput, ActivityError> {
         let dir = session_dir(&input.session_id)?;
         let project = input.project_id.as_str();
@@ -170,7 +209,8 @@ impl EditSandboxActivities {
                 return Err(retryable(Plain(why)));
             }
         }
-        let out = self
+        mark_started(ctx, started).await;
+        let out = match self
             .sandboxes
             .exec(
                 project,
@@ -180,7 +220,23 @@ impl EditSandboxActivities {
                 Duration::from_secs(COMMAND_TIMEOUT_SECS),
             )
             .await
-            .map_err(sandbox_error)?;
+        {
+            Ok(out) => out,
+            // Lost once the command was handed to the Sandbox: answered as lost, never retried
+            // (a retry would run the command a second time, from the start, in a fresh Sandbox).
+            Err(SandboxError::Lost { reason, .. }) => {
+                return Ok(CommandOutput {
+                    exit_code: None,
+                    stdout: String::new(),
+                    stderr: reason,
+                    timed_out: false,
+                    started_at,
+                    ended_at: now_secs(),
+                    sandbox_lost: true,
+                });
+            }
+            Err(e) => return Err(sandbox_error(e)),
+        };
         Ok(CommandOutput {
             exit_code: out.exit_code,
             stdout: out.stdout,
@@ -188,11 +244,11 @@ impl EditSandboxActivities {
             timed_out: out.timed_out,
             started_at,
             ended_at: now_secs(),
+            sandbox_lost: false,
         })
     }
 
-    #[activity(definition = belay_workflows::edit_session::edit_definitions::Stop)]
-    pub async fn stop(self: Arc<Self>, _ctx: ActivityContext, input: EditCommand) -> Result<(), ActivityError> {
+    async fn stop_inner(&self, input: EditCommand) -> Result<(), ActivityError> {
         let dir = session_dir(&input.session_id)?;
         let name = container_name(&input.project_id).map_err(fatal)?;
         let live = self.sandboxes.list_live().await.map_err(sandbox_error)?;

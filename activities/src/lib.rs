@@ -9,6 +9,7 @@
 
 pub mod edit_session;
 pub mod harness;
+pub mod leases;
 pub mod project;
 pub mod revocations;
 pub mod store;
@@ -77,6 +78,42 @@ pub(crate) async fn heartbeating<T>(ctx: &ActivityContext, work: impl Future<Out
         out = work => out,
         _ = beat => unreachable!("the heartbeat loop never ends"),
     }
+}
+
+/// Whether an earlier attempt of this activity handed its command to the Sandbox (its last
+/// heartbeat said so) and then its worker was lost: such a command is answered as lost, never run
+/// a second time behind the caller's back.
+pub(crate) fn earlier_attempt_started(ctx: &ActivityContext) -> bool {
+    ctx.info().attempt > 1 && ctx.heartbeat_details().deserialize::<bool>().ok().flatten() == Some(true)
+}
+
+/// As [`heartbeating`], each heartbeat carrying whether `started` is set (the command was handed
+/// to the Sandbox), so a retry after a lost worker knows (see [`earlier_attempt_started`]).
+pub(crate) async fn heartbeating_started<T>(
+    ctx: &ActivityContext,
+    started: &std::sync::atomic::AtomicBool,
+    work: impl Future<Output = T>,
+) -> T {
+    let beat = async {
+        let mut every = tokio::time::interval(HEARTBEAT_EVERY);
+        every.tick().await;
+        loop {
+            every.tick().await;
+            let _ = ctx
+                .record_heartbeat(started.load(std::sync::atomic::Ordering::SeqCst))
+                .await;
+        }
+    };
+    tokio::select! {
+        out = work => out,
+        _ = beat => unreachable!("the heartbeat loop never ends"),
+    }
+}
+
+/// Marks the command handed to the Sandbox, and says so in a heartbeat at once.
+pub(crate) async fn mark_started(ctx: &ActivityContext, started: &std::sync::atomic::AtomicBool) {
+    started.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = ctx.record_heartbeat(true).await;
 }
 
 /// Unix seconds now.

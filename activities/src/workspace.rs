@@ -342,17 +342,33 @@ impl WorkspaceSandboxActivities {
                     }
                 }
                 let timeout = Duration::from_secs(TOOL_TIMEOUT_SECS);
-                let exec = if request.allowed.build {
-                    let (exec, discarded) = self
-                        .sandboxes
+                let ran = if request.allowed.build {
+                    self.sandboxes
                         .run_discarding_writes(project, dir, argv, timeout)
-                        .await?;
-                    out.discarded = Some(discarded);
-                    exec
+                        .await
+                        .map(|(exec, discarded)| (exec, Some(discarded)))
                 } else {
                     self.sandboxes
                         .exec(project, dir, argv, SandboxUser::Root, timeout)
-                        .await?
+                        .await
+                        .map(|exec| (exec, None))
+                };
+                let exec = match ran {
+                    Ok((exec, discarded)) => {
+                        out.discarded = discarded;
+                        exec
+                    }
+                    // Lost once the command was handed to the Sandbox: answered as lost, never
+                    // run again behind the caller's back. The next call restores the workspace.
+                    Err(SandboxError::Lost { reason, .. }) => {
+                        return Ok(ToolOutcome::Refused(Refusal::new(
+                            RefusalReason::SandboxLost,
+                            format!(
+                                "the Sandbox was lost while the command ran ({reason}); it was not run again. The next call restores the workspace from its fork"
+                            ),
+                        )));
+                    }
+                    Err(e) => return Err(e),
                 };
                 out.exit_code = exec.exit_code;
                 out.stdout = Some(exec.stdout);
@@ -455,6 +471,15 @@ impl WorkspaceSandboxActivities {
     pub async fn tool(self: Arc<Self>, ctx: ActivityContext, input: ToolRequest) -> Result<ToolOutcome, ActivityError> {
         let dir = run_dir(&input.run_id).map_err(fatal)?;
         let project = input.project_id.as_str();
+        let command = matches!(input.call, ToolCall::RunCommand { .. });
+        // An earlier attempt handed this command to the Sandbox and its worker was lost.
+        if command && crate::earlier_attempt_started(&ctx) {
+            return Ok(ToolOutcome::Refused(Refusal::new(
+                RefusalReason::SandboxLost,
+                "an earlier attempt started this command and its worker was lost; it was not run again",
+            )));
+        }
+        let started = std::sync::atomic::AtomicBool::new(false);
         let work = async {
             match self.sandboxes.checkout_present(project, &dir).await {
                 Ok(true) => {}
@@ -462,13 +487,16 @@ impl WorkspaceSandboxActivities {
                 Err(e) if is_lost(&e) => return Ok(ToolOutcome::Lost),
                 Err(e) => return Err(sandbox_error(e)),
             }
+            if command {
+                crate::mark_started(&ctx, &started).await;
+            }
             match self.run_tool(project, &dir, &input).await {
                 Ok(outcome) => Ok(outcome),
                 Err(e) if is_lost(&e) => Ok(ToolOutcome::Lost),
                 Err(e) => Err(sandbox_error(e)),
             }
         };
-        heartbeating(&ctx, work).await
+        crate::heartbeating_started(&ctx, &started, work).await
     }
 
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Push)]

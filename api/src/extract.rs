@@ -35,6 +35,30 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// A caller who is an operator: cabinet-wide actions (catalogue writes, bulk cancels) take this
+/// instead of [`Caller`]. A member is answered 403 `operator_required` before its body is read,
+/// and nothing changes (`belay_domain::access`).
+pub struct Operator(pub Account);
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let Caller(account) = Caller::from_request_parts(parts, state).await?;
+        if !belay_domain::access::may(account.role, belay_domain::access::CabinetAction::CatalogueWrite) {
+            return Err(ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "operator_required",
+                format!(
+                    "this is a cabinet-wide action and account {} is a member; an operator takes it (belay account create --operator)",
+                    account.name
+                ),
+            ));
+        }
+        Ok(Operator(account))
+    }
+}
+
 fn strip_location(msg: String) -> String {
     match msg.find(" at line ") {
         Some(i) => msg[..i].to_string(),
@@ -271,6 +295,38 @@ fn enum_words<T: DeserializeOwned>(value: &Value, path: &serde_path_to_error::Pa
     Some(strip_location(words.to_string()))
 }
 
+/// How much of a body past [`crate::BODY_LIMIT`] is read and discarded before the 413 goes out,
+/// so that a client still sending sees the answer rather than a connection closed under it.
+const DRAIN_PAST_LIMIT: usize = 16 * 1024 * 1024;
+
+/// A request body of at most [`crate::BODY_LIMIT`] bytes; past it, 413 `body_too_large` naming
+/// the limit, once the rest was read (up to [`DRAIN_PAST_LIMIT`]).
+async fn read_body(req: Request) -> Result<Bytes, ApiError> {
+    use futures::StreamExt;
+    let mut stream = req.into_body().into_data_stream();
+    let mut kept = Vec::new();
+    let mut past = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_body", format!("body: {e}")))?;
+        if past == 0 && kept.len() + chunk.len() <= crate::BODY_LIMIT {
+            kept.extend_from_slice(&chunk);
+            continue;
+        }
+        past += chunk.len();
+        if past > DRAIN_PAST_LIMIT {
+            break;
+        }
+    }
+    if past > 0 {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("body: larger than the limit of {} bytes", crate::BODY_LIMIT),
+        ));
+    }
+    Ok(Bytes::from(kept))
+}
+
 /// A JSON request body.
 pub struct ApiJson<T>(pub T);
 
@@ -278,9 +334,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError::new(e.status(), "bad_body", format!("body: {}", e.body_text())))?;
+        let _ = state;
+        let bytes = read_body(req).await?;
         if bytes.is_empty() {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,

@@ -89,7 +89,12 @@ impl IntoResponse for GitHttpError {
                 return (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response();
             }
         };
-        let mut response = (status, format!("{self}\n")).into_response();
+        let mut response = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            let body = serde_json::json!({"error": {"code": "body_too_large", "message": self.to_string()}});
+            (status, axum::Json(body)).into_response()
+        } else {
+            (status, format!("{self}\n")).into_response()
+        };
         if status == StatusCode::UNAUTHORIZED {
             // Without a challenge, git never sends the credentials of `http://agent:TOKEN@host/`.
             response.headers_mut().insert(
@@ -194,6 +199,8 @@ async fn run(st: &GitHttpState, repo_segment: &str, rest: &str, req: Request) ->
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if content_length.is_some_and(|n| n > st.max_body as u64) {
+        // Read what the client is sending (up to a bound) so it sees the 413, not a broken pipe.
+        drain(req.into_body().into_data_stream()).await;
         return Err(GitHttpError::BodyTooLarge { limit: st.max_body });
     }
 
@@ -276,7 +283,15 @@ async fn run(st: &GitHttpState, repo_segment: &str, rest: &str, req: Request) ->
     Ok(response)
 }
 
-/// Streams the request body into the child's stdin, at most `limit` bytes.
+/// How much of a body past its limit is read and discarded before the 413 is answered: a client
+/// still sending when the answer comes and the connection closes sees a broken pipe instead of
+/// the 413 (`git push` reported `curl 55 Send failure`). A push up to this far past the limit
+/// sees the 413; one further past may see the connection close instead (it is refused either way).
+pub const DRAIN_PAST_LIMIT: usize = 64 * 1024 * 1024;
+
+/// Streams the request body into the child's stdin, at most `limit` bytes. Past the limit the
+/// child's stdin is closed and the rest of the body is read and discarded, up to
+/// [`DRAIN_PAST_LIMIT`], so that the client has finished sending when the 413 goes out.
 async fn feed(body: Body, mut stdin: ChildStdin, limit: usize) -> Result<(), GitHttpError> {
     let mut stream = body.into_data_stream();
     let mut total = 0usize;
@@ -284,6 +299,8 @@ async fn feed(body: Body, mut stdin: ChildStdin, limit: usize) -> Result<(), Git
         let chunk = chunk.map_err(|_| GitHttpError::ClientBody)?;
         total += chunk.len();
         if total > limit {
+            drop(stdin);
+            drain(stream).await;
             return Err(GitHttpError::BodyTooLarge { limit });
         }
         if stdin.write_all(&chunk).await.is_err() {
@@ -292,6 +309,17 @@ async fn feed(body: Body, mut stdin: ChildStdin, limit: usize) -> Result<(), Git
         }
     }
     Ok(())
+}
+
+/// Reads and discards the rest of a body, up to [`DRAIN_PAST_LIMIT`] bytes.
+async fn drain(mut stream: axum::body::BodyDataStream) {
+    let mut drained = 0usize;
+    while drained < DRAIN_PAST_LIMIT {
+        match stream.next().await {
+            Some(Ok(chunk)) => drained += chunk.len(),
+            _ => break,
+        }
+    }
 }
 
 /// Reads CGI headers up to the blank line: `Status: 403 Forbidden` sets the status, the rest
@@ -609,8 +637,14 @@ mod tests {
         let (_, token) = s.token("ws-1", Scope::Write);
         let work = clone_and_commit(&s, "ws-1", &token, "w", "big.bin", &noise(2 << 20)).await;
         let out = git(&work, &["push", "origin", "HEAD:refs/heads/main"], &[]).await;
+        // Exactly the 413: the server reads the rest of the body before answering, so git never
+        // sees the connection close under it (`curl 55 Send failure: Broken pipe`).
         assert!(!out.ok);
-        assert!(out.stderr.contains("413"), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("HTTP 413") && !out.stderr.contains("curl 55") && !out.stderr.contains("Broken pipe"),
+            "{}",
+            out.stderr
+        );
         assert_eq!(s.git.head("ws-1").await.unwrap(), Some(before));
 
         // The same with a declared length: refused before git runs at all.
@@ -623,6 +657,15 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(r.status().as_u16(), 413);
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "body_too_large");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&(256 * 1024).to_string()),
+            "the limit is named: {body}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@ mod constraints;
 pub mod error;
 pub mod extract;
 pub mod git_http;
+pub mod metrics;
 mod openapi;
 pub use belay_domain::repo_token;
 mod routes;
@@ -19,6 +20,10 @@ use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use openapi::openapi_document;
+
+/// The largest JSON request body the API reads (bytes); past it the answer is 413
+/// `body_too_large`, naming this limit.
+pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -108,9 +113,9 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(edit_sessions::end))
 }
 
-/// The whole API.
-pub fn router(state: AppState) -> Router {
-    let git = state.git.clone().map(|g| {
+/// The smart-HTTP git endpoint of `state`, if it has one.
+fn git_routes(state: &AppState) -> Option<Router> {
+    state.git.clone().map(|g| {
         let store = state.store.clone();
         git_http::git_router(git_http::GitHttpState {
             root: g.root,
@@ -124,7 +129,37 @@ pub fn router(state: AppState) -> Router {
             }),
             max_body: g.max_body,
         })
-    });
+    })
+}
+
+/// What a Sandbox sees of the API: `/git/…` only; every other path is 404 in the error schema.
+/// Served on the Sandbox network's host address (`belay dev`, `belay api --git-listen`), so that
+/// code running in a Sandbox can clone and push with its repository token and reach nothing else.
+pub fn git_only_router(state: AppState) -> Router {
+    let none = Router::new()
+        .fallback(|| async { error::ApiError::not_found("only /git/… is served on the Sandbox network") });
+    let router = match git_routes(&state) {
+        Some(git) => git.merge(none),
+        None => none,
+    };
+    router.layer(TraceLayer::new_for_http())
+}
+
+/// Serves [`git_only_router`] on `listener` until `shutdown` resolves.
+pub async fn serve_git_only(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, git_only_router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    let git = git_routes(&state);
+    let metrics = metrics::metrics_router(state.store.clone());
     let (api, _) = operations().split_for_parts();
     let api = api
         .fallback(|| async { error::ApiError::not_found("no such route") })
@@ -137,6 +172,9 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(TraceLayer::new_for_http())
         .with_state(state);
+    // `GET /metrics`: Prometheus's exposition format, outside `/v1` and its bearer token, as a
+    // scraper expects (the figures are counts, no names or contents).
+    let api = metrics.merge(api);
     match git {
         Some(git) => git.merge(api),
         None => api,

@@ -91,7 +91,11 @@ fn add_standard_answers(op: &mut Operation) {
     }
     if op.request_body.is_some() {
         answer(op, 400, "The body is not JSON (`malformed_json`).");
-        answer(op, 413, "The body is larger than the API reads (`bad_body`).");
+        answer(
+            op,
+            413,
+            "The body is larger than the API reads, 2 MiB (`body_too_large`, naming the limit).",
+        );
         answer(
             op,
             422,

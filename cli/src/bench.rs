@@ -67,6 +67,15 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 10)]
         rest: u64,
     },
+    /// A warm Sandbox command with the lease book in the database (SQLite; PostgreSQL with
+    /// --postgres-url) against the in-process book: what sharing a Sandbox's life costs.
+    SandboxLeases {
+        #[arg(long, default_value_t = 30)]
+        runs: usize,
+        /// A PostgreSQL server where the bench may create a database.
+        #[arg(long)]
+        postgres_url: Option<String>,
+    },
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -89,6 +98,9 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::DevStart { rest } => dev_start_bench(rest).await,
         BenchCommand::Source { files, runs } => crate::bench_source::source(files, runs).await,
         BenchCommand::Sandbox { runs } => crate::bench_source::sandbox(runs).await,
+        BenchCommand::SandboxLeases { runs, postgres_url } => {
+            crate::bench_hardening::sandbox_leases(runs, postgres_url).await
+        }
     }
 }
 

@@ -120,7 +120,12 @@ async fn run_with_server(
     let sandbox_line = match sandbox {
         Ok((deps, gateway)) => {
             // The same API on the Sandbox network's host address: how Sandboxes reach git.
-            tokio::spawn(belay_api::serve(gateway, state.clone(), stopped(stop_rx.clone())));
+            // The Sandbox network sees /git only.
+            tokio::spawn(belay_api::serve_git_only(
+                gateway,
+                state.clone(),
+                stopped(stop_rx.clone()),
+            ));
             format!("on (network {}, git at {})", deps.config.network, deps.git.url)
         }
         Err(why) => format!("off: {why}"),
@@ -137,6 +142,7 @@ async fn run_with_server(
     println!("  Temporal:     {address}");
     println!("  Data:         {}", data_dir.display());
     println!("  Sandboxes:    {sandbox_line}");
+    println!("  Metrics:      {api_url}/metrics (Prometheus; the in-process workers' figures too)");
     println!("  Token:        {token}");
     if args.demo {
         println!("  Try:          curl -s -H \"Authorization: Bearer {token}\" -X POST {api_url}/v1/jobs \\");
@@ -200,7 +206,9 @@ async fn bootstrap_token(store: &Store, data_dir: &Path) -> anyhow::Result<Strin
             return Ok(t);
         }
     }
-    let (_, token) = store.create_account("dev").await?;
+    let (_, token) = store
+        .create_account_with_role("dev", belay_domain::access::Role::Operator)
+        .await?;
     write_private(&path, &token)?;
     Ok(token)
 }

@@ -2,6 +2,7 @@
 //! `belay worker` and `belay migrate` are the production processes; `belay bench` measures.
 
 mod bench;
+mod bench_hardening;
 mod bench_source;
 mod demo;
 mod dev;
@@ -66,6 +67,10 @@ enum Command {
         host: String,
         #[arg(long, env = "BELAY_API_PORT", default_value_t = 8080)]
         port: u16,
+        /// Also listen here (`host:port`, the Sandbox network's host address) serving `/git/…`
+        /// only: what Sandboxes reach (BELAY_SANDBOX_GIT_URL names it). Every other path is 404.
+        #[arg(long, env = "BELAY_API_GIT_LISTEN")]
+        git_listen: Option<String>,
     },
     /// Run worker pools.
     Worker {
@@ -114,6 +119,10 @@ enum AccountCommand {
         /// `sqlite:PATH` or `postgres://…`, when the account is for another deployment.
         #[arg(long, env = "DATABASE_URL", required_unless_present = "data_dir")]
         database_url: Option<String>,
+        /// An operator: may write the catalogue and cancel every account's jobs at once (every
+        /// other account is a member).
+        #[arg(long)]
+        operator: bool,
     },
 }
 
@@ -139,7 +148,8 @@ async fn main() -> anyhow::Result<()> {
             git_token_secret,
             host,
             port,
-        } => serve::api(&conn, &storage, git_token_secret, &host, port).await,
+            git_listen,
+        } => serve::api(&conn, &storage, git_token_secret, &host, port, git_listen.as_deref()).await,
         Command::Worker {
             conn,
             storage,
@@ -158,6 +168,7 @@ async fn main() -> anyhow::Result<()> {
                     name,
                     data_dir,
                     database_url,
+                    operator,
                 },
         } => {
             let database_url = match (data_dir, database_url) {
@@ -166,8 +177,16 @@ async fn main() -> anyhow::Result<()> {
                 (None, None) => anyhow::bail!("give --data-dir (a `belay dev` data dir) or --database-url"),
             };
             let store = belay_store::Store::connect(&database_url).await?;
-            let (account, token) = store.create_account(&name).await.context("creating the account")?;
-            eprintln!("created account {} ({})", account.name, account.id);
+            let role = if operator {
+                belay_domain::access::Role::Operator
+            } else {
+                belay_domain::access::Role::Member
+            };
+            let (account, token) = store
+                .create_account_with_role(&name, role)
+                .await
+                .context("creating the account")?;
+            eprintln!("created account {} ({}, {})", account.name, account.id, account.role);
             println!("{token}");
             Ok(())
         }

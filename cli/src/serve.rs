@@ -36,6 +36,7 @@ pub async fn api(
     git_token_secret: Option<String>,
     host: &str,
     port: u16,
+    git_listen: Option<&str>,
 ) -> anyhow::Result<()> {
     let store = Store::connect(&conn.database_url).await?;
     let temporal = belay_client::connect(&conn.temporal_address, &conn.namespace, "belay-api").await?;
@@ -43,21 +44,34 @@ pub async fn api(
         .await
         .with_context(|| format!("binding {host}:{port}"))?;
     tracing::info!(api.url = %format!("http://{}", listener.local_addr()?), "API listening");
-    belay_api::serve(
-        listener,
-        belay_api::AppState {
-            store,
-            temporal,
-            git: git_token_secret.map(|secret| {
-                belay_api::GitConfig::new(
-                    storage.data_dir.join("git").join(&storage.git_namespace),
-                    secret.into_bytes(),
-                )
-            }),
-        },
-        shutdown_signal(),
-    )
-    .await?;
+    let state = belay_api::AppState {
+        store,
+        temporal,
+        git: git_token_secret.map(|secret| {
+            belay_api::GitConfig::new(
+                storage.data_dir.join("git").join(&storage.git_namespace),
+                secret.into_bytes(),
+            )
+        }),
+    };
+    let git_only = match git_listen {
+        Some(addr) => {
+            let git_listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding {addr} (BELAY_API_GIT_LISTEN)"))?;
+            tracing::info!(git.url = %format!("http://{}", git_listener.local_addr()?), "serving /git only for Sandboxes");
+            Some(tokio::spawn(belay_api::serve_git_only(
+                git_listener,
+                state.clone(),
+                shutdown_signal(),
+            )))
+        }
+        None => None,
+    };
+    belay_api::serve(listener, state, shutdown_signal()).await?;
+    if let Some(git_only) = git_only {
+        git_only.await??;
+    }
     Ok(())
 }
 
@@ -92,5 +106,17 @@ pub async fn worker(conn: &Conn, storage: &Storage, pools: &str, claims_per_run:
         },
         git_root: storage.data_dir.join("git").join(&storage.git_namespace),
     };
+    // BELAY_METRICS_ADDR: this process's `GET /metrics` (the same figures as the API's).
+    if let Some(addr) = std::env::var("BELAY_METRICS_ADDR").ok().filter(|a| !a.is_empty()) {
+        let listener = TcpListener::bind(addr.as_str())
+            .await
+            .with_context(|| format!("binding {addr} (BELAY_METRICS_ADDR)"))?;
+        tracing::info!(metrics.url = %format!("http://{}/metrics", listener.local_addr()?), "worker metrics");
+        tokio::spawn(belay_api::metrics::serve_metrics(
+            listener,
+            deps.store.clone(),
+            shutdown_signal(),
+        ));
+    }
     belay_worker::run_pools(&pools, deps, shutdown_signal()).await
 }

@@ -4,6 +4,7 @@
 //! rule can be tested with the specification's own examples. The store, the activities, the
 //! workflows and the API call into this crate for every decision they make.
 
+pub mod access;
 pub mod adapter;
 pub mod buffer;
 pub mod catalogue;
@@ -28,6 +29,7 @@ pub mod repo;
 pub mod repo_token;
 pub mod review;
 pub mod run;
+pub mod sandbox_lease;
 pub mod top_up;
 pub mod validation;
 pub mod workspace;

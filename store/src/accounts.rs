@@ -1,6 +1,7 @@
 //! Accounts and their API tokens. A token's secret is shown once and stored only as a hash.
 
 use crate::{Store, StoreError, events, new_id_body, now_ms};
+use belay_domain::access::Role;
 use belay_domain::ids::{AccountId, TokenId};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -15,6 +16,13 @@ pub struct Account {
     pub id: String,
     pub name: String,
     pub created_at: i64,
+    /// Operators take cabinet-wide actions (`belay_domain::access`).
+    pub role: Role,
+}
+
+fn role_of(r: &sqlx::any::AnyRow) -> Result<Role, StoreError> {
+    let role: String = r.try_get("role")?;
+    Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("account role {role:?}")))
 }
 
 fn hash(token: &str) -> String {
@@ -22,19 +30,26 @@ fn hash(token: &str) -> String {
 }
 
 impl Store {
-    /// Creates an account and its first token; returns the account and the token's secret.
+    /// Creates a member account and its first token; returns the account and the token's secret.
     pub async fn create_account(&self, name: &str) -> Result<(Account, String), StoreError> {
+        self.create_account_with_role(name, Role::Member).await
+    }
+
+    /// Creates an account of `role` and its first token.
+    pub async fn create_account_with_role(&self, name: &str, role: Role) -> Result<(Account, String), StoreError> {
         belay_domain::validation::check_text("name", name, 200)?;
         let account = Account {
             id: AccountId::from_body(&new_id_body()).0,
             name: name.to_string(),
             created_at: now_ms(),
+            role,
         };
         let mut tx = self.pool().begin().await?;
-        sqlx::query("insert into accounts (id, name, created_at) values ($1, $2, $3)")
+        sqlx::query("insert into accounts (id, name, created_at, role) values ($1, $2, $3, $4)")
             .bind(&account.id)
             .bind(&account.name)
             .bind(account.created_at)
+            .bind(role.as_str())
             .execute(&mut *tx)
             .await?;
         let token = insert_token(&mut tx, &account.id).await?;
@@ -70,7 +85,7 @@ impl Store {
             return Ok(None);
         }
         let row = sqlx::query(
-            r#"select a.id, a.name, a.created_at from api_tokens t join accounts a on a.id = t.account_id
+            r#"select a.id, a.name, a.created_at, a.role from api_tokens t join accounts a on a.id = t.account_id
                where t.token_hash = $1 and t.revoked_at is null"#,
         )
         .bind(hash(token))
@@ -81,13 +96,14 @@ impl Store {
                 id: r.try_get("id")?,
                 name: r.try_get("name")?,
                 created_at: r.try_get("created_at")?,
+                role: role_of(&r)?,
             })
         })
         .transpose()
     }
 
     pub async fn get_account(&self, id: &str) -> Result<Account, StoreError> {
-        let r = sqlx::query("select id, name, created_at from accounts where id = $1")
+        let r = sqlx::query("select id, name, created_at, role from accounts where id = $1")
             .bind(id)
             .fetch_optional(self.pool())
             .await?
@@ -96,6 +112,7 @@ impl Store {
             id: r.try_get("id")?,
             name: r.try_get("name")?,
             created_at: r.try_get("created_at")?,
+            role: role_of(&r)?,
         })
     }
 }

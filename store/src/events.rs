@@ -23,7 +23,15 @@ pub async fn append<'e>(
     kind: &str,
     payload: &serde_json::Value,
 ) -> Result<(), StoreError> {
-    sqlx::query("insert into events (entity, kind, payload, at) values ($1, $2, $3, $4)")
+    // An owned entity's event carries its owner, found from the entity's own row in the same
+    // transaction; an event of a job, run, review or catalogue entry carries none (every account
+    // sees it). See `belay_domain::access`.
+    let sql = if belay_domain::access::event_is_owned(kind) {
+        OWNED_INSERT
+    } else {
+        "insert into events (entity, kind, payload, at) values ($1, $2, $3, $4)"
+    };
+    sqlx::query(sql)
         .bind(entity)
         .bind(kind)
         .bind(payload.to_string())
@@ -33,7 +41,49 @@ pub async fn append<'e>(
     Ok(())
 }
 
+fn event_of(r: &sqlx::any::AnyRow) -> Result<Event, StoreError> {
+    Ok(Event {
+        id: r.try_get("id")?,
+        entity: r.try_get("entity")?,
+        kind: r.try_get("kind")?,
+        payload: json(&r.try_get::<String, _>("payload")?, "payload")?,
+        at: r.try_get("at")?,
+    })
+}
+
+const OWNED_INSERT: &str = "insert into events (entity, kind, payload, at, account_id) values ($1, $2, $3, $4, coalesce(\
+    (select p.account_id from projects p where p.id = $1), \
+    (select p.account_id from changes c join projects p on p.id = c.project_id where c.id = $1), \
+    (select p.account_id from task_runs r join tasks t on t.id = r.task_id join changes c on c.id = t.change_id \
+        join projects p on p.id = c.project_id where r.id = $1), \
+    (select e.account_id from edit_sessions e where e.id = $1), \
+    (select g.account_id from gg_configs g where g.id = $1), \
+    (select a.id from accounts a where a.id = $1), \
+    ''))";
+
 impl Store {
+    /// The events `viewer` may see (`belay_domain::access::event_visible`) after `after_id`,
+    /// oldest first, optionally for one entity.
+    pub async fn events_for(
+        &self,
+        viewer: &str,
+        after_id: i64,
+        entity: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let rows = sqlx::query(
+            "select id, entity, kind, payload, at from events where id > $1 and ($2 = '' or entity = $2) \
+             and (account_id is null or account_id = $3) order by id limit $4",
+        )
+        .bind(after_id)
+        .bind(entity.unwrap_or(""))
+        .bind(viewer)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(event_of).collect()
+    }
+
     /// Events after `after_id`, oldest first, optionally for one entity.
     pub async fn events(&self, after_id: i64, entity: Option<&str>, limit: i64) -> Result<Vec<Event>, StoreError> {
         let rows = match entity {
@@ -53,16 +103,6 @@ impl Store {
                     .await?
             }
         };
-        rows.iter()
-            .map(|r| {
-                Ok(Event {
-                    id: r.try_get("id")?,
-                    entity: r.try_get("entity")?,
-                    kind: r.try_get("kind")?,
-                    payload: json(&r.try_get::<String, _>("payload")?, "payload")?,
-                    at: r.try_get("at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(event_of).collect()
     }
 }

@@ -5,6 +5,7 @@
 //! same statement runs on both. Where the dialects differ, the difference is named in
 //! [`Backend`] and nowhere else.
 
+pub mod access;
 pub mod accounts;
 pub mod catalogue;
 pub mod changes;
@@ -12,11 +13,13 @@ pub mod edit_sessions;
 pub mod events;
 pub mod jobs;
 pub mod meter;
+pub mod metrics;
 mod migrate;
 pub mod plans;
 pub mod projects;
 mod rows;
 pub mod runs;
+pub mod sandbox_leases;
 pub mod sweep;
 #[cfg(feature = "testing")]
 pub mod testing;

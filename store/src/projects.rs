@@ -170,6 +170,8 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
+        // Recorded while the project's row still names its owner, who alone sees the event.
+        events::append(&mut *tx, id, "project.deleted", &serde_json::json!({})).await?;
         let scoped = "(select t.id from tasks t join changes c on c.id = t.change_id where c.project_id = $1)";
         for sql in [
             "delete from workspaces where project_id = $1".to_string(),
@@ -183,7 +185,6 @@ impl Store {
         ] {
             sqlx::query(&sql).bind(id).execute(&mut *tx).await?;
         }
-        events::append(&mut *tx, id, "project.deleted", &serde_json::json!({})).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -28,6 +28,7 @@ use belay_activities::edit_session::{
     EditGitActivities, EditSandboxActivities, EditStoreActivities, SweepGitActivities, SweepStoreActivities,
 };
 use belay_activities::harness::HarnessActivities;
+use belay_activities::leases::StoreLeases;
 use belay_activities::project::{GitActivities, ProjectStoreActivities};
 use belay_activities::revocations::StoreRevocations;
 use belay_activities::store::{ClientActivities, ProbeActivities, StoreActivities};
@@ -36,7 +37,7 @@ use belay_client::ensure_dispatcher;
 use belay_git::GitService;
 use belay_git::source_objects::SourceObjects;
 use belay_sandbox::git::SandboxGit;
-use belay_sandbox::{IDLE_AFTER, SandboxConfig, Sandboxes};
+use belay_sandbox::{SandboxConfig, Sandboxes};
 use belay_store::Store;
 use belay_workflows::queues;
 use object_store::ObjectStore;
@@ -157,12 +158,15 @@ impl SandboxDeps {
     }
 }
 
-/// Removes Sandboxes idle for two minutes, every 15 s, for as long as the process runs.
+/// Removes the Sandboxes the deployment's lease book says have been idle for two minutes
+/// (BELAY_SANDBOX_IDLE_SECONDS) with nothing running, whichever worker used them; every 15 s for
+/// as long as the process runs.
 async fn reap_idle(sandboxes: Arc<Sandboxes>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(15));
+    let idle = sandboxes.config().idle_after;
+    let mut tick = tokio::time::interval(sandboxes.config().reap_every());
     loop {
         tick.tick().await;
-        match sandboxes.reap_idle(std::time::Instant::now(), IDLE_AFTER).await {
+        match sandboxes.reap_idle(std::time::Instant::now(), idle).await {
             Ok(removed) if !removed.is_empty() => info!(projects = ?removed, "removed idle Sandboxes"),
             Ok(_) => {}
             Err(e) => warn!(error = %e, "reaping idle Sandboxes failed"),
@@ -170,12 +174,41 @@ async fn reap_idle(sandboxes: Arc<Sandboxes>) {
     }
 }
 
+/// The Temporal SDK runtime's options: with BELAY_TEMPORAL_METRICS_ADDR (`host:port`), the SDK's
+/// own worker metrics (task slots, poll and schedule-to-start latencies, sticky cache, …) in
+/// Prometheus's format on that address's `/metrics`, served by the SDK's exporter.
+fn runtime_options() -> anyhow::Result<temporalio_sdk::runtime::RuntimeOptions> {
+    let Some(addr) = std::env::var("BELAY_TEMPORAL_METRICS_ADDR")
+        .ok()
+        .filter(|a| !a.is_empty())
+    else {
+        return RuntimeOptions::builder().build().map_err(anyhow::Error::msg);
+    };
+    let addr: std::net::SocketAddr = addr
+        .parse()
+        .with_context(|| format!("BELAY_TEMPORAL_METRICS_ADDR must be host:port, not {addr:?}"))?;
+    let started = temporalio_common::telemetry::start_prometheus_metric_exporter(
+        temporalio_common::telemetry::PrometheusExporterOptions::builder()
+            .socket_addr(addr)
+            .build(),
+    )?;
+    info!(metrics.url = %format!("http://{}/metrics", started.bound_addr), "Temporal SDK worker metrics");
+    let meter: Arc<dyn temporalio_common::telemetry::metrics::CoreMeter> = started.meter;
+    let telemetry = temporalio_common::telemetry::TelemetryOptions::builder()
+        .metrics(meter)
+        .build();
+    RuntimeOptions::builder()
+        .telemetry_options(telemetry)
+        .build()
+        .map_err(anyhow::Error::msg)
+}
+
 /// Runs the given pools until `shutdown` resolves, then drains them.
 ///
 /// Temporal workers are not `Send`, so this future must be awaited on the task that owns it
 /// (the binary's main task), not spawned.
 pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let runtime = Runtime::from_current_tokio(RuntimeOptions::builder().build().map_err(anyhow::Error::msg)?)?;
+    let runtime = Runtime::from_current_tokio(runtime_options()?)?;
     let mut workers = Vec::new();
     for &pool in pools {
         let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));
@@ -254,8 +287,19 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
             }
             Pool::Sandbox if deps.sandbox.is_some() => {
                 let sandbox = deps.sandbox.clone().expect("checked");
+                let mut config = sandbox.config;
+                if config.deployment.is_none() {
+                    config.deployment = Some(
+                        deps.store
+                            .deployment_name()
+                            .await
+                            .context("reading the deployment's name from the database")?,
+                    );
+                }
+                info!(deployment = ?config.deployment, "the sandbox pool's containers carry this deployment label");
+                let leases = Arc::new(StoreLeases::new(deps.store.clone()));
                 let sandboxes = Arc::new(
-                    Sandboxes::connect(sandbox.config)
+                    Sandboxes::connect_with_leases(config, leases)
                         .await
                         .context("connecting to the Docker Engine for the sandbox pool")?,
                 );

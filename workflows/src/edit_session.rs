@@ -47,6 +47,10 @@ pub struct CommandOutput {
     /// Unix seconds the Sandbox use began and ended, for the meter (0 for no use).
     pub started_at: i64,
     pub ended_at: i64,
+    /// The Sandbox was lost while the command ran: the command is answered with the loss
+    /// (409 `sandbox_lost`) and not run again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox_lost: bool,
 }
 
 /// A command's reservation, closed with the use the command made (a start of 0: it never started).
@@ -298,7 +302,14 @@ impl EditSessionWorkflow {
         )
         .await
         .map_err(|e| infra(&e))?;
-        out.map_err(|e| infra(&e))
+        let out = out.map_err(|e| infra(&error_chain(&e)))?;
+        if out.sandbox_lost {
+            return Err(Refusal::new(
+                RefusalReason::SandboxLost,
+                "the Sandbox was lost while the command ran; it was not run again. The next command starts in a fresh checkout of the session's fork: changes not pushed to it are gone",
+            ));
+        }
+        Ok(out)
     }
 
     /// The session was ended elsewhere (the daily sweep ended it as overdue, and removed its
@@ -358,6 +369,7 @@ impl EditSessionWorkflow {
                         timed_out: false,
                         started_at: 0,
                         ended_at: 0,
+                        sandbox_lost: false,
                     }),
                 }
             }
@@ -369,6 +381,21 @@ impl EditSessionWorkflow {
             Err(r) => CommandReply::Refused(r),
         }
     }
+}
+
+/// An error and its causes, each once: an activity's failure says only that the activity failed,
+/// its cause says why (`no Sandbox available: 4 of 4 are live`).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cause = c.source();
+    }
+    parts.join(": ")
 }
 
 /// The workflow's clock in unix seconds (deterministic: it comes from the history).

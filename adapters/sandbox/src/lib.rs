@@ -28,20 +28,21 @@
 
 pub mod files;
 pub mod git;
+pub mod lease;
 pub mod oneoff;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use belay_domain::sandbox_lease::exec_expiry;
+use lease::{Acquired, Leases, LocalLeases, wall_ms};
 
 use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::errors::Error as DockerError;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use bollard::models::{
-    ContainerCreateBody, ContainerSummary, ContainerSummaryStateEnum, HostConfig, Mount, MountType,
-    NetworkCreateRequest,
-};
+use bollard::models::{ContainerCreateBody, ContainerSummary, HostConfig, Mount, MountType, NetworkCreateRequest};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
@@ -188,6 +189,14 @@ pub struct SandboxConfig {
     /// An egress proxy on the internal network (BELAY_SANDBOX_EGRESS_PROXY), exported to
     /// commands as HTTP(S)_PROXY; its allowlist is the proxy's own configuration.
     pub egress_proxy: Option<String>,
+    /// The deployment's identity (BELAY_DEPLOYMENT; a worker falls back to the one its database
+    /// holds): the `<prefix>.deployment` label on every container and network made, and the
+    /// only containers listed, counted or removed. Two deployments on one Docker Engine never
+    /// touch each other's containers. `None` lists every deployment's (tests of one process).
+    pub deployment: Option<String>,
+    /// How long a Sandbox stays with nothing running before it is removed
+    /// (BELAY_SANDBOX_IDLE_SECONDS; [`IDLE_AFTER`] by default).
+    pub idle_after: Duration,
 }
 
 impl Default for SandboxConfig {
@@ -200,6 +209,8 @@ impl Default for SandboxConfig {
             label_prefix: "belay".to_owned(),
             extra_labels: BTreeMap::new(),
             egress_proxy: None,
+            deployment: None,
+            idle_after: IDLE_AFTER,
         }
     }
 }
@@ -226,6 +237,27 @@ impl SandboxConfig {
             config.network = network;
         }
         config.egress_proxy = set("BELAY_SANDBOX_EGRESS_PROXY");
+        config.deployment = set("BELAY_DEPLOYMENT");
+        if let Some(d) = &config.deployment
+            && (d.len() > 63 || !d.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)))
+        {
+            return Err(SandboxError::InvalidConfig(format!(
+                "BELAY_DEPLOYMENT must be 1 to 63 of [A-Za-z0-9._-], not {d:?}"
+            )));
+        }
+        if let Some(idle) = set("BELAY_SANDBOX_IDLE_SECONDS") {
+            let secs: u64 = idle.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
+                SandboxError::InvalidConfig(format!(
+                    "BELAY_SANDBOX_IDLE_SECONDS must be a whole number above 0, not {idle:?}"
+                ))
+            })?;
+            config.idle_after = Duration::from_secs(secs);
+        }
+        if let Some(max) = set("BELAY_SANDBOX_MAX") {
+            config.max_live = max.parse().ok().filter(|m| *m > 0).ok_or_else(|| {
+                SandboxError::InvalidConfig(format!("BELAY_SANDBOX_MAX must be a whole number above 0, not {max:?}"))
+            })?;
+        }
         if let Some(labels) = set("BELAY_SANDBOX_LABELS") {
             for pair in labels.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 let (k, v) = pair.split_once('=').ok_or_else(|| {
@@ -243,6 +275,17 @@ impl SandboxConfig {
 
     fn project_label(&self) -> String {
         format!("{}.project", self.label_prefix)
+    }
+
+    /// `<prefix>.deployment`.
+    pub fn deployment_label(&self) -> String {
+        format!("{}.deployment", self.label_prefix)
+    }
+
+    /// How often a worker looks for idle Sandboxes: every 15 s, or a quarter of a shorter idle
+    /// time (at least every second).
+    pub fn reap_every(&self) -> Duration {
+        (self.idle_after / 4).clamp(Duration::from_secs(1), Duration::from_secs(15))
     }
 }
 
@@ -343,6 +386,8 @@ pub enum SandboxError {
     },
     #[error("Docker: {0}")]
     Docker(#[from] DockerError),
+    #[error("the Sandbox lease book could not be read or written: {0}")]
+    Leases(String),
 }
 
 impl SandboxError {
@@ -355,6 +400,7 @@ impl SandboxError {
                 | SandboxError::Lost { .. }
                 | SandboxError::NotStarted(_)
                 | SandboxError::Docker(_)
+                | SandboxError::Leases(_)
         )
     }
 }
@@ -420,21 +466,15 @@ fn check_dir(dir: &str) -> Result<(), SandboxError> {
     Ok(())
 }
 
-/// When each Project's container was last used, and whether a command is running in it.
-#[derive(Debug)]
-struct Usage {
-    last_use: Instant,
-    running: u32,
-    reaping: bool,
-}
-
 /// The Sandboxes of one deployment, on one Docker Engine.
 pub struct Sandboxes {
     pub(crate) docker: Docker,
     pub(crate) config: SandboxConfig,
-    usage: Mutex<HashMap<String, Usage>>,
-    /// Serialises the count-then-create of `ensure` and the choose-then-remove of `reap_idle`
-    /// within this process (sandboxd is the only creator of Sandboxes).
+    /// Where every worker of the deployment records each Sandbox's lease, last use and running
+    /// commands.
+    leases: Arc<dyn Leases>,
+    /// Serialises the lease-then-create of `ensure` and the take-then-remove of `reap_idle`
+    /// within this process; the lease book serialises them across processes.
     lifecycle: tokio::sync::Mutex<()>,
 }
 
@@ -446,30 +486,59 @@ impl std::fmt::Debug for Sandboxes {
     }
 }
 
-/// Marks a Project's container busy for as long as it lives; the last use is its drop.
-struct InUse<'a> {
-    sandboxes: &'a Sandboxes,
+/// A command marked running in the shared record for as long as it lives. Ended explicitly
+/// (so the last use is recorded before the call returns); dropped unended (the call was
+/// cancelled), the end is recorded in the background, and the mark's expiry backs that up.
+struct InUse {
+    leases: Arc<dyn Leases>,
     project_id: String,
+    exec_id: String,
+    ended: bool,
 }
 
-impl Drop for InUse<'_> {
+impl InUse {
+    async fn end(mut self) {
+        self.ended = true;
+        if let Err(e) = self.leases.end_exec(&self.project_id, &self.exec_id, wall_ms()).await {
+            warn!(error = %e, "recording the end of a Sandbox command failed; its mark expires");
+        }
+    }
+}
+
+impl Drop for InUse {
     fn drop(&mut self) {
-        let mut usage = self.sandboxes.usage.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(u) = usage.get_mut(&self.project_id) {
-            u.running = u.running.saturating_sub(1);
-            u.last_use = Instant::now();
+        if self.ended {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let (leases, project, exec) = (self.leases.clone(), self.project_id.clone(), self.exec_id.clone());
+            handle.spawn(async move {
+                let _ = leases.end_exec(&project, &exec, wall_ms()).await;
+            });
         }
     }
 }
 
 impl Sandboxes {
+    /// Sandboxes whose lease book is this process's own (see [`LocalLeases`]).
     pub fn new(docker: Docker, config: SandboxConfig) -> Self {
+        Self::with_leases(docker, config, Arc::new(LocalLeases::default()))
+    }
+
+    /// Sandboxes whose lease book is `leases`: the deployment's shared one for a worker.
+    pub fn with_leases(docker: Docker, config: SandboxConfig, leases: Arc<dyn Leases>) -> Self {
         Self {
             docker,
             config,
-            usage: Mutex::new(HashMap::new()),
+            leases,
             lifecycle: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// As [`Sandboxes::connect`], with the deployment's lease book.
+    pub async fn connect_with_leases(config: SandboxConfig, leases: Arc<dyn Leases>) -> Result<Self, SandboxError> {
+        let docker = Docker::connect_with_defaults()?.negotiate_version().await?;
+        Ok(Self::with_leases(docker, config, leases))
     }
 
     /// Connects to the Docker Engine named by DOCKER_HOST (the local socket by default, or a
@@ -485,35 +554,67 @@ impl Sandboxes {
 
     /// The Project's running Sandbox, started if needed. A container that exists but is not
     /// running (it crashed, or was stopped) is removed and replaced: a Sandbox loss.
+    ///
+    /// The Project's lease in the deployment's book comes first: a new Sandbox takes a slot only
+    /// while fewer than SANDBOX_MAX are held by every worker together, and a Sandbox some worker
+    /// is removing is not handed out ([`SandboxError::Lost`], retryable).
     #[instrument(skip_all, fields(project.id = %project_id), err)]
     pub async fn ensure(&self, project_id: &str) -> Result<Container, SandboxError> {
         let name = container_name(project_id)?;
         let _lifecycle = self.lifecycle.lock().await;
-        match self.docker.inspect_container(&name, None).await {
-            Ok(found) => {
-                let running = found.state.as_ref().and_then(|s| s.running).unwrap_or(false);
-                if running {
-                    self.touch(project_id);
-                    return Ok(Container {
-                        id: found.id.unwrap_or_default(),
-                        name,
-                        project_id: project_id.to_owned(),
-                        fresh: false,
-                    });
-                }
-                warn!(container.name = %name, "replacing a Sandbox that is not running");
-                self.remove_container(&name).await?;
+        let lease = self
+            .leases
+            .acquire(project_id, self.config.max_live, wall_ms())
+            .await
+            .map_err(SandboxError::Leases)?;
+        match lease {
+            Acquired::Full { held, max } => return Err(SandboxError::ContainerUnavailable { live: held, max }),
+            Acquired::Reaping => {
+                return Err(SandboxError::Lost {
+                    project_id: project_id.to_owned(),
+                    reason: "it is being removed after idling".to_owned(),
+                });
             }
-            Err(e) if status(&e) == Some(404) => {}
-            Err(e) => return Err(e.into()),
+            Acquired::Held | Acquired::Taken => {}
         }
+        let made = self.ensure_container(project_id, &name).await;
+        if made.is_err() && lease == Acquired::Taken {
+            // Do not hold a slot for a Sandbox that never ran.
+            let _ = self.leases.release(project_id).await;
+        }
+        made
+    }
 
-        let live = self.list_live().await?.len();
-        if live >= self.config.max_live {
-            return Err(SandboxError::ContainerUnavailable {
-                live,
-                max: self.config.max_live,
-            });
+    async fn ensure_container(&self, project_id: &str, name: &str) -> Result<Container, SandboxError> {
+        // Another worker may be between creating and starting it: give that a moment.
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.docker.inspect_container(name, None).await {
+                Ok(found) => {
+                    let state = found.state.as_ref();
+                    let running = state.and_then(|s| s.running).unwrap_or(false);
+                    if running {
+                        return Ok(Container {
+                            id: found.id.unwrap_or_default(),
+                            name: name.to_owned(),
+                            project_id: project_id.to_owned(),
+                            fresh: false,
+                        });
+                    }
+                    let created =
+                        state.and_then(|s| s.status) == Some(bollard::models::ContainerStateStatusEnum::CREATED);
+                    if created && waited < Duration::from_secs(10) {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        waited += Duration::from_millis(200);
+                        continue;
+                    }
+                    warn!(container.name = %name, "replacing a Sandbox that is not running");
+                    self.remove_container(name).await?;
+                    break;
+                }
+                Err(e) if status(&e) == Some(404) => break,
+                Err(e) => return Err(e.into()),
+            }
         }
         self.ensure_network().await?;
         match self.docker.inspect_image(&self.config.image).await {
@@ -524,20 +625,43 @@ impl Sandboxes {
             Err(e) => return Err(e.into()),
         }
 
-        let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let created = self
+        let options = CreateContainerOptionsBuilder::default().name(name).build();
+        let created = match self
             .docker
-            .create_container(Some(options), self.container_body(project_id, &name))
-            .await?;
+            .create_container(Some(options), self.container_body(project_id, name))
+            .await
+        {
+            Ok(created) => created,
+            // Another worker of the deployment created it at the same moment: that one is the
+            // Sandbox, and it starts as empty as this one would have.
+            Err(e) if status(&e) == Some(409) => {
+                let mut waited = Duration::ZERO;
+                loop {
+                    let found = self.docker.inspect_container(name, None).await?;
+                    if found.state.as_ref().and_then(|s| s.running).unwrap_or(false) {
+                        return Ok(Container {
+                            id: found.id.unwrap_or_default(),
+                            name: name.to_owned(),
+                            project_id: project_id.to_owned(),
+                            fresh: true,
+                        });
+                    }
+                    if waited >= Duration::from_secs(10) {
+                        return Err(e.into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    waited += Duration::from_millis(200);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
         if let Err(e) = self.docker.start_container(&created.id, None).await {
-            // Do not leave a container that counts against SANDBOX_MAX but never ran.
-            let _ = self.remove_container(&name).await;
+            let _ = self.remove_container(name).await;
             return Err(e.into());
         }
-        self.touch(project_id);
         Ok(Container {
             id: created.id,
-            name,
+            name: name.to_owned(),
             project_id: project_id.to_owned(),
             fresh: true,
         })
@@ -564,7 +688,21 @@ impl Sandboxes {
         if timeout.is_zero() {
             return Err(SandboxError::InvalidTimeout);
         }
-        let _in_use = self.begin_use(project_id)?;
+        let in_use = self.begin_use(project_id, timeout).await?;
+        let out = self.exec_in(project_id, &name, dir, argv, user, timeout).await;
+        in_use.end().await;
+        out
+    }
+
+    async fn exec_in(
+        &self,
+        project_id: &str,
+        name: &str,
+        dir: &str,
+        argv: &[String],
+        user: SandboxUser,
+        timeout: Duration,
+    ) -> Result<ExecOutput, SandboxError> {
         let started = Instant::now();
 
         let seconds = format!("{}.{:03}", timeout.as_secs(), timeout.subsec_millis());
@@ -574,7 +712,7 @@ impl Sandboxes {
         let exec = self
             .docker
             .create_exec(
-                &name,
+                name,
                 CreateExecOptions {
                     cmd: Some(cmd),
                     attach_stdout: Some(true),
@@ -641,7 +779,7 @@ impl Sandboxes {
         let ran_for = started.elapsed();
         // Kill what the command left behind; that also closes output its children held open.
         let sid = collected.sid();
-        self.kill_leftovers(project_id, &name, user, sid).await?;
+        self.kill_leftovers(project_id, name, user, sid).await?;
         if !closed {
             let drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
             while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(drain_until, output.next()).await {
@@ -651,7 +789,7 @@ impl Sandboxes {
         let exit_code = match self.exit_code(&exec.id).await.map_err(|e| lost_or(project_id, e))? {
             Finished::Exited(code) => code,
             Finished::StillRunning => {
-                return Err(self.give_up(project_id, &name, "a command could not be killed").await);
+                return Err(self.give_up(project_id, name, "a command could not be killed").await);
             }
         };
         if sid.is_none() && exit_code == Some(126) {
@@ -682,17 +820,20 @@ impl Sandboxes {
         let name = container_name(project_id)?;
         check_dir(dir)?;
         let owner = owner.check()?.docker_user();
-        let _in_use = self.begin_use(project_id)?;
+        let in_use = self.begin_use(project_id, HOUSEKEEPING_DEADLINE).await?;
         let argv = [
             "sh",
             "-c",
-            r#"mkdir -p -- "$1" && chown -- "$2" "$1""#,
+            r#"mkdir -p -- "$1" && chown -- "$2" "$1" && chmod 0700 -- "$1""#,
             "prepare-dir",
             dir,
             &owner,
         ];
-        self.run_checked(project_id, &name, SandboxUser::Root, &argv, "creating the directory")
-            .await
+        let out = self
+            .run_checked(project_id, &name, SandboxUser::Root, &argv, "creating the directory")
+            .await;
+        in_use.end().await;
+        out
     }
 
     /// Deletes `dir` (a directory below /workspace, never /workspace itself) and all it holds.
@@ -703,15 +844,18 @@ impl Sandboxes {
         if dir == WORKSPACE {
             return Err(SandboxError::InvalidDirectory(dir.to_owned()));
         }
-        let _in_use = self.begin_use(project_id)?;
-        self.run_checked(
-            project_id,
-            &name,
-            SandboxUser::Root,
-            &["rm", "-rf", "--", dir],
-            "removing the directory",
-        )
-        .await
+        let in_use = self.begin_use(project_id, HOUSEKEEPING_DEADLINE).await?;
+        let out = self
+            .run_checked(
+                project_id,
+                &name,
+                SandboxUser::Root,
+                &["rm", "-rf", "--", dir],
+                "removing the directory",
+            )
+            .await;
+        in_use.end().await;
+        out
     }
 
     /// Removes the Project's Sandbox with its disk. Whether there was one.
@@ -720,53 +864,58 @@ impl Sandboxes {
         let name = container_name(project_id)?;
         let _lifecycle = self.lifecycle.lock().await;
         let removed = self.remove_container(&name).await?;
-        self.usage.lock().unwrap_or_else(|e| e.into_inner()).remove(project_id);
+        self.leases.release(project_id).await.map_err(SandboxError::Leases)?;
         Ok(removed)
     }
 
-    /// Removes, with their disks, the Sandboxes unused for `idle` at `now` and those no longer
-    /// running. A Sandbox this process has not used yet (it was started before a restart) gets
-    /// its idle clock started at `now`. Returns the Projects whose Sandbox was removed.
+    /// Removes, with their disks, the Sandboxes the deployment's lease book says have had
+    /// nothing running for `idle` at `now`, whichever worker used them; and this deployment's
+    /// containers that hold no lease (left by a removal that failed half-way) once they are a
+    /// minute old. Returns the Projects whose Sandbox was removed.
     #[instrument(skip_all, err)]
     pub async fn reap_idle(&self, now: Instant, idle: Duration) -> Result<Vec<String>, SandboxError> {
         let _lifecycle = self.lifecycle.lock().await;
-        let live = self.list_live().await?;
-        let project_label = self.config.project_label();
-        let mut victims = Vec::new();
-        {
-            let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-            for container in &live {
-                let Some(project_id) = container.labels.as_ref().and_then(|l| l.get(&project_label)).cloned() else {
-                    continue;
-                };
-                let Ok(name) = container_name(&project_id) else {
-                    continue;
-                };
-                let running = container.state == Some(ContainerSummaryStateEnum::RUNNING);
-                let u = usage.entry(project_id.clone()).or_insert(Usage {
-                    last_use: now,
-                    running: 0,
-                    reaping: false,
-                });
-                if !running || (u.running == 0 && now.saturating_duration_since(u.last_use) >= idle) {
-                    u.reaping = true;
-                    victims.push((project_id, name));
-                }
-            }
-        }
+        let ahead = now.saturating_duration_since(Instant::now()).as_millis() as i64;
+        let now_ms = wall_ms() + ahead;
+        let taken = self
+            .leases
+            .take_idle(now_ms, idle.as_millis() as i64)
+            .await
+            .map_err(SandboxError::Leases)?;
         let mut removed = Vec::new();
-        for (project_id, name) in victims {
-            let outcome = self.remove_container(&name).await;
-            self.usage.lock().unwrap_or_else(|e| e.into_inner()).remove(&project_id);
-            outcome?;
+        for project_id in taken {
+            if let Ok(name) = container_name(&project_id) {
+                self.remove_container(&name).await?;
+            }
+            self.leases.release(&project_id).await.map_err(SandboxError::Leases)?;
             removed.push(project_id);
+        }
+        let leased = self.leases.projects().await.map_err(SandboxError::Leases)?;
+        let project_label = self.config.project_label();
+        let now_secs = now_ms / 1000;
+        for container in self.list_live().await? {
+            let Some(project_id) = container.labels.as_ref().and_then(|l| l.get(&project_label)).cloned() else {
+                continue;
+            };
+            if leased.contains(&project_id) || now_secs - container.created.unwrap_or(now_secs) < 60 {
+                continue;
+            }
+            if let Ok(name) = container_name(&project_id) {
+                warn!(container.name = %name, "removing a Sandbox that holds no lease");
+                self.remove_container(&name).await?;
+                removed.push(project_id);
+            }
         }
         Ok(removed)
     }
 
     /// The Sandboxes that exist (running or not), by label.
     pub async fn list_live(&self) -> Result<Vec<ContainerSummary>, SandboxError> {
-        let filters = HashMap::from([("label", vec![format!("{}=1", self.config.sandbox_label())])]);
+        let mut labels = vec![format!("{}=1", self.config.sandbox_label())];
+        if let Some(d) = &self.config.deployment {
+            labels.push(format!("{}={d}", self.config.deployment_label()));
+        }
+        let filters = HashMap::from([("label", labels)]);
         let options = ListContainersOptionsBuilder::default()
             .all(true)
             .filters(&filters)
@@ -782,6 +931,9 @@ impl Sandboxes {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        if let Some(d) = &self.config.deployment {
+            labels.insert(self.config.deployment_label(), d.clone());
+        }
         labels.extend(own);
         labels
     }
@@ -1064,7 +1216,9 @@ impl Sandboxes {
         if let Err(e) = self.remove_container(name).await {
             warn!(error = %e, "removing the Sandbox failed");
         }
-        self.usage.lock().unwrap_or_else(|e| e.into_inner()).remove(project_id);
+        if let Err(e) = self.leases.release(project_id).await {
+            warn!(error = %e, "releasing the lease of a removed Sandbox failed");
+        }
         SandboxError::Lost {
             project_id: project_id.to_owned(),
             reason: format!("{why}; the Sandbox was removed"),
@@ -1080,35 +1234,27 @@ impl Sandboxes {
         }
     }
 
-    fn touch(&self, project_id: &str) {
-        let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-        let u = usage.entry(project_id.to_owned()).or_insert(Usage {
-            last_use: Instant::now(),
-            running: 0,
-            reaping: false,
-        });
-        u.last_use = Instant::now();
-        u.reaping = false;
-    }
-
-    fn begin_use(&self, project_id: &str) -> Result<InUse<'_>, SandboxError> {
-        let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-        let u = usage.entry(project_id.to_owned()).or_insert(Usage {
-            last_use: Instant::now(),
-            running: 0,
-            reaping: false,
-        });
-        if u.reaping {
+    /// Marks a command running in the Project's Sandbox for at most `timeout` (and the grace
+    /// after it). A Sandbox without a live lease (removed, or being removed) is lost.
+    async fn begin_use(&self, project_id: &str, timeout: Duration) -> Result<InUse, SandboxError> {
+        let exec_id = uuid::Uuid::new_v4().simple().to_string();
+        let now = wall_ms();
+        let live = self
+            .leases
+            .begin_exec(project_id, &exec_id, now, exec_expiry(now, timeout.as_millis() as i64))
+            .await
+            .map_err(SandboxError::Leases)?;
+        if !live {
             return Err(SandboxError::Lost {
                 project_id: project_id.to_owned(),
-                reason: "it is being removed after idling".to_owned(),
+                reason: "it was removed after idling, or is being removed".to_owned(),
             });
         }
-        u.running += 1;
-        u.last_use = Instant::now();
         Ok(InUse {
-            sandboxes: self,
+            leases: self.leases.clone(),
             project_id: project_id.to_owned(),
+            exec_id,
+            ended: false,
         })
     }
 }

@@ -11,6 +11,9 @@ pub struct AccountView {
     pub id: String,
     pub name: String,
     pub created_at: i64,
+    /// `operator` (may write the catalogue and cancel every account's jobs at once) or `member`.
+    #[schema(value_type = String, example = "member")]
+    pub role: belay_domain::access::Role,
 }
 
 /// Who the token belongs to.
@@ -20,5 +23,6 @@ pub async fn me(Caller(a): Caller) -> Json<AccountView> {
         id: a.id,
         name: a.name,
         created_at: a.created_at,
+        role: a.role,
     })
 }

@@ -3,7 +3,7 @@
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ApiJson, Caller};
+use crate::extract::{ApiJson, Caller, Operator};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -14,9 +14,9 @@ use belay_domain::catalogue::{
 
 /// Ingests a version of a test case (the case is created with its first version).
 #[utoipa::path(post, path = "/v1/test-cases", tag = "catalogue", request_body = TestCaseVersionInput,
-    responses((status = 201, body = TestCaseVersion), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 201, body = TestCaseVersion), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn ingest_version(
-    _c: Caller,
+    _c: Operator,
     State(s): State<AppState>,
     ApiJson(input): ApiJson<TestCaseVersionInput>,
 ) -> ApiResult<(StatusCode, Json<TestCaseVersion>)> {
@@ -67,9 +67,9 @@ pub async fn get_version(
 /// Edits a version; refused (409) once the version has runs.
 #[utoipa::path(put, path = "/v1/test-cases/{slug}/versions/{version}", tag = "catalogue",
     params(("slug" = String, Path), ("version" = String, Path)), request_body = TestCaseVersionUpdate,
-    responses((status = 200, body = TestCaseVersion), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = TestCaseVersion), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn update_version(
-    _c: Caller,
+    _c: Operator,
     State(s): State<AppState>,
     Path((slug, version)): Path<(String, String)>,
     ApiJson(update): ApiJson<TestCaseVersionUpdate>,
@@ -80,9 +80,9 @@ pub async fn update_version(
 
 /// Adds a harness.
 #[utoipa::path(post, path = "/v1/harnesses", tag = "catalogue", request_body = HarnessInput,
-    responses((status = 201, body = Harness), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 201, body = Harness), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn create_harness(
-    _c: Caller,
+    _c: Operator,
     State(s): State<AppState>,
     ApiJson(input): ApiJson<HarnessInput>,
 ) -> ApiResult<(StatusCode, Json<Harness>)> {
@@ -111,9 +111,9 @@ pub async fn get_harness(_c: Caller, State(s): State<AppState>, Path(name): Path
 
 /// Changes a harness's cap, routing or adapter.
 #[utoipa::path(patch, path = "/v1/harnesses/{name}", tag = "catalogue", params(("name" = String, Path)), request_body = HarnessUpdate,
-    responses((status = 200, body = Harness), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = Harness), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn update_harness(
-    _c: Caller,
+    _c: Operator,
     State(s): State<AppState>,
     Path(name): Path<String>,
     ApiJson(update): ApiJson<HarnessUpdate>,
@@ -127,9 +127,9 @@ pub async fn update_harness(
 
 /// Adds a model to the catalogue.
 #[utoipa::path(post, path = "/v1/models", tag = "catalogue", request_body = ModelInput,
-    responses((status = 201, body = Model), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 201, body = Model), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn create_model(
-    _c: Caller,
+    _c: Operator,
     State(s): State<AppState>,
     ApiJson(input): ApiJson<ModelInput>,
 ) -> ApiResult<(StatusCode, Json<Model>)> {
@@ -156,9 +156,9 @@ pub async fn get_model(_c: Caller, State(s): State<AppState>, Path(id): Path<Str
 
 /// Replaces a model's context window and list price (absent or null: unknown).
 #[utoipa::path(put, path = "/v1/models/{id}", tag = "catalogue", params(("id" = String, Path)), request_body = ModelUpdate,
-    responses((status = 200, body = Model), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = Model), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn update_model(
-    _c: Caller,
+    _c: Operator,
     State(s): State<AppState>,
     Path(id): Path<String>,
     ApiJson(update): ApiJson<ModelUpdate>,

@@ -30,16 +30,18 @@ pub struct EventView {
     pub at: i64,
 }
 
-/// Events after a given id.
+/// Events after a given id: those of the caller's own projects (and everything in them), gg
+/// configurations and account, and those of jobs, runs, reviews and the catalogue, which every
+/// account sees.
 #[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery), responses((status = 200, body = [EventView])))]
 pub async fn list(
-    _c: Caller,
+    Caller(a): Caller,
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> ApiResult<Json<Vec<EventView>>> {
     let after = int_param("after", q.after.as_deref(), 0, 0, i64::MAX)?;
     let limit = int_param("limit", q.limit.as_deref(), 100, 1, 1000)?;
-    let events = s.store.events(after, q.entity.as_deref(), limit).await?;
+    let events = s.store.events_for(&a.id, after, q.entity.as_deref(), limit).await?;
     Ok(Json(
         events
             .into_iter()

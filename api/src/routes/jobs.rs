@@ -3,7 +3,7 @@
 use super::catalogue::wake;
 use crate::AppState;
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ApiJson, ApiQuery, Caller, int_param};
+use crate::extract::{ApiJson, ApiQuery, Caller, Operator, int_param};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -137,8 +137,30 @@ pub struct CancelAnswer {
 
 /// Cancels a job from any state that is not final; a running job's workflow is cancelled too.
 #[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs", params(("id" = String, Path)),
-    responses((status = 200, body = CancelAnswer), (status = 404, body = ErrorBody)))]
-pub async fn cancel(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<CancelAnswer>> {
+    responses((status = 200, body = CancelAnswer), (status = 403, body = ErrorBody, description = "A member cancels only the jobs it launched and those of its own plans and ladders (`not_your_job`)"), (status = 404, body = ErrorBody)))]
+pub async fn cancel(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CancelAnswer>> {
+    let job = s
+        .store
+        .get_job(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
+    let origin_owner = match &job.origin {
+        Some(o) => s.store.origin_owner(o).await?,
+        None => None,
+    };
+    if !belay_domain::access::may_cancel_job(a.role, &a.id, job.user_id.as_deref(), origin_owner.as_deref()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_your_job",
+            format!(
+                "job {id} was launched by another account; a member cancels its own jobs and those of its plans and ladders"
+            ),
+        ));
+    }
     let c = s.store.cancel_job(&id).await?;
     if c.cancelled {
         after_cancel(&s, &[(c.job.id.clone(), c.previous)]).await;
@@ -176,9 +198,9 @@ pub struct BulkCancelAnswer {
 
 /// Cancels every job in a state set, whoever launched it (no origin filter).
 #[utoipa::path(post, path = "/v1/jobs/cancel", tag = "jobs", request_body = BulkCancel,
-    responses((status = 200, body = BulkCancelAnswer), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = BulkCancelAnswer), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 422, body = ErrorBody)))]
 pub async fn cancel_bulk(
-    _c: Caller,
+    _c: Operator,
     State(s): State<AppState>,
     ApiJson(b): ApiJson<BulkCancel>,
 ) -> ApiResult<Json<BulkCancelAnswer>> {

@@ -89,6 +89,9 @@ pub async fn issue(
     let token_id = repo_token::new_token_id(&uuid::Uuid::new_v4().simple().to_string());
     let token = repo_token::issue(&git.secret, &token_id, &repo, scope, now, TOKEN_TTL_SECS)
         .map_err(|e| ApiError::invalid("id", e))?;
+    s.store
+        .record_repo_token_issue(&token_id, &project.id, &a.id, now + TOKEN_TTL_SECS, now)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(IssuedToken {
@@ -103,8 +106,12 @@ pub async fn issue(
 
 /// Revokes a repository token before it expires.
 #[utoipa::path(post, path = "/v1/repo-tokens/{token_id}/revoke", tag = "projects", params(("token_id" = String, Path)),
-    responses((status = 200, body = Revoked), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn revoke(_c: Caller, State(s): State<AppState>, Path(token_id): Path<String>) -> ApiResult<Json<Revoked>> {
+    responses((status = 200, body = Revoked), (status = 404, body = ErrorBody, description = "No token of a project the caller owns has this id"), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn revoke(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(token_id): Path<String>,
+) -> ApiResult<Json<Revoked>> {
     let git = s
         .git
         .as_ref()
@@ -116,6 +123,10 @@ pub async fn revoke(_c: Caller, State(s): State<AppState>, Path(token_id): Path<
         ));
     }
     let _ = git;
+    // Only the owner of the token's project revokes it; any other id is not found.
+    if !s.store.owns_repo_token(&a.id, &token_id).await? {
+        return Err(ApiError::not_found(format!("repository token {token_id} not found")));
+    }
     let fresh = s.store.revoke_repo_token(&token_id, TOKEN_TTL_SECS).await?;
     Ok(Json(Revoked { revoked: fresh }))
 }

@@ -103,6 +103,12 @@ pub struct Belay {
     pub http: reqwest::Client,
     extra_env: Vec<(String, String)>,
     api_port: u16,
+    /// Where the API serves `/git/…` only, on the Sandbox network's host address.
+    pub git_port: u16,
+    /// `--pools` of the main worker process (every pool when `None`).
+    pub worker_pools: Option<String>,
+    /// Further worker processes ([`Belay::start_extra_worker`]), stopped with the rest.
+    extra_workers: Vec<Proc>,
     /// Declared last so the processes stop before the Sandboxes and the network go.
     pub sandbox: Option<SandboxNet>,
 }
@@ -218,6 +224,20 @@ impl Belay {
         Self::start_full(dir, database_url, vec![], Some(SandboxNet::create())).await
     }
 
+    /// As [`Belay::start_with_sandbox`], its processes given these extra environment variables,
+    /// the main worker running only `pools` when given.
+    pub async fn start_with_sandbox_env(env: &[(&str, &str)], pools: Option<&str>) -> Belay {
+        let dir = tempfile::tempdir().unwrap();
+        let database_url = format!("sqlite:{}", dir.path().join("belay.db").display());
+        let extra = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let temporal = Temporal::start(dir.path());
+        let mut b = Self::prepare(dir, temporal, database_url, extra, Some(SandboxNet::create()));
+        b.worker_pools = pools.map(str::to_owned);
+        b.start_api().await;
+        b.start_worker().await;
+        b
+    }
+
     /// belay on a fresh PostgreSQL database (`BELAY_TEST_POSTGRES_URL`).
     pub async fn start_postgres() -> Belay {
         let dir = tempfile::tempdir().unwrap();
@@ -237,6 +257,20 @@ impl Belay {
         sandbox: Option<SandboxNet>,
     ) -> Belay {
         let temporal = Temporal::start(dir.path());
+        let mut b = Self::prepare(dir, temporal, database_url, extra_env, sandbox);
+        b.start_api().await;
+        b.start_worker().await;
+        b
+    }
+
+    /// Migrates, creates the `tester` account, and starts nothing.
+    fn prepare(
+        dir: tempfile::TempDir,
+        temporal: Temporal,
+        database_url: String,
+        extra_env: Vec<(String, String)>,
+        sandbox: Option<SandboxNet>,
+    ) -> Belay {
         let out = Command::new(BELAY)
             .args(["migrate", "--database-url", &database_url])
             .output()
@@ -246,8 +280,8 @@ impl Belay {
             "migrate: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let token = create_account(&database_url, "tester");
-        let mut b = Belay {
+        let token = create_operator(&database_url, "tester");
+        Belay {
             dir,
             temporal,
             database_url,
@@ -258,11 +292,11 @@ impl Belay {
             http: reqwest::Client::new(),
             extra_env,
             api_port: free_port(),
+            git_port: free_port(),
+            worker_pools: None,
+            extra_workers: Vec::new(),
             sandbox,
-        };
-        b.start_api().await;
-        b.start_worker().await;
-        b
+        }
     }
 
     fn env(&self, cmd: &mut Command) {
@@ -280,9 +314,10 @@ impl Belay {
                 )
                 .env(
                     "BELAY_SANDBOX_GIT_URL",
-                    format!("http://{}:{}", net.gateway, self.api_port),
+                    format!("http://{}:{}", net.gateway, self.git_port),
                 )
-                .env("BELAY_API_HOST", "0.0.0.0");
+                // The whole API on loopback; the Sandbox network sees /git only.
+                .env("BELAY_API_GIT_LISTEN", format!("{}:{}", net.gateway, self.git_port));
         }
     }
 
@@ -316,6 +351,9 @@ impl Belay {
         let mut cmd = Command::new(BELAY);
         self.env(&mut cmd);
         cmd.arg("worker").stdout(Stdio::null()).stderr(log);
+        if let Some(pools) = &self.worker_pools {
+            cmd.args(["--pools", pools]);
+        }
         self.worker = Some(Proc(cmd.spawn().unwrap()));
     }
 
@@ -334,6 +372,29 @@ impl Belay {
             let _ = p.0.wait();
             std::mem::forget(p);
         }
+    }
+
+    /// Starts one more worker process on the same database, Temporal and Docker network, running
+    /// only `pools`, with `env` on top of the rest. Returns its index for
+    /// [`Belay::kill_extra_worker`].
+    pub fn start_extra_worker(&mut self, pools: &str, env: &[(&str, &str)]) -> usize {
+        let n = self.extra_workers.len();
+        let log = std::fs::File::create(self.dir.path().join(format!("extra-worker-{n}.log"))).unwrap();
+        let mut cmd = Command::new(BELAY);
+        self.env(&mut cmd);
+        cmd.envs(env.iter().copied())
+            .args(["worker", "--pools", pools])
+            .stdout(Stdio::null())
+            .stderr(log);
+        self.extra_workers.push(Proc(cmd.spawn().unwrap()));
+        n
+    }
+
+    /// SIGKILL to an extra worker.
+    pub fn kill_extra_worker(&mut self, n: usize) {
+        let p = &mut self.extra_workers[n].0;
+        let _ = p.kill();
+        let _ = p.wait();
     }
 
     pub async fn request(&self, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, Value) {
@@ -431,11 +492,39 @@ impl Belay {
     }
 }
 
+/// Creates a project named `name` and waits until it is ready; its id.
+pub async fn ready_project(b: &Belay, name: &str) -> String {
+    let (s, p) = b.post("/v1/projects", json!({ "name": name })).await;
+    assert_eq!(s, 201, "{p}");
+    let id = p["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = b.get(&format!("/v1/projects/{id}")).await;
+        if p["status"] == "ready" {
+            return id;
+        }
+        assert!(p["status"] != "failed" && Instant::now() < deadline, "{p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A member account's token.
 pub fn create_account(database_url: &str, name: &str) -> String {
-    let out = Command::new(BELAY)
-        .args(["account", "create", name, "--database-url", database_url])
-        .output()
-        .unwrap();
+    account(database_url, name, false)
+}
+
+/// An operator account's token.
+pub fn create_operator(database_url: &str, name: &str) -> String {
+    account(database_url, name, true)
+}
+
+fn account(database_url: &str, name: &str, operator: bool) -> String {
+    let mut cmd = Command::new(BELAY);
+    cmd.args(["account", "create", name, "--database-url", database_url]);
+    if operator {
+        cmd.arg("--operator");
+    }
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "account create: {}",

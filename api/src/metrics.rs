@@ -1,0 +1,133 @@
+//! Prometheus metrics in the text exposition format, on `GET /metrics` of the API and of every
+//! worker process (`BELAY_METRICS_ADDR`). Each scrape builds a fresh registry from the
+//! database's rows (`belay_store::metrics`), so every process answers the same figures and a
+//! restart loses nothing: jobs by status and harness, status transitions, claim and dispatch
+//! latency and run duration histograms, live Sandboxes, and Sandbox meter usage per project.
+//! The histograms are rebuilt from every job that has the timestamps, so their counts only
+//! grow, as Prometheus expects.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use belay_store::Store;
+use prometheus::{
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use std::future::Future;
+use tokio::net::TcpListener;
+
+/// Buckets for latencies and durations, in seconds.
+const BUCKETS: [f64; 14] = [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
+];
+
+/// The exposition text of one scrape.
+pub async fn render(store: &Store) -> Result<String, String> {
+    let snap = store.metrics_snapshot().await.map_err(|e| e.to_string())?;
+    let registry = Registry::new();
+    let err = |e: prometheus::Error| e.to_string();
+    let jobs = IntGaugeVec::new(
+        Opts::new("belay_jobs", "Jobs by harness and status"),
+        &["harness", "status"],
+    )
+    .map_err(err)?;
+    for (harness, status, n) in &snap.jobs {
+        jobs.with_label_values(&[harness.as_str(), status.as_str()]).set(*n);
+    }
+    let transitions = IntCounterVec::new(
+        Opts::new(
+            "belay_job_transitions_total",
+            "Job status changes recorded, by the status entered",
+        ),
+        &["status"],
+    )
+    .map_err(err)?;
+    for (status, n) in &snap.transitions {
+        transitions.with_label_values(&[status.as_str()]).inc_by(*n as u64);
+    }
+    let latency =
+        |name: &str, help: &str| Histogram::with_opts(HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()));
+    let claim = latency(
+        "belay_job_claim_seconds",
+        "Seconds from queued to claimed by the dispatcher",
+    )
+    .map_err(err)?;
+    for s in &snap.claim_seconds {
+        claim.observe(*s);
+    }
+    let dispatch = latency("belay_job_dispatch_seconds", "Seconds from claimed to running").map_err(err)?;
+    for s in &snap.dispatch_seconds {
+        dispatch.observe(*s);
+    }
+    let runs = HistogramVec::new(
+        HistogramOpts::new(
+            "belay_run_seconds",
+            "Seconds from running to completed or failed, by harness",
+        )
+        .buckets(BUCKETS.to_vec()),
+        &["harness"],
+    )
+    .map_err(err)?;
+    for (harness, s) in &snap.run_seconds {
+        runs.with_label_values(&[harness.as_str()]).observe(*s);
+    }
+    let sandboxes =
+        IntGauge::new("belay_sandboxes_live", "Sandboxes holding a lease in the deployment").map_err(err)?;
+    sandboxes.set(snap.live_sandboxes);
+    let meter = GaugeVec::new(
+        Opts::new(
+            "belay_sandbox_meter_seconds",
+            "Seconds charged on a project's monthly Sandbox meter",
+        ),
+        &["project", "month"],
+    )
+    .map_err(err)?;
+    for (project, month, s) in &snap.meter_seconds {
+        meter
+            .with_label_values(&[project.as_str(), month.as_str()])
+            .set(*s as f64);
+    }
+    for c in [
+        Box::new(jobs) as Box<dyn prometheus::core::Collector>,
+        Box::new(transitions),
+        Box::new(claim),
+        Box::new(dispatch),
+        Box::new(runs),
+        Box::new(sandboxes),
+        Box::new(meter),
+    ] {
+        registry.register(c).map_err(err)?;
+    }
+    let mut text = Vec::new();
+    TextEncoder::new().encode(&registry.gather(), &mut text).map_err(err)?;
+    String::from_utf8(text).map_err(|e| e.to_string())
+}
+
+async fn scrape(State(store): State<Store>) -> Response {
+    match render(&store).await {
+        Ok(text) => ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "rendering metrics failed");
+            (StatusCode::SERVICE_UNAVAILABLE, format!("metrics unavailable: {e}\n")).into_response()
+        }
+    }
+}
+
+/// `GET /metrics` over `store`.
+pub fn metrics_router(store: Store) -> Router {
+    Router::new().route("/metrics", get(scrape)).with_state(store)
+}
+
+/// Serves `GET /metrics` on `listener` (a worker's `BELAY_METRICS_ADDR`) until `shutdown`.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    store: Store,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, metrics_router(store))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,415 @@
+//! Account boundaries, walked through a real `belay api`: every route tried by a second account
+//! (an operator of its own) and by a member against an operator's resources, with the status
+//! each must answer, and nothing changed afterwards. Owned things (projects and everything in
+//! them, repository tokens, gg configurations, events of those) are not found for anyone else;
+//! cabinet-wide actions (catalogue writes, bulk cancels) are an operator's; jobs, runs and the
+//! catalogue stay readable by every account. See `belay_domain::access`.
+
+mod common;
+
+use common::{Belay, create_account, create_operator, ready_project};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// A route walked: method, path, body, the second account's answer (`None`: not walked) and the
+/// member's.
+type Walk = (&'static str, String, Option<Value>, Option<u16>, u16);
+
+fn id(v: &Value) -> String {
+    v["id"].as_str().unwrap_or_else(|| panic!("no id in {v}")).to_string()
+}
+
+/// What the owner sees of everything the walk could have changed.
+async fn owner_view(b: &Belay, paths: &[String]) -> Vec<(String, u16, Value)> {
+    let mut out = Vec::new();
+    for path in paths {
+        let (s, mut v) = b.request("GET", path, Some(&b.token), None).await;
+        // A job moves on by itself (it runs); its cancellation is what the walk must not cause.
+        if path.starts_with("/v1/jobs/") {
+            v = json!({"canceled": v["status"] == "canceled"});
+        }
+        out.push((path.clone(), s, v));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_of_an_operators() {
+    let b = Belay::start().await;
+    // The owner (`tester`, an operator) and its resources.
+    b.catalogue().await;
+    b.harness("h", 1, "sleep 30").await;
+    let job = id(&b.launch("h").await);
+    let project = ready_project(&b, "mine").await;
+    let (s, change) = b
+        .post(
+            &format!("/v1/projects/{project}/changes"),
+            json!({"goal": "Say hello", "acceptanceCriteria": ["it says hello"], "invariants": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{change}");
+    let change = id(&change);
+    let (s, task) = b
+        .post(
+            &format!("/v1/changes/{change}/tasks"),
+            json!({"key": "a", "kind": "implement", "title": "task a", "semanticResources": [], "dependencies": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{task}");
+    let task = id(&task);
+    let (s, run) = b.post(&format!("/v1/tasks/{task}/runs"), json!({})).await;
+    assert_eq!(s, 201, "{run}");
+    let run = id(&run);
+    // A second task whose run has a ChangeSet.
+    let (s, other_task) = b
+        .post(
+            &format!("/v1/changes/{change}/tasks"),
+            json!({"key": "z", "kind": "implement", "title": "task z", "semanticResources": [], "dependencies": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{other_task}");
+    let (s, other_run) = b.post(&format!("/v1/tasks/{}/runs", id(&other_task)), json!({})).await;
+    assert_eq!(s, 201, "{other_run}");
+    let (s, change_set) = b
+        .post(
+            &format!("/v1/task-runs/{}/change-set", id(&other_run)),
+            json!({"commit": "1".repeat(40)}),
+        )
+        .await;
+    assert_eq!(s, 201, "{change_set}");
+    let change_set = id(&change_set);
+    let (s, session) = b
+        .post(&format!("/v1/projects/{project}/edit-sessions"), json!({}))
+        .await;
+    assert_eq!(s, 201, "{session}");
+    let session = id(&session);
+    // The session's fork is made in the background: wait for it, so the snapshot below is still.
+    common::wait_for("the edit session's fork", Duration::from_secs(60), || async {
+        b.get(&format!("/v1/edit-sessions/{session}")).await["startCommit"].is_string()
+    })
+    .await;
+    let (s, token) = b
+        .post(&format!("/v1/projects/{project}/repo-tokens"), json!({"scope": "read"}))
+        .await;
+    assert_eq!(s, 201, "{token}");
+    let token_id = token["tokenId"].as_str().unwrap().to_string();
+    let (s, gg) = b
+        .post(
+            "/v1/gg-configs",
+            json!({"name": "study", "launchSlots": ["root"], "capabilities": {"tools": ["bash"]}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{gg}");
+    let gg = id(&gg);
+
+    let second = create_operator(&b.database_url, "second");
+    let member = create_account(&b.database_url, "member");
+    let (_, me) = b.request("GET", "/v1/account", Some(&member), None).await;
+    assert_eq!(me["role"], "member", "{me}");
+    let (_, me) = b.request("GET", "/v1/account", Some(&b.token), None).await;
+    assert_eq!(me["role"], "operator", "{me}");
+
+    let watched: Vec<String> = vec![
+        format!("/v1/projects/{project}"),
+        format!("/v1/projects/{project}/changes"),
+        format!("/v1/changes/{change}"),
+        format!("/v1/changes/{change}/tasks"),
+        format!("/v1/task-runs/{run}/workspace"),
+        format!("/v1/edit-sessions/{session}"),
+        format!("/v1/gg-configs/{gg}"),
+        format!("/v1/change-sets/{change_set}"),
+        "/v1/test-cases".into(),
+        "/v1/test-cases/c/versions/1.0.0".into(),
+        "/v1/harnesses/h".into(),
+        "/v1/models/m".into(),
+        format!("/v1/jobs/{job}"),
+    ];
+    let before = owner_view(&b, &watched).await;
+    let (_, owner_events) = b.request("GET", "/v1/events?limit=1000", Some(&b.token), None).await;
+    let owner_events = owner_events.as_array().unwrap().clone();
+
+    let commit = "0".repeat(40);
+    // (method, path, body, the second account's answer, the member's answer); `None`: the action
+    // is the second account's to take (an operator's cabinet-wide action), so it is not walked.
+    let table: Vec<Walk> = vec![
+        ("GET", format!("/v1/projects/{project}"), None, Some(404), 404),
+        ("DELETE", format!("/v1/projects/{project}"), None, Some(404), 404),
+        ("GET", format!("/v1/projects/{project}/changes"), None, Some(404), 404),
+        (
+            "POST",
+            format!("/v1/projects/{project}/changes"),
+            Some(json!({"goal": "g", "acceptanceCriteria": ["a"], "invariants": []})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/projects/{project}/repo-tokens"),
+            Some(json!({"scope": "read"})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/repo-tokens/{token_id}/revoke"),
+            None,
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/projects/{project}/edit-sessions"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        ("GET", format!("/v1/changes/{change}"), None, Some(404), 404),
+        ("GET", format!("/v1/changes/{change}/tasks"), None, Some(404), 404),
+        (
+            "POST",
+            format!("/v1/changes/{change}/tasks"),
+            Some(json!({"key": "b", "kind": "implement", "title": "t", "semanticResources": [], "dependencies": []})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/tasks/{task}/runs"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/task-runs/{run}/change-set"),
+            Some(json!({"commit": commit})),
+            Some(404),
+            404,
+        ),
+        ("GET", format!("/v1/change-sets/{change_set}"), None, Some(404), 404),
+        ("GET", format!("/v1/task-runs/{run}/workspace"), None, Some(404), 404),
+        (
+            "POST",
+            format!("/v1/task-runs/{run}/workspace/tools"),
+            Some(json!({"tool": "read_file", "path": ".gitignore"})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/task-runs/{run}/workspace/publish"),
+            Some(json!({"message": "m"})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/task-runs/{run}/workspace/close"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        ("GET", format!("/v1/edit-sessions/{session}"), None, Some(404), 404),
+        (
+            "POST",
+            format!("/v1/edit-sessions/{session}/commands"),
+            Some(json!({"command": "true"})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/edit-sessions/{session}/end"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        ("GET", format!("/v1/gg-configs/{gg}"), None, Some(404), 404),
+        (
+            "PATCH",
+            format!("/v1/gg-configs/{gg}"),
+            Some(json!({"name": "stolen"})),
+            Some(404),
+            404,
+        ),
+        // Cabinet-wide: an operator's.
+        (
+            "POST",
+            "/v1/test-cases".into(),
+            Some(json!({"slug": "c", "version": "2.0.0", "testType": "standard", "variants": ["default"]})),
+            None,
+            403,
+        ),
+        (
+            "PUT",
+            "/v1/test-cases/c/versions/1.0.0".into(),
+            Some(json!({"variants": ["default", "other"]})),
+            None,
+            403,
+        ),
+        (
+            "POST",
+            "/v1/harnesses".into(),
+            Some(
+                json!({"name": "h2", "maxParallelism": 1, "adapter": {"kind": "script", "script": "exit 0", "timeoutSeconds": 10}}),
+            ),
+            None,
+            403,
+        ),
+        (
+            "PATCH",
+            "/v1/harnesses/h".into(),
+            Some(json!({"maxParallelism": 5})),
+            None,
+            403,
+        ),
+        ("POST", "/v1/models".into(), Some(json!({"id": "m2"})), None, 403),
+        (
+            "PUT",
+            "/v1/models/m".into(),
+            Some(json!({"contextWindow": 1})),
+            None,
+            403,
+        ),
+        (
+            "POST",
+            "/v1/jobs/cancel".into(),
+            Some(json!({"scope": "in_flight"})),
+            None,
+            403,
+        ),
+        ("POST", format!("/v1/jobs/{job}/cancel"), None, None, 403),
+        // Readable by every account.
+        ("GET", format!("/v1/jobs/{job}"), None, Some(200), 200),
+        ("GET", "/v1/jobs".into(), None, Some(200), 200),
+        ("GET", "/v1/job-transitions".into(), None, Some(200), 200),
+        ("GET", "/v1/test-cases".into(), None, Some(200), 200),
+        ("GET", "/v1/test-cases/c".into(), None, Some(200), 200),
+        ("GET", "/v1/test-cases/c/versions/1.0.0".into(), None, Some(200), 200),
+        ("GET", "/v1/harnesses".into(), None, Some(200), 200),
+        ("GET", "/v1/harnesses/h".into(), None, Some(200), 200),
+        ("GET", "/v1/models".into(), None, Some(200), 200),
+        ("GET", "/v1/models/m".into(), None, Some(200), 200),
+        ("GET", "/v1/runs".into(), None, Some(200), 200),
+    ];
+    for (method, path, body, second_wants, member_wants) in &table {
+        let body = body.as_ref().map(Value::to_string);
+        for (who, token, want) in [
+            ("second", &second, *second_wants),
+            ("member", &member, Some(*member_wants)),
+        ] {
+            let Some(want) = want else { continue };
+            let (s, v) = b.request(method, path, Some(token), body.as_deref()).await;
+            assert_eq!(s, want, "{who}: {method} {path} answered {v}");
+            if want == 403 {
+                assert!(
+                    ["operator_required", "not_your_job"].contains(&v["error"]["code"].as_str().unwrap_or_default()),
+                    "{who}: {method} {path}: {v}"
+                );
+            }
+        }
+    }
+    // Lists hold only the caller's own.
+    for token in [&second, &member] {
+        for path in ["/v1/projects", "/v1/gg-configs"] {
+            let (s, v) = b.request("GET", path, Some(token), None).await;
+            assert_eq!((s, v), (200, json!([])), "{path}");
+        }
+    }
+
+    // Events: another account sees none of the owner's project, Change, edit-session or
+    // gg-configuration events, and still sees the job's.
+    let owned = [&project, &change, &session, &run, &gg, &change_set];
+    for token in [&second, &member] {
+        let (s, events) = b.request("GET", "/v1/events?limit=1000", Some(token), None).await;
+        assert_eq!(s, 200);
+        let events = events.as_array().unwrap();
+        for e in events {
+            let entity = e["entity"].as_str().unwrap();
+            assert!(!owned.iter().any(|o| o.as_str() == entity), "another account saw {e}");
+            assert!(!e["kind"].as_str().unwrap().starts_with("project."), "{e}");
+            if e["kind"] == "account.created" {
+                let (_, me) = b.request("GET", "/v1/account", Some(token), None).await;
+                assert_eq!(e["entity"], me["id"], "another account's creation was seen: {e}");
+            }
+        }
+        assert!(
+            events.iter().any(|e| e["entity"] == job.as_str()),
+            "the job's events are everyone's"
+        );
+        let (_, one) = b
+            .request("GET", &format!("/v1/events?entity={project}"), Some(token), None)
+            .await;
+        assert_eq!(one, json!([]));
+    }
+    for kind in [
+        "project.created",
+        "change.created",
+        "edit_session.opened",
+        "gg_config.created",
+    ] {
+        assert!(
+            owner_events.iter().any(|e| e["kind"] == kind),
+            "the owner sees its {kind}"
+        );
+    }
+
+    // Nothing changed.
+    assert_eq!(owner_view(&b, &watched).await, before);
+    let (s, v) = b
+        .request(
+            "POST",
+            &format!("/v1/repo-tokens/{token_id}/revoke"),
+            Some(&b.token),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (s, v["revoked"].as_bool()),
+        (200, Some(true)),
+        "the token was still unrevoked: {v}"
+    );
+    let (_, now_events) = b.request("GET", "/v1/events?limit=1000", Some(&b.token), None).await;
+    let added: Vec<&Value> = now_events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| !owner_events.contains(e) && e["entity"] != job.as_str())
+        .collect();
+    assert!(added.is_empty(), "the walk recorded {added:?}");
+
+    // The member cancels its own job; the owner cancels any.
+    let (s, mine) = b
+        .request(
+            "POST",
+            "/v1/jobs",
+            Some(&member),
+            Some(&json!({"case": {"slug": "c", "version": "1.0.0", "variant": "default"}, "combination": {"kind": "harness", "harness": "h", "model": "m"}}).to_string()),
+        )
+        .await;
+    assert_eq!(s, 201, "{mine}");
+    let (s, v) = b
+        .request("POST", &format!("/v1/jobs/{}/cancel", id(&mine)), Some(&member), None)
+        .await;
+    assert_eq!((s, v["cancelled"].as_bool()), (200, Some(true)), "{v}");
+    let (s, v) = b
+        .request("POST", &format!("/v1/jobs/{job}/cancel"), Some(&second), None)
+        .await;
+    assert_eq!(s, 200, "an operator cancels any job: {v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_body_over_the_limit_answers_413_naming_the_limit_in_the_error_schema() {
+    let b = Belay::start().await;
+    let big = format!("{{\"name\": \"{}\"}}", "x".repeat(3 * 1024 * 1024));
+    let (s, v) = b.request("POST", "/v1/projects", Some(&b.token), Some(&big)).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (413, Some("body_too_large")), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&(2 * 1024 * 1024).to_string()),
+        "{v}"
+    );
+    assert_eq!(b.get("/v1/projects").await, json!([]), "nothing was made");
+}
