@@ -33,6 +33,16 @@ pub async fn append<'e>(
     Ok(())
 }
 
+/// [`append`] inside a transaction the caller owns.
+pub async fn append_in(
+    tx: &mut crate::Tx,
+    entity: &str,
+    kind: &str,
+    payload: &serde_json::Value,
+) -> Result<(), StoreError> {
+    append(tx.conn(), entity, kind, payload).await
+}
+
 impl Store {
     /// Events after `after_id`, oldest first, optionally for one entity.
     pub async fn events(&self, after_id: i64, entity: Option<&str>, limit: i64) -> Result<Vec<Event>, StoreError> {
