@@ -2,6 +2,7 @@
 //! `belay worker` and `belay migrate` are the production processes; `belay bench` measures.
 
 mod bench;
+mod bench_coverage;
 mod bench_source;
 mod demo;
 mod dev;

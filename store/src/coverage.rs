@@ -880,3 +880,130 @@ pub async fn cancel_origin(
     }
     Ok(out)
 }
+
+// ---- benchmarks ------------------------------------------------------------------------------
+
+impl crate::Store {
+    /// For `belay bench coverage` only: gives each cell `runs_per_cell` completed runs and
+    /// `jobs_per_cell` running jobs (launched by hand), and `reviewer` a review of every
+    /// `review_every`-th run, in multi-row statements.
+    pub async fn bench_seed_cells(
+        &self,
+        cells: &[Cell],
+        runs_per_cell: usize,
+        jobs_per_cell: usize,
+        reviewer: &str,
+        review_every: usize,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut runs = Vec::new();
+        let mut jobs = Vec::new();
+        for (ci, c) in cells.iter().enumerate() {
+            for r in 0..runs_per_cell {
+                runs.push((format!("run_b{ci}x{r}"), c));
+            }
+            for j in 0..jobs_per_cell {
+                jobs.push((format!("job_b{ci}x{j}"), c));
+            }
+        }
+        let split = |c: &Combination| match c {
+            Combination::Harness { model, provider, .. } => ("harness", Some(model.clone()), provider.clone()),
+            Combination::Gg { .. } => ("gg", None, None),
+        };
+        let mut tx = self.begin().await?;
+        for chunk in runs.chunks(500) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| format!("({}, 'standard', 1, '[]')", placeholders(i * 12 + 1, 12)))
+                .collect();
+            let sql = format!(
+                r#"insert into runs (id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model,
+                       provider, cell_key, completed_at, test_type, loaded, artifacts)
+                   values {}"#,
+                rows.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (id, c) in chunk {
+                let (kind, model, provider) = split(&c.combination);
+                q = q
+                    .bind(id.clone())
+                    .bind(format!("job_{id}"))
+                    .bind(c.case.slug.clone())
+                    .bind(c.case.version.clone())
+                    .bind(c.case.variant.clone())
+                    .bind(c.case.engine.clone())
+                    .bind(kind)
+                    .bind(c.combination.harness().to_string())
+                    .bind(model)
+                    .bind(provider)
+                    .bind(c.cell_key.0.clone())
+                    .bind(now);
+            }
+            q.execute(tx.conn()).await?;
+        }
+        for chunk in jobs.chunks(500) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| format!("({}, 'running', '[]', 1)", placeholders(i * 11 + 1, 11)))
+                .collect();
+            let sql = format!(
+                r#"insert into jobs (id, case_slug, case_version, case_variant, engine, combo_kind, harness, model, provider,
+                       cell_key, created_at, status, jam_models, attempt)
+                   values {}"#,
+                rows.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (id, c) in chunk {
+                let (kind, model, provider) = split(&c.combination);
+                q = q
+                    .bind(id.clone())
+                    .bind(c.case.slug.clone())
+                    .bind(c.case.version.clone())
+                    .bind(c.case.variant.clone())
+                    .bind(c.case.engine.clone())
+                    .bind(kind)
+                    .bind(c.combination.harness().to_string())
+                    .bind(model)
+                    .bind(provider)
+                    .bind(c.cell_key.0.clone())
+                    .bind(now);
+            }
+            q.execute(tx.conn()).await?;
+        }
+        let reviewed: Vec<&String> = runs.iter().step_by(review_every.max(1)).map(|(id, _)| id).collect();
+        for chunk in reviewed.chunks(1000) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| format!("(${}, $1, '{{\"code\":\"great\"}}', '\"great\"', $2, $2)", i + 3))
+                .collect();
+            let sql = format!(
+                "insert into reviews (run_id, account_id, ratings, worst, created_at, updated_at) values {}",
+                rows.join(", ")
+            );
+            let mut q = sqlx::query(&sql).bind(reviewer).bind(now);
+            for id in chunk {
+                q = q.bind((*id).clone());
+            }
+            q.execute(tx.conn()).await?;
+        }
+        tx.commit().await
+    }
+
+    /// For `belay bench coverage` only: the matrix's two grouped counts as raw queries (runs by
+    /// cell with the reviewer's reviews; in-flight jobs by cell and status), nothing else.
+    /// Returns the rows read.
+    pub async fn bench_raw_grouped_counts(&self, account_id: &str) -> Result<usize, StoreError> {
+        let runs = sqlx::query(
+            r#"select r.cell_key, count(*) as completed,
+                   sum(case when v.run_id is null and r.test_type <> 'performance' then 1 else 0 end) as unreviewed
+               from runs r left join reviews v on v.run_id = r.id and v.account_id = $1
+               group by r.cell_key"#,
+        )
+        .bind(account_id)
+        .fetch_all(self.pool())
+        .await?;
+        let sql = format!(
+            "select cell_key, status, count(*) as n from jobs where status in ({}) group by cell_key, status",
+            status_list(&JobStatus::IN_FLIGHT)
+        );
+        let jobs = sqlx::query(&sql).fetch_all(self.pool()).await?;
+        Ok(runs.len() + jobs.len())
+    }
+}
