@@ -79,17 +79,22 @@ async fn catalogue(store: &Store) -> anyhow::Result<()> {
             .await?;
     }
     for i in 0..CASES {
-        store
-            .ingest_test_case_version(&TestCaseVersionInput {
-                slug: pin(i).slug,
-                version: "1.0.0".into(),
-                test_type: TestType::Standard,
-                variants: vec!["default".into()],
-                engines: vec![],
-                title: None,
-            })
-            .await?;
+        ingest(store, &pin(i).slug).await?;
     }
+    Ok(())
+}
+
+async fn ingest(store: &Store, slug: &str) -> anyhow::Result<()> {
+    store
+        .ingest_test_case_version(&TestCaseVersionInput {
+            slug: slug.to_string(),
+            version: "1.0.0".into(),
+            test_type: TestType::Standard,
+            variants: vec!["default".into()],
+            engines: vec![],
+            title: None,
+        })
+        .await?;
     Ok(())
 }
 
@@ -276,16 +281,7 @@ async fn measure(
     let mut small_cases = Vec::new();
     for i in 0..10 {
         let slug = format!("small{i}");
-        store
-            .ingest_test_case_version(&TestCaseVersionInput {
-                slug: slug.clone(),
-                version: "1.0.0".into(),
-                test_type: TestType::Standard,
-                variants: vec!["default".into()],
-                engines: vec![],
-                title: None,
-            })
-            .await?;
+        ingest(store, &slug).await?;
         small_cases.push(json!({"slug": slug, "version": "1.0.0", "variant": "default"}));
     }
     let small = call(

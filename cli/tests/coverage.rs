@@ -895,3 +895,31 @@ async fn a_plan_tops_up_and_counts_on_postgresql_too() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_plans_failed_job_shows_its_retry_withheld_and_the_next_top_up_after_resume_fills_it() {
+    let b = Belay::start().await;
+    b.catalogue().await;
+    let flag = b.dir.path().join("fail-now");
+    let script = format!("while [ ! -f '{}' ]; do sleep 0.1; done; exit 1", flag.display());
+    b.harness("f", 2, &script).await;
+    let id = plan(
+        &b,
+        json!({"name": "p", "cases": [case("c", "1.0.0")], "combinations": [harness("f")], "runsPerCell": 1}),
+    )
+    .await;
+    let t = topup(&b, &id).await;
+    let job = t["launched"][0]["jobIds"][0].as_str().unwrap().to_string();
+    b.wait_status(&job, &["running"], Duration::from_secs(60)).await;
+    let (s, _) = b.post(&format!("/v1/coverage-plans/{id}/pause"), json!({})).await;
+    assert_eq!(s, 200);
+    std::fs::write(&flag, "").unwrap();
+    let failed = b.wait_status(&job, &["failed"], Duration::from_secs(60)).await;
+    assert_eq!(failed["retryWithheld"], true, "{failed}");
+    assert_eq!(jobs_of(&b, &id).await.len(), 1, "no retry while paused");
+    let (s, _) = b.post(&format!("/v1/coverage-plans/{id}/resume"), json!({})).await;
+    assert_eq!(s, 200);
+    let t = topup(&b, &id).await;
+    assert_eq!(t["enqueued"], 1, "the missing run is counted and filled: {t}");
+    assert_eq!(t["launched"][0]["cellKey"], "c@1.0.0/default/none × f/m");
+}

@@ -634,4 +634,26 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn an_answer_pairs_each_launch_with_its_job_ids_in_emission_order() {
+        let cells = [cell("a", "cc", 2, 2), cell("b", "cc", 2, 1)];
+        let plan = plan_top_up(&cells, BufferTarget::Unbounded {}, 0, &BTreeMap::new());
+        let answer = TopUpAnswer::ran(plan, vec![vec!["j1".into(), "j2".into()], vec!["j3".into()]]);
+        assert_eq!(answer.enqueued, 3);
+        assert_eq!(answer.skipped, None);
+        assert_eq!(answer.occupancy, Some(0));
+        assert_eq!(answer.launched[1].job_ids, ["j3"]);
+        assert_eq!(answer.launched[0].cell_key, cells[0].cell_key);
+        let busy = TopUpAnswer::skipped(BufferTarget::Bounded { runs: 3 }, Skipped::Busy);
+        assert_eq!((busy.occupancy, busy.enqueued), (None, 0));
+        assert_eq!(
+            serde_json::to_value(&busy).unwrap()["skipped"],
+            serde_json::json!("busy")
+        );
+        assert_ne!(
+            topup_job_key("t", &cells[0].cell_key, 1),
+            topup_job_key("t", &cells[0].cell_key, 2)
+        );
+    }
 }

@@ -228,19 +228,22 @@ pub async fn update_group(
 /// Deletes one of the account's groups; false when there was none. Plans pointing at it keep the
 /// pointer, which resolves to nothing.
 pub async fn delete_group(tx: &mut Tx, account_id: &str, id: &str) -> Result<bool, StoreError> {
-    let done = sqlx::query("delete from coverage_groups where id = $1 and account_id = $2")
-        .bind(id)
-        .bind(account_id)
-        .execute(tx.conn())
-        .await?;
+    delete_owned(
+        tx,
+        "delete from coverage_groups where id = $1 and account_id = $2",
+        account_id,
+        id,
+        "coverage_group.deleted",
+    )
+    .await
+}
+
+/// Runs a delete of one owned row (`sql` binds the id, then the account) and records `event`
+/// when it deleted one.
+async fn delete_owned(tx: &mut Tx, sql: &str, account_id: &str, id: &str, event: &str) -> Result<bool, StoreError> {
+    let done = sqlx::query(sql).bind(id).bind(account_id).execute(tx.conn()).await?;
     if done.rows_affected() == 1 {
-        events::append(
-            tx.conn(),
-            id,
-            "coverage_group.deleted",
-            &serde_json::json!({ "accountId": account_id }),
-        )
-        .await?;
+        events::append(tx.conn(), id, event, &serde_json::json!({ "accountId": account_id })).await?;
     }
     Ok(done.rows_affected() == 1)
 }
@@ -385,21 +388,14 @@ pub async fn update_plan(
 
 /// Deletes a plan; the jobs it launched keep their `origin`. False when there was none.
 pub async fn delete_plan(tx: &mut Tx, account_id: &str, id: &str) -> Result<bool, StoreError> {
-    let done = sqlx::query("delete from coverage_plans where id = $1 and account_id = $2 and name is not null")
-        .bind(id)
-        .bind(account_id)
-        .execute(tx.conn())
-        .await?;
-    if done.rows_affected() == 1 {
-        events::append(
-            tx.conn(),
-            id,
-            "coverage_plan.deleted",
-            &serde_json::json!({ "accountId": account_id }),
-        )
-        .await?;
-    }
-    Ok(done.rows_affected() == 1)
+    delete_owned(
+        tx,
+        "delete from coverage_plans where id = $1 and account_id = $2 and name is not null",
+        account_id,
+        id,
+        "coverage_plan.deleted",
+    )
+    .await
 }
 
 /// Pauses or resumes a plan, recording which in the events; `None` when there is no such plan.
