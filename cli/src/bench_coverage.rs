@@ -224,9 +224,17 @@ async fn measure(
     let mut matrix = Vec::new();
     let mut raw = Vec::new();
     for i in 0..samples + 2 {
+        // Timed until the whole answer has arrived; decoding it is the client's work.
         let t = Instant::now();
-        let m = call(reqwest::Method::GET, format!("/v1/coverage-plans/{id}/coverage"), None).await?;
+        let resp = http
+            .get(format!("{api}/v1/coverage-plans/{id}/coverage"))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        ensure!(resp.status().is_success(), "GET coverage: {}", resp.status());
+        let body = resp.bytes().await?;
         let a = t.elapsed().as_secs_f64() * 1000.0;
+        let m: Value = serde_json::from_slice(&body)?;
         ensure!(
             m["cells"].as_array().map(Vec::len) == Some(CASES * HARNESSES * MODELS),
             "a cell is missing"
