@@ -13,6 +13,7 @@ pub mod leases;
 pub mod project;
 pub mod revocations;
 pub mod store;
+pub mod top_up;
 pub mod workspace;
 
 use std::future::Future;

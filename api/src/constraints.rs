@@ -250,6 +250,44 @@ fn rules() -> Vec<(String, Value)> {
             json!({"additionalProperties": false, "properties": {"argv": {
                 "minItems": 1, "maxItems": 64, "items": {"maxLength": 1024, "pattern": "^[^\\u0000]*$"}}}}),
         ),
+        // Coverage groups, plans and settings.
+        (schema("CoverageGroupInput", "/properties/name"), text(200)),
+        (
+            schema("CoverageGroupInput", "/properties/members"),
+            json!({"maxItems": belay_domain::coverage::MAX_GROUP_MEMBERS, "uniqueItems": true}),
+        ),
+        (
+            schema("CoverageGroupInput", ""),
+            json!({"if": {"properties": {"kind": {"const": "combo"}}},
+                "then": {"properties": {"members": {"items": {"$ref": "#/components/schemas/Combination"}}}},
+                "else": {"properties": {"members": {"items": {"$ref": "#/components/schemas/CasePin"}}}}}),
+        ),
+        (schema("CoveragePlanInput", "/properties/name"), text(200)),
+        (
+            schema("CoveragePlanInput", "/properties/runsPerCell"),
+            json!({"minimum": 1, "maximum": belay_domain::coverage::MAX_RUNS_PER_CELL}),
+        ),
+        (
+            schema("CoveragePlanInput", "/properties/cases"),
+            json!({"maxItems": belay_domain::coverage::MAX_ONE_OFF_MEMBERS, "uniqueItems": true}),
+        ),
+        (
+            schema("CoveragePlanInput", "/properties/combinations"),
+            json!({"maxItems": belay_domain::coverage::MAX_ONE_OFF_MEMBERS, "uniqueItems": true}),
+        ),
+        (
+            schema("BufferTarget", "/oneOf/0"),
+            json!({"additionalProperties": false, "properties": {"runs": {"minimum": 0,
+                "description": "0 never tops up automatically; a bound above 500 is clamped to 500."}}}),
+        ),
+        (
+            schema("BufferTarget", "/oneOf/1"),
+            json!({"additionalProperties": false}),
+        ),
+        (
+            "/paths/~1v1~1coverage-plans~1{id}~1queue/get/parameters/limit/schema".into(),
+            json!({"type": "integer", "minimum": 1, "maximum": belay_domain::queue::MAX_QUEUE_LIMIT}),
+        ),
         // Query strings (kept as text by the handlers, parsed with `int_param`).
         (
             "/paths/~1v1~1jobs/get/parameters/status/schema".into(),
@@ -286,6 +324,13 @@ fn rules() -> Vec<(String, Value)> {
         rules.push((
             schema(name, "/properties/engines"),
             json!({"maxItems": 32, "uniqueItems": true, "items": slug(64)}),
+        ));
+    }
+    for field in ["caseGroups", "comboGroups"] {
+        rules.push((
+            schema("CoveragePlanInput", &format!("/properties/{field}")),
+            json!({"maxItems": belay_domain::coverage::MAX_GROUP_POINTERS, "uniqueItems": true,
+                "items": {"pattern": "^grp_[a-z0-9]{1,64}$"}}),
         ));
     }
     for name in ["GgConfigInput", "GgConfigUpdate"] {

@@ -111,6 +111,29 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(edit_sessions::get))
         .routes(utoipa_axum::routes!(edit_sessions::command))
         .routes(utoipa_axum::routes!(edit_sessions::end))
+        .routes(utoipa_axum::routes!(catalogue::delete_gg_config))
+        .routes(utoipa_axum::routes!(coverage::create_group, coverage::list_groups))
+        .routes(utoipa_axum::routes!(
+            coverage::get_group,
+            coverage::update_group,
+            coverage::delete_group
+        ))
+        .routes(utoipa_axum::routes!(coverage::create_plan, coverage::list_plans))
+        .routes(utoipa_axum::routes!(
+            coverage::get_plan,
+            coverage::update_plan,
+            coverage::delete_plan
+        ))
+        .routes(utoipa_axum::routes!(coverage::matrix))
+        .routes(utoipa_axum::routes!(coverage::open))
+        .routes(utoipa_axum::routes!(coverage::topup))
+        .routes(utoipa_axum::routes!(coverage::schedule))
+        .routes(utoipa_axum::routes!(coverage::queue))
+        .routes(utoipa_axum::routes!(coverage::pause))
+        .routes(utoipa_axum::routes!(coverage::resume))
+        .routes(utoipa_axum::routes!(coverage::halt))
+        .routes(utoipa_axum::routes!(coverage::halt_all))
+        .routes(utoipa_axum::routes!(coverage::get_settings, coverage::put_settings))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.

@@ -76,6 +76,17 @@ pub enum BenchCommand {
         #[arg(long)]
         postgres_url: Option<String>,
     },
+    /// A 10,000-cell plan over 100,000 runs and 20,000 jobs: the matrix against the raw grouped
+    /// counts, an unbounded top-up against a batch enqueue, and a bounded top-up through the API
+    /// against a bare one-activity workflow (starts its own Temporal dev server).
+    Coverage {
+        /// A PostgreSQL server where the bench may create databases.
+        #[arg(long, env = "BELAY_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+        /// Timed samples of each measurement.
+        #[arg(long, default_value_t = 20)]
+        samples: usize,
+    },
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -101,11 +112,14 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::SandboxLeases { runs, postgres_url } => {
             crate::bench_hardening::sandbox_leases(runs, postgres_url).await
         }
+        BenchCommand::Coverage { postgres_url, samples } => {
+            crate::bench_coverage::coverage(postgres_url, samples).await
+        }
     }
 }
 
 /// A fresh database on `backend`: a temp SQLite file, or a new database on the server.
-async fn fresh_store(dir: &Path, postgres_url: Option<&str>, name: &str) -> anyhow::Result<Store> {
+pub(crate) async fn fresh_store(dir: &Path, postgres_url: Option<&str>, name: &str) -> anyhow::Result<Store> {
     let url = match postgres_url {
         None => format!("sqlite:{}", dir.join(format!("{name}.db")).display()),
         Some(admin) => {
@@ -227,7 +241,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 

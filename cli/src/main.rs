@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_hardening;
+mod bench_coverage;
 mod bench_source;
 mod demo;
 mod dev;

@@ -112,6 +112,52 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
             Some(json!({"command": "ls"})),
         ),
         ("POST", "/v1/edit-sessions/edit_0/end", None),
+        ("DELETE", "/v1/gg-configs/gg_0", None),
+        (
+            "POST",
+            "/v1/coverage-groups",
+            Some(json!({"name": "g", "kind": "case"})),
+        ),
+        ("GET", "/v1/coverage-groups", None),
+        ("GET", "/v1/coverage-groups/grp_0", None),
+        (
+            "PUT",
+            "/v1/coverage-groups/grp_0",
+            Some(json!({"name": "g", "kind": "case"})),
+        ),
+        ("DELETE", "/v1/coverage-groups/grp_0", None),
+        (
+            "POST",
+            "/v1/coverage-plans",
+            Some(json!({"name": "p", "runsPerCell": 1})),
+        ),
+        ("GET", "/v1/coverage-plans", None),
+        ("GET", "/v1/coverage-plans/plan_0", None),
+        (
+            "PUT",
+            "/v1/coverage-plans/plan_0",
+            Some(json!({"name": "p", "runsPerCell": 1})),
+        ),
+        ("DELETE", "/v1/coverage-plans/plan_0", None),
+        ("GET", "/v1/coverage-plans/plan_0/coverage", None),
+        ("POST", "/v1/coverage-plans/plan_0/open", None),
+        ("POST", "/v1/coverage-plans/plan_0/topup", None),
+        ("GET", "/v1/coverage-plans/plan_0/schedule", None),
+        ("GET", "/v1/coverage-plans/plan_0/queue", None),
+        ("POST", "/v1/coverage-plans/plan_0/pause", None),
+        ("POST", "/v1/coverage-plans/plan_0/resume", None),
+        ("POST", "/v1/coverage-plans/plan_0/halt", None),
+        (
+            "POST",
+            "/v1/coverage-plans/plan_0/halt-all",
+            Some(json!({"confirm": true})),
+        ),
+        ("GET", "/v1/coverage-settings", None),
+        (
+            "PUT",
+            "/v1/coverage-settings",
+            Some(json!({"bufferTarget": {"kind": "unbounded"}})),
+        ),
     ]
 }
 
@@ -172,7 +218,9 @@ async fn the_openapi_document_lists_every_route() {
             .replace("chg_0", "{id}")
             .replace("task_0", "{id}")
             .replace("cs_0", "{id}")
-            .replace("edit_0", "{id}");
+            .replace("edit_0", "{id}")
+            .replace("grp_0", "{id}")
+            .replace("plan_0", "{id}");
         let op = &paths
             .get(&templated)
             .unwrap_or_else(|| panic!("{templated} missing from the document"))[method.to_lowercase()];

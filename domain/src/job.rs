@@ -453,6 +453,7 @@ mod tests {
             origin: Some(Origin::Plan("plan_1".into())),
             attempt: 1,
             retry_of: None,
+            retry_withheld: false,
             error: Some("lost".into()),
             created_at: 1,
             timestamps: JobTimestamps::default(),
@@ -517,6 +518,10 @@ pub struct Job {
     /// The job this one retries after an infrastructure failure.
     pub retry_of: Option<String>,
     pub error: Option<String>,
+    /// The job failed on infrastructure while its plan or ladder was paused, so its next attempt
+    /// was withheld (the plan's next top-up counts the missing run instead).
+    #[serde(default)]
+    pub retry_withheld: bool,
     pub created_at: i64,
     pub timestamps: JobTimestamps,
 }

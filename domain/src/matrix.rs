@@ -105,8 +105,40 @@ pub fn matrix_cell(
     cases: &CaseFacts,
     launch: &LaunchFacts,
 ) -> MatrixCell {
+    let unlaunchable = launch
+        .check(&cell.combination)
+        .err()
+        .as_ref()
+        .map(UnlaunchableReason::from);
+    cell_of(cell, desired, counts, &CaseView::of(&cell.case, cases), unlaunchable)
+}
+
+/// What the matrix reads of a cell's pinned case, the same for every combination it crosses.
+#[derive(Debug, Clone)]
+struct CaseView {
+    auto_graded: bool,
+    latest_version: Option<String>,
+    stale: bool,
+}
+
+impl CaseView {
+    fn of(case: &CasePin, cases: &CaseFacts) -> Self {
+        Self {
+            auto_graded: cases.test_type(&case.slug, &case.version) == Some(TestType::Performance),
+            latest_version: cases.latest(&case.slug).map(str::to_string),
+            stale: cases.is_stale(&case.slug, &case.version),
+        }
+    }
+}
+
+fn cell_of(
+    cell: &Cell,
+    desired: i64,
+    counts: &CellCounts,
+    case: &CaseView,
+    unlaunchable: Option<UnlaunchableReason>,
+) -> MatrixCell {
     let in_flight = counts.in_flight();
-    let auto_graded = cases.test_type(&cell.case.slug, &cell.case.version) == Some(TestType::Performance);
     MatrixCell {
         case: cell.case.clone(),
         combination: cell.combination.clone(),
@@ -115,15 +147,11 @@ pub fn matrix_cell(
         completed: counts.completed,
         in_flight,
         pending: counts.pending(),
-        unreviewed: if auto_graded { 0 } else { counts.unreviewed },
+        unreviewed: if case.auto_graded { 0 } else { counts.unreviewed },
         remaining: (desired - (counts.completed + in_flight)).max(0),
-        latest_version: cases.latest(&cell.case.slug).map(str::to_string),
-        stale: cases.is_stale(&cell.case.slug, &cell.case.version),
-        unlaunchable: launch
-            .check(&cell.combination)
-            .err()
-            .as_ref()
-            .map(UnlaunchableReason::from),
+        latest_version: case.latest_version.clone(),
+        stale: case.stale,
+        unlaunchable,
     }
 }
 
@@ -182,15 +210,33 @@ pub fn matrix(
     launch: &LaunchFacts,
 ) -> Matrix {
     let none = CellCounts::default();
+    // A plan crosses a few cases with a few combinations: each case's facts and each
+    // combination's launch check are worked out once, not once per cell.
+    let mut case_views: BTreeMap<&CasePin, CaseView> = BTreeMap::new();
+    let mut launch_checks: BTreeMap<String, Option<UnlaunchableReason>> = BTreeMap::new();
     let cells: Vec<MatrixCell> = cells
         .iter()
         .map(|c| {
-            matrix_cell(
+            let case = case_views
+                .entry(&c.case)
+                .or_insert_with(|| CaseView::of(&c.case, cases))
+                .clone();
+            let unlaunchable = launch_checks
+                .entry(c.combination.identity())
+                .or_insert_with(|| {
+                    launch
+                        .check(&c.combination)
+                        .err()
+                        .as_ref()
+                        .map(UnlaunchableReason::from)
+                })
+                .clone();
+            cell_of(
                 c,
                 runs_per_cell,
                 counts.get(&c.cell_key).unwrap_or(&none),
-                cases,
-                launch,
+                &case,
+                unlaunchable,
             )
         })
         .collect();
@@ -423,6 +469,47 @@ pub(crate) mod tests {
             assert_eq!(m.totals.remaining, m.cells.iter().map(|c| c.remaining).sum::<i64>());
             assert_eq!(m.totals.in_flight, m.cells.iter().map(|c| c.in_flight).sum::<i64>());
             assert_eq!(m.totals.cells, 9);
+        }
+    }
+
+    #[test]
+    fn the_matrix_is_each_cell_computed_on_its_own() {
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        let mut launch = launch_facts();
+        launch
+            .gg_configs
+            .insert("gg_2".into(), crate::launch::GgConfigEntry::Deleted);
+        for _ in 0..50 {
+            let cases: Vec<CasePin> = ["snake", "pong", "bench", "gone"]
+                .iter()
+                .filter(|_| rng.one_in(2))
+                .map(|s| pin(s, "1.0.0"))
+                .collect();
+            let combos = [
+                harness("cc", "m"),
+                harness("nowhere", "m"),
+                gg("gg_1", "m"),
+                gg("gg_2", "m"),
+                harness("cc", "unpriced"),
+            ];
+            let cells = cross(&cases, &combos, OuterAxis::Case);
+            let counts: BTreeMap<CellKey, CellCounts> = cells
+                .iter()
+                .map(|c| {
+                    (
+                        c.cell_key.clone(),
+                        CellCounts {
+                            completed: rng.below(4),
+                            unreviewed: rng.below(3),
+                            jobs: jobs(&[(JobStatus::Queued, rng.below(3))]),
+                        },
+                    )
+                })
+                .collect();
+            let m = matrix(&cells, 3, &counts, &facts(), &launch);
+            for (c, got) in cells.iter().zip(&m.cells) {
+                assert_eq!(got, &matrix_cell(c, 3, &counts[&c.cell_key], &facts(), &launch));
+            }
         }
     }
 }

@@ -267,6 +267,84 @@ pub enum Skipped {
     Paused,
 }
 
+/// A cell a top-up enqueued, with the ids of the jobs it enqueued for it (in emission order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct LaunchedCell {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub cell_key: CellKey,
+    pub case: CasePin,
+    pub combination: Combination,
+    /// 1 (the first pass) or 2 (a cell deferred because its harness was at its cap).
+    pub pass: u8,
+    pub job_ids: Vec<String>,
+}
+
+/// `POST …/topup`: what one top-up did, or why it did not run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TopUpAnswer {
+    /// The buffer target in force.
+    pub buffer_target: BufferTarget,
+    /// Outstanding runs the top-up observed before it enqueued (null when it did not run).
+    pub occupancy: Option<i64>,
+    /// The cells it enqueued, in emission order, with their job ids.
+    pub launched: Vec<LaunchedCell>,
+    /// The cells it could not launch, with why.
+    pub unlaunchable: Vec<UnlaunchableCell>,
+    /// `null` when it ran (even if it enqueued nothing); `busy` or `paused` when it did not.
+    pub skipped: Option<Skipped>,
+    /// Jobs enqueued in all.
+    pub enqueued: i64,
+}
+
+impl TopUpAnswer {
+    /// The answer of a top-up that did not run.
+    pub fn skipped(buffer_target: BufferTarget, why: Skipped) -> Self {
+        Self {
+            buffer_target,
+            occupancy: None,
+            launched: Vec::new(),
+            unlaunchable: Vec::new(),
+            skipped: Some(why),
+            enqueued: 0,
+        }
+    }
+
+    /// The answer of a top-up that ran `plan` and enqueued `job_ids` for each of its launches
+    /// (same order, one id list per launch).
+    pub fn ran(plan: TopUpPlan, job_ids: Vec<Vec<String>>) -> Self {
+        let enqueued = job_ids.iter().map(|ids| ids.len() as i64).sum();
+        Self {
+            buffer_target: plan.buffer_target,
+            occupancy: Some(plan.occupancy),
+            launched: plan
+                .launch
+                .into_iter()
+                .zip(job_ids)
+                .map(|(l, job_ids)| LaunchedCell {
+                    cell_key: l.cell_key,
+                    case: l.case,
+                    combination: l.combination,
+                    pass: l.pass,
+                    job_ids,
+                })
+                .collect(),
+            unlaunchable: plan.unlaunchable,
+            skipped: None,
+            enqueued,
+        }
+    }
+}
+
+/// The natural key of one repeat (1-based) of one cell of one top-up: a retried enqueue inserts
+/// nothing twice.
+pub fn topup_job_key(topup_id: &str, cell: &CellKey, repeat: i64) -> String {
+    format!("{topup_id}/{}/{repeat}", cell.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -555,5 +633,27 @@ mod tests {
                 assert_eq!(walk, emitted);
             }
         }
+    }
+
+    #[test]
+    fn an_answer_pairs_each_launch_with_its_job_ids_in_emission_order() {
+        let cells = [cell("a", "cc", 2, 2), cell("b", "cc", 2, 1)];
+        let plan = plan_top_up(&cells, BufferTarget::Unbounded {}, 0, &BTreeMap::new());
+        let answer = TopUpAnswer::ran(plan, vec![vec!["j1".into(), "j2".into()], vec!["j3".into()]]);
+        assert_eq!(answer.enqueued, 3);
+        assert_eq!(answer.skipped, None);
+        assert_eq!(answer.occupancy, Some(0));
+        assert_eq!(answer.launched[1].job_ids, ["j3"]);
+        assert_eq!(answer.launched[0].cell_key, cells[0].cell_key);
+        let busy = TopUpAnswer::skipped(BufferTarget::Bounded { runs: 3 }, Skipped::Busy);
+        assert_eq!((busy.occupancy, busy.enqueued), (None, 0));
+        assert_eq!(
+            serde_json::to_value(&busy).unwrap()["skipped"],
+            serde_json::json!("busy")
+        );
+        assert_ne!(
+            topup_job_key("t", &cells[0].cell_key, 1),
+            topup_job_key("t", &cells[0].cell_key, 2)
+        );
     }
 }

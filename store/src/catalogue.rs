@@ -399,6 +399,32 @@ impl Store {
         rows.iter().map(gg_row).collect()
     }
 
+    /// Deletes a configuration the account owns. It keeps its id (the row stays, marked deleted),
+    /// so cells naming it stay countable and report `gg_config_deleted`. False when the account
+    /// owns no live configuration with that id.
+    pub async fn delete_gg_config(&self, account_id: &str, id: &str) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(
+            "update gg_configs set deleted_at = $3 where id = $1 and account_id = $2 and deleted_at is null",
+        )
+        .bind(id)
+        .bind(account_id)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 1 {
+            events::append(
+                &mut *tx,
+                id,
+                "gg_config.deleted",
+                &serde_json::json!({ "accountId": account_id }),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Renames or reshapes a configuration the account owns; any other id is not found.
     pub async fn update_gg_config(
         &self,

@@ -61,6 +61,16 @@ const OWNED_INSERT: &str = "insert into events (entity, kind, payload, at, accou
     (select a.id from accounts a where a.id = $1), \
     ''))";
 
+/// [`append`] inside a transaction the caller owns.
+pub async fn append_in(
+    tx: &mut crate::Tx,
+    entity: &str,
+    kind: &str,
+    payload: &serde_json::Value,
+) -> Result<(), StoreError> {
+    append(tx.conn(), entity, kind, payload).await
+}
+
 impl Store {
     /// The events `viewer` may see (`belay_domain::access::event_visible`) after `after_id`,
     /// oldest first, optionally for one entity.

@@ -79,7 +79,7 @@ const LANE_SLACK: i64 = 16;
 /// frees a slot). It is taken before the transaction records a transition, so on PostgreSQL, too,
 /// the order of `job_transitions.seq` is the order in which those writes committed: a slot freed
 /// by a completion whose row was numbered before a claim is one that claim saw free.
-async fn take_dispatch_lock(tx: &mut Transaction<'_, Any>) -> Result<(), StoreError> {
+pub(crate) async fn take_dispatch_lock(tx: &mut Transaction<'_, Any>) -> Result<(), StoreError> {
     sqlx::query("update dispatcher_lock set claims = claims + 1 where id = 1")
         .execute(&mut **tx)
         .await?;
@@ -104,6 +104,17 @@ async fn record_transition(
 }
 
 async fn insert_job(tx: &mut Transaction<'_, Any>, new: &NewJob, now: i64) -> Result<Option<String>, StoreError> {
+    insert_keyed_job(tx, new, now, None).await
+}
+
+/// Inserts a job carrying `topup_key`, the natural key of one repeat of one cell of one top-up
+/// (unique): a retried top-up inserts nothing twice. `None` when the key (or the retry) exists.
+pub(crate) async fn insert_keyed_job(
+    tx: &mut Transaction<'_, Any>,
+    new: &NewJob,
+    now: i64,
+    topup_key: Option<&str>,
+) -> Result<Option<String>, StoreError> {
     let id = JobId::from_body(&new_id_body()).0;
     let cell = CellKey::of(&new.case, &new.combination);
     let (model, provider, gg_id, bindings) = match &new.combination {
@@ -122,8 +133,8 @@ async fn insert_job(tx: &mut Transaction<'_, Any>, new: &NewJob, now: i64) -> Re
     let inserted = sqlx::query(
         r#"insert into jobs (id, status, case_slug, case_version, case_variant, engine, combo_kind, harness, model,
                provider, gg_config_id, gg_config_name, gg_bindings, capabilities, cell_key, test_type, jam_models,
-               user_id, origin, attempt, retry_of, created_at, queued_at)
-           values ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21)
+               user_id, origin, attempt, retry_of, created_at, queued_at, topup_key)
+           values ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22)
            on conflict do nothing"#,
     )
     .bind(&id)
@@ -147,6 +158,7 @@ async fn insert_job(tx: &mut Transaction<'_, Any>, new: &NewJob, now: i64) -> Re
     .bind(new.attempt)
     .bind(&new.retry_of)
     .bind(now)
+    .bind(topup_key)
     .execute(&mut **tx)
     .await?;
     if inserted.rows_affected() == 0 {
@@ -163,7 +175,7 @@ async fn insert_job(tx: &mut Transaction<'_, Any>, new: &NewJob, now: i64) -> Re
     Ok(Some(id))
 }
 
-async fn job_in(tx: &mut Transaction<'_, Any>, id: &str) -> Result<Option<Job>, StoreError> {
+pub(crate) async fn job_in(tx: &mut Transaction<'_, Any>, id: &str) -> Result<Option<Job>, StoreError> {
     let sql = format!("select {JOB_COLUMNS} from jobs where id = $1");
     let row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
     row.as_ref().map(rows::job).transpose()
@@ -563,6 +575,12 @@ impl Store {
             None => false,
         };
         let decision = retry_decision(job.attempt, infrastructure, job.origin.as_ref(), paused);
+        if decision == RetryDecision::Withheld {
+            sqlx::query("update jobs set retry_withheld = 1 where id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
         events::append(
             &mut *tx,
             id,
@@ -733,7 +751,7 @@ impl Store {
     }
 }
 
-async fn cancel_in(tx: &mut Transaction<'_, Any>, job: &Job, now: i64) -> Result<bool, StoreError> {
+pub(crate) async fn cancel_in(tx: &mut Transaction<'_, Any>, job: &Job, now: i64) -> Result<bool, StoreError> {
     let mut current = job.status;
     // The job may move on between the read and the update (it started, say); cancel from
     // wherever it is now, until it is final.

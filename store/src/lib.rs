@@ -9,6 +9,7 @@ pub mod access;
 pub mod accounts;
 pub mod catalogue;
 pub mod changes;
+pub mod coverage;
 pub mod edit_sessions;
 pub mod events;
 pub mod jobs;

@@ -43,7 +43,7 @@ pub(crate) fn test_type(text: &str) -> Result<TestType, StoreError> {
 pub(crate) const JOB_COLUMNS: &str = "queue_seq, id, status, case_slug, case_version, case_variant, engine, \
      combo_kind, harness, model, provider, gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, \
      user_id, origin, attempt, retry_of, error, created_at, queued_at, pending_at, dispatched_at, starting_at, \
-     running_at, completed_at, failed_at, canceled_at";
+     running_at, completed_at, failed_at, canceled_at, retry_withheld";
 
 pub(crate) fn combination(row: &AnyRow) -> Result<Combination, StoreError> {
     let kind: String = row.try_get("combo_kind")?;
@@ -97,6 +97,7 @@ pub(crate) fn job(row: &AnyRow) -> Result<Job, StoreError> {
         attempt: row.try_get("attempt")?,
         retry_of: row.try_get("retry_of")?,
         error: row.try_get("error")?,
+        retry_withheld: row.try_get::<i64, _>("retry_withheld")? != 0,
         created_at: row.try_get("created_at")?,
         timestamps: JobTimestamps {
             queued_at: row.try_get("queued_at")?,

@@ -31,6 +31,11 @@ impl Tx {
         Ok(())
     }
 
+    /// The transaction itself, for the repository functions written over sqlx's.
+    pub(crate) fn inner(&mut self) -> &mut Transaction<'static, Any> {
+        &mut self.inner
+    }
+
     /// The connection statements of this transaction run on.
     pub(crate) fn conn(&mut self) -> &mut AnyConnection {
         &mut self.inner
@@ -51,6 +56,15 @@ impl Store {
         }
         Ok(Tx {
             inner,
+            backend: self.backend(),
+        })
+    }
+
+    /// Begins a transaction that only reads: one consistent view, taking no write lock (so reads
+    /// of a large matrix do not queue behind, or hold up, the writers on SQLite).
+    pub async fn begin_read(&self) -> Result<Tx, StoreError> {
+        Ok(Tx {
+            inner: self.pool().begin().await?,
             backend: self.backend(),
         })
     }

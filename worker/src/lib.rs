@@ -18,6 +18,7 @@ macro_rules! register_every_workflow {
             .and_then(|o| o.register_workflow::<belay_workflows::workspace::WorkspaceWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::edit_session::EditSessionWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::sweep::ForksSweepWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::top_up::TopUpWorkflow>())
     };
 }
 
@@ -240,6 +241,9 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     store: deps.store.clone(),
                 })
                 .register_activities(ProbeActivities)
+                .register_activities(belay_activities::top_up::TopUpStoreActivities {
+                    store: deps.store.clone(),
+                })
                 .build(),
             Pool::Harness => {
                 std::fs::create_dir_all(&deps.work_root)

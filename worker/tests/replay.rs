@@ -11,7 +11,8 @@
 //!
 //! Histories are recorded by the `belay` crate's tests with
 //! `BELAY_RECORD_HISTORIES=$PWD/worker/tests/histories`: `run_lane`'s `records_replayable_histories`
-//! (dispatcher, runs) and the `workspaces` tests (workspaces, an edit session, the forks sweep).
+//! (dispatcher, runs), the `workspaces` tests (workspaces, an edit session, the forks sweep) and
+//! `coverage`'s buffer test (a plan's top-up).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -28,6 +29,7 @@ const HISTORIES: &[&str] = &[
     "run-completed-v2",
     "run-failed-v2",
     "dispatcher-v2",
+    "topup-plan-v1",
 ];
 
 fn dir() -> std::path::PathBuf {

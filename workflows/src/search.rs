@@ -7,10 +7,12 @@ use temporalio_common::search_attributes::SearchAttributeKey;
 pub const JOB_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayJobId");
 pub const HARNESS: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayHarness");
 pub const ORIGIN: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayOrigin");
+pub const PLAN_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayPlanId");
 
 /// Every attribute with its type name, as `temporal` expects them (`Name=Keyword`).
-pub const ALL: [(&str, &str); 3] = [
+pub const ALL: [(&str, &str); 4] = [
     ("BelayJobId", "Keyword"),
     ("BelayHarness", "Keyword"),
     ("BelayOrigin", "Keyword"),
+    ("BelayPlanId", "Keyword"),
 ];

@@ -225,6 +225,24 @@ pub async fn update_gg_config(
         })
 }
 
+/// Deletes one of the caller's gg configurations. It keeps its id: the cells that name it stay
+/// countable and report `gg_config_deleted`.
+#[utoipa::path(delete, path = "/v1/gg-configs/{id}", tag = "catalogue", params(("id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, body = ErrorBody)))]
+pub async fn delete_gg_config(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    if s.store.delete_gg_config(&a.id, &id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!(
+            "gg configuration {id} not found in this account"
+        )))
+    }
+}
+
 /// Wakes the dispatcher; a failure is logged, and its backstop timer covers it.
 pub(crate) async fn wake(s: &AppState) {
     if let Err(e) = belay_client::wake_dispatcher(&s.temporal).await {

@@ -218,7 +218,7 @@ pub async fn cancel_bulk(
 }
 
 /// Cancels the workflows of jobs that had been claimed, then wakes the dispatcher.
-async fn after_cancel(s: &AppState, jobs: &[(String, JobStatus)]) {
+pub(crate) async fn after_cancel(s: &AppState, jobs: &[(String, JobStatus)]) {
     for (id, prev) in jobs {
         if prev.occupies_slot() {
             let handle = s

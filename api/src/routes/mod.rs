@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod catalogue;
 pub mod changes;
+pub mod coverage;
 pub mod edit_sessions;
 pub mod events;
 pub mod health;

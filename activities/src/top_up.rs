@@ -1,0 +1,111 @@
+//! TopUpStoreActivities: the top-up's steps on the `belay.db` pool, each one store transaction.
+
+use crate::{Plain, fatal, store_error};
+use belay_domain::buffer::target_in_force;
+use belay_domain::job::Origin;
+use belay_domain::top_up::{Skipped, TopUpAnswer};
+use belay_store::Store;
+use belay_store::coverage::{self, Claim};
+use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, ReleaseInput};
+use std::sync::Arc;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::{info, instrument};
+
+pub struct TopUpStoreActivities {
+    pub store: Store,
+}
+
+#[activities]
+impl TopUpStoreActivities {
+    #[activity(definition = belay_workflows::top_up::top_up_definitions::Claim)]
+    #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
+    pub async fn claim(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ClaimInput,
+    ) -> Result<ClaimAnswer, ActivityError> {
+        let mut tx = self.store.begin().await.map_err(store_error)?;
+        let claim = coverage::claim_top_up(
+            &mut tx,
+            &input.account_id,
+            &input.plan_id,
+            &input.holder,
+            belay_store::now_ms(),
+        )
+        .await
+        .map_err(store_error)?;
+        if claim == Claim::Paused {
+            let setting = coverage::buffer_setting(&mut tx, &input.account_id)
+                .await
+                .map_err(store_error)?;
+            let plan = coverage::get_plan(&mut tx, &input.account_id, &input.plan_id)
+                .await
+                .map_err(store_error)?;
+            let target = target_in_force(setting, plan.and_then(|p| p.buffer_target));
+            coverage::record_skipped(
+                &mut tx,
+                &input.account_id,
+                &input.plan_id,
+                &TopUpAnswer::skipped(target, Skipped::Paused),
+            )
+            .await
+            .map_err(store_error)?;
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(match claim {
+            Claim::Claimed => ClaimAnswer::Claimed,
+            Claim::Busy => ClaimAnswer::Busy,
+            Claim::Paused => ClaimAnswer::Paused,
+            Claim::Missing => ClaimAnswer::Missing,
+        })
+    }
+
+    #[activity(definition = belay_workflows::top_up::top_up_definitions::Enqueue)]
+    #[instrument(skip_all, fields(plan.id = %input.plan_id, topup.id = %input.topup_id), err(Debug))]
+    pub async fn enqueue(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: EnqueueInput,
+    ) -> Result<Enqueued, ActivityError> {
+        let mut tx = self.store.begin().await.map_err(store_error)?;
+        let Some(plan) = coverage::resolve_plan(&mut tx, &input.account_id, &input.plan_id)
+            .await
+            .map_err(store_error)?
+        else {
+            return Err(fatal(Plain(format!("coverage plan {} not found", input.plan_id))));
+        };
+        let origin = Origin::Plan(input.plan_id.clone());
+        let answer = coverage::enqueue_top_up(
+            &mut tx,
+            &input.account_id,
+            &origin,
+            &plan.cells,
+            plan.plan.runs_per_cell,
+            plan.target,
+            &input.topup_id,
+        )
+        .await
+        .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
+        info!(
+            topup.enqueued = answer.enqueued,
+            topup.cells = answer.launched.len(),
+            "topped up"
+        );
+        Ok(Enqueued {
+            enqueued: answer.enqueued,
+        })
+    }
+
+    #[activity(definition = belay_workflows::top_up::top_up_definitions::Release)]
+    #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
+    pub async fn release(self: Arc<Self>, _ctx: ActivityContext, input: ReleaseInput) -> Result<bool, ActivityError> {
+        let mut tx = self.store.begin().await.map_err(store_error)?;
+        let released = coverage::release_top_up(&mut tx, &input.plan_id, &input.holder)
+            .await
+            .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(released)
+    }
+}

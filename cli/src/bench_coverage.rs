@@ -1,0 +1,348 @@
+//! `belay bench coverage`: a plan of 100 cases × 100 combinations (10,000 cells) over a database
+//! holding 100,000 runs and 20,000 jobs of those cells, on SQLite and (with `--postgres-url`)
+//! PostgreSQL, through a real API, Temporal dev server and worker pools in this process:
+//!
+//! - `GET …/coverage` median and p95, against the raw grouped-count queries on the same data;
+//! - one unbounded top-up of that plan (every missing cell enqueued), against the landed batch
+//!   enqueue of the same number of jobs;
+//! - one bounded top-up (buffer 10) of a small plan end to end through the API, against a bare
+//!   one-activity workflow on the same server.
+
+use crate::serve::object_store_at;
+use anyhow::{Context, ensure};
+use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType};
+use belay_domain::coverage::{OuterAxis, cross};
+use belay_domain::job::{CasePin, Combination, JobStatus, Origin};
+use belay_store::Store;
+use belay_store::jobs::NewJob;
+use belay_worker::{Pool, WorkerDeps};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Instant;
+
+const CASES: usize = 100;
+const HARNESSES: usize = 10;
+const MODELS: usize = 10;
+const RUNS_PER_CELL: usize = 10;
+const JOBS_PER_CELL: usize = 2;
+/// Ten completed and two running per cell: each cell misses one run.
+const DESIRED: i64 = 13;
+
+fn stats(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
+    let at = |p: f64| v[(((v.len() - 1) as f64) * p).round() as usize];
+    (at(0.5), at(0.95))
+}
+
+fn pin(i: usize) -> CasePin {
+    CasePin {
+        slug: format!("case{i:03}"),
+        version: "1.0.0".into(),
+        variant: "default".into(),
+        engine: "none".into(),
+    }
+}
+
+fn combo(h: usize, m: usize) -> Combination {
+    Combination::Harness {
+        harness: format!("h{h}"),
+        model: format!("m{m}"),
+        provider: None,
+    }
+}
+
+async fn catalogue(store: &Store) -> anyhow::Result<()> {
+    for h in 0..HARNESSES {
+        store
+            .create_harness(&HarnessInput {
+                name: format!("h{h}"),
+                provider_routed: false,
+                max_parallelism: 1,
+                adapter: AdapterSpec::Script {
+                    script: "true".into(),
+                    timeout_seconds: 60,
+                    sandbox: false,
+                },
+            })
+            .await?;
+    }
+    for m in 0..MODELS {
+        store
+            .create_model(&ModelInput {
+                id: format!("m{m}"),
+                context_window: Some(100_000),
+                list_price: Some(ListPrice {
+                    input_per_mtok_usd: 1.0,
+                    output_per_mtok_usd: 1.0,
+                }),
+            })
+            .await?;
+    }
+    for i in 0..CASES {
+        ingest(store, &pin(i).slug).await?;
+    }
+    Ok(())
+}
+
+async fn ingest(store: &Store, slug: &str) -> anyhow::Result<()> {
+    store
+        .ingest_test_case_version(&TestCaseVersionInput {
+            slug: slug.to_string(),
+            version: "1.0.0".into(),
+            test_type: TestType::Standard,
+            variants: vec!["default".into()],
+            engines: vec![],
+            title: None,
+        })
+        .await?;
+    Ok(())
+}
+
+pub async fn coverage(postgres_url: Option<String>, samples: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
+    let port = crate::bench::free_port()?;
+    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, crate::bench::free_port()?).await?;
+    let address = format!("127.0.0.1:{port}");
+    let mut result = backend("sqlite", None, dir.path(), &address, samples).await;
+    if result.is_ok() {
+        result = match &postgres_url {
+            Some(url) => backend("postgres", Some(url), dir.path(), &address, samples).await,
+            None => {
+                println!("postgres: skipped (no --postgres-url)");
+                Ok(())
+            }
+        };
+    }
+    server.stop().await;
+    result
+}
+
+async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str, samples: usize) -> anyhow::Result<()> {
+    let dir = dir.join(label);
+    std::fs::create_dir_all(&dir)?;
+    let store = crate::bench::fresh_store(&dir, postgres, "coverage").await?;
+    let client = belay_client::connect(address, "default", "belay-bench").await?;
+    catalogue(&store).await?;
+    let (account, token) = store.create_account("bench").await?;
+    let cases: Vec<CasePin> = (0..CASES).map(pin).collect();
+    let combos: Vec<Combination> = (0..HARNESSES)
+        .flat_map(|h| (0..MODELS).map(move |m| combo(h, m)))
+        .collect();
+    let cells = cross(&cases, &combos, OuterAxis::Case);
+    let t = Instant::now();
+    store
+        .bench_seed_cells(&cells, RUNS_PER_CELL, JOBS_PER_CELL, &account.id, 3)
+        .await?;
+    println!(
+        "{label}: seeded {} cells, {} runs, {} jobs in {:.1} s",
+        cells.len(),
+        cells.len() * RUNS_PER_CELL,
+        cells.len() * JOBS_PER_CELL,
+        t.elapsed().as_secs_f64()
+    );
+
+    // The API and the workflows and db pools, in this process.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let api = format!("http://{}", listener.local_addr()?);
+    let state = belay_api::AppState {
+        store: store.clone(),
+        temporal: client.clone(),
+        git: None,
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut api_stop = stop_rx.clone();
+    let api_task = tokio::spawn(belay_api::serve(listener, state, async move {
+        let _ = api_stop.wait_for(|s| *s).await;
+    }));
+    let deps = WorkerDeps {
+        client: client.clone(),
+        store: store.clone(),
+        objects: object_store_at(&dir.join("objects"))?,
+        work_root: dir.join("work"),
+        dispatcher: Default::default(),
+        sandbox: None,
+        git_root: dir.join("git").join("belay"),
+    };
+    let mut worker_stop = stop_rx.clone();
+    let measure = async {
+        let r = measure(label, &store, &client, &api, &token, &account.id, samples).await;
+        let _ = stop_tx.send(true);
+        r
+    };
+    let (pools, figures) = tokio::join!(
+        belay_worker::run_pools(&[Pool::Workflows, Pool::Db], deps, async move {
+            let _ = worker_stop.wait_for(|s| *s).await;
+        }),
+        measure
+    );
+    let _ = api_task.await;
+    store.close().await;
+    pools?;
+    figures
+}
+
+async fn measure(
+    label: &str,
+    store: &Store,
+    client: &temporalio_client::Client,
+    api: &str,
+    token: &str,
+    account_id: &str,
+    samples: usize,
+) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: String, body: Option<Value>| {
+        let mut r = http.request(method, format!("{api}{path}")).bearer_auth(token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        async move {
+            let resp = r.send().await?;
+            let status = resp.status();
+            let v: Value = resp.json().await?;
+            ensure!(status.is_success(), "{status}: {v}");
+            anyhow::Ok(v)
+        }
+    };
+    let cases: Vec<Value> = (0..CASES).map(|i| json!(pin(i))).collect();
+    let combos: Vec<Value> = (0..HARNESSES)
+        .flat_map(|h| (0..MODELS).map(move |m| json!(combo(h, m))))
+        .collect();
+    let plan = call(
+        reqwest::Method::POST,
+        "/v1/coverage-plans".into(),
+        Some(
+            json!({"name": "bench", "cases": cases, "combinations": combos, "runsPerCell": DESIRED,
+                    "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false}),
+        ),
+    )
+    .await?;
+    let id = plan["id"].as_str().context("plan id")?.to_string();
+
+    // 1. The matrix through the API against the raw grouped counts.
+    let mut matrix = Vec::new();
+    let mut raw = Vec::new();
+    for i in 0..samples + 2 {
+        // Timed until the whole answer has arrived; decoding it is the client's work.
+        let t = Instant::now();
+        let resp = http
+            .get(format!("{api}/v1/coverage-plans/{id}/coverage"))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        ensure!(resp.status().is_success(), "GET coverage: {}", resp.status());
+        let body = resp.bytes().await?;
+        let a = t.elapsed().as_secs_f64() * 1000.0;
+        let m: Value = serde_json::from_slice(&body)?;
+        ensure!(
+            m["cells"].as_array().map(Vec::len) == Some(CASES * HARNESSES * MODELS),
+            "a cell is missing"
+        );
+        let t = Instant::now();
+        let rows = store.bench_raw_grouped_counts(account_id).await?;
+        let b = t.elapsed().as_secs_f64() * 1000.0;
+        ensure!(rows >= CASES * HARNESSES * MODELS, "the raw counts read {rows} rows");
+        if i >= 2 {
+            matrix.push(a);
+            raw.push(b);
+        }
+    }
+    let (m50, m95) = stats(matrix);
+    let (r50, r95) = stats(raw);
+    println!(
+        "{label}: GET coverage of 10,000 cells median {m50:.1} ms, p95 {m95:.1} ms; raw grouped counts median {r50:.1} ms, p95 {r95:.1} ms; ratio {:.2}",
+        m50 / r50
+    );
+
+    // 2. One unbounded top-up against the landed batch enqueue of as many jobs.
+    let t = Instant::now();
+    let up = call(reqwest::Method::POST, format!("/v1/coverage-plans/{id}/topup"), None).await?;
+    let top_secs = t.elapsed().as_secs_f64();
+    let n = up["enqueued"].as_i64().context("enqueued")? as usize;
+    ensure!(n == CASES * HARNESSES * MODELS, "the top-up enqueued {n}");
+    let batch: Vec<NewJob> = (0..n)
+        .map(|i| NewJob {
+            case: pin(i % CASES),
+            combination: combo(i % HARNESSES, (i / HARNESSES) % MODELS),
+            gg_config_name: None,
+            capabilities: None,
+            test_type: Some(TestType::Standard),
+            user_id: Some(account_id.to_string()),
+            origin: None,
+            attempt: 1,
+            retry_of: None,
+        })
+        .collect();
+    let t = Instant::now();
+    store.enqueue_batch(batch).await?;
+    let batch_secs = t.elapsed().as_secs_f64();
+    println!(
+        "{label}: unbounded top-up enqueued {n} jobs in {top_secs:.2} s ({:.0} jobs/s); batch enqueue of {n} in {batch_secs:.2} s ({:.0} jobs/s); ratio {:.2}",
+        n as f64 / top_secs,
+        n as f64 / batch_secs,
+        top_secs / batch_secs
+    );
+
+    // 3. A bounded top-up (buffer 10) of a small plan through the API, against a bare
+    //    one-activity workflow on the same server.
+    let mut small_cases = Vec::new();
+    for i in 0..10 {
+        let slug = format!("small{i}");
+        ingest(store, &slug).await?;
+        small_cases.push(json!({"slug": slug, "version": "1.0.0", "variant": "default"}));
+    }
+    let small = call(
+        reqwest::Method::POST,
+        "/v1/coverage-plans".into(),
+        Some(
+            json!({"name": "small", "cases": small_cases, "combinations": [json!(combo(0, 0)), json!(combo(1, 1))],
+                    "runsPerCell": 1, "bufferTarget": {"kind": "bounded", "runs": 10}, "autoTopUp": false}),
+        ),
+    )
+    .await?;
+    let small_id = small["id"].as_str().context("plan id")?.to_string();
+    let origin = Origin::Plan(small_id.clone()).to_string();
+    let mut topups = Vec::new();
+    let mut floor = Vec::new();
+    for i in 0..samples + 3 {
+        // Room again: the previous top-up's jobs are cancelled (not timed).
+        store.cancel_jobs(&JobStatus::IN_FLIGHT, Some(&origin)).await?;
+        let t = Instant::now();
+        let up = call(
+            reqwest::Method::POST,
+            format!("/v1/coverage-plans/{small_id}/topup"),
+            None,
+        )
+        .await?;
+        let a = t.elapsed().as_secs_f64() * 1000.0;
+        ensure!(up["enqueued"].as_i64() == Some(10), "the small top-up answered {up}");
+        let t = Instant::now();
+        let h = client
+            .start_workflow(
+                belay_workflows::probe::ProbeWorkflow::run,
+                format!("p{i}"),
+                temporalio_client::WorkflowStartOptions::new(
+                    belay_workflows::queues::WORKFLOWS,
+                    format!("probe-cov-{}-{label}-{i}", std::process::id()),
+                )
+                .build(),
+            )
+            .await?;
+        let _: String = h
+            .get_result(temporalio_client::WorkflowGetResultOptions::default())
+            .await?;
+        let b = t.elapsed().as_secs_f64() * 1000.0;
+        if i >= 3 {
+            topups.push(a);
+            floor.push(b);
+        }
+    }
+    let (t50, t95) = stats(topups);
+    let (f50, f95) = stats(floor);
+    println!(
+        "{label}: bounded top-up (buffer 10) through the API median {t50:.1} ms, p95 {t95:.1} ms; bare one-activity workflow median {f50:.1} ms, p95 {f95:.1} ms; ratio {:.2}",
+        t50 / f50
+    );
+    Ok(())
+}

@@ -1,0 +1,587 @@
+//! The coverage repository functions, on SQLite and on PostgreSQL: groups, plans, settings, the
+//! grouped counts the matrix reads, the top-up claim and its idempotent enqueue, the scoped
+//! queue's runs and the origin-scoped cancel.
+
+use belay_domain::buffer::BufferTarget;
+use belay_domain::catalogue::{
+    AdapterSpec, GgConfigInput, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType,
+};
+use belay_domain::coverage::{Cell, CoverageGroupInput, CoveragePlanInput, GroupKind, GroupMember, OuterAxis, cross};
+use belay_domain::job::{CasePin, Combination, JobStatus, Origin, RetryDecision};
+use belay_domain::review::{Rating, ReviewInput};
+use belay_domain::top_up::Skipped;
+use belay_store::coverage::{self, Claim, TOP_UP_LEASE_MS};
+use belay_store::jobs::{Completion, NewJob, Transition};
+use belay_store::testing::fresh;
+use belay_store::{Backend, Store};
+use std::collections::BTreeMap;
+
+macro_rules! on_both {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let db = fresh(Backend::Sqlite).await;
+                ($body)(db.store.clone()).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let db = fresh(Backend::Postgres).await;
+                ($body)(db.store.clone()).await;
+            }
+        }
+    };
+}
+
+fn pin(slug: &str, version: &str, engine: &str) -> CasePin {
+    CasePin {
+        slug: slug.into(),
+        version: version.into(),
+        variant: "default".into(),
+        engine: engine.into(),
+    }
+}
+
+fn combo(h: &str) -> Combination {
+    Combination::Harness {
+        harness: h.into(),
+        model: "m".into(),
+        provider: None,
+    }
+}
+
+async fn catalogue(s: &Store, harnesses: &[(&str, i64)]) {
+    for (name, cap) in harnesses {
+        s.create_harness(&HarnessInput {
+            name: (*name).into(),
+            provider_routed: false,
+            max_parallelism: *cap,
+            adapter: AdapterSpec::Script {
+                script: "true".into(),
+                timeout_seconds: 10,
+                sandbox: false,
+            },
+        })
+        .await
+        .unwrap();
+    }
+    s.create_model(&ModelInput {
+        id: "m".into(),
+        context_window: Some(1000),
+        list_price: Some(ListPrice {
+            input_per_mtok_usd: 1.0,
+            output_per_mtok_usd: 2.0,
+        }),
+    })
+    .await
+    .unwrap();
+    for (slug, tt) in [
+        ("a", TestType::Standard),
+        ("b", TestType::Standard),
+        ("perf", TestType::Performance),
+    ] {
+        s.ingest_test_case_version(&TestCaseVersionInput {
+            slug: slug.into(),
+            version: "1.0.0".into(),
+            test_type: tt,
+            variants: vec!["default".into()],
+            engines: vec![],
+            title: None,
+        })
+        .await
+        .unwrap();
+    }
+}
+
+fn hand_job(case: CasePin, c: Combination, user: Option<&str>) -> NewJob {
+    NewJob {
+        case,
+        combination: c,
+        gg_config_name: None,
+        capabilities: None,
+        test_type: None,
+        user_id: user.map(str::to_string),
+        origin: None,
+        attempt: 1,
+        retry_of: None,
+    }
+}
+
+async fn complete(s: &Store, id: &str) -> String {
+    // The job must be dispatched first: claim until it is.
+    for i in 0..50 {
+        if s.get_job(id).await.unwrap().unwrap().status == JobStatus::Dispatched {
+            break;
+        }
+        s.claim(&format!("claim-{id}-{i}")).await.unwrap();
+    }
+    assert!(matches!(
+        s.advance_job(id, JobStatus::Starting).await.unwrap(),
+        Transition::Moved(_)
+    ));
+    assert!(matches!(
+        s.advance_job(id, JobStatus::Running).await.unwrap(),
+        Transition::Moved(_)
+    ));
+    match s.complete_job(id, true, &[]).await.unwrap() {
+        Completion::Recorded(r) => r.id.to_string(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn plan_input(
+    cases: Vec<CasePin>,
+    combos: Vec<Combination>,
+    runs: i64,
+    target: Option<BufferTarget>,
+) -> CoveragePlanInput {
+    CoveragePlanInput {
+        name: "p".into(),
+        case_groups: vec![],
+        combo_groups: vec![],
+        cases,
+        combinations: combos,
+        runs_per_cell: runs,
+        outer_axis: OuterAxis::Case,
+        buffer_target: target,
+        auto_top_up: true,
+        paused: false,
+    }
+    .validated()
+    .unwrap()
+}
+
+async fn review(s: &Store, run: &str, account: &str) {
+    s.submit_review(
+        run,
+        account,
+        &ReviewInput {
+            ratings: Some(BTreeMap::from([("code".to_string(), Rating::Great)])),
+            category: None,
+            note: None,
+        },
+    )
+    .await
+    .unwrap();
+}
+
+on_both!(
+    groups_are_the_owners_and_plans_resolve_their_pointers_on_every_read,
+    |s: Store| async move {
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let mut tx = s.begin().await.unwrap();
+        let input = CoverageGroupInput {
+            name: "models".into(),
+            kind: GroupKind::Combo,
+            members: vec![GroupMember::Combination(combo("x"))],
+        };
+        let g = coverage::create_group(&mut tx, &alice.id, &input).await.unwrap();
+        assert!(g.id.as_str().starts_with("grp_"));
+        assert!(
+            coverage::get_group(&mut tx, &bob.id, g.id.as_str())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            coverage::update_group(&mut tx, &bob.id, g.id.as_str(), &input)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(!coverage::delete_group(&mut tx, &bob.id, g.id.as_str()).await.unwrap());
+        let mut p = plan_input(vec![pin("a", "1.0.0", "none")], vec![], 2, None);
+        p.combo_groups = vec![g.id.clone()];
+        let plan = coverage::create_plan(&mut tx, &alice.id, &p).await.unwrap();
+        assert!(plan.id.as_str().starts_with("plan_"));
+        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.cells.len(), 1);
+        assert_eq!(r.target, BufferTarget::Bounded { runs: 10 });
+        // Editing the group reshapes the plan.
+        let two = CoverageGroupInput {
+            members: vec![
+                GroupMember::Combination(combo("x")),
+                GroupMember::Combination(combo("y")),
+            ],
+            ..input.clone()
+        };
+        coverage::update_group(&mut tx, &alice.id, g.id.as_str(), &two)
+            .await
+            .unwrap()
+            .unwrap();
+        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.cells.len(), 2);
+        // The account's setting is inherited; the plan's own override wins.
+        coverage::put_buffer_setting(&mut tx, &alice.id, BufferTarget::Unbounded {})
+            .await
+            .unwrap();
+        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.target, BufferTarget::Unbounded {});
+        p.buffer_target = Some(BufferTarget::Bounded { runs: 0 });
+        coverage::update_plan(&mut tx, &alice.id, plan.id.as_str(), &p)
+            .await
+            .unwrap()
+            .unwrap();
+        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.target, BufferTarget::Bounded { runs: 0 });
+        assert!(
+            coverage::get_plan(&mut tx, &bob.id, plan.id.as_str())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(coverage::list_plans(&mut tx, &bob.id).await.unwrap().len(), 0);
+        // A deleted group resolves to nothing.
+        assert!(coverage::delete_group(&mut tx, &alice.id, g.id.as_str()).await.unwrap());
+        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.cells.len(), 0);
+        assert!(
+            coverage::delete_plan(&mut tx, &alice.id, plan.id.as_str())
+                .await
+                .unwrap()
+        );
+        assert!(
+            coverage::get_plan(&mut tx, &alice.id, plan.id.as_str())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        tx.commit().await.unwrap();
+    }
+);
+
+on_both!(
+    counts_are_global_and_unreviewed_is_the_requesting_accounts,
+    |s: Store| async move {
+        catalogue(&s, &[("x", 10)]).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let cells: Vec<Cell> = cross(
+            &[pin("a", "1.0.0", "none"), pin("perf", "1.0.0", "none")],
+            &[combo("x")],
+            OuterAxis::Case,
+        );
+        // Bob launches by hand: a run of a's cell, one on another engine, one of perf, one queued.
+        let j1 = s
+            .enqueue(hand_job(pin("a", "1.0.0", "none"), combo("x"), Some(&bob.id)))
+            .await
+            .unwrap();
+        let j2 = s
+            .enqueue(hand_job(pin("a", "1.0.0", "godot"), combo("x"), Some(&bob.id)))
+            .await
+            .unwrap();
+        let j3 = s
+            .enqueue(hand_job(pin("perf", "1.0.0", "none"), combo("x"), Some(&bob.id)))
+            .await
+            .unwrap();
+        let r1 = complete(&s, &j1.id).await;
+        complete(&s, &j2.id).await;
+        complete(&s, &j3.id).await;
+        s.enqueue(hand_job(pin("a", "1.0.0", "none"), combo("x"), None))
+            .await
+            .unwrap();
+        review(&s, &r1, &bob.id).await;
+
+        let mut tx = s.begin_read().await.unwrap();
+        let m = coverage::cells_matrix(&mut tx, &alice.id, &cells, 3).await.unwrap();
+        let a = &m.cells[0];
+        assert_eq!((a.completed, a.in_flight, a.unreviewed, a.remaining), (1, 1, 1, 1));
+        let perf = &m.cells[1];
+        assert_eq!(
+            (perf.completed, perf.unreviewed),
+            (1, 0),
+            "nobody can review a performance run"
+        );
+        let m = coverage::cells_matrix(&mut tx, &bob.id, &cells, 3).await.unwrap();
+        assert_eq!(m.cells[0].unreviewed, 0, "bob reviewed it");
+        let q = coverage::unreviewed_runs(&mut tx, &alice.id, &cells).await.unwrap();
+        assert_eq!(q.len(), 1);
+        assert_eq!(q[0].run_id.to_string(), r1);
+        tx.commit().await.unwrap();
+    }
+);
+
+on_both!(
+    a_top_up_claim_is_exclusive_until_released_or_its_lease_ends,
+    |s: Store| async move {
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let mut tx = s.begin().await.unwrap();
+        let plan = coverage::create_plan(&mut tx, &alice.id, &plan_input(vec![], vec![], 1, None))
+            .await
+            .unwrap();
+        let id = plan.id.as_str();
+        let t = 1_000_000;
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "one", t).await.unwrap(),
+            Claim::Claimed
+        );
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "one", t + 5)
+                .await
+                .unwrap(),
+            Claim::Claimed,
+            "a retried claim"
+        );
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 10)
+                .await
+                .unwrap(),
+            Claim::Busy
+        );
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 5 + TOP_UP_LEASE_MS - 1)
+                .await
+                .unwrap(),
+            Claim::Busy
+        );
+        // "one" died without releasing: its lease ends.
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 5 + TOP_UP_LEASE_MS)
+                .await
+                .unwrap(),
+            Claim::Claimed
+        );
+        assert!(
+            !coverage::release_top_up(&mut tx, id, "one").await.unwrap(),
+            "not one's to release"
+        );
+        assert!(coverage::release_top_up(&mut tx, id, "two").await.unwrap());
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "three", t)
+                .await
+                .unwrap(),
+            Claim::Claimed
+        );
+        coverage::release_top_up(&mut tx, id, "three").await.unwrap();
+        coverage::set_paused(&mut tx, &alice.id, id, true, "pause")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "four", t).await.unwrap(),
+            Claim::Paused
+        );
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, "plan_nope", "four", t)
+                .await
+                .unwrap(),
+            Claim::Missing
+        );
+        tx.commit().await.unwrap();
+    }
+);
+
+on_both!(
+    a_bounded_top_up_enqueues_whole_cells_once_however_often_it_is_retried,
+    |s: Store| async move {
+        catalogue(&s, &[("x", 10)]).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let mut tx = s.begin().await.unwrap();
+        let input = plan_input(
+            vec![
+                pin("a", "1.0.0", "none"),
+                pin("b", "1.0.0", "none"),
+                pin("perf", "1.0.0", "none"),
+            ],
+            vec![combo("x")],
+            3,
+            Some(BufferTarget::Bounded { runs: 4 }),
+        );
+        let plan = coverage::create_plan(&mut tx, &alice.id, &input).await.unwrap();
+        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+            .await
+            .unwrap()
+            .unwrap();
+        let origin = Origin::Plan(plan.id.to_string());
+        let first = coverage::enqueue_top_up(&mut tx, &alice.id, &origin, &r.cells, 3, r.target, "t1")
+            .await
+            .unwrap();
+        assert_eq!(first.skipped, None::<Skipped>);
+        assert_eq!(first.occupancy, Some(0));
+        assert_eq!(
+            first.enqueued, 6,
+            "two whole cells: 3 < 4 after the first, 6 ≥ 4 after the second"
+        );
+        assert_eq!(first.launched.len(), 2);
+        assert!(first.launched.iter().all(|l| l.job_ids.len() == 3));
+        // The same top-up retried: the recorded answer, nothing inserted.
+        let again = coverage::enqueue_top_up(&mut tx, &alice.id, &origin, &r.cells, 3, r.target, "t1")
+            .await
+            .unwrap();
+        assert_eq!(again, first);
+        // The next top-up finds the buffer full.
+        let next = coverage::enqueue_top_up(&mut tx, &alice.id, &origin, &r.cells, 3, r.target, "t2")
+            .await
+            .unwrap();
+        assert_eq!((next.enqueued, next.occupancy), (0, Some(6)));
+        tx.commit().await.unwrap();
+        let jobs = s
+            .list_jobs(&belay_store::jobs::JobFilter {
+                origin: Some(origin.to_string()),
+                limit: 100,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(jobs.len(), 6);
+        assert!(jobs.iter().all(|j| j.user_id.as_deref() == Some(alice.id.as_str())));
+        // Emission order is queue order: a's three repeats, then b's.
+        let order: Vec<&str> = jobs.iter().map(|j| j.case.slug.as_str()).collect();
+        assert_eq!(order, ["a", "a", "a", "b", "b", "b"]);
+        assert_eq!(jobs[0].test_type, Some(TestType::Standard));
+        assert!(
+            s.events(0, Some(&origin.to_string()), 10)
+                .await
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == "coverage_plan.topped_up")
+        );
+    }
+);
+
+on_both!(
+    halting_an_origin_cancels_its_jobs_and_never_a_hand_launched_one,
+    |s: Store| async move {
+        catalogue(&s, &[("x", 1)]).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let mut tx = s.begin().await.unwrap();
+        let input = plan_input(
+            vec![pin("a", "1.0.0", "none")],
+            vec![combo("x")],
+            3,
+            Some(BufferTarget::Unbounded {}),
+        );
+        let plan = coverage::create_plan(&mut tx, &alice.id, &input).await.unwrap();
+        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+            .await
+            .unwrap()
+            .unwrap();
+        let origin = Origin::Plan(plan.id.to_string());
+        let a = coverage::enqueue_top_up(&mut tx, &alice.id, &origin, &r.cells, 3, r.target, "t")
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(a.enqueued, 3);
+        let hand = s
+            .enqueue(hand_job(pin("a", "1.0.0", "none"), combo("x"), Some(&alice.id)))
+            .await
+            .unwrap();
+        s.claim("c1").await.unwrap(); // the plan's first job dispatches; the rest wait
+        let mut tx = s.begin().await.unwrap();
+        let waiting = coverage::cancel_origin(&mut tx, &origin, &JobStatus::WAITING)
+            .await
+            .unwrap();
+        assert_eq!(waiting.len(), 2);
+        let rest = coverage::cancel_origin(&mut tx, &origin, &JobStatus::IN_FLIGHT)
+            .await
+            .unwrap();
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].1, JobStatus::Dispatched);
+        tx.commit().await.unwrap();
+        let hand = s.get_job(&hand.id).await.unwrap().unwrap();
+        assert!(!hand.status.is_final(), "a hand-launched job is never touched");
+    }
+);
+
+on_both!(a_withheld_retry_shows_on_the_failed_job, |s: Store| async move {
+    catalogue(&s, &[("x", 1)]).await;
+    let (alice, _) = s.create_account("alice").await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let input = plan_input(vec![pin("a", "1.0.0", "none")], vec![combo("x")], 1, None);
+    let plan = coverage::create_plan(&mut tx, &alice.id, &input).await.unwrap();
+    let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    let origin = Origin::Plan(plan.id.to_string());
+    let a = coverage::enqueue_top_up(&mut tx, &alice.id, &origin, &r.cells, 1, r.target, "t")
+        .await
+        .unwrap();
+    coverage::set_paused(&mut tx, &alice.id, plan.id.as_str(), true, "pause")
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let id = &a.launched[0].job_ids[0];
+    s.claim("c").await.unwrap();
+    let f = s.fail_job(id, "infrastructure", true).await.unwrap();
+    assert_eq!(f.decision, Some(RetryDecision::Withheld));
+    assert!(f.job.retry_withheld);
+    // Resumed, the next top-up counts the cell's missing run and fills it.
+    let mut tx = s.begin().await.unwrap();
+    coverage::set_paused(&mut tx, &alice.id, plan.id.as_str(), false, "resume")
+        .await
+        .unwrap();
+    let b = coverage::enqueue_top_up(&mut tx, &alice.id, &origin, &r.cells, 1, r.target, "t2")
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(b.enqueued, 1);
+});
+
+on_both!(
+    a_deleted_gg_configuration_keeps_its_id_and_its_cells_say_why,
+    |s: Store| async move {
+        catalogue(&s, &[("gg", 2)]).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let cfg = s
+            .create_gg_config(
+                &alice.id,
+                &GgConfigInput {
+                    name: "g".into(),
+                    launch_slots: vec!["root".into()],
+                    capabilities: serde_json::json!({}),
+                },
+            )
+            .await
+            .unwrap();
+        let gg = Combination::Gg {
+            gg_config_id: cfg.id.clone(),
+            bindings: BTreeMap::from([("root".to_string(), "m".to_string())]),
+        };
+        let cells = cross(&[pin("a", "1.0.0", "none")], std::slice::from_ref(&gg), OuterAxis::Case);
+        let mut tx = s.begin().await.unwrap();
+        assert!(
+            coverage::foreign_gg_configs(&mut tx, &alice.id, [&gg])
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            coverage::foreign_gg_configs(&mut tx, &bob.id, [&gg]).await.unwrap(),
+            vec![cfg.id.clone()]
+        );
+        let m = coverage::cells_matrix(&mut tx, &alice.id, &cells, 1).await.unwrap();
+        assert_eq!(m.cells[0].unlaunchable, None);
+        tx.commit().await.unwrap();
+        assert!(!s.delete_gg_config(&bob.id, &cfg.id).await.unwrap());
+        assert!(s.delete_gg_config(&alice.id, &cfg.id).await.unwrap());
+        let mut tx = s.begin_read().await.unwrap();
+        let m = coverage::cells_matrix(&mut tx, &alice.id, &cells, 1).await.unwrap();
+        assert_eq!(m.cells[0].unlaunchable.as_ref().unwrap().code, "gg_config_deleted");
+        assert!(
+            coverage::foreign_gg_configs(&mut tx, &alice.id, [&gg])
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        tx.commit().await.unwrap();
+    }
+);

@@ -1,0 +1,191 @@
+//! TopUpWorkflow (`topup-plan-{id}`): one top-up of a coverage plan. It takes the plan's claim,
+//! enqueues what the walk (`belay_domain::top_up::plan_top_up`, applied by the enqueue activity
+//! over what the database holds) emits, releases the claim, and wakes the dispatcher.
+//!
+//! One top-up at a time: the workflow id is per plan, so a second start while one runs is refused
+//! by Temporal (the API answers `skipped: "busy"` at once), and the claim on the plan row, a
+//! conditional update with a two-minute lease, also keeps out a top-up started after one that died
+//! without releasing. The walk and the enqueue are one activity because the walk's inputs and its
+//! answer for a plan of thousands of cells do not fit a Temporal payload; the activity records the
+//! answer under this run's id in the transaction that enqueues, so a retried activity returns the
+//! first answer and inserts nothing twice (each repeat also carries a natural key).
+//!
+//! A ladder's top-up (`topup-ladder-{id}`) will reuse the claim, the walk and the release with its
+//! own cells.
+
+use crate::dispatcher::DispatcherWorkflow;
+use crate::{options, queues};
+use belay_domain::top_up::Skipped;
+use serde::{Deserialize, Serialize};
+use temporalio_common::ActivityError;
+use temporalio_macros::{activity_definitions, workflow, workflow_methods};
+use temporalio_sdk::{SignalWorkflowOptions, WorkflowContext, WorkflowResult};
+
+/// The workflow id of a plan's top-up.
+pub fn plan_workflow_id(plan_id: &str) -> String {
+    format!("topup-plan-{plan_id}")
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopUpInput {
+    pub plan_id: String,
+    /// The account whose buffer, reviews and gg configurations the top-up reads, and who
+    /// launches what it enqueues.
+    pub account_id: String,
+}
+
+/// What a top-up did; the full answer is recorded under `topup_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopUpOutcome {
+    /// Set when it did not run.
+    pub skipped: Option<Skipped>,
+    /// The id its answer is recorded under, when it ran.
+    pub topup_id: Option<String>,
+    pub enqueued: i64,
+    /// The plan no longer exists.
+    #[serde(default)]
+    pub missing: bool,
+}
+
+/// What the claim found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimAnswer {
+    Claimed,
+    Busy,
+    Paused,
+    Missing,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimInput {
+    pub plan_id: String,
+    pub account_id: String,
+    /// Who holds the claim: this top-up's id.
+    pub holder: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnqueueInput {
+    pub plan_id: String,
+    pub account_id: String,
+    pub topup_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enqueued {
+    pub enqueued: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseInput {
+    pub plan_id: String,
+    pub holder: String,
+}
+
+/// The top-up's database activities, on the `belay.db` queue.
+pub struct TopUpStoreApi;
+
+#[activity_definitions]
+impl TopUpStoreApi {
+    /// Takes the plan's top-up claim (a paused plan is not claimed; the skip is recorded).
+    #[activity(name = "db.topup_claim")]
+    pub fn claim(input: ClaimInput) -> Result<ClaimAnswer, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Reads the cells and occupancy, walks, enqueues the emitted cells in one batch and records
+    /// the answer under `topup_id` (once, however often it is called).
+    #[activity(name = "db.topup_enqueue")]
+    pub fn enqueue(input: EnqueueInput) -> Result<Enqueued, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Releases the claim if this top-up still holds it.
+    #[activity(name = "db.topup_release")]
+    pub fn release(input: ReleaseInput) -> Result<bool, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// The marker types, re-exported for `#[activity(definition = …)]`.
+pub mod top_up_definitions {
+    pub use super::top_up_store_api::{Claim, Enqueue, Release};
+}
+
+#[workflow]
+pub struct TopUpWorkflow {
+    input: TopUpInput,
+}
+
+#[workflow_methods]
+impl TopUpWorkflow {
+    #[init]
+    pub fn new(_ctx: &temporalio_sdk::WorkflowContextView, input: TopUpInput) -> Self {
+        Self { input }
+    }
+
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TopUpOutcome> {
+        let input = ctx.state(|s| s.input.clone());
+        let holder = ctx.run_id().to_string();
+        let claim = ctx
+            .execute_activity(
+                TopUpStoreApi::claim,
+                ClaimInput {
+                    plan_id: input.plan_id.clone(),
+                    account_id: input.account_id.clone(),
+                    holder: holder.clone(),
+                },
+                options::db(),
+            )
+            .await?;
+        let skipped = |why: Option<Skipped>, missing: bool| TopUpOutcome {
+            skipped: why,
+            topup_id: None,
+            enqueued: 0,
+            missing,
+        };
+        match claim {
+            ClaimAnswer::Claimed => {}
+            ClaimAnswer::Busy => return Ok(skipped(Some(Skipped::Busy), false)),
+            ClaimAnswer::Paused => return Ok(skipped(Some(Skipped::Paused), false)),
+            ClaimAnswer::Missing => return Ok(skipped(None, true)),
+        }
+        let enqueued = ctx
+            .execute_activity(
+                TopUpStoreApi::enqueue,
+                EnqueueInput {
+                    plan_id: input.plan_id.clone(),
+                    account_id: input.account_id.clone(),
+                    topup_id: holder.clone(),
+                },
+                options::db(),
+            )
+            .await;
+        // The claim is released whether or not the enqueue succeeded.
+        ctx.execute_activity(
+            TopUpStoreApi::release,
+            ReleaseInput {
+                plan_id: input.plan_id.clone(),
+                holder: holder.clone(),
+            },
+            options::db(),
+        )
+        .await?;
+        let enqueued = enqueued?;
+        if enqueued.enqueued > 0 {
+            // The dispatcher may be between runs: a lost wake-up is covered by its backstop timer.
+            let _ = ctx
+                .external_workflow(queues::DISPATCHER_ID.to_string(), None)
+                .signal(DispatcherWorkflow::wake, (), SignalWorkflowOptions::default())
+                .await;
+        }
+        Ok(TopUpOutcome {
+            skipped: None,
+            topup_id: Some(holder),
+            enqueued: enqueued.enqueued,
+            missing: false,
+        })
+    }
+}
