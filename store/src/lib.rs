@@ -6,6 +6,7 @@
 //! [`Backend`] and nowhere else.
 
 pub mod accounts;
+pub mod candidates;
 pub mod catalogue;
 pub mod changes;
 pub mod edit_sessions;
