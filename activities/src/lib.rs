@@ -12,6 +12,7 @@ pub mod harness;
 pub mod project;
 pub mod revocations;
 pub mod store;
+pub mod verification;
 pub mod workspace;
 
 use std::future::Future;

@@ -106,6 +106,10 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(edit_sessions::get))
         .routes(utoipa_axum::routes!(edit_sessions::command))
         .routes(utoipa_axum::routes!(edit_sessions::end))
+        .routes(utoipa_axum::routes!(candidates::get_policy, candidates::put_policy))
+        .routes(utoipa_axum::routes!(candidates::start))
+        .routes(utoipa_axum::routes!(candidates::compose, candidates::list))
+        .routes(utoipa_axum::routes!(candidates::get))
 }
 
 /// The whole API.

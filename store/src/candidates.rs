@@ -83,6 +83,26 @@ fn evidence_row(r: &AnyRow) -> Result<EvidenceRow, StoreError> {
     })
 }
 
+/// A ChangeSet of a Candidate with where its workspace started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedRow {
+    pub change_set: ChangeSet,
+    /// Canonical `main` when its workspace forked.
+    pub workspace_base: Option<String>,
+    /// The workspace's start commit (base plus the stacked merges).
+    pub workspace_start: Option<String>,
+}
+
+/// What [`Store::verification_rows`] reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerificationRows {
+    pub candidate: Candidate,
+    pub change: belay_domain::change::Change,
+    pub tasks: Vec<belay_domain::change::Task>,
+    pub change_sets: Vec<LoadedRow>,
+    pub canonical_generation: i64,
+}
+
 /// What a check step records.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvidence {
@@ -525,6 +545,52 @@ impl Store {
         );
         let rows = sqlx::query(&sql).bind(candidate_id).fetch_all(self.pool()).await?;
         rows.iter().map(evidence_row).collect()
+    }
+
+    /// Everything the verification workflow's first step reads, or `None` for no such Candidate.
+    pub async fn verification_rows(&self, candidate_id: &str) -> Result<Option<VerificationRows>, StoreError> {
+        let Some(candidate) = self.candidate_for_worker(candidate_id).await? else {
+            return Ok(None);
+        };
+        let project = sqlx::query("select account_id, generation from projects where id = $1")
+            .bind(candidate.project_id.as_str())
+            .fetch_one(self.pool())
+            .await?;
+        let account: String = project.try_get("account_id")?;
+        let generation: i64 = project.try_get("generation")?;
+        let change = self
+            .get_change(&account, candidate.change_id.as_str())
+            .await?
+            .ok_or_else(|| StoreError::not_found("change", candidate.change_id.as_str()))?;
+        let tasks = self.list_tasks(&account, candidate.change_id.as_str()).await?;
+        let all = self.change_sets_of(candidate.change_id.as_str()).await?;
+        let mut change_sets = Vec::new();
+        for id in &candidate.change_set_ids {
+            let cs =
+                all.iter().find(|c| &c.id == id).cloned().ok_or_else(|| {
+                    StoreError::Corrupt(format!("candidate {candidate_id} holds unknown ChangeSet {id}"))
+                })?;
+            let ws = sqlx::query("select base_commit, start_commit from workspaces where run_id = $1")
+                .bind(cs.run_id.as_str())
+                .fetch_optional(self.pool())
+                .await?;
+            let (base, start) = match ws {
+                Some(r) => (r.try_get("base_commit")?, r.try_get("start_commit")?),
+                None => (None, None),
+            };
+            change_sets.push(LoadedRow {
+                change_set: cs,
+                workspace_base: base,
+                workspace_start: start,
+            });
+        }
+        Ok(Some(VerificationRows {
+            candidate,
+            change,
+            tasks,
+            change_sets,
+            canonical_generation: generation,
+        }))
     }
 
     /// Whether a Change is cancelled, read by the workflow's first step.

@@ -18,6 +18,7 @@ macro_rules! register_every_workflow {
             .and_then(|o| o.register_workflow::<belay_workflows::workspace::WorkspaceWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::edit_session::EditSessionWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::sweep::ForksSweepWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::verification::CandidateVerificationWorkflow>())
     };
 }
 
@@ -31,6 +32,7 @@ use belay_activities::harness::HarnessActivities;
 use belay_activities::project::{GitActivities, ProjectStoreActivities};
 use belay_activities::revocations::StoreRevocations;
 use belay_activities::store::{ProbeActivities, StoreActivities};
+use belay_activities::verification::{VerifyGitActivities, VerifySandboxActivities, VerifyStoreActivities};
 use belay_activities::workspace::{WorkspaceGitActivities, WorkspaceSandboxActivities, WorkspaceStoreActivities};
 use belay_client::ensure_dispatcher;
 use belay_git::GitService;
@@ -198,6 +200,10 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     store: deps.store.clone(),
                 })
                 .register_activities(ProbeActivities)
+                .register_activities(VerifyStoreActivities {
+                    store: deps.store.clone(),
+                    objects: deps.objects.clone(),
+                })
                 .build(),
             Pool::Harness => {
                 std::fs::create_dir_all(&deps.work_root)
@@ -241,6 +247,10 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_activities(SweepGitActivities {
                     git: GitService::new(deps.git_root.clone()),
                 })
+                .register_activities(VerifyGitActivities {
+                    git: GitService::new(deps.git_root.clone()),
+                    sources: SourceObjects::new(deps.objects.clone()),
+                })
                 .build()
             }
             Pool::Sandbox if deps.sandbox.is_some() => {
@@ -258,9 +268,16 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     git: sandbox.git.clone(),
                 })
                 .register_activities(EditSandboxActivities {
+                    sandboxes: sandboxes.clone(),
+                    revocations: revocations.clone(),
+                    git: sandbox.git.clone(),
+                })
+                .register_activities(VerifySandboxActivities {
                     sandboxes,
                     revocations,
                     git: sandbox.git,
+                    store: deps.store.clone(),
+                    objects: deps.objects.clone(),
                 })
                 .build()
             }

@@ -11,7 +11,8 @@
 //!
 //! Histories are recorded by the `belay` crate's tests with
 //! `BELAY_RECORD_HISTORIES=$PWD/worker/tests/histories`: `run_lane`'s `records_replayable_histories`
-//! (dispatcher, runs) and the `workspaces` tests (workspaces, an edit session, the forks sweep).
+//! (dispatcher, runs) and the `workspaces` tests (workspaces, an edit session, the forks sweep) and the `verification` test (a verified and a
+//! rejected Candidate).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -24,6 +25,8 @@ const HISTORIES: &[&str] = &[
     "edit-session",
     "forks-sweep-v1",
     "forks-sweep-v2",
+    "verification-verified",
+    "verification-rejected",
 ];
 
 fn dir() -> std::path::PathBuf {

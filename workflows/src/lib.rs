@@ -18,6 +18,7 @@ pub mod queues;
 pub mod run;
 pub mod search;
 pub mod sweep;
+pub mod verification;
 pub mod wake;
 pub mod workspace;
 

@@ -7,10 +7,16 @@ use temporalio_common::search_attributes::SearchAttributeKey;
 pub const JOB_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayJobId");
 pub const HARNESS: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayHarness");
 pub const ORIGIN: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayOrigin");
+pub const CANDIDATE_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayCandidateId");
+pub const CHANGE_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayChangeId");
+pub const PROJECT_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayProjectId");
 
 /// Every attribute with its type name, as `temporal` expects them (`Name=Keyword`).
-pub const ALL: [(&str, &str); 3] = [
+pub const ALL: [(&str, &str); 6] = [
     ("BelayJobId", "Keyword"),
     ("BelayHarness", "Keyword"),
     ("BelayOrigin", "Keyword"),
+    ("BelayCandidateId", "Keyword"),
+    ("BelayChangeId", "Keyword"),
+    ("BelayProjectId", "Keyword"),
 ];
