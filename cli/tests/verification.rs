@@ -493,3 +493,220 @@ async fn conflicts_protected_resources_undeclared_routes_and_slow_endpoints_each
     let (s, _) = b.request("GET", "/v1/candidates/cand_nope", Some(&b.token), None).await;
     assert_eq!(s, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn budget_build_security_procedure_and_stale_gaps_and_a_killed_worker_leave_one_row_per_attempt() {
+    let mut b = Belay::start_with_sandbox().await;
+    let project = sample_project(
+        &b,
+        Some(json!({"requiredChecksByRisk": {"low": ["build", "targeted", "security"], "medium": ["build", "targeted", "contract", "security"]}})),
+    )
+    .await;
+    let store = belay_store::Store::connect(&b.database_url).await.unwrap();
+
+    // No authorization tests: the security gap (no_signal), never a pass.
+    let c = change(
+        &b,
+        &project,
+        json!({"goal": "Drop the denial tests", "acceptanceCriteria": [], "invariants": [], "riskTier": "low"}),
+    )
+    .await;
+    task(
+        &b,
+        &c,
+        "a",
+        &[],
+        &[write(
+            "test/authorization.test.ts",
+            "import { expect, test } from \"bun:test\";\ntest(\"deleting works\", () => { expect(1).toBe(1); });\n",
+        )],
+        &[],
+    )
+    .await;
+    let k = verify(&b, &c).await;
+    assert_eq!(k["status"], "rejected", "{k:#}");
+    assert_eq!(evidence(&k, "security")[0]["coverage"], "checked_no_signal", "{k:#}");
+    assert!(
+        k["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["checkId"] == "security" && g["reason"] == "no_signal"),
+        "{k:#}"
+    );
+
+    // An invariant no test can prove is a required procedure check that stays a gap.
+    let c = change(
+        &b,
+        &project,
+        json!({"goal": "Tidy", "acceptanceCriteria": [], "invariants": ["Email delivery must remain working"], "riskTier": "low"}),
+    )
+    .await;
+    task(
+        &b,
+        &c,
+        "a",
+        &[],
+        &[edit(
+            "src/store.ts",
+            "// An in-memory store",
+            "// An in-memory todo store",
+        )],
+        &[],
+    )
+    .await;
+    let k = verify(&b, &c).await;
+    assert_eq!(k["status"], "rejected", "{k:#}");
+    let procedure: Vec<&Value> = k["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "protected-invariant")
+        .collect();
+    assert_eq!(procedure.len(), 1, "{k:#}");
+    assert!(
+        procedure[0]["checkId"]
+            .as_str()
+            .unwrap()
+            .starts_with("protected-invariant-1-"),
+        "{k:#}"
+    );
+    assert_eq!(procedure[0]["status"], "skipped");
+
+    // A failing composition build: build Evidence fail with the output tail, and build runs once.
+    let c = change(
+        &b,
+        &project,
+        json!({"goal": "Break the build", "acceptanceCriteria": [], "invariants": [], "riskTier": "low"}),
+    )
+    .await;
+    task(
+        &b,
+        &c,
+        "a",
+        &[],
+        &[edit("package.json", "src/client/main.ts", "src/client/missing.ts")],
+        &[],
+    )
+    .await;
+    let k = verify(&b, &c).await;
+    assert_eq!(k["status"], "rejected", "{k:#}");
+    let build = evidence(&k, "build");
+    assert_eq!(build.len(), 1, "the build check does not run again: {k:#}");
+    assert_eq!(
+        (build[0]["status"].as_str(), build[0]["coverage"].as_str()),
+        (Some("fail"), Some("checked_supported"))
+    );
+    assert!(
+        build[0]["summary"].as_str().unwrap().contains("missing"),
+        "the output tail: {k:#}"
+    );
+
+    // A worker killed with SIGKILL during a check: the workflow resumes on a new worker and the
+    // check has exactly one Evidence row for its attempt.
+    let c = change(
+        &b,
+        &project,
+        json!({"goal": "Slow tests", "acceptanceCriteria": [], "invariants": [], "riskTier": "low"}),
+    )
+    .await;
+    task(
+        &b,
+        &c,
+        "a",
+        &[],
+        &[write(
+            "test/slow.test.ts",
+            "import { expect, test } from \"bun:test\";\ntest(\"slow\", async () => { await Bun.sleep(8000); expect(1).toBe(1); }, 30000);\n",
+        )],
+        &[],
+    )
+    .await;
+    let (s, k) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
+    assert_eq!(s, 201, "{k}");
+    let id = k["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let k = b.get(&format!("/v1/candidates/{id}")).await;
+        // The build check (typecheck) has its row: the next step, unit, is running.
+        if !evidence(&k, "build").is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{k:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    b.kill_worker();
+    b.start_worker().await;
+    let k = wait_candidate(&b, &id).await;
+    assert_eq!(k["status"], "verified", "{k:#}");
+    let unit = evidence(&k, "unit");
+    assert_eq!(unit.len(), 1, "{k:#}");
+    assert_eq!(unit[0]["attempt"], 1);
+
+    // A Candidate whose base fell behind canonical is stale, and its ChangeSets are recomposed on
+    // the new base as a new Candidate, recorded on the old one.
+    let c = change(
+        &b,
+        &project,
+        json!({"goal": "Later", "acceptanceCriteria": [], "invariants": [], "riskTier": "low"}),
+    )
+    .await;
+    task(
+        &b,
+        &c,
+        "a",
+        &[],
+        &[edit("src/store.ts", "// An in-memory store", "// A store in memory")],
+        &[],
+    )
+    .await;
+    store.bump_generation(&project).await.unwrap();
+    let (s, k) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
+    assert_eq!(s, 201, "{k}");
+    assert_eq!(k["baseGeneration"], 1, "{k}");
+    // Composed on generation 1; canonical moves to 2 before the workflow loads it.
+    store.bump_generation(&project).await.unwrap();
+    let old = wait_candidate(&b, k["id"].as_str().unwrap()).await;
+    if old["status"] == "stale" {
+        let new = old["recomposedAs"].as_str().expect("recomposed").to_owned();
+        let n = wait_candidate(&b, &new).await;
+        assert_eq!(
+            (n["baseGeneration"].as_i64(), n["changeSetIds"].clone()),
+            (Some(2), old["changeSetIds"].clone()),
+            "{n:#}"
+        );
+        assert_eq!(n["status"], "verified", "{n:#}");
+    } else {
+        panic!("the workflow loaded before the generation moved: {old:#}");
+    }
+
+    // No Sandbox budget left: rejected before any check runs.
+    let c = change(
+        &b,
+        &project,
+        json!({"goal": "Budget", "acceptanceCriteria": [], "invariants": [], "riskTier": "low"}),
+    )
+    .await;
+    task(
+        &b,
+        &c,
+        "a",
+        &[],
+        &[edit("src/store.ts", "// An in-memory store", "// Kept in memory")],
+        &[],
+    )
+    .await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    store.exhaust_sandbox_meter(&project, now).await.unwrap();
+    let k = verify(&b, &c).await;
+    assert_eq!(k["status"], "rejected", "{k:#}");
+    assert!(
+        k["statusReason"].as_str().unwrap().contains("no Sandbox budget"),
+        "{k:#}"
+    );
+    assert!(k["evidence"].as_array().unwrap().is_empty(), "{k:#}");
+}

@@ -76,3 +76,21 @@ impl Store {
         Ok(())
     }
 }
+
+impl Store {
+    /// For tests of the meter cap: charges the project's whole monthly Sandbox allowance for the
+    /// month of `now_secs`.
+    pub async fn exhaust_sandbox_meter(&self, project_id: &str, now_secs: i64) -> Result<(), crate::StoreError> {
+        let month = belay_domain::meter::month_of(now_secs);
+        sqlx::query(
+            r#"insert into sandbox_usage (project_id, month, charged_seconds) values ($1, $2, $3)
+               on conflict (project_id, month) do update set charged_seconds = $3"#,
+        )
+        .bind(project_id)
+        .bind(&month)
+        .bind(belay_domain::meter::SANDBOX_MONTHLY_SECONDS as i64)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+}
