@@ -56,6 +56,13 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 10)]
         rest: u64,
     },
+    /// Candidate composition of 3 ChangeSets inside the verification step against `git merge-tree`.
+    Verify {
+        #[arg(long, default_value_t = 50_000)]
+        files: usize,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -77,6 +84,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::DevStart { rest } => dev_start_bench(rest).await,
         BenchCommand::Source { files, runs } => crate::bench_source::source(files, runs).await,
         BenchCommand::Sandbox { runs } => crate::bench_source::sandbox(runs).await,
+        BenchCommand::Verify { files, runs } => crate::bench_verify::verify(files, runs).await,
     }
 }
 

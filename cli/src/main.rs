@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_source;
+mod bench_verify;
 mod demo;
 mod dev;
 mod serve;

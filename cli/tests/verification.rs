@@ -710,3 +710,39 @@ async fn budget_build_security_procedure_and_stale_gaps_and_a_killed_worker_leav
     );
     assert!(k["evidence"].as_array().unwrap().is_empty(), "{k:#}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_check_past_its_timeout_is_the_gap_timed_out() {
+    let b = Belay::start_with_sandbox().await;
+    // The build check has 120 s; this project's typecheck takes longer.
+    let project = sample_project(&b, Some(json!({"commands": {"typecheck": "sleep 130"}}))).await;
+    let c = change(
+        &b,
+        &project,
+        json!({"goal": "Wait", "acceptanceCriteria": [], "invariants": [], "riskTier": "low"}),
+    )
+    .await;
+    task(
+        &b,
+        &c,
+        "a",
+        &[],
+        &[edit("src/store.ts", "// An in-memory store", "// The store")],
+        &[],
+    )
+    .await;
+    let k = verify(&b, &c).await;
+    assert_eq!(k["status"], "rejected", "{k:#}");
+    let build = evidence(&k, "build");
+    assert_eq!(build.len(), 1, "{k:#}");
+    assert!(build[0]["durationMs"].as_u64().unwrap() > 120_000, "{k:#}");
+    assert!(
+        k["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["checkId"] == "build" && g["reason"] == "timed_out"),
+        "{k:#}"
+    );
+    assert!(evidence(&k, "unit").len() == 1, "the next checks still run: {k:#}");
+}
