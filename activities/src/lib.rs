@@ -14,6 +14,7 @@ pub mod project;
 pub mod revocations;
 pub mod store;
 pub mod top_up;
+pub mod verification;
 pub mod workspace;
 
 use std::future::Future;

@@ -263,7 +263,7 @@ fn is_lost(e: &SandboxError) -> bool {
     matches!(e, SandboxError::Lost { .. } | SandboxError::MissingDirectory(_))
 }
 
-fn git_in_sandbox_error(e: GitInSandboxError) -> ActivityError {
+pub(crate) fn git_in_sandbox_error(e: GitInSandboxError) -> ActivityError {
     match e {
         GitInSandboxError::Sandbox(e) => sandbox_error(e),
         GitInSandboxError::Token(e) => fatal(e),

@@ -333,6 +333,33 @@ fn rules() -> Vec<(String, Value)> {
                 "items": {"pattern": "^grp_[a-z0-9]{1,64}$"}}),
         ));
     }
+    // Verification: an explicit Candidate, and a policy write.
+    rules.push((
+        schema("ComposeInput", "/properties/changeSetIds"),
+        json!({"minItems": 1, "maxItems": 100, "uniqueItems": true, "items": {"minLength": 1, "maxLength": 100}}),
+    ));
+    rules.push((
+        schema("PolicyInput", "/properties/requiredChecksByRisk"),
+        json!({"additionalProperties": {"maxItems": 16, "uniqueItems": true,
+            "items": {"enum": belay_domain::policy::POLICY_CHECK_IDS}}}),
+    ));
+    for field in ["gatedRiskTiers", "autoPromoteRiskTiers"] {
+        rules.push((
+            schema("PolicyInput", &format!("/properties/{field}")),
+            json!({"uniqueItems": true}),
+        ));
+    }
+    rules.push((
+        schema("PolicyInput", "/properties/protectedResources"),
+        json!({"maxItems": 100, "items": {"pattern":
+            "^(?:[a-z0-9:._/*-]{1,200}|/[^\\s\\u0000-\\u001F\\u007F-\\u009F]{0,199}|(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) /[^\\s\\u0000-\\u001F\\u007F-\\u009F]{0,199})$"}}),
+    ));
+    for field in ["install", "build", "typecheck", "test", "bench", "contract", "dev"] {
+        rules.push((
+            schema("PolicyCommandsInput", &format!("/properties/{field}")),
+            json!({"minLength": 1, "maxLength": 500, "pattern": format!("^[^{CONTROL}]*[^{WHITE}{CONTROL}][^{CONTROL}]*$")}),
+        ));
+    }
     for name in ["GgConfigInput", "GgConfigUpdate"] {
         rules.push((
             schema(name, "/properties/launchSlots"),

@@ -134,6 +134,10 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(coverage::halt))
         .routes(utoipa_axum::routes!(coverage::halt_all))
         .routes(utoipa_axum::routes!(coverage::get_settings, coverage::put_settings))
+        .routes(utoipa_axum::routes!(candidates::get_policy, candidates::put_policy))
+        .routes(utoipa_axum::routes!(candidates::start))
+        .routes(utoipa_axum::routes!(candidates::compose, candidates::list))
+        .routes(utoipa_axum::routes!(candidates::get))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.

@@ -87,6 +87,23 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         samples: usize,
     },
+    /// Candidate composition of 3 ChangeSets inside the verification step against `git merge-tree`;
+    /// with `--end-to-end`, also the sample app's whole verification (cold and warm Sandbox, per
+    /// step) and the orchestration overhead of trivial checks, through a `belay dev` of its own.
+    Verify {
+        #[arg(long, default_value_t = 50_000)]
+        files: usize,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long)]
+        end_to_end: bool,
+        /// The app the end-to-end part verifies (the sample app of the source tree by default).
+        #[arg(long)]
+        app: Option<std::path::PathBuf>,
+        /// Bare workflows measured for the overhead ratio.
+        #[arg(long, default_value_t = 20)]
+        probes: usize,
+    },
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -114,6 +131,20 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::Coverage { postgres_url, samples } => {
             crate::bench_coverage::coverage(postgres_url, samples).await
+        }
+        BenchCommand::Verify {
+            files,
+            runs,
+            end_to_end,
+            app,
+            probes,
+        } => {
+            crate::bench_verify::verify(files, runs).await?;
+            if end_to_end {
+                let app = app.unwrap_or_else(crate::bench_verify::default_app_dir);
+                crate::bench_verify::end_to_end(&app, probes).await?;
+            }
+            Ok(())
         }
     }
 }

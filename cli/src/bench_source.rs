@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 const PROJECT: &str = "proj_bench";
 
-fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("git").arg("-C").arg(dir).args(args).output()?;
     if !out.status.success() {
         bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -22,7 +22,7 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 }
 
 /// Adds `files` small source files to canonical `main` in one commit (git fast-import).
-fn grow(repo: &Path, files: usize) -> anyhow::Result<String> {
+pub(crate) fn grow(repo: &Path, files: usize) -> anyhow::Result<String> {
     let mut script = Vec::new();
     writeln!(
         script,
@@ -50,12 +50,12 @@ fn grow(repo: &Path, files: usize) -> anyhow::Result<String> {
     Ok(git(repo, &["rev-parse", "refs/heads/main"])?.trim().to_owned())
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
+pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 

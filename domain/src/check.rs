@@ -21,6 +21,9 @@ pub const RUNNER_SUFFIX: &str = "(runner: sandbox)";
 /// `protected-invariant-2-email-delivery`, …). The variant order is the order a plan lists them.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CheckId {
+    /// Not a planned check: the record a Candidate rejected by `checkCompatibility` or by a merge
+    /// conflict gets, naming the reason (the files in conflict).
+    Composition,
     Build,
     ClientAssets,
     Unit,
@@ -42,6 +45,7 @@ pub enum CheckId {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CheckKind {
+    Composition,
     Build,
     Unit,
     Contract,
@@ -59,6 +63,7 @@ const PROTECTED_PREFIX: &str = "protected-invariant-";
 impl CheckId {
     pub fn kind(&self) -> CheckKind {
         match self {
+            CheckId::Composition => CheckKind::Composition,
             CheckId::Build | CheckId::ClientAssets => CheckKind::Build,
             CheckId::Unit => CheckKind::Unit,
             CheckId::Contract => CheckKind::Contract,
@@ -77,6 +82,7 @@ impl CheckId {
         match self {
             CheckId::Build | CheckId::Contract | CheckId::Performance => 120_000,
             CheckId::ClientAssets | CheckId::PreviewSmoke => 30_000,
+            CheckId::Composition => 600_000,
             CheckId::Unit
             | CheckId::ProtectedInvariant { .. }
             | CheckId::Security
@@ -87,6 +93,7 @@ impl CheckId {
 
     fn fixed_name(&self) -> Option<&'static str> {
         Some(match self {
+            CheckId::Composition => "composition",
             CheckId::Build => "build",
             CheckId::ClientAssets => "client-assets",
             CheckId::Unit => "unit",
@@ -100,7 +107,8 @@ impl CheckId {
         })
     }
 
-    const FIXED: [CheckId; 9] = [
+    const FIXED: [CheckId; 10] = [
+        CheckId::Composition,
         CheckId::Build,
         CheckId::ClientAssets,
         CheckId::Unit,
@@ -125,7 +133,7 @@ impl fmt::Display for CheckId {
 /// A string that is not a check id of the table.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{0}` is not a check id (build, client-assets, unit, contract, protected-invariant-<n>-<slug>, performance, security, browser, acceptance, preview-smoke)"
+    "`{0}` is not a check id (composition, build, client-assets, unit, contract, protected-invariant-<n>-<slug>, performance, security, browser, acceptance, preview-smoke)"
 )]
 pub struct UnknownCheck(pub String);
 

@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod accounts;
+pub mod candidates;
 pub mod catalogue;
 pub mod changes;
 pub mod coverage;

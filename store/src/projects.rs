@@ -155,6 +155,14 @@ impl Store {
             let session: String = r.try_get("id")?;
             names.push(belay_domain::repo::edit_fork(&session).map_err(|e| StoreError::Corrupt(e.to_string()))?);
         }
+        for r in sqlx::query("select id from candidates where project_id = $1 order by id")
+            .bind(id)
+            .fetch_all(self.pool())
+            .await?
+        {
+            let candidate: String = r.try_get("id")?;
+            names.push(belay_domain::repo::candidate_fork(&candidate).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+        }
         names.push(belay_domain::repo::canonical_repo(id).map_err(|e| StoreError::Corrupt(e.to_string()))?);
         Ok(names)
     }
@@ -176,6 +184,9 @@ impl Store {
         for sql in [
             "delete from workspaces where project_id = $1".to_string(),
             "delete from edit_sessions where project_id = $1".to_string(),
+            "delete from evidence where candidate_id in (select id from candidates where project_id = $1)".to_string(),
+            "delete from candidates where project_id = $1".to_string(),
+            "delete from project_policies where project_id = $1".to_string(),
             format!("delete from change_sets where task_id in {scoped}"),
             format!("delete from task_runs where task_id in {scoped}"),
             format!("delete from task_dependencies where task_id in {scoped}"),

@@ -52,3 +52,45 @@ pub async fn fresh(backend: Backend) -> TestDb {
         }
     }
 }
+
+impl Store {
+    /// For test fixtures that push a commit straight into a project's canonical repository (a
+    /// sample app instead of a promoted Change): points the project's canonical commit and tree
+    /// at it, at the same generation.
+    pub async fn seed_canonical(&self, project_id: &str, commit: &str, tree: &str) -> Result<(), crate::StoreError> {
+        sqlx::query("update projects set canonical_commit = $2, canonical_tree = $3 where id = $1")
+            .bind(project_id)
+            .bind(commit)
+            .bind(tree)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// For tests of staleness: moves a project's canonical generation on, as a promotion would.
+    pub async fn bump_generation(&self, project_id: &str) -> Result<(), crate::StoreError> {
+        sqlx::query("update projects set generation = generation + 1 where id = $1")
+            .bind(project_id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// For tests of the meter cap: charges the project's whole monthly Sandbox allowance for the
+    /// month of `now_secs`.
+    pub async fn exhaust_sandbox_meter(&self, project_id: &str, now_secs: i64) -> Result<(), crate::StoreError> {
+        let month = belay_domain::meter::month_of(now_secs);
+        sqlx::query(
+            r#"insert into sandbox_usage (project_id, month, charged_seconds) values ($1, $2, $3)
+               on conflict (project_id, month) do update set charged_seconds = $3"#,
+        )
+        .bind(project_id)
+        .bind(&month)
+        .bind(belay_domain::meter::SANDBOX_MONTHLY_SECONDS as i64)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+}

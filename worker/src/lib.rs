@@ -19,6 +19,7 @@ macro_rules! register_every_workflow {
             .and_then(|o| o.register_workflow::<belay_workflows::edit_session::EditSessionWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::sweep::ForksSweepWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::top_up::TopUpWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::verification::CandidateVerificationWorkflow>())
     };
 }
 
@@ -33,6 +34,7 @@ use belay_activities::leases::StoreLeases;
 use belay_activities::project::{GitActivities, ProjectStoreActivities};
 use belay_activities::revocations::StoreRevocations;
 use belay_activities::store::{ClientActivities, ProbeActivities, StoreActivities};
+use belay_activities::verification::{VerifyGitActivities, VerifySandboxActivities, VerifyStoreActivities};
 use belay_activities::workspace::{WorkspaceGitActivities, WorkspaceSandboxActivities, WorkspaceStoreActivities};
 use belay_client::ensure_dispatcher;
 use belay_git::GitService;
@@ -244,6 +246,10 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_activities(belay_activities::top_up::TopUpStoreActivities {
                     store: deps.store.clone(),
                 })
+                .register_activities(VerifyStoreActivities {
+                    store: deps.store.clone(),
+                    objects: deps.objects.clone(),
+                })
                 .build(),
             Pool::Harness => {
                 std::fs::create_dir_all(&deps.work_root)
@@ -287,6 +293,10 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_activities(SweepGitActivities {
                     git: GitService::new(deps.git_root.clone()),
                 })
+                .register_activities(VerifyGitActivities {
+                    git: GitService::new(deps.git_root.clone()),
+                    sources: SourceObjects::new(deps.objects.clone()),
+                })
                 .build()
             }
             Pool::Sandbox if deps.sandbox.is_some() => {
@@ -315,9 +325,16 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     git: sandbox.git.clone(),
                 })
                 .register_activities(EditSandboxActivities {
+                    sandboxes: sandboxes.clone(),
+                    revocations: revocations.clone(),
+                    git: sandbox.git.clone(),
+                })
+                .register_activities(VerifySandboxActivities {
                     sandboxes,
                     revocations,
                     git: sandbox.git,
+                    store: deps.store.clone(),
+                    objects: deps.objects.clone(),
                 })
                 .build()
             }

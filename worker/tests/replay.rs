@@ -11,8 +11,9 @@
 //!
 //! Histories are recorded by the `belay` crate's tests with
 //! `BELAY_RECORD_HISTORIES=$PWD/worker/tests/histories`: `run_lane`'s `records_replayable_histories`
-//! (dispatcher, runs), the `workspaces` tests (workspaces, an edit session, the forks sweep) and
-//! `coverage`'s buffer test (a plan's top-up).
+//! (dispatcher, runs), the `workspaces` tests (workspaces, an edit session, the forks sweep),
+//! `coverage`'s buffer test (a plan's top-up) and the `verification` test (a verified and a
+//! rejected Candidate).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -30,6 +31,8 @@ const HISTORIES: &[&str] = &[
     "run-failed-v2",
     "dispatcher-v2",
     "topup-plan-v1",
+    "verification-verified",
+    "verification-rejected",
 ];
 
 fn dir() -> std::path::PathBuf {

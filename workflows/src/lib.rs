@@ -19,6 +19,7 @@ pub mod run;
 pub mod search;
 pub mod sweep;
 pub mod top_up;
+pub mod verification;
 pub mod wake;
 pub mod workspace;
 

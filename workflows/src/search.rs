@@ -8,11 +8,17 @@ pub const JOB_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("Bela
 pub const HARNESS: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayHarness");
 pub const ORIGIN: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayOrigin");
 pub const PLAN_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayPlanId");
+pub const CANDIDATE_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayCandidateId");
+pub const CHANGE_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayChangeId");
+pub const PROJECT_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayProjectId");
 
 /// Every attribute with its type name, as `temporal` expects them (`Name=Keyword`).
-pub const ALL: [(&str, &str); 4] = [
+pub const ALL: [(&str, &str); 7] = [
     ("BelayJobId", "Keyword"),
     ("BelayHarness", "Keyword"),
     ("BelayOrigin", "Keyword"),
     ("BelayPlanId", "Keyword"),
+    ("BelayCandidateId", "Keyword"),
+    ("BelayChangeId", "Keyword"),
+    ("BelayProjectId", "Keyword"),
 ];

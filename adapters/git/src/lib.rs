@@ -15,6 +15,7 @@
 //! renamed into place, so a crash leaves a repository either complete or absent. Nothing here ever
 //! lists the namespace: every path is derived from a name.
 
+mod compose;
 pub mod source_objects;
 
 use belay_domain::repo::{RepoKind, RepoNameError, canonical_repo, repo_kind};

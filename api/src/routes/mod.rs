@@ -1,6 +1,7 @@
 //! Handlers, one module per resource.
 
 pub mod accounts;
+pub mod candidates;
 pub mod catalogue;
 pub mod changes;
 pub mod coverage;

@@ -1,0 +1,744 @@
+//! The activities behind CandidateVerificationWorkflow: loads and records (`belay.db`), the
+//! Candidate fork, merges, patch and tree reads (`belay.git`), and the checkout, composition build
+//! and checks in the project's Sandbox (`belay.sandbox`).
+//!
+//! A check records its own Evidence row and object before it answers, keyed by Candidate, check
+//! and attempt: a step retried after a crash (a worker killed mid-check) finds the row and
+//! answers it, so an attempt never has two rows.
+
+use crate::revocations::StoreRevocations;
+use crate::workspace::git_in_sandbox_error;
+use crate::{Plain, fatal, git_error, heartbeating, now_secs, retryable, sandbox_error, source_error, store_error};
+use belay_domain::check::CheckId;
+use belay_domain::contract::{compare_route_tables, parse_contract_changes, parse_route_table};
+use belay_domain::evidence::{CheckResult, Coverage, Evidence, EvidenceStatus, Metric};
+use belay_domain::ids::CandidateId;
+use belay_domain::meter::Reservation;
+use belay_domain::plan::P95_METRIC;
+use belay_domain::repo::{candidate_fork, canonical_repo};
+use belay_git::source_objects::SourceObjects;
+use belay_git::{GitService, StackedFork, StackedTip};
+use belay_sandbox::git::{Checkout, Pushed as InSandbox, SandboxGit};
+use belay_sandbox::{ExecOutput, SandboxUser, Sandboxes, candidate_dir};
+use belay_store::candidates::NewEvidence;
+use belay_store::meter::Reserve;
+use belay_store::{Store, StoreError, now_ms};
+use belay_workflows::verification::{
+    BuildRequest, Built, CheckRequest, CheckoutRequest, ComposeRequest, Composed, ComposedRecord, InspectRequest,
+    Inspected, Loaded, LoadedChangeSet, PatchRequest, PathsRequest, RecordRequest, ReserveRequest, Reserved,
+    SettleRequest, StaleRequest, StatusRequest,
+};
+use object_store::ObjectStore;
+use std::sync::Arc;
+use std::time::Duration;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::instrument;
+
+/// How much output an Evidence object keeps.
+const OUTPUT_TAIL: usize = 4000;
+
+fn tail(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    s.chars().skip(count.saturating_sub(n)).collect()
+}
+
+fn evidence_key(candidate: &str, check: &CheckId, attempt: u32) -> String {
+    format!("evidence/{candidate}/{check}-{attempt}.json")
+}
+
+async fn put_object(objects: &dyn ObjectStore, key: &str, value: &serde_json::Value) -> Result<(), ActivityError> {
+    objects
+        .put(
+            &object_store::path::Path::from(key),
+            serde_json::to_vec(value).map_err(fatal)?.into(),
+        )
+        .await
+        .map(drop)
+        .map_err(retryable)
+}
+
+/// Loads and records, on the `belay.db` pool.
+pub struct VerifyStoreActivities {
+    pub store: Store,
+    pub objects: Arc<dyn ObjectStore>,
+}
+
+#[activities]
+impl VerifyStoreActivities {
+    #[activity(definition = belay_workflows::verification::verify_definitions::Load)]
+    #[instrument(skip_all, fields(candidate.id = %candidate_id), err(Debug))]
+    pub async fn load(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        candidate_id: CandidateId,
+    ) -> Result<Loaded, ActivityError> {
+        let rows = self
+            .store
+            .verification_rows(candidate_id.as_str())
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| fatal(StoreError::not_found("candidate", candidate_id.as_str())))?;
+        let policy = self
+            .store
+            .active_policy_for_worker(rows.candidate.project_id.as_str())
+            .await
+            .map_err(store_error)?;
+        let change_sets = rows
+            .change_sets
+            .into_iter()
+            .map(|r| {
+                Ok(LoadedChangeSet {
+                    fork: belay_domain::repo::workspace_fork(r.change_set.run_id.as_str()).map_err(fatal)?,
+                    canonical_base: r.workspace_base,
+                    workspace_base: r.workspace_start,
+                    change_set: r.change_set,
+                })
+            })
+            .collect::<Result<Vec<_>, ActivityError>>()?;
+        Ok(Loaded {
+            candidate: rows.candidate,
+            change: rows.change,
+            tasks: rows.tasks,
+            change_sets,
+            policy,
+            canonical_generation: rows.canonical_generation,
+        })
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Status)]
+    pub async fn status(self: Arc<Self>, _ctx: ActivityContext, input: StatusRequest) -> Result<bool, ActivityError> {
+        self.store
+            .set_candidate_status(
+                input.candidate_id.as_str(),
+                &input.from,
+                input.to,
+                input.reason.as_deref(),
+            )
+            .await
+            .map_err(store_error)
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Stale)]
+    pub async fn stale(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: StaleRequest,
+    ) -> Result<Option<CandidateId>, ActivityError> {
+        Ok(self
+            .store
+            .recompose_stale(input.candidate_id.as_str(), &input.reason)
+            .await
+            .map_err(store_error)?
+            .map(|c| c.id))
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Reserve)]
+    pub async fn reserve(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ReserveRequest,
+    ) -> Result<Reserved, ActivityError> {
+        let at = now_secs();
+        Ok(
+            match self
+                .store
+                .reserve_sandbox(input.project_id.as_str(), Reservation::CandidateChecks, at)
+                .await
+                .map_err(store_error)?
+            {
+                Reserve::Reserved { id, .. } => Reserved::Reserved { reservation_id: id, at },
+                Reserve::Refused(cap) => Reserved::Refused {
+                    reason: cap.to_string(),
+                },
+            },
+        )
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Settle)]
+    pub async fn settle(self: Arc<Self>, _ctx: ActivityContext, input: SettleRequest) -> Result<(), ActivityError> {
+        let end = now_secs().max(input.start);
+        self.store
+            .settle_sandbox(&input.reservation_id, input.start, end)
+            .await
+            .map(drop)
+            .map_err(store_error)
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Composed)]
+    pub async fn composed(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ComposedRecord,
+    ) -> Result<bool, ActivityError> {
+        self.store
+            .record_composition(input.candidate_id.as_str(), &input.commit, &input.tree, &input.plan)
+            .await
+            .map_err(store_error)
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Record)]
+    pub async fn record(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: RecordRequest,
+    ) -> Result<Evidence, ActivityError> {
+        let key = evidence_key(input.candidate_id.as_str(), &input.check_id, input.attempt);
+        let mut detail = input.detail.clone();
+        if let Some(o) = detail.as_object_mut() {
+            o.insert("result".into(), serde_json::to_value(&input.result).map_err(fatal)?);
+        }
+        put_object(self.objects.as_ref(), &key, &detail).await?;
+        let now = now_ms();
+        let row = self
+            .store
+            .record_evidence(&NewEvidence {
+                candidate_id: input.candidate_id.to_string(),
+                check_id: input.check_id,
+                attempt: input.attempt,
+                result: input.result,
+                object_key: Some(key),
+                started_at: input.started_at.unwrap_or(now),
+                completed_at: input.completed_at.unwrap_or(now),
+            })
+            .await
+            .map_err(store_error)?;
+        Ok(row.evidence)
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Evidence)]
+    pub async fn evidence(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        candidate_id: CandidateId,
+    ) -> Result<Vec<Evidence>, ActivityError> {
+        Ok(self
+            .store
+            .list_evidence(candidate_id.as_str())
+            .await
+            .map_err(store_error)?
+            .into_iter()
+            .map(|r| r.evidence)
+            .collect())
+    }
+}
+
+/// The Candidate fork, on the `belay.git` pool.
+pub struct VerifyGitActivities {
+    pub git: GitService,
+    pub sources: SourceObjects,
+}
+
+#[activities]
+impl VerifyGitActivities {
+    #[activity(definition = belay_workflows::verification::verify_definitions::Paths)]
+    pub async fn paths(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: PathsRequest,
+    ) -> Result<Vec<Vec<String>>, ActivityError> {
+        let mut out = Vec::with_capacity(input.tips.len());
+        for tip in &input.tips {
+            let from = tip.workspace_base.clone().unwrap_or_else(|| input.base_commit.clone());
+            out.push(
+                self.git
+                    .changed_paths(&tip.fork, &from, &tip.commit)
+                    .await
+                    .map_err(git_error)?,
+            );
+        }
+        Ok(out)
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Compose)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
+    pub async fn compose(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ComposeRequest,
+    ) -> Result<Composed, ActivityError> {
+        let canonical = canonical_repo(input.project_id.as_str()).map_err(fatal)?;
+        let fork = candidate_fork(input.candidate_id.as_str()).map_err(fatal)?;
+        let tips: Vec<StackedTip> = input
+            .tips
+            .iter()
+            .map(|t| StackedTip {
+                label: t.label.clone(),
+                fork: t.fork.clone(),
+                commit: t.commit.clone(),
+            })
+            .collect();
+        Ok(
+            match self
+                .git
+                .fork_stacked(&canonical, &fork, &tips)
+                .await
+                .map_err(git_error)?
+            {
+                StackedFork::Ready { base, start } => Composed::Merged { base, commit: start },
+                StackedFork::Conflict { label, paths } => Composed::Conflict { label, paths },
+            },
+        )
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Inspect)]
+    pub async fn inspect(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: InspectRequest,
+    ) -> Result<Inspected, ActivityError> {
+        let fork = candidate_fork(input.candidate_id.as_str()).map_err(fatal)?;
+        let tree = self.git.tree_of(&fork, &input.commit).await.map_err(git_error)?;
+        let changed_paths = self
+            .git
+            .changed_paths(&fork, &input.base, &input.commit)
+            .await
+            .map_err(git_error)?;
+        let index = self.git.file_index(&fork, &input.commit).await.map_err(git_error)?;
+        let read = async |path: &str| -> Result<Option<String>, ActivityError> {
+            let Some(f) = index.iter().find(|f| f.path == path) else {
+                return Ok(None);
+            };
+            let blobs = self
+                .git
+                .read_blobs(&fork, vec![f.blob.clone()])
+                .await
+                .map_err(git_error)?;
+            Ok(blobs
+                .into_iter()
+                .next()
+                .map(|b| String::from_utf8_lossy(&b).into_owned()))
+        };
+        let build_script = read("package.json").await?.and_then(|text| {
+            let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+            v.get("scripts")?.get("build")?.as_str().map(str::to_owned)
+        });
+        let index_html = read(belay_domain::client_assets::INDEX_HTML).await?;
+        Ok(Inspected {
+            tree,
+            changed_paths,
+            build_script,
+            index_html,
+        })
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Patch)]
+    pub async fn patch(self: Arc<Self>, _ctx: ActivityContext, input: PatchRequest) -> Result<String, ActivityError> {
+        let fork = candidate_fork(input.candidate_id.as_str()).map_err(fatal)?;
+        let diff = self
+            .git
+            .unified_diff(&fork, &input.base, &input.commit)
+            .await
+            .map_err(git_error)?;
+        Ok(self
+            .sources
+            .put_candidate_patch(input.project_id.as_str(), input.candidate_id.as_str(), &diff)
+            .await
+            .map_err(source_error)?
+            .key)
+    }
+}
+
+/// The checkout, composition build and checks, on the `belay.sandbox` pool.
+pub struct VerifySandboxActivities {
+    pub sandboxes: Arc<Sandboxes>,
+    pub revocations: StoreRevocations,
+    pub git: SandboxGit,
+    pub store: Store,
+    pub objects: Arc<dyn ObjectStore>,
+}
+
+fn argv(command: &str) -> Vec<String> {
+    command.split_whitespace().map(str::to_owned).collect()
+}
+
+fn output(out: &ExecOutput) -> String {
+    tail(&format!("{}{}", out.stdout, out.stderr), OUTPUT_TAIL)
+}
+
+/// What one command did, as the Evidence object holds it.
+struct Ran {
+    command: String,
+    out: ExecOutput,
+}
+
+impl VerifySandboxActivities {
+    /// Clones the Candidate fork's `main` afresh into its directory; HEAD is answered.
+    async fn clone_fork(&self, project: &str, candidate: &str) -> Result<String, ActivityError> {
+        let dir = candidate_dir(candidate).map_err(fatal)?;
+        let fork = candidate_fork(candidate).map_err(fatal)?;
+        self.sandboxes.ensure(project).await.map_err(sandbox_error)?;
+        self.sandboxes
+            .fresh_dir(project, &dir, SandboxUser::Root)
+            .await
+            .map_err(sandbox_error)?;
+        match self
+            .git
+            .clone_repo(
+                &self.sandboxes,
+                &self.revocations,
+                Checkout {
+                    project,
+                    dir: &dir,
+                    repo: &fork,
+                },
+                SandboxUser::Root,
+            )
+            .await
+            .map_err(git_in_sandbox_error)?
+        {
+            Ok(head) => Ok(head),
+            Err(why) => Err(retryable(Plain(why))),
+        }
+    }
+
+    /// The checkout, restored from the fork when the Sandbox lost it.
+    async fn ensure_checkout(&self, project: &str, candidate: &str) -> Result<String, ActivityError> {
+        let dir = candidate_dir(candidate).map_err(fatal)?;
+        if !self
+            .sandboxes
+            .checkout_present(project, &dir)
+            .await
+            .map_err(sandbox_error)?
+        {
+            self.clone_fork(project, candidate).await?;
+        }
+        Ok(dir)
+    }
+
+    async fn run(&self, project: &str, dir: &str, command: &str, timeout: Duration) -> Result<Ran, ActivityError> {
+        let out = self
+            .sandboxes
+            .exec(project, dir, &argv(command), SandboxUser::Root, timeout)
+            .await
+            .map_err(sandbox_error)?;
+        Ok(Ran {
+            command: command.to_owned(),
+            out,
+        })
+    }
+
+    async fn sh(
+        &self,
+        project: &str,
+        dir: &str,
+        script: &str,
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<ExecOutput, ActivityError> {
+        self.sandboxes
+            .sh(project, dir, SandboxUser::Root, script, args, timeout)
+            .await
+            .map_err(sandbox_error)
+    }
+
+    /// Runs the check; the result and what the object holds.
+    async fn run_check(
+        &self,
+        input: &CheckRequest,
+        dir: &str,
+    ) -> Result<(CheckResult, serde_json::Value), ActivityError> {
+        let project = input.project_id.as_str();
+        let c = &input.commands;
+        let timeout = Duration::from_millis(input.check.timeout_ms);
+        let object = |ran: &Ran| {
+            serde_json::json!({
+                "command": ran.command,
+                "exitCode": ran.out.exit_code,
+                "timedOut": ran.out.timed_out,
+                "outputTail": output(&ran.out),
+            })
+        };
+        let timed_out = |ran: &Ran| {
+            CheckResult::new(
+                EvidenceStatus::Error,
+                Coverage::NotChecked,
+                &format!("{} timed out after {} s", ran.command, timeout.as_secs()),
+            )
+        };
+        let exit = |ran: &Ran| {
+            let mut r = CheckResult::from_exit(ran.out.exit_code.unwrap_or(-1), &ran.command);
+            if r.status != EvidenceStatus::Pass {
+                // The last lines say why; the object holds the rest.
+                let why = tail(output(&ran.out).trim(), 300).replace('\n', " | ");
+                r = CheckResult::new(
+                    r.status,
+                    r.coverage,
+                    &format!("{} failed (exit {:?}): {why}", ran.command, ran.out.exit_code),
+                );
+            }
+            r
+        };
+        Ok(match &input.check.check_id {
+            CheckId::Build | CheckId::Unit => {
+                let cmd = if input.check.check_id == CheckId::Build {
+                    &c.typecheck
+                } else {
+                    &c.test
+                };
+                let ran = self.run(project, dir, cmd, timeout).await?;
+                let result = if ran.out.timed_out { timed_out(&ran) } else { exit(&ran) };
+                (result, object(&ran))
+            }
+            CheckId::Security => {
+                let ran = self.run(project, dir, &c.security(), timeout).await?;
+                let text = output(&ran.out);
+                let result = if ran.out.timed_out {
+                    timed_out(&ran)
+                } else if ran.out.exit_code != Some(0) && (text.contains("matched 0 tests") || text.contains("0 tests"))
+                {
+                    CheckResult::new(
+                        EvidenceStatus::Pass,
+                        Coverage::CheckedNoSignal,
+                        "no test named authorization: the denial rules are not tested",
+                    )
+                } else {
+                    exit(&ran)
+                };
+                (result, object(&ran))
+            }
+            CheckId::Performance => {
+                let ran = self.run(project, dir, &c.bench, timeout).await?;
+                let limit = input.check.limit.as_ref().map(|l| l.below);
+                let p95 = ran
+                    .out
+                    .stdout
+                    .lines()
+                    .rev()
+                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+                    .find_map(|v| v.get(P95_METRIC).and_then(serde_json::Value::as_f64));
+                let result = if ran.out.timed_out {
+                    timed_out(&ran)
+                } else if ran.out.exit_code != Some(0) {
+                    exit(&ran)
+                } else if let Some(value) = p95 {
+                    let mut r = CheckResult::new(
+                        EvidenceStatus::Pass,
+                        Coverage::CheckedSupported,
+                        &format!("p95 {value} ms (limit {} ms)", limit.unwrap_or_default()),
+                    );
+                    r.metric = Some(Metric {
+                        name: P95_METRIC.into(),
+                        value,
+                        limit,
+                    });
+                    r
+                } else {
+                    CheckResult::new(
+                        EvidenceStatus::Pass,
+                        Coverage::CheckedNoSignal,
+                        "the bench printed no p95Ms",
+                    )
+                };
+                (result, object(&ran))
+            }
+            CheckId::Contract => {
+                let candidate = self.run(project, dir, &c.contract, timeout).await?;
+                let base_dir = format!("/tmp/belay-base-{}", input.candidate_id.as_str());
+                let base = self
+                    .sh(
+                        project,
+                        dir,
+                        r#"rm -rf "$1"; git worktree prune; git worktree add --quiet --detach "$1" "$2" >&2 && cd "$1" && $3; rc=$?; cd /; git -C "$4" worktree remove --force "$1" >/dev/null 2>&1; exit $rc"#,
+                        &[&base_dir, &input.base_commit, &c.contract, dir],
+                        timeout,
+                    )
+                    .await?;
+                let detail = serde_json::json!({
+                    "command": c.contract,
+                    "candidate": { "exitCode": candidate.out.exit_code, "outputTail": output(&candidate.out) },
+                    "base": { "exitCode": base.exit_code, "outputTail": output(&base) },
+                });
+                let result = if candidate.out.timed_out || base.timed_out {
+                    timed_out(&candidate)
+                } else {
+                    match (
+                        parse_route_table(&candidate.out.stdout),
+                        parse_route_table(&base.stdout),
+                    ) {
+                        (Ok(cand), Ok(base)) => {
+                            let cmp =
+                                compare_route_tables(&base, &cand, &parse_contract_changes(&input.contract_changes));
+                            let status = if cmp.passes() {
+                                EvidenceStatus::Pass
+                            } else {
+                                EvidenceStatus::Fail
+                            };
+                            CheckResult::new(status, Coverage::CheckedSupported, &cmp.summary())
+                        }
+                        (Err(e), _) | (_, Err(e)) => {
+                            CheckResult::new(EvidenceStatus::Fail, Coverage::CheckedSupported, &e.to_string())
+                        }
+                    }
+                };
+                (result, detail)
+            }
+            CheckId::PreviewSmoke => {
+                let out = self
+                    .sh(
+                        project,
+                        dir,
+                        r#"PORT=3900 HOST=127.0.0.1 $1 >/tmp/belay-preview.log 2>&1 &
+pid=$!
+probe() { bun -e "const r = await fetch('http://127.0.0.1:3900$1'); console.log(r.status)" 2>/dev/null; }
+root=""; for i in $(seq 100); do root=$(probe /) && break; sleep 0.2; done
+health=$(probe /api/health)
+kill $pid 2>/dev/null; pkill -f 'bun' 2>/dev/null
+echo "root=$root health=$health""#,
+                        &[&c.dev],
+                        timeout,
+                    )
+                    .await?;
+                let line = out.stdout.lines().last().unwrap_or_default().to_owned();
+                let code = |k: &str| {
+                    line.split_whitespace()
+                        .find_map(|p| p.strip_prefix(k))
+                        .and_then(|v| v.parse::<u16>().ok())
+                };
+                let (root, health) = (code("root="), code("health="));
+                let ok = root.is_some_and(|r| r < 400) && health == Some(200);
+                let result = CheckResult::new(
+                    if ok { EvidenceStatus::Pass } else { EvidenceStatus::Fail },
+                    Coverage::CheckedSupported,
+                    &format!("GET / answered {root:?}, GET /api/health answered {health:?}"),
+                );
+                (
+                    result,
+                    serde_json::json!({ "command": c.dev, "probes": line, "outputTail": output(&out) }),
+                )
+            }
+            other => (
+                CheckResult::thrown(&format!("{other} does not run in the Sandbox")),
+                serde_json::json!({}),
+            ),
+        })
+    }
+}
+
+#[activities]
+impl VerifySandboxActivities {
+    #[activity(definition = belay_workflows::verification::verify_definitions::Checkout)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
+    pub async fn checkout(self: Arc<Self>, ctx: ActivityContext, input: CheckoutRequest) -> Result<(), ActivityError> {
+        heartbeating(&ctx, async {
+            let head = self
+                .clone_fork(input.project_id.as_str(), input.candidate_id.as_str())
+                .await?;
+            if head != input.commit {
+                return Err(retryable(Plain(format!(
+                    "the Candidate fork's main is {head}, not the composed {}",
+                    input.commit
+                ))));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Build)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
+    pub async fn build(self: Arc<Self>, ctx: ActivityContext, input: BuildRequest) -> Result<Built, ActivityError> {
+        heartbeating(&ctx, async {
+            let project = input.project_id.as_str();
+            let candidate = input.candidate_id.as_str();
+            // A retry starts from the merged commit again, not from a half-built tree.
+            let dir = candidate_dir(candidate).map_err(fatal)?;
+            if !self
+                .sandboxes
+                .checkout_present(project, &dir)
+                .await
+                .map_err(sandbox_error)?
+            {
+                self.clone_fork(project, candidate).await?;
+            }
+            let reset = self
+                .sh(
+                    project,
+                    &dir,
+                    r#"git reset -q --hard "$1" && git clean -fdxq"#,
+                    &[&input.commit],
+                    Duration::from_secs(60),
+                )
+                .await?;
+            if !reset.success() {
+                // The fork's main may already be the build commit (a retry after the push).
+                self.clone_fork(project, candidate).await?;
+            }
+            let started_at = now_ms();
+            for command in [&input.commands.install, &input.commands.build] {
+                let ran = self.run(project, &dir, command, Duration::from_secs(180)).await?;
+                if !ran.out.success() {
+                    return Ok(Built::Failed {
+                        command: command.clone(),
+                        exit_code: ran.out.exit_code,
+                        output_tail: output(&ran.out),
+                        started_at,
+                        completed_at: now_ms(),
+                    });
+                }
+            }
+            let fork = candidate_fork(candidate).map_err(fatal)?;
+            let pushed = self
+                .git
+                .commit_and_push(
+                    &self.sandboxes,
+                    &self.revocations,
+                    Checkout {
+                        project,
+                        dir: &dir,
+                        repo: &fork,
+                    },
+                    &format!("Build {candidate}"),
+                    &input.commit,
+                )
+                .await
+                .map_err(git_in_sandbox_error)?;
+            match pushed {
+                InSandbox::Nothing => Ok(Built::Passed { commit: None }),
+                InSandbox::Commit(c) => Ok(Built::Passed { commit: Some(c) }),
+                InSandbox::Failed(why) => Err(retryable(Plain(why))),
+            }
+        })
+        .await
+    }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::Check)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id, check.id = %input.check.check_id), err(Debug))]
+    pub async fn check(self: Arc<Self>, ctx: ActivityContext, input: CheckRequest) -> Result<Evidence, ActivityError> {
+        let candidate = input.candidate_id.to_string();
+        let existing = self.store.list_evidence(&candidate).await.map_err(store_error)?;
+        if let Some(row) = existing
+            .into_iter()
+            .find(|r| r.evidence.check_id == input.check.check_id && r.evidence.attempt == input.attempt)
+        {
+            return Ok(row.evidence);
+        }
+        heartbeating(&ctx, async {
+            let project = input.project_id.as_str();
+            let dir = self.ensure_checkout(project, &candidate).await?;
+            let started_at = now_ms();
+            let (result, mut detail) = self.run_check(&input, &dir).await?;
+            let completed_at = now_ms();
+            let key = evidence_key(&candidate, &input.check.check_id, input.attempt);
+            if let Some(o) = detail.as_object_mut() {
+                o.insert("result".into(), serde_json::to_value(&result).map_err(fatal)?);
+            }
+            put_object(self.objects.as_ref(), &key, &detail).await?;
+            let row = self
+                .store
+                .record_evidence(&NewEvidence {
+                    candidate_id: candidate.clone(),
+                    check_id: input.check.check_id.clone(),
+                    attempt: input.attempt,
+                    result,
+                    object_key: Some(key),
+                    started_at,
+                    completed_at,
+                })
+                .await
+                .map_err(store_error)?;
+            Ok(row.evidence)
+        })
+        .await
+    }
+}

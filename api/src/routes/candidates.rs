@@ -1,0 +1,193 @@
+//! Project policies, verification starts and Candidates. Starting verification (or composing an
+//! explicit set) makes a Candidate and starts its CandidateVerificationWorkflow (`verify-{cand}`);
+//! reading a Candidate answers its status, reason, plan, Evidence and the gate's gaps.
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiJson, Caller};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use belay_domain::ValidationError;
+use belay_domain::candidate::Candidate;
+use belay_domain::evidence::{Evidence, Gap, gate_required_checks};
+use belay_domain::policy::{PolicyInput, ProjectPolicy};
+use belay_workflows::queues;
+use belay_workflows::search;
+use belay_workflows::verification::{CandidateVerificationWorkflow, VerifyInput, verify_workflow_id};
+use serde::{Deserialize, Serialize};
+use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
+use utoipa::ToSchema;
+
+/// Most ChangeSets one explicit Candidate may hold.
+pub const MAX_CHANGE_SETS: usize = 100;
+
+/// An explicit set of a Change's ChangeSets to compose as a Candidate.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ComposeInput {
+    pub change_set_ids: Vec<String>,
+}
+
+impl ComposeInput {
+    fn validate(&self) -> Result<(), ValidationError> {
+        let field = "changeSetIds";
+        if self.change_set_ids.is_empty() {
+            return Err(ValidationError::new(field, "must name at least one ChangeSet"));
+        }
+        if self.change_set_ids.len() > MAX_CHANGE_SETS {
+            return Err(ValidationError::new(
+                field,
+                format!("at most {MAX_CHANGE_SETS} ChangeSets"),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for id in &self.change_set_ids {
+            if id.is_empty() || id.chars().count() > 100 {
+                return Err(ValidationError::new(field, "each id has 1 to 100 characters"));
+            }
+            if !seen.insert(id) {
+                return Err(ValidationError::new(field, format!("{id} is named twice")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A Candidate with its Evidence and the gaps the gate finds in it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateView {
+    #[serde(flatten)]
+    pub candidate: Candidate,
+    pub evidence: Vec<Evidence>,
+    /// Every required check of the plan not yet satisfied (empty without a plan).
+    pub gaps: Vec<Gap>,
+}
+
+async fn view(s: &AppState, candidate: Candidate) -> ApiResult<CandidateView> {
+    let evidence: Vec<Evidence> = s
+        .store
+        .list_evidence(candidate.id.as_str())
+        .await?
+        .into_iter()
+        .map(|r| r.evidence)
+        .collect();
+    let gaps = candidate
+        .plan
+        .as_ref()
+        .map(|p| gate_required_checks(p, &evidence).gaps)
+        .unwrap_or_default();
+    Ok(CandidateView {
+        candidate,
+        evidence,
+        gaps,
+    })
+}
+
+async fn start_workflow(s: &AppState, candidate: &Candidate) -> ApiResult<()> {
+    let attrs = temporalio_common::search_attributes::SearchAttributes::new(vec![
+        search::CANDIDATE_ID.value_set(candidate.id.to_string()),
+        search::CHANGE_ID.value_set(candidate.change_id.to_string()),
+        search::PROJECT_ID.value_set(candidate.project_id.to_string()),
+    ]);
+    let opts = WorkflowStartOptions::new(queues::WORKFLOWS, verify_workflow_id(candidate.id.as_str()))
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .search_attributes(attrs)
+        .build();
+    s.temporal
+        .start_workflow(
+            CandidateVerificationWorkflow::run,
+            VerifyInput {
+                candidate_id: candidate.id.clone(),
+            },
+            opts,
+        )
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    Ok(())
+}
+
+/// The project's active policy: its latest version, or `policy-1` (the default).
+#[utoipa::path(get, path = "/v1/projects/{id}/policy", tag = "verification", params(("id" = String, Path)),
+    responses((status = 200, body = ProjectPolicy), (status = 404, body = ErrorBody)))]
+pub async fn get_policy(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<ProjectPolicy>> {
+    Ok(Json(s.store.active_policy(&a.id, &id).await?))
+}
+
+/// Writes the next version of the project's policy; a field left out takes the default.
+#[utoipa::path(put, path = "/v1/projects/{id}/policy", tag = "verification", params(("id" = String, Path)),
+    request_body = PolicyInput,
+    responses((status = 200, body = ProjectPolicy), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+pub async fn put_policy(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(input): ApiJson<PolicyInput>,
+) -> ApiResult<Json<ProjectPolicy>> {
+    input.validate()?;
+    Ok(Json(s.store.put_policy(&a.id, &id, &input).await?))
+}
+
+/// Starts verification: `verification.started`, the Change `verifying`, and one Candidate holding
+/// the latest ChangeSet of every Task, whose workflow starts at once.
+#[utoipa::path(post, path = "/v1/changes/{id}/verification", tag = "verification", params(("id" = String, Path)),
+    responses((status = 201, body = CandidateView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn start(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<CandidateView>)> {
+    let candidate = s.store.start_verification(&a.id, &id).await?;
+    start_workflow(&s, &candidate).await?;
+    Ok((StatusCode::CREATED, Json(view(&s, candidate).await?)))
+}
+
+/// Composes an explicit set of the Change's ChangeSets as a new Candidate and verifies it.
+#[utoipa::path(post, path = "/v1/changes/{id}/candidates", tag = "verification", params(("id" = String, Path)),
+    request_body = ComposeInput,
+    responses((status = 201, body = CandidateView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+pub async fn compose(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(input): ApiJson<ComposeInput>,
+) -> ApiResult<(StatusCode, Json<CandidateView>)> {
+    input.validate()?;
+    let candidate = s.store.compose_candidate(&a.id, &id, &input.change_set_ids).await?;
+    start_workflow(&s, &candidate).await?;
+    Ok((StatusCode::CREATED, Json(view(&s, candidate).await?)))
+}
+
+/// A Change's Candidates, oldest first.
+#[utoipa::path(get, path = "/v1/changes/{id}/candidates", tag = "verification", params(("id" = String, Path)),
+    responses((status = 200, body = [Candidate]), (status = 404, body = ErrorBody)))]
+pub async fn list(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<Candidate>>> {
+    Ok(Json(s.store.list_candidates(&a.id, &id).await?))
+}
+
+/// One Candidate: status, reason, plan, Evidence and the gate's gaps.
+#[utoipa::path(get, path = "/v1/candidates/{id}", tag = "verification", params(("id" = String, Path)),
+    responses((status = 200, body = CandidateView), (status = 404, body = ErrorBody)))]
+pub async fn get(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CandidateView>> {
+    let candidate = s
+        .store
+        .get_candidate(&a.id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("candidate {id} not found")))?;
+    Ok(Json(view(&s, candidate).await?))
+}
