@@ -377,10 +377,28 @@ pub(crate) async fn after_review(s: &AppState, account_id: &str, cell: &str) {
     };
     for p in plans {
         let target = belay_domain::buffer::target_in_force(setting, p.buffer_target);
-        if starts_top_up(Feed::Plan, Trigger::ReviewSubmitted, p.auto_top_up, p.paused, target)
-            && let Err(e) = start_top_up(s, account_id, p.id.as_str(), false).await
-        {
-            tracing::warn!(plan.id = %p.id, error = e.message, "could not start a top-up after a review");
+        if !starts_top_up(Feed::Plan, Trigger::ReviewSubmitted, p.auto_top_up, p.paused, target) {
+            continue;
+        }
+        // A top-up already running may have read the counts before this review landed: once it
+        // ends, start another, so the review's slot is not lost.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match start_top_up(s, account_id, p.id.as_str(), false).await {
+                Ok(Some(_)) => break,
+                Ok(None) if attempts < 5 => {
+                    let running = s
+                        .temporal
+                        .get_workflow_handle::<TopUpWorkflow>(plan_workflow_id(p.id.as_str()));
+                    let _ = running.get_result(WorkflowGetResultOptions::default()).await;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(plan.id = %p.id, error = e.message, "could not start a top-up after a review");
+                    break;
+                }
+            }
         }
     }
 }
