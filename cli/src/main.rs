@@ -2,8 +2,8 @@
 //! `belay worker` and `belay migrate` are the production processes; `belay bench` measures.
 
 mod bench;
-mod bench_hardening;
 mod bench_coverage;
+mod bench_hardening;
 mod bench_source;
 mod bench_verify;
 mod demo;
