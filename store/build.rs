@@ -27,7 +27,10 @@ fn list(dir: &Path) -> BTreeMap<(i64, String), PathBuf> {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+    // Read when the script runs, not when it was compiled: a build script binary built for one
+    // checkout must not list another checkout's migrations.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("../migrations");
     let sqlite = list(&root.join("sqlite"));
     let postgres = list(&root.join("postgres"));
     if let Some(key) = sqlite.keys().find(|k| !postgres.contains_key(*k)) {
