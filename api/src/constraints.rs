@@ -334,6 +334,9 @@ fn rules() -> Vec<(String, Value)> {
         ));
     }
     // Verification: an explicit Candidate, and a policy write.
+    // A tier is gated or auto-promoted, never both (the cross-field rule of `policy::validate`),
+    // with an absent or null list standing for the default policy's.
+    rules.push((schema("PolicyInput", ""), json!({"allOf": tier_exclusions()})));
     rules.push((
         schema("ComposeInput", "/properties/changeSetIds"),
         json!({"minItems": 1, "maxItems": 100, "uniqueItems": true, "items": {"minLength": 1, "maxLength": 100}}),
@@ -396,6 +399,27 @@ fn locate<'a>(doc: &'a mut Value, pointer: &str) -> Option<&'a mut Value> {
 
 /// Merges `patch` into `target`: objects key by key, anything else replaced; a `null` in the
 /// patch removes the key.
+/// The schema form of "no tier both gated and auto-promoted": per tier, neither two explicit
+/// lists naming it, nor one list naming a tier the other's default names.
+fn tier_exclusions() -> Vec<Value> {
+    use belay_domain::policy::DEFAULT_POLICY;
+    let names = |field: &str, t: &str| json!({"required": [field], "properties": {field: {"type": "array", "contains": {"const": t}}}});
+    let defaulted = |field: &str| json!({"not": {"required": [field], "properties": {field: {"type": "array"}}}});
+    let mut out = Vec::new();
+    for tier in belay_domain::change::RiskTier::ALL {
+        let t = tier.as_str();
+        let (g, a) = (names("gatedRiskTiers", t), names("autoPromoteRiskTiers", t));
+        out.push(json!({"not": {"allOf": [g.clone(), a.clone()]}}));
+        if DEFAULT_POLICY.gated_risk_tiers.contains(&tier) {
+            out.push(json!({"not": {"allOf": [a, defaulted("gatedRiskTiers")]}}));
+        }
+        if DEFAULT_POLICY.auto_promote_risk_tiers.contains(&tier) {
+            out.push(json!({"not": {"allOf": [g, defaulted("autoPromoteRiskTiers")]}}));
+        }
+    }
+    out
+}
+
 fn merge(target: &mut Value, patch: &Value) {
     match (target.as_object_mut(), patch.as_object()) {
         (Some(t), Some(p)) => {

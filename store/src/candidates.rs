@@ -267,10 +267,11 @@ impl Store {
             }
             Some(ids) => {
                 for id in ids {
+                    // Well-formed, but not (or no longer) one of this Change's: a fact about the
+                    // Change's state, not about the request's shape.
                     if !all.iter().any(|c| c.id.as_str() == id) {
-                        return Err(StoreError::Invalid(belay_domain::ValidationError::new(
-                            "changeSetIds",
-                            format!("{id} is not a ChangeSet of change {change_id}"),
+                        return Err(StoreError::Conflict(format!(
+                            "changeSetIds: {id} is not a ChangeSet of change {change_id}"
                         )));
                     }
                 }
