@@ -195,10 +195,11 @@ on_both!(
         assert_eq!(ids, vec![w.sets[0].as_str(), w.sets[2].as_str()]);
         assert_eq!(s.list_candidates(&w.alice, &w.change).await.unwrap().len(), 2);
 
-        // A ChangeSet of nothing of this Change is refused, naming the field; nothing is written.
+        // A ChangeSet that is not this Change's is refused as a conflict with the Change's state,
+        // naming the field; nothing is written.
         let refused = s.compose_candidate(&w.alice, &w.change, &["cs_nope".into()]).await;
         assert!(
-            matches!(refused, Err(StoreError::Invalid(ref v)) if v.field == "changeSetIds"),
+            matches!(refused, Err(StoreError::Conflict(ref m)) if m.starts_with("changeSetIds: cs_nope")),
             "{refused:?}"
         );
         assert_eq!(s.list_candidates(&w.alice, &w.change).await.unwrap().len(), 2);
