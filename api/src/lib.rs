@@ -1,6 +1,7 @@
 //! belay's HTTP API: axum handlers over the store and the Temporal client, bearer-token auth,
 //! one error shape, and an OpenAPI document generated from the handlers' annotations.
 
+pub mod console;
 mod constraints;
 pub mod error;
 pub mod extract;
@@ -32,6 +33,9 @@ pub struct AppState {
     pub temporal: Client,
     /// The smart-HTTP git endpoint, when this API serves one.
     pub git: Option<GitConfig>,
+    /// The object store the workers write artifacts and evidence objects to, when this API
+    /// reads them (`GET /v1/runs/{id}/artifact`); without one those reads answer 503.
+    pub objects: Option<std::sync::Arc<dyn object_store::ObjectStore>>,
 }
 
 /// Where the bare repositories are and how repository tokens are signed. Revocations live in the
@@ -138,6 +142,7 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(candidates::start))
         .routes(utoipa_axum::routes!(candidates::compose, candidates::list))
         .routes(utoipa_axum::routes!(candidates::get))
+        .routes(utoipa_axum::routes!(runs::artifact))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.
@@ -202,6 +207,8 @@ pub fn router(state: AppState) -> Router {
     // `GET /metrics`: Prometheus's exposition format, outside `/v1` and its bearer token, as a
     // scraper expects (the figures are counts, no names or contents).
     let api = metrics.merge(api);
+    // The console's pages and assets: outside `/v1`, no token (its script sends the caller's).
+    let api = console::router().merge(api);
     match git {
         Some(git) => git.merge(api),
         None => api,

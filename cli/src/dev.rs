@@ -101,7 +101,7 @@ async fn run_with_server(
     let deps = WorkerDeps {
         client: client.clone(),
         store: store.clone(),
-        objects,
+        objects: objects.clone(),
         work_root: data_dir.join("work"),
         dispatcher: Default::default(),
         sandbox: sandbox.as_ref().ok().map(|(deps, _)| deps.clone()),
@@ -116,6 +116,7 @@ async fn run_with_server(
         store,
         temporal: client,
         git: Some(belay_api::GitConfig::new(data_dir.join("git").join("belay"), secret)),
+        objects: Some(objects.clone()),
     };
     let sandbox_line = match sandbox {
         Ok((deps, gateway)) => {
@@ -138,6 +139,7 @@ async fn run_with_server(
     };
     println!("belay dev is ready in {:.1} s", started.elapsed().as_secs_f64());
     println!("  API:          {api_url}");
+    println!("  Console:      {api_url}/ (sign in with the token below)");
     println!("  Temporal UI:  http://127.0.0.1:{}", args.ui_port);
     println!("  Temporal:     {address}");
     println!("  Data:         {}", data_dir.display());

@@ -53,6 +53,12 @@ pub async fn api(
                 secret.into_bytes(),
             )
         }),
+        objects: Some(object_store_at(
+            &storage
+                .object_store
+                .clone()
+                .unwrap_or_else(|| storage.data_dir.join("objects")),
+        )?),
     };
     let git_only = match git_listen {
         Some(addr) => {

@@ -84,3 +84,85 @@ pub async fn reviews(_c: Caller, State(s): State<AppState>, Path(id): Path<Strin
         .ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
     Ok(Json(s.store.reviews_of(&id).await?))
 }
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ArtifactQuery {
+    /// The artifact's `path`, as the run lists it.
+    pub path: String,
+}
+
+/// The media type an artifact is served as, from its file name; anything unknown is bytes.
+fn media_type(path: &str) -> &'static str {
+    let ext = path
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "txt" | "log" | "md" => "text/plain; charset=utf-8",
+        "json" => "application/json",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "svg" => "image/svg+xml",
+        "css" => "text/css; charset=utf-8",
+        _ => "application/octet-stream",
+    }
+}
+
+/// One artifact of a run, as the adapter kept it. It is served inert: a sandboxing policy with no
+/// network and no scripts (`Content-Security-Policy: sandbox; default-src 'none'`), so an HTML
+/// artifact opened directly cannot act as belay's origin or reach anything.
+#[utoipa::path(get, path = "/v1/runs/{id}/artifact", tag = "runs", params(("id" = String, Path), ArtifactQuery),
+    responses((status = 200, description = "The artifact's bytes", content_type = "application/octet-stream"),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 503, body = ErrorBody, description = "This API reads no object store (`objects_unavailable`)")))]
+pub async fn artifact(
+    _c: Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<ArtifactQuery>,
+) -> ApiResult<axum::response::Response> {
+    use axum::http::header;
+    use axum::response::IntoResponse;
+    let run = s
+        .store
+        .get_run(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
+    let artifact = run
+        .artifacts
+        .iter()
+        .find(|a| a.path == q.path)
+        .ok_or_else(|| ApiError::not_found(format!("run {id} has no artifact at path {:?}", q.path)))?;
+    let objects = s.objects.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "objects_unavailable",
+            "this API reads no object store",
+        )
+    })?;
+    let key = object_store::path::Path::from(artifact.key.as_str());
+    let bytes = match objects.get(&key).await {
+        Ok(got) => got.bytes().await,
+        Err(e) => Err(e),
+    }
+    .map_err(|e| match e {
+        object_store::Error::NotFound { .. } => {
+            ApiError::not_found(format!("run {id}'s artifact {:?} is not in the object store", q.path))
+        }
+        e => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "objects_unavailable", e.to_string()),
+    })?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, media_type(&artifact.path)),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'",
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}

@@ -1,0 +1,484 @@
+// The belay console: a client of belay's /v1 API, as any other client is. The account token is
+// kept in this browser session only (sessionStorage) and sent as a bearer token; every page is
+// rendered here from the API's answers, and every error is shown as the API states it.
+"use strict";
+
+const TOKEN_KEY = "belay.token";
+const DOMAINS_KEY = "belay.reviewDomains";
+const RATINGS = ["broken", "scuffed", "passable", "great", "flawless"];
+const CATEGORIES = [
+  ["poop", "💩"], ["brick", "🧱"], ["silver", "🥈"], ["gold", "🥇"], ["diamond", "💎"],
+];
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+async function api(method, path, body) {
+  const headers = { Authorization: "Bearer " + token() };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await resp.text();
+  let data = null;
+  if (text) {
+    try { data = JSON.parse(text); } catch (_) { data = text; }
+  }
+  if (!resp.ok) {
+    const err = data && data.error ? data.error : { code: "http_" + resp.status, message: String(text) };
+    throw new ApiError(resp.status, err.code, err.message);
+  }
+  return data;
+}
+
+// h("tag", {attr: value, onclick: fn}, child, …): text children are text nodes, never markup.
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else if (v === true) el.setAttribute(k, "");
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function link(href, ...children) {
+  return h("a", { href, "data-nav": true }, ...children);
+}
+
+function showError(err) {
+  const box = document.getElementById("error");
+  if (!err) {
+    box.hidden = true;
+    box.textContent = "";
+    return;
+  }
+  box.hidden = false;
+  box.textContent = err instanceof ApiError
+    ? `${err.status} ${err.code}: ${err.message}`
+    : String(err && err.message ? err.message : err);
+}
+
+// Runs an action, showing what the API answered if it failed; the page stays as it was.
+async function act(fn) {
+  showError(null);
+  try {
+    return await fn();
+  } catch (err) {
+    showError(err);
+    if (err instanceof ApiError && err.status === 401) signOut();
+    return undefined;
+  }
+}
+
+function setMain(...children) {
+  const main = document.getElementById("main");
+  main.replaceChildren(...children);
+}
+
+function navigate(path) {
+  history.pushState(null, "", path);
+  render();
+}
+
+function signOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  if (location.pathname !== "/sign-in") navigate("/sign-in");
+}
+
+// ---- labels ------------------------------------------------------------------------------
+
+function pinLabel(c) {
+  return `${c.slug}@${c.version}/${c.variant}` + (c.engine ? ` (${c.engine})` : "");
+}
+
+function comboLabel(c) {
+  if (!c) return "";
+  if (c.kind === "harness") return `${c.harness} · ${c.model}`;
+  if (c.kind === "gg") {
+    const models = c.models ? Object.entries(c.models).map(([k, v]) => `${k}=${v}`).join(", ") : "";
+    return `gg ${c.configId || c.config || ""}` + (models ? ` · ${models}` : "");
+  }
+  return JSON.stringify(c);
+}
+
+function targetLabel(t) {
+  if (t === null || t === undefined) return "inherit the account's";
+  if (t.kind === "unbounded") return "unbounded";
+  return `bounded: ${t.runs} runs`;
+}
+
+function reasonLabel(r) {
+  if (!r) return "";
+  if (typeof r === "string") return r;
+  return r.message || r.reason || r.code || JSON.stringify(r);
+}
+
+// ---- pages -------------------------------------------------------------------------------
+
+function signInPage() {
+  const input = h("input", { id: "token", type: "password", autocomplete: "off", required: true, size: 60 });
+  const form = h("form", {
+    id: "sign-in",
+    onsubmit: async (e) => {
+      e.preventDefault();
+      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      const me = await act(() => api("GET", "/v1/account"));
+      if (me) navigate("/plans");
+      else sessionStorage.removeItem(TOKEN_KEY);
+    },
+  },
+  h("p", {}, h("label", { for: "token" }, "Account token ")),
+  h("p", {}, input),
+  h("p", {}, h("button", { type: "submit" }, "Sign in")));
+  setMain(h("h1", {}, "Sign in"), h("p", { class: "muted" }, "The token stays in this browser tab's session."), form);
+  input.focus();
+}
+
+async function plansPage() {
+  const plans = await api("GET", "/v1/coverage-plans");
+  const rows = plans.map((p) => h("tr", {},
+    h("td", {}, link(`/plans/${p.id}`, p.name)),
+    h("td", {}, p.autoTopUp && !p.paused ? "on" : "off"),
+    h("td", { class: "n" }, p.runsPerCell),
+    h("td", {}, p.outerAxis),
+    h("td", {}, targetLabel(p.bufferTarget)),
+    h("td", {}, link(`/plans/${p.id}/queue`, "review queue"))));
+  setMain(
+    h("h1", {}, "Coverage plans"),
+    plans.length === 0
+      ? h("p", { class: "muted", id: "no-plans" }, "No plans yet.")
+      : h("table", { id: "plans" },
+        h("thead", {}, h("tr", {}, ["Plan", "Auto top-up", "Runs per cell", "Outer axis", "Buffer target", ""].map((t) => h("th", {}, t)))),
+        h("tbody", {}, rows)));
+}
+
+function matrixTable(m) {
+  const head = ["Case", "Combination", "Desired", "Completed", "In flight", "Pending", "Unreviewed", "Remaining", "Notes"];
+  const body = document.createDocumentFragment();
+  for (const c of m.cells) {
+    const notes = [];
+    if (c.stale) notes.push(h("span", { class: "tag stale", title: `latest version ${c.latestVersion}` }, `stale: ${c.latestVersion} is out`));
+    if (c.unlaunchable) notes.push(h("span", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`));
+    body.append(h("tr", { dataset: { cell: c.cellKey } },
+      h("td", {}, pinLabel(c.case)),
+      h("td", {}, comboLabel(c.combination)),
+      h("td", { class: "n" }, c.desired),
+      h("td", { class: "n", dataset: { col: "completed" } }, c.completed),
+      h("td", { class: "n", dataset: { col: "inFlight" } }, c.inFlight),
+      h("td", { class: "n", dataset: { col: "pending" } }, c.pending),
+      h("td", { class: "n", dataset: { col: "unreviewed" } }, c.unreviewed),
+      h("td", { class: "n", dataset: { col: "remaining" } }, c.remaining),
+      h("td", {}, notes)));
+  }
+  const t = m.totals || {};
+  const totals = h("tr", { class: "totals", id: "totals" },
+    h("td", { colspan: 2 }, `Plan totals (${m.cells.length} cells)`),
+    ["desired", "completed", "inFlight", "pending", "unreviewed", "remaining"].map((k) =>
+      h("td", { class: "n", dataset: { col: k } }, t[k] === undefined ? "" : t[k])),
+    h("td", {}, ""));
+  return h("table", { id: "matrix" },
+    h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
+    h("tbody", {}, body, totals));
+}
+
+function topUpAnswer(a) {
+  const parts = [h("p", {}, `Buffer target in force: ${targetLabel(a.bufferTarget)}; occupancy observed: ${a.occupancy === null ? "—" : a.occupancy}; enqueued: ${a.enqueued}.`)];
+  if (a.skipped) parts.push(h("p", {}, h("span", { class: "tag skipped" }, `skipped: ${a.skipped}`)));
+  if (a.launched.length) {
+    parts.push(h("h3", {}, "Launched"), h("ol", { id: "launched" }, a.launched.map((l) =>
+      h("li", {}, `${pinLabel(l.case)} × ${comboLabel(l.combination)} (pass ${l.pass}): `, l.jobIds.join(", ")))));
+  }
+  if (a.unlaunchable.length) {
+    parts.push(h("h3", {}, "Unlaunchable"), h("ul", {}, a.unlaunchable.map((u) =>
+      h("li", {}, `${u.case ? pinLabel(u.case) : u.cellKey} × ${comboLabel(u.combination)}: ${reasonLabel(u.reason)}`))));
+  }
+  return h("div", { class: "answer", id: "topup-answer" }, h("h2", {}, "Top-up"), parts);
+}
+
+function targetEditor(id, label, current, allowInherit, onsave) {
+  const kind = h("select", { id: `${id}-kind`, "aria-label": `${label}: kind` },
+    allowInherit ? h("option", { value: "inherit" }, "inherit the account's (null)") : null,
+    h("option", { value: "bounded" }, "bounded"),
+    h("option", { value: "unbounded" }, "unbounded"));
+  const runs = h("input", { id: `${id}-runs`, type: "number", min: 0, max: 500, "aria-label": `${label}: runs` });
+  kind.value = current === null || current === undefined ? (allowInherit ? "inherit" : "bounded") : current.kind;
+  runs.value = current && current.kind === "bounded" ? current.runs : "";
+  const sync = () => { runs.disabled = kind.value !== "bounded"; };
+  kind.addEventListener("change", sync);
+  sync();
+  const save = h("button", {
+    type: "button",
+    id: `${id}-save`,
+    onclick: () => act(async () => {
+      const value = kind.value === "inherit" ? null
+        : kind.value === "unbounded" ? { kind: "unbounded" }
+          : { kind: "bounded", runs: Number(runs.value) };
+      await onsave(value);
+    }),
+  }, "Save");
+  return h("fieldset", { id }, h("legend", {}, label), kind, " ", runs, " ", save);
+}
+
+function planInput(p, changes) {
+  return Object.assign({
+    name: p.name,
+    caseGroups: p.caseGroups,
+    comboGroups: p.comboGroups,
+    cases: p.cases,
+    combinations: p.combinations,
+    runsPerCell: p.runsPerCell,
+    outerAxis: p.outerAxis,
+    bufferTarget: p.bufferTarget,
+    autoTopUp: p.autoTopUp,
+    paused: p.paused,
+  }, changes);
+}
+
+async function planPage(id) {
+  // Opening the plan is the "opened" gesture: with auto top-up on, it tops up first.
+  const [plan, matrix, settings] = await Promise.all([
+    api("GET", `/v1/coverage-plans/${id}`),
+    api("POST", `/v1/coverage-plans/${id}/open`),
+    api("GET", "/v1/coverage-settings"),
+  ]);
+  let current = plan;
+  const matrixBox = h("div", { id: "matrix-box" }, matrixTable(matrix));
+  const answerBox = h("div", { id: "answer-box" });
+  const refresh = async () => {
+    const m = await api("GET", `/v1/coverage-plans/${id}/coverage`);
+    matrixBox.replaceChildren(matrixTable(m));
+  };
+  const auto = h("input", {
+    type: "checkbox",
+    id: "auto-top-up",
+    checked: plan.autoTopUp && !plan.paused,
+    onchange: (e) => act(async () => {
+      const on = e.target.checked;
+      current = await api("PUT", `/v1/coverage-plans/${id}`, planInput(current, { autoTopUp: on, paused: !on }));
+      if (on) {
+        // Turned on: the plan is opened again, which tops it up.
+        matrixBox.replaceChildren(matrixTable(await api("POST", `/v1/coverage-plans/${id}/open`)));
+      } else {
+        await refresh();
+      }
+    }).then((r) => { if (r === undefined) e.target.checked = current.autoTopUp && !current.paused; }),
+  });
+  const dialog = h("dialog", { id: "halt-all-dialog" },
+    h("p", {}, "Halt all cancels this plan's queued and pending jobs and also its dispatched, starting and running ones, which are partly or wholly paid for."),
+    h("form", { method: "dialog" },
+      h("button", { value: "cancel", id: "halt-all-cancel" }, "Keep them running"), " ",
+      h("button", { value: "confirm", id: "halt-all-confirm", class: "danger" }, "Halt all")));
+  dialog.addEventListener("close", () => {
+    if (dialog.returnValue !== "confirm") return;
+    act(async () => {
+      const r = await api("POST", `/v1/coverage-plans/${id}/halt-all`, { confirm: true });
+      answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt all cancelled ${r.cancelled} jobs.`));
+      current = await api("GET", `/v1/coverage-plans/${id}`);
+      auto.checked = current.autoTopUp && !current.paused;
+      await refresh();
+    });
+  });
+  const controls = h("div", { class: "controls" },
+    h("label", {}, auto, " Auto top-up"),
+    h("button", {
+      type: "button",
+      id: "top-up-now",
+      onclick: () => act(async () => {
+        const a = await api("POST", `/v1/coverage-plans/${id}/topup`, {});
+        answerBox.replaceChildren(topUpAnswer(a));
+        await refresh();
+      }),
+    }, "Top up now"),
+    h("button", {
+      type: "button",
+      id: "halt",
+      onclick: () => act(async () => {
+        const r = await api("POST", `/v1/coverage-plans/${id}/halt`);
+        answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt cancelled ${r.cancelled} queued or pending jobs.`));
+        current = await api("GET", `/v1/coverage-plans/${id}`);
+        auto.checked = current.autoTopUp && !current.paused;
+        await refresh();
+      }),
+    }, "Halt"),
+    h("button", { type: "button", id: "halt-all", class: "danger", onclick: () => dialog.showModal() }, "Halt all…"),
+    targetEditor("plan-target", "Buffer target of this plan", plan.bufferTarget, true, async (value) => {
+      current = await api("PUT", `/v1/coverage-plans/${id}`, planInput(current, { bufferTarget: value }));
+    }),
+    targetEditor("account-target", "Account default buffer target", settings.bufferTarget, false, async (value) => {
+      await api("PUT", "/v1/coverage-settings", { bufferTarget: value });
+    }));
+  setMain(
+    h("h1", {}, `Plan ${plan.name}`),
+    h("p", {}, link(`/plans/${id}/queue`, "Review queue"), " · ", `${plan.runsPerCell} runs per cell, outer axis ${plan.outerAxis}`),
+    controls, dialog, answerBox, matrixBox);
+}
+
+function reviewForm(run, onsubmitted) {
+  const form = h("form", { class: "review", id: "review-form" });
+  const fields = h("fieldset", {}, h("legend", {}, run.testType === "game_jam" ? "Category" : "Ratings"));
+  const read = [];
+  if (run.testType === "game_jam") {
+    const sel = h("select", { id: "category", "aria-label": "category", required: true },
+      h("option", { value: "" }, "choose…"),
+      CATEGORIES.map(([v, e]) => h("option", { value: v }, `${e} ${v}`)));
+    fields.append(h("div", { class: "row" }, sel));
+    read.push(() => ({ category: sel.value }));
+  } else {
+    const domains = JSON.parse(sessionStorage.getItem(DOMAINS_KEY) || '["overall"]');
+    const rows = h("div", { id: "domains" });
+    const addRow = (name) => {
+      const n = h("input", { class: "domain", value: name, "aria-label": "domain", required: true, size: 16 });
+      const r = h("select", { class: "rating", "aria-label": `rating of ${name}`, required: true },
+        h("option", { value: "" }, "rate…"), RATINGS.map((x) => h("option", { value: x }, x)));
+      n.addEventListener("input", () => r.setAttribute("aria-label", `rating of ${n.value}`));
+      rows.append(h("div", { class: "row" }, n, r));
+    };
+    domains.forEach(addRow);
+    fields.append(rows, h("button", { type: "button", id: "add-domain", onclick: () => addRow("") }, "Add a domain"));
+    read.push(() => {
+      const ratings = {};
+      for (const row of rows.children) {
+        const name = row.querySelector(".domain").value.trim();
+        ratings[name] = row.querySelector(".rating").value;
+      }
+      sessionStorage.setItem(DOMAINS_KEY, JSON.stringify(Object.keys(ratings)));
+      return { ratings };
+    });
+  }
+  const note = h("textarea", { id: "note", rows: 2, cols: 50, "aria-label": "note" });
+  fields.append(h("div", { class: "row" }, h("label", {}, "Note ", note)));
+  form.append(fields, h("p", {}, h("button", { type: "submit", id: "submit-review" }, "Submit review")));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    act(async () => {
+      const body = read[0]();
+      if (note.value.trim()) body.note = note.value.trim();
+      await api("POST", `/v1/runs/${run.id}/review`, body);
+      await onsubmitted();
+    });
+  });
+  return form;
+}
+
+async function artifactView(run) {
+  const items = [];
+  let frame = null;
+  for (const a of run.artifacts) {
+    const url = `/v1/runs/${run.id}/artifact?path=${encodeURIComponent(a.path)}`;
+    const open = h("button", {
+      type: "button",
+      onclick: () => act(async () => {
+        const resp = await fetch(url, { headers: { Authorization: "Bearer " + token() } });
+        if (!resp.ok) throw new ApiError(resp.status, "artifact", await resp.text());
+        const blob = await resp.blob();
+        const u = URL.createObjectURL(blob);
+        const dl = h("a", { href: u, download: a.path.split("/").pop() });
+        document.body.append(dl);
+        dl.click();
+        dl.remove();
+        setTimeout(() => URL.revokeObjectURL(u), 10000);
+      }),
+    }, "download");
+    items.push(h("li", {}, `${a.path} (${a.size} bytes) `, open));
+    if (!frame && /\.html?$/i.test(a.path)) {
+      const resp = await fetch(url, { headers: { Authorization: "Bearer " + token() } });
+      if (resp.ok) {
+        // Shown in a frame with no scripts, no same-origin access and, by its own policy, no
+        // network: nothing the artifact says can reach belay or anywhere else.
+        const policy = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\">";
+        frame = h("iframe", { sandbox: "", id: "artifact-frame", title: `artifact ${a.path}`, referrerpolicy: "no-referrer" });
+        frame.srcdoc = policy + (await resp.text());
+      }
+    }
+  }
+  return h("div", {},
+    h("h2", {}, "Artifacts"),
+    items.length ? h("ul", { id: "artifacts" }, items) : h("p", { class: "muted" }, "No artifacts."),
+    frame);
+}
+
+async function queuePage(kind, id) {
+  const base = kind === "ladder" ? `/v1/ladders/${id}` : `/v1/coverage-plans/${id}`;
+  const back = kind === "ladder" ? `/ladders/${id}` : `/plans/${id}`;
+  const q = await api("GET", `${base}/queue`);
+  const header = [
+    h("h1", {}, "Review queue"),
+    h("p", {}, link(back, kind === "ladder" ? "Back to the ladder" : "Back to the plan"), " · ",
+      h("span", { id: "queue-count" }, `${q.runs.length} run${q.runs.length === 1 ? "" : "s"} to review${q.truncated ? " (more behind these)" : ""}`)),
+  ];
+  if (q.runs.length === 0) {
+    setMain(...header, h("p", { id: "queue-empty" }, "Nothing waits for your review."));
+    return;
+  }
+  const run = await api("GET", `/v1/runs/${q.runs[0]}`);
+  const facts = h("table", { id: "run-facts" }, h("tbody", {},
+    h("tr", {}, h("th", {}, "Run"), h("td", { id: "run-id" }, run.id)),
+    h("tr", {}, h("th", {}, "Pin"), h("td", {}, pinLabel(run.case))),
+    h("tr", {}, h("th", {}, "Combination"), h("td", {}, comboLabel(run.combination) + (run.ggConfigName ? ` (${run.ggConfigName})` : ""))),
+    h("tr", {}, h("th", {}, "Test type"), h("td", {}, run.testType)),
+    h("tr", {}, h("th", {}, "Loaded"), h("td", {}, run.loaded ? "yes" : "no (the build did not load)"))));
+  const form = reviewForm(run, () => queuePage(kind, id));
+  setMain(...header, h("div", { class: "run" }, h("div", {}, facts, form), await artifactView(run)));
+  const first = form.querySelector("select, input");
+  if (first) first.focus();
+}
+
+async function homePage() {
+  navigate("/plans");
+}
+
+const ROUTES = [
+  [/^\/$/, homePage],
+  [/^\/sign-in$/, signInPage],
+  [/^\/plans$/, plansPage],
+  [/^\/plans\/([a-z0-9_]+)$/, planPage],
+  [/^\/plans\/([a-z0-9_]+)\/queue$/, (id) => queuePage("plan", id)],
+];
+
+async function render() {
+  showError(null);
+  const path = location.pathname;
+  if (!token() && path !== "/sign-in") {
+    history.replaceState(null, "", "/sign-in");
+    return render();
+  }
+  for (const [re, page] of ROUTES) {
+    const m = path.match(re);
+    if (m) {
+      document.body.dataset.page = page.name;
+      document.body.removeAttribute("data-ready");
+      await act(() => page(...m.slice(1)));
+      document.body.dataset.ready = path;
+      return;
+    }
+  }
+  setMain(h("h1", {}, "Not found"), h("p", {}, "The console has no page at ", path, "."));
+  document.body.dataset.ready = path;
+}
+
+document.addEventListener("click", (e) => {
+  const a = e.target.closest("a[data-nav]");
+  if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
+  e.preventDefault();
+  navigate(a.getAttribute("href"));
+});
+window.addEventListener("popstate", render);
+window.addEventListener("DOMContentLoaded", render);

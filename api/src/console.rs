@@ -1,0 +1,63 @@
+//! The console: belay's own web UI for reviewers and operators, served at `/`. It is a client of
+//! the `/v1` API like any other (the account token stays in the browser session and goes out as
+//! the bearer token), so this module only serves its page and assets: every page is one HTML
+//! shell whose script renders it from the API's answers. Nothing is fetched from outside belay:
+//! the policy below allows this origin only, and the assets are compiled into the binary.
+
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+const INDEX: &str = include_str!("../console/index.html");
+const APP_JS: &str = include_str!("../console/app.js");
+const APP_CSS: &str = include_str!("../console/app.css");
+const ICON: &str = include_str!("../console/icon.svg");
+
+/// The console's content security policy: this origin only; inline styles are allowed for the
+/// run artifacts shown in sandboxed frames (which inherit it), scripts never.
+pub const POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+     img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; object-src 'none'; \
+     base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// The paths that are console pages (each answers the shell; its script renders the page).
+pub const PAGES: &[&str] = &["/", "/sign-in", "/plans", "/plans/{id}", "/plans/{id}/queue"];
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut r = (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+        ],
+        body,
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(POLICY));
+    r
+}
+
+async fn shell() -> Response {
+    let mut r = asset("text/html; charset=utf-8", INDEX);
+    r.headers_mut()
+        .insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    r
+}
+
+/// The console's routes, merged beside the API's.
+pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    let mut r = Router::new();
+    for page in PAGES {
+        r = r.route(page, get(shell));
+    }
+    r.route(
+        "/console/app.js",
+        get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+    )
+    .route(
+        "/console/app.css",
+        get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
+    )
+    .route("/console/icon.svg", get(|| async { asset("image/svg+xml", ICON) }))
+}
