@@ -435,10 +435,332 @@ async function queuePage(kind, id) {
     h("tr", {}, h("th", {}, "Combination"), h("td", {}, comboLabel(run.combination) + (run.ggConfigName ? ` (${run.ggConfigName})` : ""))),
     h("tr", {}, h("th", {}, "Test type"), h("td", {}, run.testType)),
     h("tr", {}, h("th", {}, "Loaded"), h("td", {}, run.loaded ? "yes" : "no (the build did not load)"))));
-  const form = reviewForm(run, () => queuePage(kind, id));
+  const form = reviewForm(run, () => render());
   setMain(...header, h("div", { class: "run" }, h("div", {}, facts, form), await artifactView(run)));
   const first = form.querySelector("select, input");
   if (first) first.focus();
+}
+
+// ---- ladders -----------------------------------------------------------------------------
+
+const AXIS_LABELS = { rung: "Rung by rung", combination: "Model by model" };
+
+function ladderInput(l, changes) {
+  return Object.assign({
+    name: l.name,
+    rungs: l.rungs.map((r) => Object.assign(
+      { id: r.id, slug: r.case.slug, version: r.case.version, variant: r.case.variant, engine: r.case.engine },
+      r.runs === null || r.runs === undefined ? {} : { runs: r.runs })),
+    comboGroups: l.comboGroups,
+    combinations: l.combinations,
+    runsPerCell: l.runsPerCell,
+    gate: l.gate,
+    unloadedCountsAsBroken: l.unloadedCountsAsBroken,
+    earlyStop: l.earlyStop,
+    outerAxis: l.outerAxis,
+    bufferTarget: l.bufferTarget,
+    autoTopUp: l.autoTopUp,
+    enabled: l.enabled,
+  }, changes);
+}
+
+async function laddersPage() {
+  const ladders = await api("GET", "/v1/ladders");
+  setMain(
+    h("h1", {}, "Ladders"),
+    ladders.length === 0
+      ? h("p", { class: "muted", id: "no-ladders" }, "No ladders yet.")
+      : h("table", { id: "ladders" },
+        h("thead", {}, h("tr", {}, ["Ladder", "Climbing", "Rungs", "Order", ""].map((t) => h("th", {}, t)))),
+        h("tbody", {}, ladders.map((l) => h("tr", {},
+          h("td", {}, link(`/ladders/${l.id}`, l.name)),
+          h("td", {}, l.enabled ? "on" : "off"),
+          h("td", { class: "n" }, l.rungs.length),
+          h("td", {}, AXIS_LABELS[l.outerAxis] || l.outerAxis),
+          h("td", {}, link(`/ladders/${l.id}/queue`, "review queue")))))));
+}
+
+function tallyLabel(t) {
+  if (!t) return "";
+  return `passing ${t.passing} of ${t.required} needed · completed ${t.completed}, judged ${t.judged}, unjudged ${t.unjudged}, pending ${t.pending}`;
+}
+
+function standingCell(l, climber, rung, standings, onchange) {
+  const here = climber.currentRung === rung.rungId;
+  const parts = [];
+  if (here) parts.push(h("div", { class: "status", dataset: { status: climber.status } }, `▶ ${climber.status}`));
+  for (const st of standings) {
+    const verdict = h("div", { class: "verdict", dataset: { verdict: st.verdict, stale: st.stale ? "true" : "false", recorded: st.recorded ? "true" : "false" } },
+      h("strong", {}, st.verdict),
+      st.override ? h("span", { class: "tag override" }, ` override: ${st.override}`) : null,
+      st.override && st.override !== st.verdict ? h("span", { class: "muted" }, ` (gate: ${st.verdict})`) : null,
+      !st.recorded && !st.stale && st.verdict !== "undecided" ? h("span", { class: "tag live", title: "computed live; the next top-up records it" }, " recorded: false") : null,
+      st.stale ? h("span", { class: "tag stale" }, ` stale (decided on ${st.version})`) : null);
+    parts.push(verdict);
+    if (st.tally) parts.push(h("div", { class: "tally muted" }, tallyLabel(st.tally)));
+    if (!st.stale && st.verdict !== "undecided") {
+      const post = (outcome) => act(async () => {
+        await api("POST", `/v1/ladders/${l.id}/outcomes`, { combination: climber.combination, rungId: rung.rungId, outcome });
+        await onchange();
+      });
+      parts.push(h("div", { class: "row" },
+        h("button", { type: "button", class: "promote", onclick: () => post("advance") }, "Promote"), " ",
+        h("button", { type: "button", class: "wall", onclick: () => post("wall") }, "Wall"), " ",
+        st.override ? h("button", {
+          type: "button",
+          class: "clear-override",
+          onclick: () => act(async () => {
+            await api("DELETE", `/v1/ladders/${l.id}/outcomes`, { combination: climber.combination, rungId: rung.rungId });
+            await onchange();
+          }),
+        }, "Clear override") : null));
+    }
+  }
+  return h("td", { dataset: { climber: climber.climberKey, rung: rung.rungId } }, parts);
+}
+
+function steeringControls(l, climber, onchange) {
+  const s = climber.steering;
+  const send = (changes) => act(async () => {
+    await api("POST", `/v1/ladders/${l.id}/climbers`, Object.assign({ combination: climber.combination }, changes));
+    await onchange();
+  });
+  const priority = h("input", { type: "number", class: "priority", value: s.priority, min: -1000, max: 1000, size: 4, "aria-label": `priority of ${comboLabel(climber.combination)}` });
+  priority.addEventListener("change", () => send({ priority: Number(priority.value) }));
+  return h("div", { class: "steering" },
+    h("label", {}, "priority ", priority), " ",
+    h("label", {}, h("input", { type: "checkbox", class: "focused", checked: s.focused, onchange: (e) => send({ focused: e.target.checked }) }), " focused"), " ",
+    h("label", {}, h("input", { type: "checkbox", class: "held", checked: s.held, onchange: (e) => send({ held: e.target.checked }) }), " held"));
+}
+
+async function ladderPage(id) {
+  const [ladder, progress] = await Promise.all([
+    api("GET", `/v1/ladders/${id}`),
+    api("GET", `/v1/ladders/${id}/progress`),
+  ]);
+  const reload = () => render();
+  const head = h("tr", {}, h("th", {}, "Rung"),
+    progress.climbers.map((c) => h("th", { dataset: { climber: c.climberKey } },
+      h("div", {}, comboLabel(c.combination)),
+      h("div", { class: "climber-status", dataset: { status: c.status } }, c.status),
+      c.unlaunchable ? h("div", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`) : null,
+      steeringControls(ladder, c, reload))));
+  const rows = progress.rungs.map((r, i) => h("tr", { dataset: { rung: r.rungId } },
+    h("th", {}, `${i + 1}. ${pinLabel(r.case)} · ${r.runs} runs`,
+      r.behind ? h("div", { class: "tag stale" }, `pin behind: ${r.latestVersion} is out`) : null),
+    progress.climbers.map((c) => standingCell(ladder, c, r, c.rungs.filter((st) => st.rungId === r.rungId), reload))));
+  const enable = h("button", {
+    type: "button",
+    id: "enable",
+    onclick: () => act(async () => {
+      await api("POST", `/v1/ladders/${id}/${progress.enabled ? "disable" : "enable"}`);
+      await reload();
+    }),
+  }, progress.enabled ? "Stop spending on this climb" : "Start spending on this climb");
+  const answerBox = h("div", { id: "answer-box" });
+  const controls = h("div", { class: "controls" },
+    enable,
+    h("button", {
+      type: "button",
+      id: "top-up-now",
+      onclick: () => act(async () => {
+        const a = await api("POST", `/v1/ladders/${id}/topup`, {});
+        answerBox.replaceChildren(topUpAnswer(a));
+      }),
+    }, "Top up now"),
+    h("button", {
+      type: "button",
+      id: "halt",
+      onclick: () => act(async () => {
+        const r = await api("POST", `/v1/ladders/${id}/halt`);
+        answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt cancelled ${r.cancelled} queued or pending jobs.`));
+      }),
+    }, "Halt"),
+    h("span", { id: "outer-axis" }, AXIS_LABELS[progress.outerAxis] || progress.outerAxis),
+    h("span", { class: "muted" }, `buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review`));
+  setMain(
+    h("h1", {}, `Ladder ${ladder.name}`),
+    h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ",
+      `gate: ${ladder.gate.floor} or better, ${ladder.gate.threshold.kind === "count" ? `${ladder.gate.threshold.runs} run(s)` : `${ladder.gate.threshold.of} of the runs`}`,
+      ladder.earlyStop ? " · early stop" : ""),
+    controls, answerBox,
+    h("table", { id: "board" }, h("thead", {}, head), h("tbody", {}, rows)));
+}
+
+// ---- projects, Changes and Candidates ------------------------------------------------------
+
+async function projectsPage() {
+  const projects = await api("GET", "/v1/projects");
+  setMain(
+    h("h1", {}, "Projects"),
+    projects.length === 0
+      ? h("p", { class: "muted", id: "no-projects" }, "No projects yet.")
+      : h("table", { id: "projects" },
+        h("thead", {}, h("tr", {}, ["Project", "Status", "Generation"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, projects.map((p) => h("tr", {},
+          h("td", {}, link(`/projects/${p.id}`, p.name)),
+          h("td", {}, p.status),
+          h("td", { class: "n" }, p.generation))))));
+}
+
+async function projectPage(id) {
+  const [project, changes] = await Promise.all([
+    api("GET", `/v1/projects/${id}`),
+    api("GET", `/v1/projects/${id}/changes`),
+  ]);
+  setMain(
+    h("h1", {}, `Project ${project.name}`),
+    h("p", { id: "canonical" }, `canonical generation ${project.generation}`, project.canonicalCommit ? ` at ${project.canonicalCommit.slice(0, 12)}` : ""),
+    h("h2", {}, "Changes"),
+    changes.length === 0 ? h("p", { class: "muted" }, "No Changes yet.")
+      : h("table", { id: "changes" },
+        h("thead", {}, h("tr", {}, ["Change", "Status", "Risk tier"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, changes.map((c) => h("tr", {},
+          h("td", {}, link(`/changes/${c.id}`, c.goal)),
+          h("td", {}, c.status),
+          h("td", {}, c.riskTier || ""))))));
+}
+
+function candidateRow(k) {
+  return h("tr", { dataset: { candidate: k.id } },
+    h("td", {}, link(`/candidates/${k.id}`, k.id)),
+    h("td", { class: "status" }, k.status),
+    h("td", {}, k.statusReason || ""),
+    h("td", { class: "n" }, k.baseGeneration),
+    h("td", {}, k.changeSetIds.join(", ")));
+}
+
+async function changePage(id) {
+  const [change, candidates] = await Promise.all([
+    api("GET", `/v1/changes/${id}`),
+    api("GET", `/v1/changes/${id}/candidates`),
+  ]);
+  let receipts = null;
+  try {
+    receipts = await api("GET", `/v1/changes/${id}/receipts`);
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 404 && err.code === "not_found" && /route/.test(err.message))) throw err;
+  }
+  setMain(
+    h("h1", {}, `Change: ${change.goal}`),
+    h("p", {}, link(`/projects/${change.projectId}`, "Project"), " · status ", h("strong", { id: "change-status" }, change.status),
+      ""),
+    h("h2", {}, "Candidates"),
+    candidates.length === 0 ? h("p", { class: "muted" }, "No Candidates yet.")
+      : h("table", { id: "candidates" },
+        h("thead", {}, h("tr", {}, ["Candidate", "Status", "Reason", "Base generation", "ChangeSets"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, candidates.map(candidateRow))),
+    receipts === null ? null : h("div", {},
+      h("h2", {}, "Decision Receipts"),
+      receipts.length === 0 ? h("p", { class: "muted" }, "No decisions recorded yet.")
+        : h("ol", { id: "receipts" }, receipts.map((r) => h("li", {},
+          h("strong", {}, r.kind), " ", h("code", {}, JSON.stringify(r.outcome)),
+          h("details", {}, h("summary", {}, "inputs"), h("pre", {}, JSON.stringify(r.inputs, null, 2))))))));
+}
+
+// A gap is never green: only a `pass` with `checked_supported` coverage reads as satisfied.
+function evidenceClass(e) {
+  return e.status === "pass" && e.coverage === "checked_supported" ? "ok" : "gap";
+}
+
+async function evidenceRow(k, e) {
+  const extras = [];
+  if (e.kind === "browser") {
+    try {
+      const shots = await api("GET", `/v1/candidates/${k.id}/evidence/${e.id}/screenshots`);
+      for (const s of shots) {
+        const resp = await fetch(s.url, { headers: { Authorization: "Bearer " + token() } });
+        if (!resp.ok) continue;
+        const u = URL.createObjectURL(await resp.blob());
+        extras.push(h("figure", {}, h("img", { src: u, class: "screenshot", alt: `screenshot ${s.name}`, width: 320 }),
+          h("figcaption", { class: "muted" }, `${s.name} · sha256 ${s.sha256.slice(0, 16)}…`)));
+      }
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+    }
+  }
+  return h("tr", { class: `evidence ${evidenceClass(e)}`, dataset: { check: e.checkId, status: e.status, coverage: e.coverage } },
+    h("td", {}, e.checkId),
+    h("td", {}, `${e.status} × ${e.coverage}`),
+    h("td", {}, e.summary, extras.length ? h("div", { class: "screenshots" }, extras) : null),
+    h("td", { class: "n" }, `${(e.durationMs / 1000).toFixed(1)} s`),
+    h("td", { class: "n" }, e.attempt));
+}
+
+function acceptanceView(k) {
+  if (!k.acceptance || k.acceptance.length === 0) return null;
+  return h("div", {}, h("h2", {}, "Acceptance"),
+    h("table", { id: "acceptance" },
+      h("thead", {}, h("tr", {}, ["Criterion", "Result", "Citation"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, k.acceptance.map((c) => h("tr", { class: c.result === "met" ? "ok" : "gap", dataset: { result: c.result } },
+        h("td", {}, c.text, c.kept ? h("span", { class: "tag" }, " kept (from an earlier request)") : null),
+        h("td", {}, c.result, c.citationRejected ? h("span", { class: "tag stale" }, " citation not valid") : null),
+        h("td", {}, c.citation ? h("span", {}, h("code", {}, c.citation.path), ": “", c.citation.quote, "”") : (c.reason || "")))))));
+}
+
+async function candidatePage(id) {
+  const k = await api("GET", `/v1/candidates/${id}`);
+  let promotability = null;
+  try {
+    promotability = await api("GET", `/v1/candidates/${id}/promotability`);
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 404)) throw err;
+  }
+  const rows = [];
+  for (const e of k.evidence) rows.push(await evidenceRow(k, e));
+  const answerBox = h("div", { id: "answer-box" });
+  const decision = [];
+  if (k.composedTree && promotability && promotability.approvalGates && promotability.approvalGates.length) {
+    const reason = h("textarea", { id: "approval-reason", rows: 2, cols: 60, "aria-label": "reason" });
+    const decide = (d) => act(async () => {
+      const body = { decision: d, tree: k.composedTree };
+      if (reason.value.trim()) body.reason = reason.value.trim();
+      const r = await api("POST", `/v1/candidates/${id}/approvals`, body);
+      answerBox.replaceChildren(h("div", { class: "answer", id: "decision-answer" },
+        `Recorded: ${r.approval.status}.`, r.promotion ? ` Promotion: ${JSON.stringify(r.promotion)}` : ""));
+    });
+    decision.push(h("div", { class: "controls", id: "approval" },
+      h("p", {}, "Approve or reject the exact composed tree ", h("code", { id: "composed-tree" }, k.composedTree), "."),
+      h("label", {}, "Reason ", reason),
+      h("button", { type: "button", id: "grant", onclick: () => decide("grant") }, "Approve"), " ",
+      h("button", { type: "button", id: "reject", class: "danger", onclick: () => decide("reject") }, "Reject")));
+  }
+  const promote = h("button", {
+    type: "button",
+    id: "promote",
+    onclick: () => act(async () => {
+      const r = await api("POST", `/v1/candidates/${id}/promote`);
+      const blocks = r.blocks ? h("ul", { id: "blocks" }, r.blocks.map((b) => h("li", {}, JSON.stringify(b)))) : null;
+      answerBox.replaceChildren(h("div", { class: "answer", id: "promote-answer" }, `Promotion: ${r.outcome}`,
+        r.generation !== undefined ? ` (canonical generation ${r.generation})` : "", blocks));
+    }),
+  }, "Promote");
+  setMain(
+    h("h1", {}, `Candidate ${k.id}`),
+    h("p", {}, link(`/changes/${k.changeId}`, "Change"), " · status ", h("strong", { id: "candidate-status" }, k.status),
+      k.statusReason ? h("span", { id: "candidate-reason" }, ` — ${k.statusReason}`) : null),
+    h("p", { class: "muted" }, `base generation ${k.baseGeneration} · composed ${k.composedCommit ? k.composedCommit.slice(0, 12) : "—"}`),
+    h("h2", {}, "Evidence"),
+    h("table", { id: "evidence" },
+      h("thead", {}, h("tr", {}, ["Check", "Status × coverage", "Summary", "Duration", "Attempt"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, rows)),
+    k.gaps.length ? h("div", {}, h("h2", {}, "Gaps"), h("ul", { id: "gaps" }, k.gaps.map((g) =>
+      h("li", { class: "gap" }, `${g.checkId}: ${g.reason}`)))) : null,
+    acceptanceView(k),
+    k.selection ? h("div", {}, h("h2", {}, "Selection"), h("pre", { id: "selection" }, JSON.stringify(k.selection, null, 2))) : null,
+    promotability ? h("div", {}, h("h2", {}, "Promotion preconditions"),
+      h("table", { id: "preconditions" }, h("tbody", {}, promotability.preconditions.map((p) =>
+        h("tr", { class: p.satisfied ? "ok" : "gap", dataset: { precondition: p.precondition } },
+          h("td", {}, p.precondition), h("td", {}, p.satisfied ? "satisfied" : "not satisfied"), h("td", {}, p.detail)))))) : null,
+    decision, h("div", { class: "controls" }, promote), answerBox);
+}
+
+async function approvalsPage() {
+  const waiting = await api("GET", "/v1/approvals?status=requested");
+  setMain(h("h1", {}, "Waiting on a person"),
+    waiting.length === 0 ? h("p", { class: "muted", id: "no-approvals" }, "Nothing waits on a person.")
+      : h("ul", { id: "approvals" }, waiting.map((a) => h("li", {},
+        link(`/candidates/${a.candidateId}`, a.candidateId), `: ${a.reason} (tree ${a.tree.slice(0, 12)})`))));
 }
 
 async function homePage() {
@@ -451,6 +773,14 @@ const ROUTES = [
   [/^\/plans$/, plansPage],
   [/^\/plans\/([a-z0-9_]+)$/, planPage],
   [/^\/plans\/([a-z0-9_]+)\/queue$/, (id) => queuePage("plan", id)],
+  [/^\/ladders$/, laddersPage],
+  [/^\/ladders\/([a-z0-9_]+)$/, ladderPage],
+  [/^\/ladders\/([a-z0-9_]+)\/queue$/, (id) => queuePage("ladder", id)],
+  [/^\/projects$/, projectsPage],
+  [/^\/projects\/([a-z0-9_]+)$/, projectPage],
+  [/^\/changes\/([a-z0-9_]+)$/, changePage],
+  [/^\/candidates\/([a-z0-9_]+)$/, candidatePage],
+  [/^\/approvals$/, approvalsPage],
 ];
 
 async function render() {

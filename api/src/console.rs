@@ -21,7 +21,21 @@ pub const POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self
      base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The paths that are console pages (each answers the shell; its script renders the page).
-pub const PAGES: &[&str] = &["/", "/sign-in", "/plans", "/plans/{id}", "/plans/{id}/queue"];
+pub const PAGES: &[&str] = &[
+    "/",
+    "/sign-in",
+    "/plans",
+    "/plans/{id}",
+    "/plans/{id}/queue",
+    "/ladders",
+    "/ladders/{id}",
+    "/ladders/{id}/queue",
+    "/projects",
+    "/projects/{id}",
+    "/changes/{id}",
+    "/candidates/{id}",
+    "/approvals",
+];
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     let mut r = (
