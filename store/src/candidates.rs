@@ -463,8 +463,8 @@ impl Store {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
         let claimed = sqlx::query(
-            r#"update candidates set status = case when status in ('composing', 'verifying', 'stale') then 'stale' else status end,
-                   status_reason = case when status in ('composing', 'verifying') then $3 else status_reason end,
+            r#"update candidates set status = case when status in ('composing', 'verifying', 'verified', 'stale') then 'stale' else status end,
+                   status_reason = case when status in ('composing', 'verifying', 'verified') then $3 else status_reason end,
                    recomposed_as = $2, updated_at = $4
                where id = $1 and recomposed_as is null"#,
         )

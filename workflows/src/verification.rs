@@ -580,6 +580,11 @@ impl CandidateVerificationWorkflow {
         match gate.rejection_reason() {
             None => {
                 Self::finish(ctx, id, CandidateStatus::Verified, None).await?;
+                // A gated Candidate without siblings is the winner: promotion's next step.
+                if ctx.patched(crate::promotion::WINNER_READY_PATCH) {
+                    ctx.state_mut(|s| s.step = "winnerReady".into());
+                    crate::promotion::winner_ready(ctx, id, crate::promotion::Winner::IfAlone).await?;
+                }
                 Ok(CandidateStatus::Verified)
             }
             Some(reason) => {

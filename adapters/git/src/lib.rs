@@ -382,6 +382,17 @@ impl GitService {
         self.blocking(move |root| unified_diff(root, &repo, &old, &new)).await
     }
 
+    /// Turns on the reflog of repository `name` (see [`keep_reflog`]); repositories provisioned
+    /// before it have none.
+    pub async fn keep_reflog(&self, name: &str) -> Result<()> {
+        let name = name.to_owned();
+        self.blocking(move |root| {
+            check_name(&name)?;
+            keep_reflog(&path_of(root, &name), &name)
+        })
+        .await
+    }
+
     /// Moves `main` from `expected` to `new`, fast-forward only, atomically against concurrent
     /// writers (gix and git share the ref lock files).
     pub async fn cas_main(&self, repo: &str, expected: &str, new: &str) -> Result<CasOutcome> {
@@ -517,7 +528,9 @@ fn provision(root: &Path, name: &str) -> Result<Provisioned> {
         });
     }
     let staging = fresh_staging(root, name)?;
-    let repo = gix::init_bare(&staging).gix("init bare repository", name)?;
+    drop(gix::init_bare(&staging).gix("init bare repository", name)?);
+    keep_reflog(&staging, name)?;
+    let repo = open_path(&staging, name)?;
     let tree = s0_tree(&repo, name)?;
     let c = commit(&repo, name, "S0: .gitignore", tree, &[])?;
     repo.reference(MAIN_REF, c, PreviousValue::MustNotExist, "belay: provision")
@@ -530,6 +543,23 @@ fn provision(root: &Path, name: &str) -> Result<Provisioned> {
         commit: c.to_string(),
         tree: tree.to_string(),
     })
+}
+
+/// Makes every move of the repository's refs leave a reflog line (bare repositories keep none by
+/// default), so canonical `main`'s history of moves can be read back and checked: each one a
+/// fast-forward. Idempotent.
+fn keep_reflog(path: &Path, name: &str) -> Result<()> {
+    let config = path.join("config");
+    let text = std::fs::read_to_string(&config).map_err(io_err("read config", name))?;
+    if text.to_ascii_lowercase().contains("logallrefupdates") {
+        return Ok(());
+    }
+    let mut text = text;
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("[core]\n\tlogAllRefUpdates = true\n");
+    std::fs::write(&config, text).map_err(io_err("write config", name))
 }
 
 fn fresh_staging(root: &Path, name: &str) -> Result<PathBuf> {
