@@ -155,22 +155,27 @@ impl Store {
     ) -> Result<PromotionOutcome, StoreError> {
         for _ in 0..5 {
             let mut tx = self.begin_write().await?;
-            let k = sqlx::query(
-                "select status, project_id, change_id, base_commit, base_tree, composed_commit, composed_tree from candidates where id = $1",
+            // The project row is read before the Candidate's: a promotion that commits between
+            // the two reads is then seen as this Candidate `promoted` (an answer), never as a
+            // generation that moved under a Candidate still `verified` (which would read stale).
+            let p = sqlx::query(
+                "select p.generation, p.canonical_tree from projects p join candidates k on k.project_id = p.id where k.id = $1",
             )
             .bind(candidate_id)
             .fetch_optional(&mut *tx)
             .await?
             .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+            let current_generation: i64 = p.try_get("generation")?;
+            let current_tree: Option<String> = p.try_get("canonical_tree")?;
+            let k = sqlx::query(
+                "select status, project_id, change_id, base_commit, base_tree, composed_commit, composed_tree from candidates where id = $1",
+            )
+            .bind(candidate_id)
+            .fetch_one(&mut *tx)
+            .await?;
             let status: CandidateStatus = enum_from(&k.try_get::<String, _>("status")?, "candidate status")?;
             let project_id: String = k.try_get("project_id")?;
             let change_id: String = k.try_get("change_id")?;
-            let p = sqlx::query("select generation, canonical_tree from projects where id = $1")
-                .bind(&project_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            let current_generation: i64 = p.try_get("generation")?;
-            let current_tree: Option<String> = p.try_get("canonical_tree")?;
             let active = policy_in(&mut tx, &project_id).await?.stamp();
             let facts = CasFacts {
                 expected_generation,
