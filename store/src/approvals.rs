@@ -269,8 +269,8 @@ impl Store {
         Err(StoreError::Conflict("approval: decided concurrently; try again".into()))
     }
 
-    /// The approvals of the account's projects in `status` (`requested`: what waits on a person),
-    /// oldest first.
+    /// The approvals of the account's projects in `status`, oldest first. `requested` is what
+    /// waits on a person: a Candidate that went stale or was rejected since waits on no one.
     pub async fn list_approvals(
         &self,
         account_id: &str,
@@ -281,6 +281,7 @@ impl Store {
             "select {APPROVAL_COLUMNS}, k.change_id, k.project_id, k.composed_commit from approvals a \
              join candidates k on k.id = a.candidate_id join projects p on p.id = k.project_id \
              where p.account_id = $1 and p.status <> 'deleting' and a.status = $2 \
+             and (a.status <> 'requested' or k.status = 'verified') \
              order by a.requested_at, a.id limit $3"
         );
         let rows = sqlx::query(&sql)

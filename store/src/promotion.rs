@@ -464,6 +464,21 @@ impl Store {
         }
         Ok(out)
     }
+
+    /// The canonical generation `commit` was in the project: the current one, one a promotion
+    /// advanced to, or the one a promotion advanced from; `None` when the rows do not know it.
+    pub async fn generation_of_commit(&self, project_id: &str, commit: &str) -> Result<Option<i64>, StoreError> {
+        let row = sqlx::query(
+            r#"select generation from projects where id = $1 and canonical_commit = $2
+               union all select generation from promotions where project_id = $1 and commit_id = $2
+               union all select generation - 1 as generation from promotions where project_id = $1 and base_commit = $2"#,
+        )
+        .bind(project_id)
+        .bind(commit)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(row.first().map(|r| r.try_get::<i64, _>("generation")).transpose()?)
+    }
 }
 
 /// A Candidate fork the sweep considers (see [`Store::sweep_candidate_forks`]).
