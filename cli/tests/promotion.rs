@@ -96,13 +96,13 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     assert_eq!(p["generation"], 1, "{p}");
     assert_eq!(p["canonicalCommit"], composed.as_str(), "{p}");
     assert_eq!(b.get(&format!("/v1/changes/{c1}")).await["status"], "promoted");
-    assert_eq!(git(&repo(&b, &project), &["rev-parse", "main"]), composed);
-    // The release sync runs after the swap; wait for its last record.
+    // The fast-forward and the release sync follow the swap; wait for the sync's last record.
     wait_for("release.started", Duration::from_secs(60), || async {
         let ev = b.get(&format!("/v1/events?entity={project}")).await;
         !events_of(&ev, "release.started").is_empty()
     })
     .await;
+    assert_eq!(git(&repo(&b, &project), &["rev-parse", "main"]), composed);
     let ev = b.get(&format!("/v1/events?entity={project}")).await;
     let advanced = events_of(&ev, "canonical.advanced");
     assert_eq!(advanced.len(), 1, "{ev:#}");
