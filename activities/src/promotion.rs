@@ -5,8 +5,8 @@
 
 use crate::{Plain, fatal, git_error, retryable, source_error, store_error};
 use belay_domain::approval::Approval;
-use belay_domain::evidence::{Coverage, EvidenceStatus, latest_per_check};
 use belay_domain::check::CheckId;
+use belay_domain::evidence::{Coverage, EvidenceStatus, latest_per_check};
 use belay_domain::ids::CandidateId;
 use belay_domain::promotion::PromotionOutcome;
 use belay_domain::repo::{candidate_fork, canonical_repo};
@@ -14,8 +14,8 @@ use belay_git::source_objects::SourceObjects;
 use belay_git::{CasOutcome, GitService};
 use belay_store::Store;
 use belay_workflows::promotion::{
-    ApprovalRequest, CandidateForkToSweep, CasRequest, CommitInFork, PromotionRowsFacts, PushRequest, Pushed, SettleOlderRequest,
-    SettledOlder, SourcesRequest, WinnerFacts,
+    ApprovalRequest, CandidateForkToSweep, CasRequest, CommitInFork, PromotionRowsFacts, PushRequest, Pushed,
+    SettleOlderRequest, SettledOlder, SourcesRequest, WinnerFacts,
 };
 use std::sync::Arc;
 use temporalio_macros::activities;
@@ -63,10 +63,18 @@ impl PromotionStoreActivities {
 
     #[activity(definition = belay_workflows::promotion::promotion_definitions::Cas)]
     #[instrument(skip_all, fields(candidate.id = %input.candidate_id, generation = input.expected_generation), err(Debug))]
-    pub async fn cas(self: Arc<Self>, _ctx: ActivityContext, input: CasRequest) -> Result<PromotionOutcome, ActivityError> {
+    pub async fn cas(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: CasRequest,
+    ) -> Result<PromotionOutcome, ActivityError> {
         let out = self
             .store
-            .promote_cas(input.candidate_id.as_str(), input.expected_generation, &input.plan_policy)
+            .promote_cas(
+                input.candidate_id.as_str(),
+                input.expected_generation,
+                &input.plan_policy,
+            )
             .await
             .map_err(store_error)?;
         if matches!(out, PromotionOutcome::Promoted { .. })
@@ -79,7 +87,11 @@ impl PromotionStoreActivities {
     }
 
     #[activity(definition = belay_workflows::promotion::promotion_definitions::Pushed)]
-    pub async fn pushed(self: Arc<Self>, _ctx: ActivityContext, candidate_id: CandidateId) -> Result<(), ActivityError> {
+    pub async fn pushed(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        candidate_id: CandidateId,
+    ) -> Result<(), ActivityError> {
         self.store
             .mark_promotion_pushed(candidate_id.as_str())
             .await
@@ -87,7 +99,11 @@ impl PromotionStoreActivities {
     }
 
     #[activity(definition = belay_workflows::promotion::promotion_definitions::Synced)]
-    pub async fn synced(self: Arc<Self>, _ctx: ActivityContext, candidate_id: CandidateId) -> Result<(), ActivityError> {
+    pub async fn synced(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        candidate_id: CandidateId,
+    ) -> Result<(), ActivityError> {
         self.store
             .mark_promotion_synced(candidate_id.as_str())
             .await

@@ -112,7 +112,11 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     let index: Value =
         serde_json::from_slice(&std::fs::read(source_object(&b, &project, &tree, "index.json")).unwrap()).unwrap();
     assert!(
-        index["files"].as_array().unwrap().iter().any(|f| f["path"] == "src/alpha.ts"),
+        index["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["path"] == "src/alpha.ts"),
         "the index of S1 lists the new file"
     );
 
@@ -152,7 +156,11 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     let kb = start_verification(&b, &cb).await;
     let a = wait_candidate(&b, &ka, &["verified", "rejected", "stale"]).await;
     let bv = wait_candidate(&b, &kb, &["verified", "rejected", "stale"]).await;
-    assert_eq!((a["status"].as_str(), bv["status"].as_str()), (Some("verified"), Some("verified")), "{a:#} {bv:#}");
+    assert_eq!(
+        (a["status"].as_str(), bv["status"].as_str()),
+        (Some("verified"), Some("verified")),
+        "{a:#} {bv:#}"
+    );
     wait_for("both approvals requested", Duration::from_secs(60), || async {
         b.get("/v1/approvals?status=requested").await.as_array().unwrap().len() == 2
     })
@@ -166,7 +174,12 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     let tree_a = a["composedTree"].as_str().unwrap().to_owned();
     assert_eq!(a["statusReason"], HIGH_RISK_REASON);
     assert_eq!(b.get(&format!("/v1/changes/{ca}")).await["status"], "awaiting_approval");
-    let entry = waiting.as_array().unwrap().iter().find(|w| w["candidateId"] == ka.as_str()).unwrap();
+    let entry = waiting
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["candidateId"] == ka.as_str())
+        .unwrap();
     assert_eq!(entry["tree"], tree_a.as_str());
     assert_eq!(entry["composedCommit"], a["composedCommit"]);
 
@@ -209,11 +222,19 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
         let method = if path == "promotability" { "GET" } else { "POST" };
         let body = (path == "approvals").then(|| json!({"decision": "grant", "tree": tree_a}).to_string());
         let (s, v) = b
-            .request(method, &format!("/v1/candidates/cand_nope/{path}"), Some(&b.token), body.as_deref())
+            .request(
+                method,
+                &format!("/v1/candidates/cand_nope/{path}"),
+                Some(&b.token),
+                body.as_deref(),
+            )
             .await;
         assert_eq!(s, 404, "{path}: {v}");
     }
-    assert_eq!(b.get("/v1/approvals?status=requested").await.as_array().unwrap().len(), 2);
+    assert_eq!(
+        b.get("/v1/approvals?status=requested").await.as_array().unwrap().len(),
+        2
+    );
     assert_eq!(project_row(&b, &project).await["generation"], 1);
 
     // The grant on the exact tree ships the Candidate: generation 2.
@@ -232,12 +253,24 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     );
     let kb2 = old["recomposedAs"].as_str().expect("recomposed").to_owned();
     let new = wait_candidate(&b, &kb2, &["verified", "rejected", "stale"]).await;
-    assert_eq!((new["status"].as_str(), new["baseGeneration"].as_i64()), (Some("verified"), Some(2)), "{new:#}");
+    assert_eq!(
+        (new["status"].as_str(), new["baseGeneration"].as_i64()),
+        (Some("verified"), Some(2)),
+        "{new:#}"
+    );
     assert_eq!(new["changeSetIds"], old["changeSetIds"]);
     let (s, v) = promote(&b, &kb).await;
     assert_eq!((s, v["outcome"].as_str()), (200, Some("blocked")), "{v}");
-    let codes: Vec<&str> = v["blocks"].as_array().unwrap().iter().map(|b| b["code"].as_str().unwrap()).collect();
-    assert!(codes.contains(&"not_verified") && codes.contains(&"stale"), "every failed precondition at once: {v}");
+    let codes: Vec<&str> = v["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["code"].as_str().unwrap())
+        .collect();
+    assert!(
+        codes.contains(&"not_verified") && codes.contains(&"stale"),
+        "every failed precondition at once: {v}"
+    );
 
     // A rejection with a reason rejects the Candidate and starts its repair.
     wait_for("the new Candidate's approval", Duration::from_secs(60), || async {
@@ -250,7 +283,11 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     })
     .await;
     let waiting = b.get("/v1/approvals?status=requested").await;
-    assert_eq!(waiting.as_array().unwrap().len(), 1, "the stale one no longer waits: {waiting:#}");
+    assert_eq!(
+        waiting.as_array().unwrap().len(),
+        1,
+        "the stale one no longer waits: {waiting:#}"
+    );
     let (s, v) = decide(
         &b,
         &kb2,
@@ -261,13 +298,25 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     assert_eq!(v["promotion"], Value::Null);
     let rejected = b.get(&format!("/v1/candidates/{kb2}")).await;
     assert_eq!(rejected["status"], "rejected");
-    assert_eq!(rejected["statusReason"], "Rejected by a person: charlie must be upper case");
+    assert_eq!(
+        rejected["statusReason"],
+        "Rejected by a person: charlie must be upper case"
+    );
     let ev = b.get(&format!("/v1/events?entity={cb}")).await;
     let repair = events_of(&ev, "repair.requested");
     assert_eq!(repair.len(), 1, "{ev:#}");
     assert_eq!(repair[0]["payload"]["reason"], "charlie must be upper case");
-    assert!(b.get("/v1/approvals?status=requested").await.as_array().unwrap().is_empty());
-    assert_eq!(b.get("/v1/approvals?status=rejected").await.as_array().unwrap().len(), 1);
+    assert!(
+        b.get("/v1/approvals?status=requested")
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        b.get("/v1/approvals?status=rejected").await.as_array().unwrap().len(),
+        1
+    );
 
     // 20 concurrent promotes of one granted Candidate: one advance, every other alreadyPromoted.
     let cd = one_task_change(&b, &project, "delta", "high").await;
@@ -306,7 +355,11 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
         .collect();
     outcomes.sort();
     assert_eq!(outcomes.iter().filter(|o| *o == "promoted").count(), 1, "{outcomes:?}");
-    assert_eq!(outcomes.iter().filter(|o| *o == "alreadyPromoted").count(), 19, "{outcomes:?}");
+    assert_eq!(
+        outcomes.iter().filter(|o| *o == "alreadyPromoted").count(),
+        19,
+        "{outcomes:?}"
+    );
     assert_eq!(project_row(&b, &project).await["generation"], 3);
     let ev = b.get(&format!("/v1/events?entity={project}")).await;
     assert_eq!(events_of(&ev, "canonical.advanced").len(), 3, "{ev:#}");
@@ -338,7 +391,11 @@ async fn a_worker_lost_between_the_swap_and_the_fast_forward_is_repaired_by_the_
     let composed = cand["composedCommit"].as_str().unwrap().to_owned();
     let tree = cand["composedTree"].as_str().unwrap().to_owned();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(git(&repo(&b, &project), &["rev-parse", "main"]), seeded, "main moved before the push");
+    assert_eq!(
+        git(&repo(&b, &project), &["rev-parse", "main"]),
+        seeded,
+        "main moved before the push"
+    );
     assert!(!source_object(&b, &project, &tree, "index.json").exists());
     b.kill_extra_worker(crashing);
 
@@ -353,10 +410,125 @@ async fn a_worker_lost_between_the_swap_and_the_fast_forward_is_repaired_by_the_
     let rec = store.promotion_for_worker(&k).await.unwrap().unwrap();
     assert!(rec.pushed_at.is_some() && rec.synced_at.is_some(), "{rec:?}");
     let p = project_row(&b, &project).await;
-    assert_eq!((p["generation"].as_i64(), p["canonicalCommit"].as_str()), (Some(1), Some(composed.as_str())));
+    assert_eq!(
+        (p["generation"].as_i64(), p["canonicalCommit"].as_str()),
+        (Some(1), Some(composed.as_str()))
+    );
     let ev = b.get(&format!("/v1/events?entity={project}")).await;
     assert_eq!(events_of(&ev, "canonical.advanced").len(), 1);
     assert_eq!(events_of(&ev, "release.started").len(), 1);
     let moves = assert_only_fast_forwards(&b, &project);
     assert_eq!(moves.iter().filter(|m| m.2 == "belay: fast-forward main").count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_daily_sweep_deletes_candidate_forks_by_how_and_when_their_candidates_ended() {
+    let b = Belay::start().await;
+    let project = common::ready_project(&b, "sweep").await;
+    let canonical = b.get(&format!("/v1/projects/{project}")).await["canonicalCommit"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let c = change(
+        &b,
+        &project,
+        json!({"goal": "g", "acceptanceCriteria": [], "invariants": [], "riskTier": "low"}),
+    )
+    .await;
+    let (s, t) = b
+        .post(
+            &format!("/v1/changes/{c}/tasks"),
+            json!({"key": "a", "kind": "implement", "title": "a", "semanticResources": [], "dependencies": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{t}");
+    let (s, r) = b
+        .post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(s, 201, "{r}");
+    let (s, cs) = b
+        .post(
+            &format!("/v1/task-runs/{}/change-set", r["id"].as_str().unwrap()),
+            json!({ "commit": canonical }),
+        )
+        .await;
+    assert_eq!(s, 201, "{cs}");
+
+    // Six Candidates, each with its fork, ended as the sweep's rules need.
+    let store = b.store().await;
+    let account = store.authenticate(&b.token).await.unwrap().unwrap();
+    let git = belay_git::GitService::new(b.dir.path().join("data/git/belay"));
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let day = 86_400_000i64;
+    let mut forks = Vec::new();
+    for _ in 0..6 {
+        let k = store.start_verification(&account.id, &c).await.unwrap();
+        let fork = format!("cand-{}", k.id.as_str().strip_prefix("cand_").unwrap());
+        git.fork(&project, &fork).await.unwrap();
+        forks.push((k.id.as_str().to_owned(), fork));
+    }
+    let unpromoted = git
+        .commit_files(&forks[4].1, &canonical, vec![("x".into(), Some(b"x\n".to_vec()))], "x")
+        .await
+        .unwrap();
+    for (i, (status, ended, composed)) in [
+        ("rejected", now_ms - 31 * day, None),              // due
+        ("stale", now_ms - 31 * day, None),                 // due
+        ("rejected", now_ms - 5 * day, None),               // within retention: kept
+        ("promoted", now_ms - 31 * day, Some(&canonical)),  // canonical holds it: due
+        ("promoted", now_ms - 31 * day, Some(&unpromoted)), // canonical lacks it: kept
+        ("verified", now_ms - 31 * day, None),              // still open: kept
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        store
+            .execute_admin(&format!(
+                "update candidates set status = '{status}', updated_at = {ended}, composed_commit = {} where id = '{}'",
+                composed.map_or_else(|| "null".to_owned(), |c| format!("'{c}'")),
+                forks[i].0
+            ))
+            .await
+            .unwrap();
+    }
+
+    let temporal = |args: &[&str]| {
+        let out = Command::new(common::temporal_bin())
+            .args(args)
+            .args(["--address", &b.temporal.address])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "temporal {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    temporal(&["schedule", "trigger", "--schedule-id", "forks-sweep"]);
+    let due = [0usize, 1, 3];
+    wait_for(
+        "the sweep to delete the due Candidate forks",
+        Duration::from_secs(60),
+        || async { due.iter().all(|i| !repo(&b, &forks[*i].1).exists()) },
+    )
+    .await;
+    for kept in [2usize, 4, 5] {
+        assert!(repo(&b, &forks[kept].1).is_dir(), "{}'s fork was kept", forks[kept].0);
+    }
+    assert!(repo(&b, &project).is_dir(), "canonical is never swept");
+    let listed: Value = serde_json::from_str(&temporal(&[
+        "workflow",
+        "list",
+        "--query",
+        "WorkflowType='ForksSweepWorkflow'",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let sweep_id = listed[0]["execution"]["workflowId"].as_str().unwrap().to_owned();
+    replays(&b, "forks-sweep-v4", &sweep_id).await;
 }

@@ -6,8 +6,8 @@
 use crate::rows::{enum_from, enum_text, to_json};
 use crate::{Store, StoreError, events, new_id_body, now_ms};
 use belay_domain::approval::{
-    Approval, ApprovalDecision, ApprovalInput, ApprovalRefusal, ApprovalStatus, ApprovalVerdict, GateTrigger,
-    ApprovalView, HumanGate, decide,
+    Approval, ApprovalDecision, ApprovalInput, ApprovalRefusal, ApprovalStatus, ApprovalVerdict, ApprovalView,
+    GateTrigger, HumanGate, decide,
 };
 use belay_domain::ids::{ApprovalId, CandidateId};
 use belay_domain::plan::VerificationPlan;
@@ -51,9 +51,9 @@ fn refusal(r: ApprovalRefusal) -> StoreError {
             "approval: the first decision is final; this candidate's approval is already {}",
             enum_text(&status)
         ),
-        ApprovalRefusal::OtherTree { tree } => format!(
-            "tree: a grant counts only for the exact composed tree the approval is for ({tree})"
-        ),
+        ApprovalRefusal::OtherTree { tree } => {
+            format!("tree: a grant counts only for the exact composed tree the approval is for ({tree})")
+        }
     })
 }
 

@@ -13,8 +13,10 @@ use belay_domain::candidate::{Candidate, CandidateStatus};
 use belay_domain::change::{ChangeStatus, RiskTier};
 use belay_domain::evidence::Evidence;
 use belay_domain::policy::{DEFAULT_POLICY, PolicyStamp, ProjectPolicy};
+use belay_domain::promotion::{
+    Block, CasFacts, ProjectCandidate, PromotionOutcome, compare_and_swap, settle_older_base,
+};
 use belay_domain::repo::{CandidateEnd, ForkFacts, ForkKind, SweepFork, candidate_fork};
-use belay_domain::promotion::{Block, CasFacts, ProjectCandidate, PromotionOutcome, compare_and_swap, settle_older_base};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
@@ -75,7 +77,10 @@ pub struct Settled {
     pub recomposed: Vec<String>,
 }
 
-async fn policy_in(tx: &mut sqlx::Transaction<'static, sqlx::Any>, project_id: &str) -> Result<ProjectPolicy, StoreError> {
+async fn policy_in(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    project_id: &str,
+) -> Result<ProjectPolicy, StoreError> {
     let row = sqlx::query("select policy from project_policies where project_id = $1 order by version desc limit 1")
         .bind(project_id)
         .fetch_optional(&mut **tx)
@@ -451,7 +456,9 @@ impl Store {
                     kind: ForkKind::Candidate,
                     repo: candidate_fork(&id).map_err(|e| StoreError::Corrupt(e.to_string()))?,
                     project_id: project_id.clone().into(),
-                    ended_at_secs: end.map(|_| r.try_get::<i64, _>("updated_at").map(|t| t.div_euclid(1000))).transpose()?,
+                    ended_at_secs: end
+                        .map(|_| r.try_get::<i64, _>("updated_at").map(|t| t.div_euclid(1000)))
+                        .transpose()?,
                     facts: ForkFacts {
                         candidate_end: end,
                         ..Default::default()

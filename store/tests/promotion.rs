@@ -109,9 +109,14 @@ async fn verified(s: &Store, w: &World, tier: RiskTier) -> (String, String) {
     };
     assert!(s.record_composition(k.id.as_str(), COMMIT, TREE, &plan).await.unwrap());
     assert!(
-        s.set_candidate_status(k.id.as_str(), &[CandidateStatus::Verifying], CandidateStatus::Verified, None)
-            .await
-            .unwrap()
+        s.set_candidate_status(
+            k.id.as_str(),
+            &[CandidateStatus::Verifying],
+            CandidateStatus::Verified,
+            None
+        )
+        .await
+        .unwrap()
     );
     (c.id.as_str().to_owned(), k.id.as_str().to_owned())
 }
@@ -123,7 +128,8 @@ fn gate() -> HumanGate {
     }
 }
 
-const REASON: &str = "Policy policy-1 requires a person to approve high-risk changes. Approve to ship it or cancel the change.";
+const REASON: &str =
+    "Policy policy-1 requires a person to approve high-risk changes. Approve to ship it or cancel the change.";
 
 fn decision(decision: ApprovalDecision, tree: &str, reason: Option<&str>) -> ApprovalInput {
     ApprovalInput {
@@ -148,19 +154,31 @@ on_both!(
         let a = s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
         let again = s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
         assert_eq!(a, again, "a retry requests nothing twice");
-        assert_eq!((a.status, a.tree.as_str(), a.reason.as_str()), (ApprovalStatus::Requested, TREE, REASON));
+        assert_eq!(
+            (a.status, a.tree.as_str(), a.reason.as_str()),
+            (ApprovalStatus::Requested, TREE, REASON)
+        );
         let cand = s.candidate_for_worker(&k).await.unwrap().unwrap();
         assert_eq!(cand.status_reason.as_deref(), Some(REASON));
         assert_eq!(cand.plan.unwrap().human_gates, vec![gate()], "the hold joins the plan");
         let ch = s.get_change(&w.alice, &change).await.unwrap().unwrap();
         assert_eq!(ch.status, ChangeStatus::AwaitingApproval);
-        let waiting = s.list_approvals(&w.alice, ApprovalStatus::Requested, 100).await.unwrap();
+        let waiting = s
+            .list_approvals(&w.alice, ApprovalStatus::Requested, 100)
+            .await
+            .unwrap();
         assert_eq!(waiting.len(), 1);
         assert_eq!(waiting[0].composed_commit.as_deref(), Some(COMMIT));
         let (bob, _) = s.create_account("bob").await.unwrap();
-        assert!(s.list_approvals(&bob.id, ApprovalStatus::Requested, 100).await.unwrap().is_empty());
+        assert!(
+            s.list_approvals(&bob.id, ApprovalStatus::Requested, 100)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         assert!(matches!(
-            s.decide_approval(&bob.id, &k, &decision(ApprovalDecision::Grant, TREE, None)).await,
+            s.decide_approval(&bob.id, &k, &decision(ApprovalDecision::Grant, TREE, None))
+                .await,
             Err(StoreError::NotFound { .. })
         ));
 
@@ -180,7 +198,10 @@ on_both!(
             .await
             .unwrap();
         assert!(d.recorded && d.repair.is_none());
-        assert_eq!(d.approval.decided_by.as_ref().map(|a| a.as_str()), Some(w.alice.as_str()));
+        assert_eq!(
+            d.approval.decided_by.as_ref().map(|a| a.as_str()),
+            Some(w.alice.as_str())
+        );
         let same = s
             .decide_approval(&w.alice, &k, &decision(ApprovalDecision::Grant, TREE, None))
             .await
@@ -191,35 +212,41 @@ on_both!(
             .await
             .unwrap_err();
         assert!(err.to_string().contains("first decision is final"), "{err}");
-        assert!(s.list_approvals(&w.alice, ApprovalStatus::Requested, 100).await.unwrap().is_empty());
+        assert!(
+            s.list_approvals(&w.alice, ApprovalStatus::Requested, 100)
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 );
 
-on_both!(
-    concurrent_decisions_record_exactly_one,
-    |s: Store| async move {
-        let w = world(&s).await;
-        let (_, k) = verified(&s, &w, RiskTier::High).await;
-        s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
-        let mut tasks = Vec::new();
-        for i in 0..10 {
-            let (s, alice, k) = (s.clone(), w.alice.clone(), k.clone());
-            tasks.push(tokio::spawn(async move {
-                let d = if i % 2 == 0 { ApprovalDecision::Grant } else { ApprovalDecision::Reject };
-                s.decide_approval(&alice, &k, &decision(d, TREE, Some("because"))).await
-            }));
-        }
-        let mut recorded = 0;
-        for t in tasks {
-            if let Ok(d) = t.await.unwrap()
-                && d.recorded
-            {
-                recorded += 1;
-            }
-        }
-        assert_eq!(recorded, 1);
+on_both!(concurrent_decisions_record_exactly_one, |s: Store| async move {
+    let w = world(&s).await;
+    let (_, k) = verified(&s, &w, RiskTier::High).await;
+    s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        let (s, alice, k) = (s.clone(), w.alice.clone(), k.clone());
+        tasks.push(tokio::spawn(async move {
+            let d = if i % 2 == 0 {
+                ApprovalDecision::Grant
+            } else {
+                ApprovalDecision::Reject
+            };
+            s.decide_approval(&alice, &k, &decision(d, TREE, Some("because"))).await
+        }));
     }
-);
+    let mut recorded = 0;
+    for t in tasks {
+        if let Ok(d) = t.await.unwrap()
+            && d.recorded
+        {
+            recorded += 1;
+        }
+    }
+    assert_eq!(recorded, 1);
+});
 
 on_both!(
     a_rejection_with_a_reason_rejects_the_candidate_and_requests_the_repair,
@@ -244,73 +271,73 @@ on_both!(
             Some("Rejected by a person: the list must be sorted")
         );
         let events = s.events(0, Some(&change), 100).await.unwrap();
-        let repair = events.iter().find(|e| e.kind == "repair.requested").expect("repair requested");
+        let repair = events
+            .iter()
+            .find(|e| e.kind == "repair.requested")
+            .expect("repair requested");
         assert_eq!(repair.payload["reason"], "the list must be sorted");
         assert_eq!(repair.payload["candidate_id"], k.as_str());
     }
 );
 
-on_both!(
-    twenty_racing_swaps_advance_canonical_once,
-    |s: Store| async move {
-        let w = world(&s).await;
-        let (change, k) = verified(&s, &w, RiskTier::Low).await;
-        let mut tasks = Vec::new();
-        for _ in 0..20 {
-            let (s, k) = (s.clone(), k.clone());
-            tasks.push(tokio::spawn(
-                async move { s.promote_cas(&k, 0, &DEFAULT_POLICY.stamp()).await },
-            ));
-        }
-        let mut promoted = 0;
-        for t in tasks {
-            match t.await.unwrap().unwrap() {
-                PromotionOutcome::Promoted { generation } => {
-                    assert_eq!(generation, 1);
-                    promoted += 1;
-                }
-                PromotionOutcome::AlreadyPromoted => {}
-                other => panic!("{other:?}"),
-            }
-        }
-        assert_eq!(promoted, 1);
-        let p = s.get_project(&w.alice, &w.project).await.unwrap().unwrap();
-        assert_eq!(
-            (p.generation, p.canonical_commit.as_deref(), p.canonical_tree.as_deref()),
-            (1, Some(COMMIT), Some(TREE))
-        );
-        let cand = s.candidate_for_worker(&k).await.unwrap().unwrap();
-        assert_eq!(cand.status, CandidateStatus::Promoted);
-        let ch = s.get_change(&w.alice, &change).await.unwrap().unwrap();
-        assert_eq!(ch.status, ChangeStatus::Promoted);
-        let advanced: Vec<_> = s
-            .events(0, Some(&w.project), 100)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|e| e.kind == "canonical.advanced")
-            .collect();
-        assert_eq!(advanced.len(), 1);
-        assert_eq!(advanced[0].payload["generation"], 1);
-
-        // The sync records: pushed, then synced once with `release.started` once.
-        let rec = s.promotion_for_worker(&k).await.unwrap().unwrap();
-        assert_eq!((rec.pushed_at, rec.synced_at), (None, None));
-        s.mark_promotion_pushed(&k).await.unwrap();
-        let a = s.mark_promotion_synced(&k).await.unwrap();
-        let b = s.mark_promotion_synced(&k).await.unwrap();
-        assert!(a.pushed_at.is_some() && a.synced_at.is_some());
-        assert_eq!(a, b);
-        let released = s
-            .events(0, Some(&w.project), 100)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|e| e.kind == "release.started")
-            .count();
-        assert_eq!(released, 1);
+on_both!(twenty_racing_swaps_advance_canonical_once, |s: Store| async move {
+    let w = world(&s).await;
+    let (change, k) = verified(&s, &w, RiskTier::Low).await;
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let (s, k) = (s.clone(), k.clone());
+        tasks.push(tokio::spawn(async move {
+            s.promote_cas(&k, 0, &DEFAULT_POLICY.stamp()).await
+        }));
     }
-);
+    let mut promoted = 0;
+    for t in tasks {
+        match t.await.unwrap().unwrap() {
+            PromotionOutcome::Promoted { generation } => {
+                assert_eq!(generation, 1);
+                promoted += 1;
+            }
+            PromotionOutcome::AlreadyPromoted => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(promoted, 1);
+    let p = s.get_project(&w.alice, &w.project).await.unwrap().unwrap();
+    assert_eq!(
+        (p.generation, p.canonical_commit.as_deref(), p.canonical_tree.as_deref()),
+        (1, Some(COMMIT), Some(TREE))
+    );
+    let cand = s.candidate_for_worker(&k).await.unwrap().unwrap();
+    assert_eq!(cand.status, CandidateStatus::Promoted);
+    let ch = s.get_change(&w.alice, &change).await.unwrap().unwrap();
+    assert_eq!(ch.status, ChangeStatus::Promoted);
+    let advanced: Vec<_> = s
+        .events(0, Some(&w.project), 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "canonical.advanced")
+        .collect();
+    assert_eq!(advanced.len(), 1);
+    assert_eq!(advanced[0].payload["generation"], 1);
+
+    // The sync records: pushed, then synced once with `release.started` once.
+    let rec = s.promotion_for_worker(&k).await.unwrap().unwrap();
+    assert_eq!((rec.pushed_at, rec.synced_at), (None, None));
+    s.mark_promotion_pushed(&k).await.unwrap();
+    let a = s.mark_promotion_synced(&k).await.unwrap();
+    let b = s.mark_promotion_synced(&k).await.unwrap();
+    assert!(a.pushed_at.is_some() && a.synced_at.is_some());
+    assert_eq!(a, b);
+    let released = s
+        .events(0, Some(&w.project), 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "release.started")
+        .count();
+    assert_eq!(released, 1);
+});
 
 on_both!(
     a_moved_canonical_is_stale_and_a_changed_policy_blocks,
@@ -333,7 +360,10 @@ on_both!(
         assert_eq!(settled.recomposed.len(), 2);
         let again = s.settle_older_base(&w.project, 1).await.unwrap();
         assert!(again.stale.is_empty());
-        assert_eq!(again.recomposed, settled.recomposed, "a retry answers the same new Candidates");
+        assert_eq!(
+            again.recomposed, settled.recomposed,
+            "a retry answers the same new Candidates"
+        );
         let old = s.candidate_for_worker(&second).await.unwrap().unwrap();
         assert_eq!(old.status, CandidateStatus::Stale);
         assert_eq!(
@@ -346,11 +376,16 @@ on_both!(
 
         // A verified Candidate on the new base whose plan's policy is no longer active: blocked.
         let (_, fourth) = verified(&s, &w, RiskTier::Low).await;
-        s.put_policy(&w.alice, &w.project, &PolicyInput::default()).await.unwrap();
+        s.put_policy(&w.alice, &w.project, &PolicyInput::default())
+            .await
+            .unwrap();
         assert!(matches!(
             s.promote_cas(&fourth, 1, &DEFAULT_POLICY.stamp()).await.unwrap(),
             PromotionOutcome::Blocked { blocks } if matches!(blocks[..], [Block::PolicyChanged { .. }])
         ));
-        assert_eq!(s.get_project(&w.alice, &w.project).await.unwrap().unwrap().generation, 1);
+        assert_eq!(
+            s.get_project(&w.alice, &w.project).await.unwrap().unwrap().generation,
+            1
+        );
     }
 );

@@ -10,7 +10,9 @@
 //! older-base Candidates are settled. A retry after success answers `alreadyPromoted` and does the
 //! same sync again, so a crash between the swap and the push leaves nothing behind for good.
 
-use crate::verification::{CandidateVerificationWorkflow, StaleRequest, VerifyInput, VerifyStoreApi, verify_workflow_id};
+use crate::verification::{
+    CandidateVerificationWorkflow, StaleRequest, VerifyInput, VerifyStoreApi, verify_workflow_id,
+};
 use crate::{options, queues, search};
 use belay_domain::approval::{Approval, HumanGate};
 use belay_domain::candidate::{Candidate, CandidateStatus};
@@ -247,8 +249,8 @@ impl PromotionGitApi {
 /// The markers, re-exported for the implementations.
 pub mod promotion_definitions {
     pub use super::promotion_git_api::{CanonicalHolds, CommitInFork, Push, Sources};
-    pub use super::sweep_candidate_store_api::CandidateForks;
     pub use super::promotion_store_api::{Cas, Facts, Pushed, RequestApproval, Settle, Synced, WinnerFacts};
+    pub use super::sweep_candidate_store_api::CandidateForks;
 }
 
 /// The compare-and-swap is one short transaction: a worker lost in it is noticed quickly.
@@ -296,7 +298,9 @@ async fn verify_each<W>(ctx: &WorkflowContext<W>, k: &Candidate, new: &[Candidat
         let _ = ctx
             .start_child_workflow(
                 CandidateVerificationWorkflow::run,
-                VerifyInput { candidate_id: id.clone() },
+                VerifyInput {
+                    candidate_id: id.clone(),
+                },
                 child_options(verify_workflow_id(id.as_str()), attributes(id, k)),
             )
             .await;
@@ -372,7 +376,9 @@ pub async fn winner_ready<W>(
 
 /// The Candidate forks the daily sweep considers: each with how its Candidate ended, and for a
 /// promoted one whether canonical `main` holds its composed commit (only then may it go).
-pub async fn candidate_forks_to_sweep<W>(ctx: &WorkflowContext<W>) -> WorkflowResult<Vec<belay_domain::repo::SweepFork>> {
+pub async fn candidate_forks_to_sweep<W>(
+    ctx: &WorkflowContext<W>,
+) -> WorkflowResult<Vec<belay_domain::repo::SweepFork>> {
     let forks = ctx
         .execute_activity(SweepCandidateStoreApi::candidate_forks, (), options::db())
         .await?;

@@ -510,9 +510,9 @@ impl CandidateVerificationWorkflow {
                     change_set: &c.change_set,
                     task,
                     changed_paths: p,
-                    base_generation: c.canonical_base_generation.or(
-                        (c.canonical_base.as_deref() == Some(k.base_commit.as_str())).then_some(k.base_generation),
-                    ),
+                    base_generation: c
+                        .canonical_base_generation
+                        .or((c.canonical_base.as_deref() == Some(k.base_commit.as_str())).then_some(k.base_generation)),
                     stacked_on: st,
                 })
             })

@@ -1702,10 +1702,14 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(svc.cas_main(PROJECT, &p.commit, &a).await.unwrap(), CasOutcome::Moved);
-        let log = std::fs::read_to_string(d.path().join(format!("git/belay/{PROJECT}.git/logs/refs/heads/main"))).unwrap();
+        let log =
+            std::fs::read_to_string(d.path().join(format!("git/belay/{PROJECT}.git/logs/refs/heads/main"))).unwrap();
         let lines: Vec<&str> = log.lines().collect();
         assert_eq!(lines.len(), 2, "{log}");
-        assert!(lines[0].starts_with(&format!("{} {}", "0".repeat(40), p.commit)), "{log}");
+        assert!(
+            lines[0].starts_with(&format!("{} {}", "0".repeat(40), p.commit)),
+            "{log}"
+        );
         assert!(lines[1].starts_with(&format!("{} {a}", p.commit)), "{log}");
         assert!(lines[1].ends_with("\tbelay: fast-forward main"), "{log}");
     }

@@ -32,7 +32,12 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// Where the bare repository `name` lives.
 pub fn repo(b: &Belay, name: &str) -> PathBuf {
-    b.dir.path().join("data").join("git").join("belay").join(format!("{name}.git"))
+    b.dir
+        .path()
+        .join("data")
+        .join("git")
+        .join("belay")
+        .join(format!("{name}.git"))
 }
 
 /// A ready project whose canonical `main` holds the sample app (pushed by the test as a
@@ -63,7 +68,15 @@ pub async fn sample_project(b: &Belay) -> String {
     git(&work, &["add", "-A"]);
     git(
         &work,
-        &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "The sample app"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "The sample app",
+        ],
     );
     git(&work, &["push", "-q", "origin", "HEAD:main"]);
     let commit = git(&work, &["rev-parse", "HEAD"]);
@@ -165,6 +178,10 @@ pub fn assert_only_fast_forwards(b: &Belay, project: &str) -> Vec<(String, Strin
         assert!(ok, "main moved from {old} to {new} ({message}), not a fast-forward");
     }
     let head = git(&bare, &["rev-parse", "main"]);
-    assert_eq!(moves.last().map(|m| m.1.as_str()), Some(head.as_str()), "the reflog ends at main");
+    assert_eq!(
+        moves.last().map(|m| m.1.as_str()),
+        Some(head.as_str()),
+        "the reflog ends at main"
+    );
     moves
 }
