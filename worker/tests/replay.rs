@@ -36,6 +36,7 @@ const HISTORIES: &[&str] = &[
     "verification-rejected",
     "promotion-promoted",
     "verification-winner-ready",
+    "forks-sweep-v4",
 ];
 
 fn dir() -> std::path::PathBuf {
