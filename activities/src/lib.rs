@@ -11,6 +11,7 @@ pub mod edit_session;
 pub mod harness;
 pub mod leases;
 pub mod project;
+pub mod promotion;
 pub mod revocations;
 pub mod store;
 pub mod top_up;

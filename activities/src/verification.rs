@@ -91,6 +91,7 @@ impl VerifyStoreActivities {
                 Ok(LoadedChangeSet {
                     fork: belay_domain::repo::workspace_fork(r.change_set.run_id.as_str()).map_err(fatal)?,
                     canonical_base: r.workspace_base,
+                    canonical_base_generation: r.workspace_base_generation,
                     workspace_base: r.workspace_start,
                     change_set: r.change_set,
                 })

@@ -143,6 +143,10 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(candidates::compose, candidates::list))
         .routes(utoipa_axum::routes!(candidates::get))
         .routes(utoipa_axum::routes!(runs::artifact))
+        .routes(utoipa_axum::routes!(promotion::decide))
+        .routes(utoipa_axum::routes!(promotion::list))
+        .routes(utoipa_axum::routes!(promotion::promote_candidate))
+        .routes(utoipa_axum::routes!(promotion::promotability))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.

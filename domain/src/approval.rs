@@ -171,6 +171,19 @@ pub struct Approval {
     pub decision_reason: Option<String>,
 }
 
+/// One approval with what a person looks at: `GET /v1/approvals?status=requested`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalView {
+    #[serde(flatten)]
+    pub approval: Approval,
+    pub change_id: String,
+    pub project_id: String,
+    /// The composed commit whose tree (`tree`) the request is for.
+    pub composed_commit: Option<String>,
+}
+
 /// Why a decision is not recorded (the API answers 409, naming it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

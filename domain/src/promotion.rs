@@ -254,9 +254,65 @@ pub fn auto_promote_eligible(
     risk_tier: Option<RiskTier>,
     acceptance: Option<&AcceptanceOutcome>,
 ) -> bool {
+    auto_promotes(
+        plan,
+        active_policy,
+        risk_tier,
+        acceptance.is_some_and(AcceptanceOutcome::passed),
+    )
+}
+
+/// [`auto_promote_eligible`] from whether the acceptance Evidence passed (`pass` with
+/// `checked_supported`), as the promotion path reads it from the rows.
+pub fn auto_promotes(
+    plan: &VerificationPlan,
+    active_policy: &ProjectPolicy,
+    risk_tier: Option<RiskTier>,
+    acceptance_passed: bool,
+) -> bool {
     let tier_ok = risk_tier.is_some_and(|t| active_policy.auto_promotes(t));
-    let acceptance_ok = !plan.has_acceptance() || acceptance.is_some_and(AcceptanceOutcome::passed);
+    let acceptance_ok = !plan.has_acceptance() || acceptance_passed;
     tier_ok && plan.human_gates.is_empty() && acceptance_ok
+}
+
+/// The gate reason when acceptance holds a winner and no acceptance outcome is at hand (the
+/// selection's acceptance hold words it from the per-criterion results when there is one).
+pub const ACCEPTANCE_NOT_PASSED: &str = "The acceptance check has not passed.";
+
+/// What happens to a verified winner next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(tag = "step", rename_all = "camelCase")]
+pub enum WinnerStep {
+    /// The policy lets it through: promote now.
+    AutoPromote,
+    /// A person must approve: the Change goes to `awaiting_approval`, the gates join the plan,
+    /// and `reason` is the status reason and the text of `approval.requested`.
+    AwaitApproval { gates: Vec<HumanGate>, reason: String },
+}
+
+/// The winner's next step: auto-promote when its tier is automatic under the active policy, its
+/// plan carries no human gate and acceptance passed or was not planned; otherwise the plan's gate,
+/// the policy hold, or the acceptance hold, with the spec's texts.
+pub fn winner_step(
+    plan: &VerificationPlan,
+    active_policy: &ProjectPolicy,
+    risk_tier: Option<RiskTier>,
+    acceptance_passed: bool,
+) -> WinnerStep {
+    if auto_promotes(plan, active_policy, risk_tier, acceptance_passed) {
+        return WinnerStep::AutoPromote;
+    }
+    let mut gates = approval_gates(&plan.human_gates, active_policy, risk_tier);
+    if gates.is_empty() {
+        // An automatic tier with no gate: only acceptance holds it.
+        gates.push(HumanGate {
+            trigger: crate::approval::GateTrigger::Acceptance,
+            reason: ACCEPTANCE_NOT_PASSED.into(),
+        });
+    }
+    let reason = approval_reason(&gates).unwrap_or_default();
+    WinnerStep::AwaitApproval { gates, reason }
 }
 
 /// What the compare-and-swap compares, read in the promotion's transaction.
@@ -615,6 +671,53 @@ mod tests {
             Some(RiskTier::Low),
             Some(&passed)
         ));
+    }
+
+    #[test]
+    fn a_winner_auto_promotes_or_waits_for_a_person_with_the_specs_reason() {
+        let p = plan(vec![]);
+        assert_eq!(
+            winner_step(&p, &DEFAULT_POLICY, Some(RiskTier::Low), false),
+            WinnerStep::AutoPromote
+        );
+        let gate = crate::approval::plan_gate(&DEFAULT_POLICY, Some(RiskTier::High), false).unwrap();
+        let high = plan(vec![gate.clone()]);
+        assert_eq!(
+            winner_step(&high, &DEFAULT_POLICY, Some(RiskTier::High), false),
+            WinnerStep::AwaitApproval {
+                gates: vec![gate],
+                reason: "Policy policy-1 requires a person to approve high-risk changes. Approve to ship it or cancel the change."
+                    .into()
+            }
+        );
+        let WinnerStep::AwaitApproval { reason, gates } = winner_step(&p, &DEFAULT_POLICY, None, false) else {
+            panic!("a Change without a tier is held");
+        };
+        assert_eq!(gates.len(), 1);
+        assert_eq!(
+            reason,
+            "Policy policy-1 requires a person to approve changes without a risk tier. Approve to ship it or cancel the change."
+        );
+        let mut with_acceptance = plan(vec![]);
+        with_acceptance.checks.push(PlannedCheck {
+            check_id: CheckId::Acceptance,
+            kind: CheckId::Acceptance.kind(),
+            required: false,
+            timeout_ms: 180_000,
+            limit: None,
+            procedure: None,
+            reasons: vec![],
+        });
+        let WinnerStep::AwaitApproval { gates, .. } =
+            winner_step(&with_acceptance, &DEFAULT_POLICY, Some(RiskTier::Low), false)
+        else {
+            panic!("acceptance not passed holds the winner");
+        };
+        assert_eq!(gates[0].trigger, GateTrigger::Acceptance);
+        assert_eq!(
+            winner_step(&with_acceptance, &DEFAULT_POLICY, Some(RiskTier::Low), true),
+            WinnerStep::AutoPromote
+        );
     }
 
     fn cas() -> CasFacts {

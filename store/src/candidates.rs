@@ -89,6 +89,8 @@ pub struct LoadedRow {
     pub change_set: ChangeSet,
     /// Canonical `main` when its workspace forked.
     pub workspace_base: Option<String>,
+    /// The canonical generation `workspace_base` was, when the project's rows know it.
+    pub workspace_base_generation: Option<i64>,
     /// The workspace's start commit (base plus the stacked merges).
     pub workspace_start: Option<String>,
 }
@@ -463,8 +465,8 @@ impl Store {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
         let claimed = sqlx::query(
-            r#"update candidates set status = case when status in ('composing', 'verifying', 'stale') then 'stale' else status end,
-                   status_reason = case when status in ('composing', 'verifying') then $3 else status_reason end,
+            r#"update candidates set status = case when status in ('composing', 'verifying', 'verified', 'stale') then 'stale' else status end,
+                   status_reason = case when status in ('composing', 'verifying', 'verified') then $3 else status_reason end,
                    recomposed_as = $2, updated_at = $4
                where id = $1 and recomposed_as is null"#,
         )
@@ -575,12 +577,17 @@ impl Store {
                 .bind(cs.run_id.as_str())
                 .fetch_optional(self.pool())
                 .await?;
-            let (base, start) = match ws {
+            let (base, start): (Option<String>, Option<String>) = match ws {
                 Some(r) => (r.try_get("base_commit")?, r.try_get("start_commit")?),
                 None => (None, None),
             };
+            let workspace_base_generation = match &base {
+                Some(b) => self.generation_of_commit(candidate.project_id.as_str(), b).await?,
+                None => None,
+            };
             change_sets.push(LoadedRow {
                 change_set: cs,
+                workspace_base_generation,
                 workspace_base: base,
                 workspace_start: start,
             });

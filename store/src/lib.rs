@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod accounts;
+pub mod approvals;
 pub mod candidates;
 pub mod catalogue;
 pub mod changes;
@@ -19,6 +20,7 @@ pub mod metrics;
 mod migrate;
 pub mod plans;
 pub mod projects;
+pub mod promotion;
 mod rows;
 pub mod runs;
 pub mod sandbox_leases;

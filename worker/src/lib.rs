@@ -20,6 +20,7 @@ macro_rules! register_every_workflow {
             .and_then(|o| o.register_workflow::<belay_workflows::sweep::ForksSweepWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::top_up::TopUpWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::verification::CandidateVerificationWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::promotion::PromotionWorkflow>())
     };
 }
 
@@ -250,6 +251,12 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     store: deps.store.clone(),
                     objects: deps.objects.clone(),
                 })
+                .register_activities(belay_activities::promotion::PromotionStoreActivities {
+                    store: deps.store.clone(),
+                })
+                .register_activities(belay_activities::promotion::SweepCandidateStoreActivities {
+                    store: deps.store.clone(),
+                })
                 .build(),
             Pool::Harness => {
                 std::fs::create_dir_all(&deps.work_root)
@@ -294,6 +301,10 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     git: GitService::new(deps.git_root.clone()),
                 })
                 .register_activities(VerifyGitActivities {
+                    git: GitService::new(deps.git_root.clone()),
+                    sources: SourceObjects::new(deps.objects.clone()),
+                })
+                .register_activities(belay_activities::promotion::PromotionGitActivities {
                     git: GitService::new(deps.git_root.clone()),
                     sources: SourceObjects::new(deps.objects.clone()),
                 })

@@ -12,8 +12,9 @@
 //! Histories are recorded by the `belay` crate's tests with
 //! `BELAY_RECORD_HISTORIES=$PWD/worker/tests/histories`: `run_lane`'s `records_replayable_histories`
 //! (dispatcher, runs), the `workspaces` tests (workspaces, an edit session, the forks sweep),
-//! `coverage`'s buffer test (a plan's top-up) and the `verification` test (a verified and a
-//! rejected Candidate).
+//! `coverage`'s buffer test (a plan's top-up), the `verification` test (a verified and a
+//! rejected Candidate) and the `promotion` test (a promotion, and a verification that hands its
+//! winner on).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -33,6 +34,9 @@ const HISTORIES: &[&str] = &[
     "topup-plan-v1",
     "verification-verified",
     "verification-rejected",
+    "promotion-promoted",
+    "verification-winner-ready",
+    "forks-sweep-v4",
 ];
 
 fn dir() -> std::path::PathBuf {
@@ -82,4 +86,16 @@ async fn the_forks_sweep_before_it_signalled_ended_sessions_still_replays() {
     assert!(v2.contains("\"signal_name\":\"closed\""));
     belay_worker::replay::replay_json(v1.as_bytes()).await.unwrap();
     belay_worker::replay::replay_json(v2.as_bytes()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_verification_before_it_handed_its_winner_on_still_replays() {
+    // Before the marker `verification-winner-ready` a verified Candidate ended its workflow; after
+    // it, the workflow reads the winner's facts and takes its next step. Both must replay.
+    let before = std::fs::read_to_string(dir().join("verification-verified.json")).unwrap();
+    let after = std::fs::read_to_string(dir().join("verification-winner-ready.json")).unwrap();
+    assert!(!before.contains("db.winner_facts"));
+    assert!(after.contains("db.winner_facts"));
+    belay_worker::replay::replay_json(before.as_bytes()).await.unwrap();
+    belay_worker::replay::replay_json(after.as_bytes()).await.unwrap();
 }

@@ -13,6 +13,7 @@ pub mod dispatcher;
 pub mod edit_session;
 pub mod options;
 pub mod probe;
+pub mod promotion;
 pub mod provision;
 pub mod queues;
 pub mod run;

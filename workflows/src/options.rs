@@ -96,3 +96,12 @@ pub fn harness(timeout: Duration, heartbeat: Duration, attempts: u32) -> Activit
         .retry_policy(policy(Duration::from_millis(500), Duration::from_secs(5), attempts))
         .build()
 }
+
+/// A `belay.db` activity that is one short transaction (the promotion's compare-and-swap): a
+/// worker lost in it is noticed within `timeout`, and the attempt goes to another.
+pub fn db_within(timeout: Duration) -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(timeout)
+        .task_queue(queues::DB.to_string())
+        .retry_policy(policy(Duration::from_millis(200), Duration::from_secs(30), DB_ATTEMPTS))
+        .build()
+}

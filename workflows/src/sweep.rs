@@ -1,6 +1,6 @@
 //! ForksSweepWorkflow, started daily by the Temporal Schedule `forks-sweep`: deletes the forks the
 //! spec's rules say are due (`belay_domain::repo::fork_due_for_deletion`), ending overdue edit
-//! sessions first. Candidate forks join when Candidates exist.
+//! sessions first. Candidate forks join behind the marker `sweep-candidate-forks`.
 
 use crate::edit_session::{
     EditCommand, EditSandboxApi, EditSessionWorkflow, EditStoreApi, EndSession, edit_workflow_id,
@@ -82,7 +82,10 @@ impl ForksSweepWorkflow {
             .workflow_time()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs() as i64);
-        let forks = ctx.execute_activity(SweepStoreApi::forks, (), options::db()).await?;
+        let mut forks = ctx.execute_activity(SweepStoreApi::forks, (), options::db()).await?;
+        if ctx.patched(crate::promotion::SWEEPS_CANDIDATE_FORKS) {
+            forks.extend(crate::promotion::candidate_forks_to_sweep(ctx).await?);
+        }
         let mut report = SweepReport {
             considered: forks.len(),
             ..Default::default()

@@ -54,6 +54,9 @@ pub struct LoadedChangeSet {
     pub workspace_base: Option<String>,
     /// The canonical commit its workspace forked from.
     pub canonical_base: Option<String>,
+    /// The canonical generation that commit was (absent from histories recorded before it).
+    #[serde(default)]
+    pub canonical_base_generation: Option<i64>,
 }
 
 /// What the first step reads: everything the later steps decide on.
@@ -507,8 +510,9 @@ impl CandidateVerificationWorkflow {
                     change_set: &c.change_set,
                     task,
                     changed_paths: p,
-                    base_generation: (c.canonical_base.as_deref() == Some(k.base_commit.as_str()))
-                        .then_some(k.base_generation),
+                    base_generation: c
+                        .canonical_base_generation
+                        .or((c.canonical_base.as_deref() == Some(k.base_commit.as_str())).then_some(k.base_generation)),
                     stacked_on: st,
                 })
             })
@@ -580,6 +584,11 @@ impl CandidateVerificationWorkflow {
         match gate.rejection_reason() {
             None => {
                 Self::finish(ctx, id, CandidateStatus::Verified, None).await?;
+                // A gated Candidate without siblings is the winner: promotion's next step.
+                if ctx.patched(crate::promotion::WINNER_READY_PATCH) {
+                    ctx.state_mut(|s| s.step = "winnerReady".into());
+                    crate::promotion::winner_ready(ctx, id, crate::promotion::Winner::IfAlone).await?;
+                }
                 Ok(CandidateStatus::Verified)
             }
             Some(reason) => {

@@ -382,6 +382,17 @@ impl GitService {
         self.blocking(move |root| unified_diff(root, &repo, &old, &new)).await
     }
 
+    /// Turns on the reflog of repository `name` (see [`keep_reflog`]); repositories provisioned
+    /// before it have none.
+    pub async fn keep_reflog(&self, name: &str) -> Result<()> {
+        let name = name.to_owned();
+        self.blocking(move |root| {
+            check_name(&name)?;
+            keep_reflog(&path_of(root, &name), &name)
+        })
+        .await
+    }
+
     /// Moves `main` from `expected` to `new`, fast-forward only, atomically against concurrent
     /// writers (gix and git share the ref lock files).
     pub async fn cas_main(&self, repo: &str, expected: &str, new: &str) -> Result<CasOutcome> {
@@ -436,6 +447,8 @@ fn parse_id(hex: &str) -> Result<ObjectId> {
 fn open_path(path: &Path, name: &str) -> Result<gix::Repository> {
     let mut repo = gix::open_opts(path, gix::open::Options::isolated()).gix("open repository", name)?;
     repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
+    // Who moves a ref, for its reflog line: without an identity gix writes no reflog.
+    let _identified = repo.committer_or_set_fallback("belay", "belay@localhost").is_ok();
     Ok(repo)
 }
 
@@ -517,7 +530,9 @@ fn provision(root: &Path, name: &str) -> Result<Provisioned> {
         });
     }
     let staging = fresh_staging(root, name)?;
-    let repo = gix::init_bare(&staging).gix("init bare repository", name)?;
+    drop(gix::init_bare(&staging).gix("init bare repository", name)?);
+    keep_reflog(&staging, name)?;
+    let repo = open_path(&staging, name)?;
     let tree = s0_tree(&repo, name)?;
     let c = commit(&repo, name, "S0: .gitignore", tree, &[])?;
     repo.reference(MAIN_REF, c, PreviousValue::MustNotExist, "belay: provision")
@@ -530,6 +545,40 @@ fn provision(root: &Path, name: &str) -> Result<Provisioned> {
         commit: c.to_string(),
         tree: tree.to_string(),
     })
+}
+
+/// Makes every move of the repository's refs leave a reflog line (bare repositories keep none by
+/// default), so canonical `main`'s history of moves can be read back and checked: each one a
+/// fast-forward. Idempotent.
+fn keep_reflog(path: &Path, name: &str) -> Result<()> {
+    let config = path.join("config");
+    let text = std::fs::read_to_string(&config).map_err(io_err("read config", name))?;
+    // `init` writes `logallrefupdates = false` for a bare repository: turn that line on, or add one.
+    let mut on = false;
+    let mut lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let key = l.trim().to_ascii_lowercase();
+            if key.starts_with("logallrefupdates") {
+                on = true;
+                "\tlogallrefupdates = true".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    if !on {
+        lines.push("[core]".to_owned());
+        lines.push("\tlogallrefupdates = true".to_owned());
+    }
+    let updated = format!("{}\n", lines.join("\n"));
+    if updated == text {
+        return Ok(());
+    }
+    // Written aside and renamed into place, so a concurrent reader never sees half a file.
+    let aside = path.join("config.belay-new");
+    std::fs::write(&aside, updated).map_err(io_err("write config", name))?;
+    std::fs::rename(&aside, &config).map_err(io_err("write config", name))
 }
 
 fn fresh_staging(root: &Path, name: &str) -> Result<PathBuf> {
@@ -1642,6 +1691,27 @@ mod tests {
         git(&work, &["apply", "--check", "../p.patch"]);
         git(&work, &["apply", "--index", "../p.patch"]);
         assert_eq!(git(&work, &["write-tree"]).trim(), m.tree);
+    }
+
+    #[tokio::test]
+    async fn canonical_keeps_a_reflog_line_for_every_move_of_main() {
+        let (d, svc) = service();
+        let p = svc.provision(PROJECT).await.unwrap();
+        let a = svc
+            .commit_files(PROJECT, &p.commit, vec![("a".into(), Some(b"a\n".to_vec()))], "a")
+            .await
+            .unwrap();
+        assert_eq!(svc.cas_main(PROJECT, &p.commit, &a).await.unwrap(), CasOutcome::Moved);
+        let log =
+            std::fs::read_to_string(d.path().join(format!("git/belay/{PROJECT}.git/logs/refs/heads/main"))).unwrap();
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(lines.len(), 2, "{log}");
+        assert!(
+            lines[0].starts_with(&format!("{} {}", "0".repeat(40), p.commit)),
+            "{log}"
+        );
+        assert!(lines[1].starts_with(&format!("{} {a}", p.commit)), "{log}");
+        assert!(lines[1].ends_with("\tbelay: fast-forward main"), "{log}");
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ pub mod events;
 pub mod health;
 pub mod jobs;
 pub mod projects;
+pub mod promotion;
 pub mod repo_tokens;
 pub mod runs;
 pub mod workspaces;

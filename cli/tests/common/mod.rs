@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod sample;
+
 use serde_json::{Value, json};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,304 @@
+//! Approvals: what waits on a person, for which exact composed tree, and the one decision that
+//! settles it. The rules are `belay_domain::approval` (a grant counts only for the tree the request
+//! is for, the first decision is final); this module makes them durable: one row per Candidate,
+//! decided by one conditional update, so two people deciding at once never both count.
+
+use crate::rows::{enum_from, enum_text, to_json};
+use crate::{Store, StoreError, events, new_id_body, now_ms};
+use belay_domain::approval::{
+    Approval, ApprovalDecision, ApprovalInput, ApprovalRefusal, ApprovalStatus, ApprovalVerdict, ApprovalView,
+    GateTrigger, HumanGate, decide,
+};
+use belay_domain::ids::{ApprovalId, CandidateId};
+use belay_domain::plan::VerificationPlan;
+use belay_domain::repair::{RepairTrigger, rejection_trigger};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+const APPROVAL_COLUMNS: &str = "a.id, a.candidate_id, a.status, a.tree, a.trigger_kind, a.reason, a.requested_at, \
+     a.decided_at, a.decided_by, a.decision_reason";
+
+fn approval_row(r: &AnyRow) -> Result<Approval, StoreError> {
+    Ok(Approval {
+        id: r.try_get::<String, _>("id")?.into(),
+        candidate_id: r.try_get::<String, _>("candidate_id")?.into(),
+        status: enum_from(&r.try_get::<String, _>("status")?, "approval status")?,
+        tree: r.try_get("tree")?,
+        trigger: enum_from(&r.try_get::<String, _>("trigger_kind")?, "gate trigger")?,
+        reason: r.try_get("reason")?,
+        requested_at: r.try_get("requested_at")?,
+        decided_at: r.try_get("decided_at")?,
+        decided_by: r.try_get::<Option<String>, _>("decided_by")?.map(Into::into),
+        decision_reason: r.try_get("decision_reason")?,
+    })
+}
+
+/// What a recorded decision did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    pub approval: Approval,
+    /// The decision was recorded now (false: the same decision again, nothing changed).
+    pub recorded: bool,
+    /// A rejection with a reason: the repair it asked for.
+    pub repair: Option<RepairTrigger>,
+}
+
+/// A refusal as the 409 the API answers, naming what to fix.
+fn refusal(r: ApprovalRefusal) -> StoreError {
+    StoreError::Conflict(match r {
+        ApprovalRefusal::NotRequested => "approval: nothing waits on a person for this candidate".into(),
+        ApprovalRefusal::AlreadyDecided { status } => format!(
+            "approval: the first decision is final; this candidate's approval is already {}",
+            enum_text(&status)
+        ),
+        ApprovalRefusal::OtherTree { tree } => {
+            format!("tree: a grant counts only for the exact composed tree the approval is for ({tree})")
+        }
+    })
+}
+
+/// THE place a person's rejection with a reason turns into a repair (the spec's "A person
+/// rejects a gated Candidate with a reason. The reason goes into the objective."). It records the
+/// trigger as the event `repair.requested`, in the decision's own transaction; the repair Task
+/// itself (key `repair`, one per Change) is made by the selection path's repair step, which reads
+/// this trigger.
+async fn request_repair_for_rejection(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    change_id: &str,
+    trigger: &RepairTrigger,
+) -> Result<(), StoreError> {
+    events::append(
+        &mut **tx,
+        change_id,
+        "repair.requested",
+        &serde_json::to_value(trigger).unwrap_or_default(),
+    )
+    .await
+}
+
+impl Store {
+    /// The Candidate's approval, if one was requested.
+    pub async fn approval_for_worker(&self, candidate_id: &str) -> Result<Option<Approval>, StoreError> {
+        let sql = format!("select {APPROVAL_COLUMNS} from approvals a where a.candidate_id = $1");
+        let row = sqlx::query(&sql).bind(candidate_id).fetch_optional(self.pool()).await?;
+        row.as_ref().map(approval_row).transpose()
+    }
+
+    /// Asks a person to approve a verified winner: one approval row for its composed tree, the
+    /// gates added to its plan (the policy hold and the acceptance hold join the plan), the status
+    /// reason, the Change `awaiting_approval`, and `approval.requested` with the reason. A second
+    /// call answers the row the first made and writes nothing.
+    pub async fn request_approval(
+        &self,
+        candidate_id: &str,
+        tree: &str,
+        gates: &[HumanGate],
+        reason: &str,
+    ) -> Result<Approval, StoreError> {
+        if let Some(a) = self.approval_for_worker(candidate_id).await? {
+            return Ok(a);
+        }
+        let candidate = self
+            .candidate_for_worker(candidate_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+        let trigger = gates
+            .iter()
+            .find(|g| g.trigger == GateTrigger::Acceptance)
+            .map_or(GateTrigger::Policy, |g| g.trigger);
+        let now = now_ms();
+        let id = ApprovalId::from_body(&new_id_body());
+        let mut tx = self.begin_write().await?;
+        let inserted = sqlx::query(
+            r#"insert into approvals (id, candidate_id, project_id, status, tree, trigger_kind, reason, requested_at)
+               values ($1, $2, $3, 'requested', $4, $5, $6, $7)
+               on conflict (candidate_id) do nothing"#,
+        )
+        .bind(id.as_str())
+        .bind(candidate_id)
+        .bind(candidate.project_id.as_str())
+        .bind(tree)
+        .bind(enum_text(&trigger))
+        .bind(reason)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if inserted.rows_affected() == 1 {
+            let plan: Option<VerificationPlan> = candidate.plan.clone().map(|mut p| {
+                for g in gates {
+                    if !p.human_gates.contains(g) {
+                        p.human_gates.push(g.clone());
+                    }
+                }
+                p
+            });
+            sqlx::query("update candidates set status_reason = $2, plan_json = $3, updated_at = $4 where id = $1")
+                .bind(candidate_id)
+                .bind(reason)
+                .bind(plan.as_ref().map(to_json))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "update changes set status = 'awaiting_approval', updated_at = $2 where id = $1 and status in ('running', 'verifying')",
+            )
+            .bind(candidate.change_id.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            events::append(
+                &mut *tx,
+                candidate_id,
+                "approval.requested",
+                &serde_json::json!({
+                    "approvalId": id.as_str(),
+                    "changeId": candidate.change_id.as_str(),
+                    "tree": tree,
+                    "trigger": enum_text(&trigger),
+                    "reason": reason,
+                    "policyId": candidate.plan.as_ref().map(|p| p.policy.policy_id.clone()),
+                }),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        self.approval_for_worker(candidate_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("approval", candidate_id))
+    }
+
+    /// A person's decision on a Candidate the account owns. A grant naming another tree, a
+    /// decision where none was requested and a second, different decision are refused (409,
+    /// nothing written). A rejection also rejects the Candidate and, with a reason, requests the
+    /// repair; all of it in one transaction.
+    pub async fn decide_approval(
+        &self,
+        account_id: &str,
+        candidate_id: &str,
+        input: &ApprovalInput,
+    ) -> Result<Decided, StoreError> {
+        input.validate()?;
+        let candidate = self
+            .get_candidate(account_id, candidate_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+        for _ in 0..5 {
+            let existing = self.approval_for_worker(candidate_id).await?;
+            let status = match decide(existing.as_ref(), input) {
+                ApprovalVerdict::Refused(r) => return Err(refusal(r)),
+                ApprovalVerdict::Unchanged => {
+                    return Ok(Decided {
+                        approval: existing.expect("an unchanged decision has a row"),
+                        recorded: false,
+                        repair: None,
+                    });
+                }
+                ApprovalVerdict::Record { status } => status,
+            };
+            let reason = input.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
+            let now = now_ms();
+            let mut tx = self.begin_write().await?;
+            let moved = sqlx::query(
+                r#"update approvals set status = $2, decided_at = $3, decided_by = $4, decision_reason = $5
+                   where candidate_id = $1 and status = 'requested' and tree = $6"#,
+            )
+            .bind(candidate_id)
+            .bind(enum_text(&status))
+            .bind(now)
+            .bind(account_id)
+            .bind(reason)
+            .bind(&input.tree)
+            .execute(&mut *tx)
+            .await?;
+            if moved.rows_affected() == 0 {
+                // Someone decided first: read their decision and answer against it.
+                drop(tx);
+                continue;
+            }
+            let kind = match input.decision {
+                ApprovalDecision::Grant => "approval.granted",
+                ApprovalDecision::Reject => "approval.rejected",
+            };
+            events::append(
+                &mut *tx,
+                candidate_id,
+                kind,
+                &serde_json::json!({ "tree": input.tree, "by": account_id, "reason": reason }),
+            )
+            .await?;
+            let mut repair = None;
+            if input.decision == ApprovalDecision::Reject {
+                let why = match reason {
+                    Some(r) => format!("Rejected by a person: {r}"),
+                    None => "Rejected by a person.".to_owned(),
+                };
+                let rejected = sqlx::query(
+                    r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
+                       where id = $1 and status in ('composing', 'verifying', 'verified')"#,
+                )
+                .bind(candidate_id)
+                .bind(&why)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                if rejected.rows_affected() == 1 {
+                    events::append(
+                        &mut *tx,
+                        candidate_id,
+                        "candidate.rejected",
+                        &serde_json::json!({ "reason": why }),
+                    )
+                    .await?;
+                }
+                repair = rejection_trigger(&CandidateId::from(candidate_id.to_owned()), reason);
+                if let Some(t) = &repair {
+                    request_repair_for_rejection(&mut tx, candidate.change_id.as_str(), t).await?;
+                }
+            }
+            tx.commit().await?;
+            let approval = self
+                .approval_for_worker(candidate_id)
+                .await?
+                .ok_or_else(|| StoreError::not_found("approval", candidate_id))?;
+            return Ok(Decided {
+                approval,
+                recorded: true,
+                repair,
+            });
+        }
+        Err(StoreError::Conflict("approval: decided concurrently; try again".into()))
+    }
+
+    /// The approvals of the account's projects in `status`, oldest first. `requested` is what
+    /// waits on a person: a Candidate that went stale or was rejected since waits on no one.
+    pub async fn list_approvals(
+        &self,
+        account_id: &str,
+        status: ApprovalStatus,
+        limit: i64,
+    ) -> Result<Vec<ApprovalView>, StoreError> {
+        let sql = format!(
+            "select {APPROVAL_COLUMNS}, k.change_id, k.project_id, k.composed_commit from approvals a \
+             join candidates k on k.id = a.candidate_id join projects p on p.id = k.project_id \
+             where p.account_id = $1 and p.status <> 'deleting' and a.status = $2 \
+             and (a.status <> 'requested' or k.status = 'verified') \
+             order by a.requested_at, a.id limit $3"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(enum_text(&status))
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ApprovalView {
+                    approval: approval_row(r)?,
+                    change_id: r.try_get("change_id")?,
+                    project_id: r.try_get("project_id")?,
+                    composed_commit: r.try_get("composed_commit")?,
+                })
+            })
+            .collect()
+    }
+}
