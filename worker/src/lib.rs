@@ -20,6 +20,7 @@ macro_rules! register_every_workflow {
             .and_then(|o| o.register_workflow::<belay_workflows::sweep::ForksSweepWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::top_up::TopUpWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::verification::CandidateVerificationWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::ladder::LadderClimbWorkflow>())
     };
 }
 
@@ -221,6 +222,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
             Pool::Workflows => register_every_workflow!(base)?
                 .register_activities(StoreActivities {
                     store: deps.store.clone(),
+                    client: Some(deps.client.clone()),
                 })
                 .register_activities(ClientActivities {
                     client: deps.client.clone(),
@@ -229,6 +231,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
             Pool::Db => base
                 .register_activities(StoreActivities {
                     store: deps.store.clone(),
+                    client: Some(deps.client.clone()),
                 })
                 .register_activities(ProjectStoreActivities {
                     store: deps.store.clone(),
@@ -249,6 +252,9 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_activities(VerifyStoreActivities {
                     store: deps.store.clone(),
                     objects: deps.objects.clone(),
+                })
+                .register_activities(belay_activities::ladder::LadderClimbActivities {
+                    store: deps.store.clone(),
                 })
                 .build(),
             Pool::Harness => {
