@@ -835,14 +835,21 @@ async fn halt_cancels_only_this_ladders_jobs_and_deleting_a_ladder_leaves_its_jo
     b.wait_status(a_jobs[0]["id"].as_str().unwrap(), &["running"], Duration::from_secs(60))
         .await;
     let hand = b.launch("x").await["id"].as_str().unwrap().to_string();
-    let other = ladder(&b, make("b", 4, false)).await["id"].as_str().unwrap().to_string();
+    let other = ladder(&b, make("b", 4, false)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(jobs_of(&b, &other).await.len(), 0, "created disabled, nothing");
     let (s, v) = b.post(&format!("/v1/ladders/{a}/halt-all"), json!({})).await;
     assert_eq!((s, v["error"]["code"].as_str()), (409, Some("confirmation_required")));
     let (s, h) = b.post(&format!("/v1/ladders/{a}/halt"), json!({})).await;
     assert_eq!(s, 200, "{h}");
     assert_eq!(h["cancelled"], 1, "a's queued run; its running one carries on: {h}");
-    assert_eq!(b.get(&format!("/v1/ladders/{a}")).await["enabled"], false, "a halt disables");
+    assert_eq!(
+        b.get(&format!("/v1/ladders/{a}")).await["enabled"],
+        false,
+        "a halt disables"
+    );
     assert_ne!(b.job(&hand).await["status"], "canceled");
     // b launches what the cell lacks beside a's running run and the hand-launched one; deleting
     // it leaves its jobs.

@@ -482,6 +482,17 @@ pub async fn resolve_plan(tx: &mut Tx, account_id: &str, id: &str) -> Result<Opt
 /// Every count and fact the matrix, the walk and the schedule read for `cells`, as seen by
 /// `account_id` (whose reviews decide `unreviewed` and whose gg configurations are resolved).
 pub async fn coverage_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Result<CoverageFacts, StoreError> {
+    facts(tx, account_id, cells, true).await
+}
+
+/// [`coverage_facts`]; without `with_runs` the grouped run counts are left at zero (a ladder
+/// reads its cells' runs one by one, for the gate, and counts them itself).
+pub(crate) async fn facts(
+    tx: &mut Tx,
+    account_id: &str,
+    cells: &[Cell],
+    with_runs: bool,
+) -> Result<CoverageFacts, StoreError> {
     let wanted: BTreeSet<&CellKey> = cells.iter().map(|c| &c.cell_key).collect();
     let keys = key_list(cells);
     let mut counts: BTreeMap<CellKey, CellCounts> = BTreeMap::new();
@@ -501,7 +512,12 @@ pub async fn coverage_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Re
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
-    for r in q.fetch_all(tx.conn()).await? {
+    let run_rows = if with_runs {
+        q.fetch_all(tx.conn()).await?
+    } else {
+        Vec::new()
+    };
+    for r in run_rows {
         let key = CellKey(r.try_get("cell_key")?);
         if wanted.contains(&key) {
             let c = counts.entry(key).or_default();

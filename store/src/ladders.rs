@@ -3,7 +3,7 @@
 //! queue and the climb read.
 //!
 //! A ladder shares the plan machinery: its reads hand every rung × climber cell to
-//! [`coverage::coverage_facts`] (the grouped job counts and the catalogue), its claim is the
+//! [`coverage::coverage_facts`]'s reads (the grouped job counts and the catalogue), its claim is the
 //! plan's conditional update with the same lease on the ladder row, and its enqueue inserts the
 //! walk's launches through the plan's keyed insert and records its answer beside the plans'. What
 //! it adds is one read of the cells' completed runs with the requesting account's own review (the
@@ -465,7 +465,7 @@ pub async fn read_progress(
     account_id: &str,
     r: &ResolvedLadder,
 ) -> Result<(Progress, CoverageFacts), StoreError> {
-    let facts = coverage::coverage_facts(tx, account_id, &r.cells).await?;
+    let facts = coverage::facts(tx, account_id, &r.cells, false).await?;
     let (runs, waiting) = gate_runs(tx, account_id, r.ladder.id.as_str(), &r.cells).await?;
     let evidence = LadderEvidence {
         runs,
@@ -495,14 +495,15 @@ async fn cancel_jobs(tx: &mut Tx, ids: &[JobId]) -> Result<Vec<(String, JobStatu
 
 /// The write half of the board, which a read never does: applies the early-stop cancellations
 /// and, with `record` (a top-up), persists what the gate has decided. Returns the verdicts written
-/// and the jobs cancelled, with the board as it stands after them.
+/// and the jobs cancelled, with the board as it stands after them (re-read only when a cancellation
+/// changed it: writing a verdict down changes no standing) and the facts it was read from.
 pub async fn settle(
     tx: &mut Tx,
     account_id: &str,
     r: &ResolvedLadder,
     record: bool,
-) -> Result<(i64, Vec<(String, JobStatus)>, Progress), StoreError> {
-    let (p, _) = read_progress(tx, account_id, r).await?;
+) -> Result<(i64, Vec<(String, JobStatus)>, Progress, CoverageFacts), StoreError> {
+    let (p, facts) = read_progress(tx, account_id, r).await?;
     if record {
         write_verdicts(tx, r.ladder.id.as_str(), &p.record).await?;
     }
@@ -517,12 +518,12 @@ pub async fn settle(
         .await?;
     }
     let recorded = if record { p.record.len() as i64 } else { 0 };
-    let p = if record || !cancelled.is_empty() {
-        read_progress(tx, account_id, r).await?.0
+    let (p, facts) = if cancelled.is_empty() {
+        (p, facts)
     } else {
-        p
+        read_progress(tx, account_id, r).await?
     };
-    Ok((recorded, cancelled, p))
+    Ok((recorded, cancelled, p, facts))
 }
 
 // ---- top-up ----------------------------------------------------------------------------------
@@ -595,8 +596,7 @@ pub async fn enqueue_top_up(
     let Some(r) = resolve_ladder(tx, account_id, ladder_id).await? else {
         return Ok(None);
     };
-    let (recorded, cancelled, _) = settle(tx, account_id, &r, true).await?;
-    let (p, facts) = read_progress(tx, account_id, &r).await?;
+    let (recorded, cancelled, p, facts) = settle(tx, account_id, &r, true).await?;
     let launch = p.board.launch_cells();
     let occupancy = outstanding(p.board.reached_cells());
     let plan = plan_top_up(&launch, r.target, occupancy, &facts.lanes);
@@ -649,7 +649,7 @@ pub async fn climb_step(
     if !r.ladder.enabled {
         return Ok(None);
     }
-    let (_, cancelled, p) = settle(tx, account_id, &r, false).await?;
+    let (_, cancelled, p, _) = settle(tx, account_id, &r, false).await?;
     Ok(Some((cancelled, p)))
 }
 
