@@ -9,6 +9,7 @@
 
 pub mod edit_session;
 pub mod harness;
+pub mod ladder;
 pub mod leases;
 pub mod project;
 pub mod promotion;

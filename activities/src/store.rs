@@ -14,6 +14,25 @@ use tracing::{info, instrument};
 
 pub struct StoreActivities {
     pub store: Store,
+    /// When set, a completed run of a ladder signals that ladder's climb (`ladder-{id}`).
+    pub client: Option<temporalio_client::Client>,
+}
+
+impl StoreActivities {
+    /// Tells the climb of the ladder that launched `job_id` (if one did) that a run ended. A climb
+    /// that is not running (the ladder is disabled) is not an error: the next one reads the board.
+    async fn poke_climb(&self, job_id: &str) {
+        let Some(client) = &self.client else { return };
+        let origin = match self.store.get_job(job_id).await {
+            Ok(Some(job)) => job.origin,
+            _ => None,
+        };
+        if let Some(belay_domain::job::Origin::Ladder(id)) = origin
+            && let Err(e) = belay_client::poke_climb(client, &id).await
+        {
+            info!(ladder.id = %id, error = %e, "ladder climb not signalled");
+        }
+    }
 }
 
 #[activities]
@@ -102,25 +121,26 @@ impl StoreActivities {
         _ctx: ActivityContext,
         input: CompleteInput,
     ) -> Result<Ended, ActivityError> {
-        Ok(
-            match self
-                .store
-                .complete_job(&input.job_id, input.loaded, &input.artifacts)
-                .await
-                .map_err(store_error)?
-            {
-                Completion::Recorded(run) | Completion::AlreadyRecorded(run) => Ended {
-                    status: "completed".into(),
-                    run_id: Some(run.id.into()),
-                    retry_job_id: None,
-                },
-                Completion::Refused(job) => Ended {
-                    status: job.status.to_string(),
-                    run_id: None,
-                    retry_job_id: None,
-                },
+        let completion = self
+            .store
+            .complete_job(&input.job_id, input.loaded, &input.artifacts)
+            .await
+            .map_err(store_error)?;
+        if matches!(completion, Completion::Recorded(_) | Completion::AlreadyRecorded(_)) {
+            self.poke_climb(&input.job_id).await;
+        }
+        Ok(match completion {
+            Completion::Recorded(run) | Completion::AlreadyRecorded(run) => Ended {
+                status: "completed".into(),
+                run_id: Some(run.id.into()),
+                retry_job_id: None,
             },
-        )
+            Completion::Refused(job) => Ended {
+                status: job.status.to_string(),
+                run_id: None,
+                retry_job_id: None,
+            },
+        })
     }
 
     #[activity(definition = belay_workflows::contracts::definitions::FailJob)]

@@ -6,7 +6,8 @@ use belay_domain::job::Origin;
 use belay_domain::top_up::{Skipped, TopUpAnswer};
 use belay_store::Store;
 use belay_store::coverage::{self, Claim};
-use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, ReleaseInput};
+use belay_store::ladders;
+use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, ReleaseInput, TopUpOf};
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -14,6 +15,60 @@ use tracing::{info, instrument};
 
 pub struct TopUpStoreActivities {
     pub store: Store,
+}
+
+fn claim_answer(claim: Claim) -> ClaimAnswer {
+    match claim {
+        Claim::Claimed => ClaimAnswer::Claimed,
+        Claim::Busy => ClaimAnswer::Busy,
+        Claim::Paused => ClaimAnswer::Paused,
+        Claim::Missing => ClaimAnswer::Missing,
+    }
+}
+
+impl TopUpStoreActivities {
+    /// A ladder's claim: a disabled ladder is not claimed, and its skip is recorded.
+    async fn claim_ladder(&self, input: ClaimInput) -> Result<ClaimAnswer, ActivityError> {
+        let mut tx = self.store.begin().await.map_err(store_error)?;
+        let claim = ladders::claim_top_up(
+            &mut tx,
+            &input.account_id,
+            &input.plan_id,
+            &input.holder,
+            belay_store::now_ms(),
+        )
+        .await
+        .map_err(store_error)?;
+        if claim == Claim::Paused {
+            ladders::record_skipped(&mut tx, &input.account_id, &input.plan_id)
+                .await
+                .map_err(store_error)?;
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(claim_answer(claim))
+    }
+
+    /// A ladder's enqueue: settle what the gate decided, then walk the current rungs.
+    async fn enqueue_ladder(&self, input: EnqueueInput) -> Result<Enqueued, ActivityError> {
+        let mut tx = self.store.begin().await.map_err(store_error)?;
+        let Some(answer) = ladders::enqueue_top_up(&mut tx, &input.account_id, &input.plan_id, &input.topup_id)
+            .await
+            .map_err(store_error)?
+        else {
+            return Err(fatal(Plain(format!("ladder {} not found", input.plan_id))));
+        };
+        tx.commit().await.map_err(store_error)?;
+        info!(
+            topup.enqueued = answer.top_up.enqueued,
+            topup.cells = answer.top_up.launched.len(),
+            topup.recorded = answer.recorded,
+            topup.cancelled = answer.cancelled.len(),
+            "ladder topped up"
+        );
+        Ok(Enqueued {
+            enqueued: answer.top_up.enqueued,
+        })
+    }
 }
 
 #[activities]
@@ -25,6 +80,9 @@ impl TopUpStoreActivities {
         _ctx: ActivityContext,
         input: ClaimInput,
     ) -> Result<ClaimAnswer, ActivityError> {
+        if input.of == TopUpOf::Ladder {
+            return self.claim_ladder(input).await;
+        }
         let mut tx = self.store.begin().await.map_err(store_error)?;
         let claim = coverage::claim_top_up(
             &mut tx,
@@ -53,12 +111,7 @@ impl TopUpStoreActivities {
             .map_err(store_error)?;
         }
         tx.commit().await.map_err(store_error)?;
-        Ok(match claim {
-            Claim::Claimed => ClaimAnswer::Claimed,
-            Claim::Busy => ClaimAnswer::Busy,
-            Claim::Paused => ClaimAnswer::Paused,
-            Claim::Missing => ClaimAnswer::Missing,
-        })
+        Ok(claim_answer(claim))
     }
 
     #[activity(definition = belay_workflows::top_up::top_up_definitions::Enqueue)]
@@ -68,6 +121,9 @@ impl TopUpStoreActivities {
         _ctx: ActivityContext,
         input: EnqueueInput,
     ) -> Result<Enqueued, ActivityError> {
+        if input.of == TopUpOf::Ladder {
+            return self.enqueue_ladder(input).await;
+        }
         let mut tx = self.store.begin().await.map_err(store_error)?;
         let Some(plan) = coverage::resolve_plan(&mut tx, &input.account_id, &input.plan_id)
             .await
@@ -102,9 +158,11 @@ impl TopUpStoreActivities {
     #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
     pub async fn release(self: Arc<Self>, _ctx: ActivityContext, input: ReleaseInput) -> Result<bool, ActivityError> {
         let mut tx = self.store.begin().await.map_err(store_error)?;
-        let released = coverage::release_top_up(&mut tx, &input.plan_id, &input.holder)
-            .await
-            .map_err(store_error)?;
+        let released = match input.of {
+            TopUpOf::Plan => coverage::release_top_up(&mut tx, &input.plan_id, &input.holder).await,
+            TopUpOf::Ladder => ladders::release_top_up(&mut tx, &input.plan_id, &input.holder).await,
+        }
+        .map_err(store_error)?;
         tx.commit().await.map_err(store_error)?;
         Ok(released)
     }

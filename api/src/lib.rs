@@ -147,6 +147,18 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(promotion::list))
         .routes(utoipa_axum::routes!(promotion::promote_candidate))
         .routes(utoipa_axum::routes!(promotion::promotability))
+        .routes(utoipa_axum::routes!(ladders::create, ladders::list))
+        .routes(utoipa_axum::routes!(ladders::get, ladders::update, ladders::delete))
+        .routes(utoipa_axum::routes!(ladders::reorder))
+        .routes(utoipa_axum::routes!(ladders::steer))
+        .routes(utoipa_axum::routes!(ladders::progress))
+        .routes(utoipa_axum::routes!(ladders::topup))
+        .routes(utoipa_axum::routes!(ladders::enable))
+        .routes(utoipa_axum::routes!(ladders::disable))
+        .routes(utoipa_axum::routes!(ladders::queue))
+        .routes(utoipa_axum::routes!(ladders::set_outcome, ladders::clear_outcome))
+        .routes(utoipa_axum::routes!(ladders::halt))
+        .routes(utoipa_axum::routes!(ladders::halt_all))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.

@@ -104,6 +104,17 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         probes: usize,
     },
+    /// A ladder of 50 rungs × 100 climbers at 5 runs per cell: the board against the raw queries
+    /// it is built from, and a ladder top-up against a plan top-up of as many launchable cells
+    /// (starts its own Temporal dev server).
+    Ladder {
+        /// A PostgreSQL server where the bench may create databases.
+        #[arg(long, env = "BELAY_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+        /// Timed samples of each measurement.
+        #[arg(long, default_value_t = 20)]
+        samples: usize,
+    },
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -146,6 +157,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        BenchCommand::Ladder { postgres_url, samples } => crate::bench_ladder::ladder(postgres_url, samples).await,
     }
 }
 

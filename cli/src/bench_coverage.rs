@@ -28,13 +28,13 @@ const JOBS_PER_CELL: usize = 2;
 /// Ten completed and two running per cell: each cell misses one run.
 const DESIRED: i64 = 13;
 
-fn stats(mut v: Vec<f64>) -> (f64, f64) {
+pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
     let at = |p: f64| v[(((v.len() - 1) as f64) * p).round() as usize];
     (at(0.5), at(0.95))
 }
 
-fn pin(i: usize) -> CasePin {
+pub(crate) fn pin(i: usize) -> CasePin {
     CasePin {
         slug: format!("case{i:03}"),
         version: "1.0.0".into(),
@@ -43,7 +43,7 @@ fn pin(i: usize) -> CasePin {
     }
 }
 
-fn combo(h: usize, m: usize) -> Combination {
+pub(crate) fn combo(h: usize, m: usize) -> Combination {
     Combination::Harness {
         harness: format!("h{h}"),
         model: format!("m{m}"),
@@ -51,7 +51,7 @@ fn combo(h: usize, m: usize) -> Combination {
     }
 }
 
-async fn catalogue(store: &Store) -> anyhow::Result<()> {
+pub(crate) async fn catalogue(store: &Store) -> anyhow::Result<()> {
     for h in 0..HARNESSES {
         store
             .create_harness(&HarnessInput {
@@ -84,7 +84,7 @@ async fn catalogue(store: &Store) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn ingest(store: &Store, slug: &str) -> anyhow::Result<()> {
+pub(crate) async fn ingest(store: &Store, slug: &str) -> anyhow::Result<()> {
     store
         .ingest_test_case_version(&TestCaseVersionInput {
             slug: slug.to_string(),
@@ -142,7 +142,27 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
         t.elapsed().as_secs_f64()
     );
 
-    // The API and the workflows and db pools, in this process.
+    let measure = |api: String| {
+        let (store, client) = (store.clone(), client.clone());
+        async move { measure(label, &store, &client, &api, &token, &account.id, samples).await }
+    };
+    let figures = run_stack(&store, &client, &dir, measure).await;
+    store.close().await;
+    figures
+}
+
+/// Serves the API and the workflows and db pools in this process over `store`, runs `measure`
+/// with the API's base URL, then stops them.
+pub(crate) async fn run_stack<F, Fut>(
+    store: &Store,
+    client: &temporalio_client::Client,
+    dir: &Path,
+    measure: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let api = format!("http://{}", listener.local_addr()?);
     let state = belay_api::AppState {
@@ -167,7 +187,7 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
     };
     let mut worker_stop = stop_rx.clone();
     let measure = async {
-        let r = measure(label, &store, &client, &api, &token, &account.id, samples).await;
+        let r = measure(api).await;
         let _ = stop_tx.send(true);
         r
     };
@@ -178,7 +198,6 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
         measure
     );
     let _ = api_task.await;
-    store.close().await;
     pools?;
     figures
 }

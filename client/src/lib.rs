@@ -7,6 +7,7 @@
 
 use belay_workflows::contracts::ClaimedJob;
 use belay_workflows::dispatcher::{DispatcherInput, DispatcherWorkflow, run_search_attributes};
+use belay_workflows::ladder::{ClimbBoard, LadderClimbWorkflow, climb_workflow_id};
 use belay_workflows::queues;
 use belay_workflows::run::{RunInput, RunWorkflow};
 use temporalio_client::{
@@ -92,6 +93,35 @@ pub async fn wake_dispatcher(client: &Client) -> Result<(), ClientError> {
         .await
         .map_err(|e| ClientError::Call {
             what: "waking the dispatcher",
+            source: Box::new(e),
+        })
+}
+
+/// Signals the climb of ladder `ladder_id` (`ladder-{id}`) to read its board: a run of it ended,
+/// or the ladder changed. Fails when no climb runs (the ladder is disabled).
+pub async fn poke_climb(client: &Client, ladder_id: &str) -> Result<(), ClientError> {
+    client
+        .get_workflow_handle::<LadderClimbWorkflow>(climb_workflow_id(ladder_id))
+        .signal(LadderClimbWorkflow::poke, (), WorkflowSignalOptions::default())
+        .await
+        .map_err(|e| ClientError::Call {
+            what: "signalling a ladder's climb",
+            source: Box::new(e),
+        })
+}
+
+/// Asks ladder `ladder_id`'s running climb where each climber stands (its `board` query).
+pub async fn climb_board(client: &Client, ladder_id: &str) -> Result<ClimbBoard, ClientError> {
+    client
+        .get_workflow_handle::<LadderClimbWorkflow>(climb_workflow_id(ladder_id))
+        .query(
+            LadderClimbWorkflow::board,
+            (),
+            temporalio_client::WorkflowQueryOptions::default(),
+        )
+        .await
+        .map_err(|e| ClientError::Call {
+            what: "querying a ladder's climb",
             source: Box::new(e),
         })
 }

@@ -14,6 +14,7 @@ use crate::coverage::{
 use crate::gate::{Gate, GateRules, Threshold};
 use crate::ids::{GroupId, LadderId, RungId};
 use crate::job::{CasePin, Combination};
+use crate::top_up::{Skipped, TopUpAnswer};
 use crate::validation::{ValidationError, check_text};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -419,6 +420,31 @@ impl SteeringInput {
             priority: self.priority.unwrap_or(current.priority),
             focused: self.focused.unwrap_or(current.focused),
             held: self.held.unwrap_or(current.held),
+        }
+    }
+}
+
+/// `POST /ladders/{id}/topup` (and what enabling a ladder starts): the plan's answer, plus what
+/// the ladder's top-up did before it walked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct LadderTopUpAnswer {
+    #[serde(flatten)]
+    pub top_up: TopUpAnswer,
+    /// Verdicts the gate had decided that this top-up wrote down (`recorded` is true from now).
+    pub recorded: i64,
+    /// Jobs an early stop cancelled (a decided rung's still-queued runs).
+    pub cancelled: Vec<String>,
+}
+
+impl LadderTopUpAnswer {
+    /// The answer of a ladder top-up that did not run.
+    pub fn skipped(buffer_target: BufferTarget, why: Skipped) -> Self {
+        Self {
+            top_up: TopUpAnswer::skipped(buffer_target, why),
+            recorded: 0,
+            cancelled: Vec::new(),
         }
     }
 }

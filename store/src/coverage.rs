@@ -482,6 +482,17 @@ pub async fn resolve_plan(tx: &mut Tx, account_id: &str, id: &str) -> Result<Opt
 /// Every count and fact the matrix, the walk and the schedule read for `cells`, as seen by
 /// `account_id` (whose reviews decide `unreviewed` and whose gg configurations are resolved).
 pub async fn coverage_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Result<CoverageFacts, StoreError> {
+    facts(tx, account_id, cells, true).await
+}
+
+/// [`coverage_facts`]; without `with_runs` the grouped run counts are left at zero (a ladder
+/// reads its cells' runs one by one, for the gate, and counts them itself).
+pub(crate) async fn facts(
+    tx: &mut Tx,
+    account_id: &str,
+    cells: &[Cell],
+    with_runs: bool,
+) -> Result<CoverageFacts, StoreError> {
     let wanted: BTreeSet<&CellKey> = cells.iter().map(|c| &c.cell_key).collect();
     let keys = key_list(cells);
     let mut counts: BTreeMap<CellKey, CellCounts> = BTreeMap::new();
@@ -501,7 +512,12 @@ pub async fn coverage_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Re
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
-    for r in q.fetch_all(tx.conn()).await? {
+    let run_rows = if with_runs {
+        q.fetch_all(tx.conn()).await?
+    } else {
+        Vec::new()
+    };
+    for r in run_rows {
         let key = CellKey(r.try_get("cell_key")?);
         if wanted.contains(&key) {
             let c = counts.entry(key).or_default();
@@ -533,18 +549,7 @@ pub async fn coverage_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Re
 
     // The catalogue: case versions, harnesses with their caps and loads, models, the account's
     // gg configurations (deleted ones too).
-    let version_rows = sqlx::query("select slug, version, test_type from test_case_versions")
-        .fetch_all(tx.conn())
-        .await?;
-    let mut versions = Vec::with_capacity(version_rows.len());
-    for r in &version_rows {
-        versions.push((
-            r.try_get::<String, _>("slug")?,
-            r.try_get::<String, _>("version")?,
-            rows::test_type(&r.try_get::<String, _>("test_type")?)?,
-        ));
-    }
-    let cases = CaseFacts::from_versions(versions.iter().map(|(s, v, t)| (s.as_str(), v.as_str(), *t)));
+    let cases = case_facts(tx).await?;
 
     let mut launch = LaunchFacts::default();
     let mut lanes = BTreeMap::new();
@@ -622,6 +627,24 @@ pub async fn coverage_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Re
     })
 }
 
+/// Every ingested case version with its test type (what a ladder's rungs are checked against).
+pub async fn case_facts(tx: &mut Tx) -> Result<CaseFacts, StoreError> {
+    let version_rows = sqlx::query("select slug, version, test_type from test_case_versions")
+        .fetch_all(tx.conn())
+        .await?;
+    let mut versions = Vec::with_capacity(version_rows.len());
+    for r in &version_rows {
+        versions.push((
+            r.try_get::<String, _>("slug")?,
+            r.try_get::<String, _>("version")?,
+            rows::test_type(&r.try_get::<String, _>("test_type")?)?,
+        ));
+    }
+    Ok(CaseFacts::from_versions(
+        versions.iter().map(|(s, v, t)| (s.as_str(), v.as_str(), *t)),
+    ))
+}
+
 /// The matrix of `cells` at `desired` runs each, as `account_id` sees it.
 pub async fn cells_matrix(tx: &mut Tx, account_id: &str, cells: &[Cell], desired: i64) -> Result<Matrix, StoreError> {
     let f = coverage_facts(tx, account_id, cells).await?;
@@ -660,35 +683,53 @@ pub async fn claim_top_up(
     if plan.paused {
         return Ok(Claim::Paused);
     }
-    let done = sqlx::query(
-        r#"update coverage_plans set topping_up_at = $3, topping_up_by = $4
-           where id = $1 and account_id = $2 and paused = 0
-             and (topping_up_at is null or topping_up_at <= $5 or topping_up_by = $4)"#,
+    Ok(
+        if take_claim(tx, "coverage_plans", "paused = 0", account_id, plan_id, holder, now).await? {
+            Claim::Claimed
+        } else {
+            Claim::Busy
+        },
     )
-    .bind(plan_id)
-    .bind(account_id)
-    .bind(now)
-    .bind(holder)
-    .bind(now - TOP_UP_LEASE_MS)
-    .execute(tx.conn())
-    .await?;
-    Ok(if done.rows_affected() == 1 {
-        Claim::Claimed
-    } else {
-        Claim::Busy
-    })
+}
+
+/// The claim's conditional update on a plan's or a ladder's row (`table`), where `open` holds
+/// (not paused, enabled): true when `holder` now holds it.
+pub(crate) async fn take_claim(
+    tx: &mut Tx,
+    table: &str,
+    open: &str,
+    account_id: &str,
+    id: &str,
+    holder: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let sql = format!(
+        r#"update {table} set topping_up_at = $3, topping_up_by = $4
+           where id = $1 and account_id = $2 and {open}
+             and (topping_up_at is null or topping_up_at <= $5 or topping_up_by = $4)"#
+    );
+    let done = sqlx::query(&sql)
+        .bind(id)
+        .bind(account_id)
+        .bind(now)
+        .bind(holder)
+        .bind(now - TOP_UP_LEASE_MS)
+        .execute(tx.conn())
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Releases `holder`'s claim on a row of `table` (nothing when another holds it now).
+pub(crate) async fn drop_claim(tx: &mut Tx, table: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
+    let sql =
+        format!("update {table} set topping_up_at = null, topping_up_by = null where id = $1 and topping_up_by = $2");
+    let done = sqlx::query(&sql).bind(id).bind(holder).execute(tx.conn()).await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// Releases `holder`'s claim (nothing when another holds it now).
 pub async fn release_top_up(tx: &mut Tx, plan_id: &str, holder: &str) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "update coverage_plans set topping_up_at = null, topping_up_by = null where id = $1 and topping_up_by = $2",
-    )
-    .bind(plan_id)
-    .bind(holder)
-    .execute(tx.conn())
-    .await?;
-    Ok(done.rows_affected() == 1)
+    drop_claim(tx, "coverage_plans", plan_id, holder).await
 }
 
 /// The recorded answer of top-up `topup_id`, if it ran.
@@ -736,6 +777,32 @@ pub async fn enqueue_top_up(
         return Ok(answer);
     }
     let (plan, facts) = plan_walk(tx, account_id, cells, desired, target).await?;
+    let job_ids = insert_launches(tx, account_id, origin, &plan, &facts, topup_id).await?;
+    let answer = TopUpAnswer::ran(plan, job_ids);
+    record_answer(tx, account_id, origin, topup_id, &answer).await?;
+    events::append(
+        tx.conn(),
+        &origin.to_string(),
+        "coverage_plan.topped_up",
+        &serde_json::json!({
+            "topUpId": topup_id, "accountId": account_id, "bufferTarget": answer.buffer_target,
+            "occupancy": answer.occupancy, "enqueued": answer.enqueued, "cells": answer.launched.len(),
+        }),
+    )
+    .await?;
+    Ok(answer)
+}
+
+/// Inserts the jobs of `plan`'s launches, in emission order, each repeat under its natural key
+/// (`topup_id`, cell, repeat); returns each launch's job ids.
+pub(crate) async fn insert_launches(
+    tx: &mut Tx,
+    account_id: &str,
+    origin: &Origin,
+    plan: &TopUpPlan,
+    facts: &CoverageFacts,
+    topup_id: &str,
+) -> Result<Vec<Vec<String>>, StoreError> {
     let now = now_ms();
     let mut job_ids = Vec::with_capacity(plan.launch.len());
     for l in &plan.launch {
@@ -773,26 +840,27 @@ pub async fn enqueue_top_up(
         }
         job_ids.push(ids);
     }
-    let answer = TopUpAnswer::ran(plan, job_ids);
+    Ok(job_ids)
+}
+
+/// Records a top-up's answer under `topup_id`.
+pub(crate) async fn record_answer<A: serde::Serialize>(
+    tx: &mut Tx,
+    account_id: &str,
+    origin: &Origin,
+    topup_id: &str,
+    answer: &A,
+) -> Result<(), StoreError> {
+    let now = now_ms();
     sqlx::query("insert into coverage_topups (id, plan_id, account_id, answer, at) values ($1, $2, $3, $4, $5)")
         .bind(topup_id)
         .bind(origin.to_string())
         .bind(account_id)
-        .bind(to_json(&answer))
+        .bind(to_json(answer))
         .bind(now)
         .execute(tx.conn())
         .await?;
-    events::append(
-        tx.conn(),
-        &origin.to_string(),
-        "coverage_plan.topped_up",
-        &serde_json::json!({
-            "topUpId": topup_id, "accountId": account_id, "bufferTarget": answer.buffer_target,
-            "occupancy": answer.occupancy, "enqueued": answer.enqueued, "cells": answer.launched.len(),
-        }),
-    )
-    .await?;
-    Ok(answer)
+    Ok(())
 }
 
 // ---- the scoped queue and halts --------------------------------------------------------------

@@ -15,6 +15,7 @@ pub mod coverage;
 pub mod edit_sessions;
 pub mod events;
 pub mod jobs;
+pub mod ladders;
 pub mod meter;
 pub mod metrics;
 mod migrate;

@@ -21,6 +21,7 @@ macro_rules! register_every_workflow {
             .and_then(|o| o.register_workflow::<belay_workflows::top_up::TopUpWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::verification::CandidateVerificationWorkflow>())
             .and_then(|o| o.register_workflow::<belay_workflows::promotion::PromotionWorkflow>())
+            .and_then(|o| o.register_workflow::<belay_workflows::ladder::LadderClimbWorkflow>())
     };
 }
 
@@ -222,6 +223,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
             Pool::Workflows => register_every_workflow!(base)?
                 .register_activities(StoreActivities {
                     store: deps.store.clone(),
+                    client: Some(deps.client.clone()),
                 })
                 .register_activities(ClientActivities {
                     client: deps.client.clone(),
@@ -230,6 +232,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
             Pool::Db => base
                 .register_activities(StoreActivities {
                     store: deps.store.clone(),
+                    client: Some(deps.client.clone()),
                 })
                 .register_activities(ProjectStoreActivities {
                     store: deps.store.clone(),
@@ -255,6 +258,9 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     store: deps.store.clone(),
                 })
                 .register_activities(belay_activities::promotion::SweepCandidateStoreActivities {
+                    store: deps.store.clone(),
+                })
+                .register_activities(belay_activities::ladder::LadderClimbActivities {
                     store: deps.store.clone(),
                 })
                 .build(),

@@ -13,8 +13,8 @@
 //! `BELAY_RECORD_HISTORIES=$PWD/worker/tests/histories`: `run_lane`'s `records_replayable_histories`
 //! (dispatcher, runs), the `workspaces` tests (workspaces, an edit session, the forks sweep),
 //! `coverage`'s buffer test (a plan's top-up), the `verification` test (a verified and a
-//! rejected Candidate) and the `promotion` test (a promotion, and a verification that hands its
-//! winner on).
+//! rejected Candidate), the `promotion` test (a promotion, and a verification that hands its
+//! winner on) and `ladders`' enable and climb tests (a ladder's top-up, a climb).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -37,6 +37,8 @@ const HISTORIES: &[&str] = &[
     "promotion-promoted",
     "verification-winner-ready",
     "forks-sweep-v4",
+    "topup-ladder-v1",
+    "ladder-climb-v1",
 ];
 
 fn dir() -> std::path::PathBuf {

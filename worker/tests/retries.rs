@@ -83,7 +83,7 @@ where
         .unwrap()
         .build();
     let db = WorkerOptions::new(belay_workflows::queues::DB)
-        .register_activities(belay_activities::store::StoreActivities { store })
+        .register_activities(belay_activities::store::StoreActivities { store, client: None })
         .build();
     let mut w1 = Worker::new(&runtime, client.clone(), workflows).unwrap();
     let mut w2 = Worker::new(&runtime, client.clone(), db).unwrap();

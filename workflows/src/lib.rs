@@ -11,6 +11,7 @@
 pub mod contracts;
 pub mod dispatcher;
 pub mod edit_session;
+pub mod ladder;
 pub mod options;
 pub mod probe;
 pub mod promotion;

@@ -10,8 +10,10 @@
 //! answer under this run's id in the transaction that enqueues, so a retried activity returns the
 //! first answer and inserts nothing twice (each repeat also carries a natural key).
 //!
-//! A ladder's top-up (`topup-ladder-{id}`) will reuse the claim, the walk and the release with its
-//! own cells.
+//! A ladder's top-up (`topup-ladder-{id}`) is this workflow with `of: ladder`: the same claim
+//! (on the ladder row), the same release and wake; its enqueue first persists the verdicts the
+//! gate has decided and the early-stop cancellations, then walks only each climber's current
+//! rung. The command sequence is the plan's, so `of` is data, not a branch in the history.
 
 use crate::dispatcher::DispatcherWorkflow;
 use crate::{options, queues};
@@ -21,6 +23,21 @@ use temporalio_common::ActivityError;
 use temporalio_macros::{activity_definitions, workflow, workflow_methods};
 use temporalio_sdk::{SignalWorkflowOptions, WorkflowContext, WorkflowResult};
 
+/// The workflow id of a ladder's top-up.
+pub fn ladder_workflow_id(ladder_id: &str) -> String {
+    format!("topup-ladder-{ladder_id}")
+}
+
+/// What a top-up feeds: a coverage plan (the default, and all that histories recorded before
+/// ladders carry) or a ladder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopUpOf {
+    #[default]
+    Plan,
+    Ladder,
+}
+
 /// The workflow id of a plan's top-up.
 pub fn plan_workflow_id(plan_id: &str) -> String {
     format!("topup-plan-{plan_id}")
@@ -28,10 +45,13 @@ pub fn plan_workflow_id(plan_id: &str) -> String {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopUpInput {
+    /// The plan's id, or the ladder's with `of: ladder`.
     pub plan_id: String,
     /// The account whose buffer, reviews and gg configurations the top-up reads, and who
     /// launches what it enqueues.
     pub account_id: String,
+    #[serde(default)]
+    pub of: TopUpOf,
 }
 
 /// What a top-up did; the full answer is recorded under `topup_id`.
@@ -63,6 +83,8 @@ pub struct ClaimInput {
     pub account_id: String,
     /// Who holds the claim: this top-up's id.
     pub holder: String,
+    #[serde(default)]
+    pub of: TopUpOf,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +92,8 @@ pub struct EnqueueInput {
     pub plan_id: String,
     pub account_id: String,
     pub topup_id: String,
+    #[serde(default)]
+    pub of: TopUpOf,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +105,8 @@ pub struct Enqueued {
 pub struct ReleaseInput {
     pub plan_id: String,
     pub holder: String,
+    #[serde(default)]
+    pub of: TopUpOf,
 }
 
 /// The top-up's database activities, on the `belay.db` queue.
@@ -136,6 +162,7 @@ impl TopUpWorkflow {
                     plan_id: input.plan_id.clone(),
                     account_id: input.account_id.clone(),
                     holder: holder.clone(),
+                    of: input.of,
                 },
                 options::db(),
             )
@@ -159,6 +186,7 @@ impl TopUpWorkflow {
                     plan_id: input.plan_id.clone(),
                     account_id: input.account_id.clone(),
                     topup_id: holder.clone(),
+                    of: input.of,
                 },
                 options::db(),
             )
@@ -169,6 +197,7 @@ impl TopUpWorkflow {
             ReleaseInput {
                 plan_id: input.plan_id.clone(),
                 holder: holder.clone(),
+                of: input.of,
             },
             options::db(),
         )

@@ -20,7 +20,7 @@ use belay_domain::top_up::{Feed, ScheduleLine, Skipped, TopUpAnswer, Trigger, st
 use belay_store::Tx;
 use belay_store::coverage::{self, ResolvedPlan};
 use belay_workflows::queues;
-use belay_workflows::top_up::{TopUpInput, TopUpOutcome, TopUpWorkflow, plan_workflow_id};
+use belay_workflows::top_up::{TopUpInput, TopUpOf, TopUpOutcome, TopUpWorkflow, ladder_workflow_id, plan_workflow_id};
 use serde::{Deserialize, Serialize};
 use temporalio_client::errors::WorkflowStartError;
 use temporalio_client::{WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
@@ -36,7 +36,7 @@ fn plan_not_found(id: &str) -> ApiError {
 }
 
 /// A gg member naming a configuration the caller does not own: refused as a launch is (403).
-async fn check_gg_owned<'c>(
+pub(crate) async fn check_gg_owned<'c>(
     tx: &mut Tx,
     account_id: &str,
     field: &str,
@@ -66,7 +66,7 @@ async fn check_group(tx: &mut Tx, account_id: &str, input: &CoverageGroupInput) 
 
 /// A pointer to a group the account does not have (or of the other kind) conflicts with what
 /// belay holds: 409 naming the field.
-fn pointer_refusal(e: ValidationError) -> ApiError {
+pub(crate) fn pointer_refusal(e: ValidationError) -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
         "invalid_group_pointer",
@@ -286,25 +286,33 @@ pub async fn open(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<S
     Ok(Json(plan_matrix(&s, &a.id, &id).await?))
 }
 
-/// Starts TopUpWorkflow for the plan and, with `wait`, waits for its outcome. `None` when one
-/// already runs (busy); `Some(None)` when started without waiting.
-async fn start_top_up(
+/// Starts TopUpWorkflow for the plan (or, with `of: ladder`, the ladder) and, with `wait`, waits
+/// for its outcome. `None` when one already runs (busy); `Some(None)` when started without
+/// waiting.
+pub(crate) async fn start_top_up(
     s: &AppState,
     account_id: &str,
     plan_id: &str,
+    of: TopUpOf,
     wait: bool,
 ) -> ApiResult<Option<Option<TopUpOutcome>>> {
-    let origin = Origin::Plan(plan_id.to_string()).to_string();
-    let opts = WorkflowStartOptions::new(queues::WORKFLOWS, plan_workflow_id(plan_id))
+    let (origin, workflow_id, mut attrs) = match of {
+        TopUpOf::Plan => (
+            Origin::Plan(plan_id.to_string()),
+            plan_workflow_id(plan_id),
+            vec![belay_workflows::search::PLAN_ID.value_set(plan_id.to_string())],
+        ),
+        TopUpOf::Ladder => (Origin::Ladder(plan_id.to_string()), ladder_workflow_id(plan_id), vec![]),
+    };
+    attrs.push(belay_workflows::search::ORIGIN.value_set(origin.to_string()));
+    let opts = WorkflowStartOptions::new(queues::WORKFLOWS, workflow_id)
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
-        .search_attributes(SearchAttributes::new(vec![
-            belay_workflows::search::PLAN_ID.value_set(plan_id.to_string()),
-            belay_workflows::search::ORIGIN.value_set(origin),
-        ]))
+        .search_attributes(SearchAttributes::new(attrs))
         .build();
     let input = TopUpInput {
         plan_id: plan_id.to_string(),
         account_id: account_id.to_string(),
+        of,
     };
     let handle = match s.temporal.start_workflow(TopUpWorkflow::run, input, opts).await {
         Ok(h) => h,
@@ -321,10 +329,36 @@ async fn start_top_up(
     Ok(Some(Some(out)))
 }
 
+/// Starts a top-up after a review without waiting for it. A top-up already running may have read
+/// the counts before this review landed: once it ends, another is started, so the review's slot
+/// is not lost.
+pub(crate) async fn top_up_after_review(s: &AppState, account_id: &str, id: &str, of: TopUpOf) {
+    let workflow_id = match of {
+        TopUpOf::Plan => plan_workflow_id(id),
+        TopUpOf::Ladder => ladder_workflow_id(id),
+    };
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match start_top_up(s, account_id, id, of, false).await {
+            Ok(Some(_)) => break,
+            Ok(None) if attempts < 5 => {
+                let running = s.temporal.get_workflow_handle::<TopUpWorkflow>(workflow_id.clone());
+                let _ = running.get_result(WorkflowGetResultOptions::default()).await;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(id, error = e.message, "could not start a top-up after a review");
+                break;
+            }
+        }
+    }
+}
+
 /// One top-up through TopUpWorkflow, answered in full.
 async fn top_up(s: &AppState, account_id: &str, r: &ResolvedPlan) -> ApiResult<TopUpAnswer> {
     let id = r.plan.id.as_str();
-    let Some(Some(out)) = start_top_up(s, account_id, id, true).await? else {
+    let Some(Some(out)) = start_top_up(s, account_id, id, TopUpOf::Plan, true).await? else {
         return Ok(TopUpAnswer::skipped(r.target, Skipped::Busy));
     };
     if out.missing {
@@ -380,26 +414,7 @@ pub(crate) async fn after_review(s: &AppState, account_id: &str, cell: &str) {
         if !starts_top_up(Feed::Plan, Trigger::ReviewSubmitted, p.auto_top_up, p.paused, target) {
             continue;
         }
-        // A top-up already running may have read the counts before this review landed: once it
-        // ends, start another, so the review's slot is not lost.
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            match start_top_up(s, account_id, p.id.as_str(), false).await {
-                Ok(Some(_)) => break,
-                Ok(None) if attempts < 5 => {
-                    let running = s
-                        .temporal
-                        .get_workflow_handle::<TopUpWorkflow>(plan_workflow_id(p.id.as_str()));
-                    let _ = running.get_result(WorkflowGetResultOptions::default()).await;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(plan.id = %p.id, error = e.message, "could not start a top-up after a review");
-                    break;
-                }
-            }
-        }
+        top_up_after_review(s, account_id, p.id.as_str(), TopUpOf::Plan).await;
     }
 }
 

@@ -9,6 +9,7 @@ pub mod edit_sessions;
 pub mod events;
 pub mod health;
 pub mod jobs;
+pub mod ladders;
 pub mod projects;
 pub mod promotion;
 pub mod repo_tokens;

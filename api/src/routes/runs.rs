@@ -69,9 +69,12 @@ pub async fn review(
         .fits(run.test_type)
         .map_err(|e| ApiError::new(StatusCode::CONFLICT, "review_kind_mismatch", e.to_string()))?;
     let review = s.store.submit_review(&id, &a.id, &input).await?;
-    // A review of a run in one of the reviewer's plans tops that plan up; the answer does not wait.
+    // A review of a run in one of the reviewer's plans or ladders tops it up; the answer does not wait.
     let (state, account, cell) = (s.clone(), a.id.clone(), run.cell_key.clone());
-    tokio::spawn(async move { super::coverage::after_review(&state, &account, &cell).await });
+    tokio::spawn(async move {
+        super::coverage::after_review(&state, &account, &cell).await;
+        super::ladders::after_review(&state, &account, &cell).await;
+    });
     Ok(Json(review))
 }
 

@@ -1,0 +1,217 @@
+//! `belay bench ladder`: a ladder of 50 rungs × 100 climbers at 5 runs per cell, each climber
+//! standing on its own rung (every cell below it holds 5 runs with reviews on half of them, every
+//! cell above it 5 runs too), on SQLite and (with `--postgres-url`) PostgreSQL, through a real
+//! API, Temporal dev server and worker pools in this process:
+//!
+//! - `GET …/progress` median and p95, against the raw queries it is built from on the same data;
+//! - a ladder top-up (one current rung per climber: 100 launchable cells of 5) median and p95,
+//!   against a plan top-up of 100 launchable cells of 5.
+
+use crate::bench_coverage::{catalogue, combo, pin, run_stack, stats};
+use anyhow::{Context, ensure};
+use belay_domain::coverage::Cell;
+use belay_domain::job::{CasePin, Combination, JobStatus, Origin};
+use belay_store::Store;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Instant;
+
+const RUNGS: usize = 50;
+const HARNESSES: usize = 10;
+const MODELS: usize = 10;
+const RUNS_PER_CELL: usize = 5;
+
+/// The rung climber `c` stands on: no runs yet, so it is the cell its top-up launches.
+fn standing(c: usize) -> usize {
+    c % RUNGS
+}
+
+pub async fn ladder(postgres_url: Option<String>, samples: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
+    let port = crate::bench::free_port()?;
+    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, crate::bench::free_port()?).await?;
+    let address = format!("127.0.0.1:{port}");
+    let mut result = backend("sqlite", None, dir.path(), &address, samples).await;
+    if result.is_ok() {
+        result = match &postgres_url {
+            Some(url) => backend("postgres", Some(url), dir.path(), &address, samples).await,
+            None => {
+                println!("postgres: skipped (no --postgres-url)");
+                Ok(())
+            }
+        };
+    }
+    server.stop().await;
+    result
+}
+
+async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str, samples: usize) -> anyhow::Result<()> {
+    let dir = dir.join(label);
+    std::fs::create_dir_all(&dir)?;
+    let store = crate::bench::fresh_store(&dir, postgres, "ladder").await?;
+    let client = belay_client::connect(address, "default", "belay-bench").await?;
+    catalogue(&store).await?;
+    let (account, token) = store.create_account("bench").await?;
+    let rungs: Vec<CasePin> = (0..RUNGS).map(pin).collect();
+    let climbers: Vec<Combination> = (0..HARNESSES)
+        .flat_map(|h| (0..MODELS).map(move |m| combo(h, m)))
+        .collect();
+    let mut cells = Vec::new();
+    for (c, climber) in climbers.iter().enumerate() {
+        for (r, rung) in rungs.iter().enumerate() {
+            if r != standing(c) {
+                cells.push(Cell::new(rung.clone(), climber.clone()));
+            }
+        }
+    }
+    let t = Instant::now();
+    store.bench_seed_cells(&cells, RUNS_PER_CELL, 0, &account.id, 2).await?;
+    println!(
+        "{label}: seeded {} cells, {} runs (half reviewed) in {:.1} s",
+        cells.len(),
+        cells.len() * RUNS_PER_CELL,
+        t.elapsed().as_secs_f64()
+    );
+    let measure = |api: String| {
+        let store = store.clone();
+        async move { measure(label, &store, &api, &token, &account.id, samples).await }
+    };
+    let figures = run_stack(&store, &client, &dir, measure).await;
+    store.close().await;
+    figures
+}
+
+async fn measure(
+    label: &str,
+    store: &Store,
+    api: &str,
+    token: &str,
+    account_id: &str,
+    samples: usize,
+) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: String, body: Option<Value>| {
+        let mut r = http.request(method, format!("{api}{path}")).bearer_auth(token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        async move {
+            let resp = r.send().await?;
+            let status = resp.status();
+            let v: Value = resp.json().await?;
+            ensure!(status.is_success(), "{status}: {v}");
+            anyhow::Ok(v)
+        }
+    };
+    let rungs: Vec<Value> = (0..RUNGS).map(|i| json!(pin(i))).collect();
+    let climbers: Vec<Value> = (0..HARNESSES)
+        .flat_map(|h| (0..MODELS).map(move |m| json!(combo(h, m))))
+        .collect();
+    let ladder = call(
+        reqwest::Method::POST,
+        "/v1/ladders".into(),
+        Some(
+            json!({"name": "bench", "rungs": rungs, "combinations": climbers, "runsPerCell": RUNS_PER_CELL,
+                    "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false}),
+        ),
+    )
+    .await?;
+    let id = ladder["id"].as_str().context("ladder id")?.to_string();
+
+    // 1. The board through the API against the raw queries it is built from.
+    let mut board = Vec::new();
+    let mut raw = Vec::new();
+    for i in 0..samples + 2 {
+        let t = Instant::now();
+        let resp = http
+            .get(format!("{api}/v1/ladders/{id}/progress"))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        ensure!(resp.status().is_success(), "GET progress: {}", resp.status());
+        let body = resp.bytes().await?;
+        let a = t.elapsed().as_secs_f64() * 1000.0;
+        let p: Value = serde_json::from_slice(&body)?;
+        let on: Vec<&Value> = p["climbers"].as_array().context("climbers")?.iter().collect();
+        ensure!(on.len() == HARNESSES * MODELS, "a climber is missing");
+        ensure!(
+            on.iter()
+                .enumerate()
+                .all(|(c, v)| v["currentRung"] == p["rungs"][standing(c)]["rungId"]),
+            "a climber stands elsewhere than seeded"
+        );
+        let t = Instant::now();
+        let rows = store.bench_raw_ladder_reads(account_id, &id).await?;
+        let b = t.elapsed().as_secs_f64() * 1000.0;
+        ensure!(rows >= 20_000, "the raw reads read {rows} rows");
+        if i >= 2 {
+            board.push(a);
+            raw.push(b);
+        }
+    }
+    let (b50, b95) = stats(board);
+    let (r50, r95) = stats(raw);
+    println!(
+        "{label}: GET progress of 50 rungs × 100 climbers median {b50:.1} ms, p95 {b95:.1} ms; raw queries median {r50:.1} ms, p95 {r95:.1} ms; ratio {:.2}",
+        b50 / r50
+    );
+
+    // 2. A ladder top-up (100 current rungs of 5) against a plan top-up of 100 cells of 5.
+    let cases: Vec<Value> = (RUNGS..RUNGS + 10).map(|i| json!(pin(i))).collect();
+    let combos: Vec<Value> = (0..HARNESSES).map(|h| json!(combo(h, 0))).collect();
+    let plan = call(
+        reqwest::Method::POST,
+        "/v1/coverage-plans".into(),
+        Some(
+            json!({"name": "bench", "cases": cases, "combinations": combos, "runsPerCell": RUNS_PER_CELL,
+                    "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false}),
+        ),
+    )
+    .await?;
+    let plan_id = plan["id"].as_str().context("plan id")?.to_string();
+    let enabled = call(reqwest::Method::POST, format!("/v1/ladders/{id}/enable"), None).await?;
+    let first = enabled["topUp"]["enqueued"].as_i64();
+    ensure!(first == Some(500), "enabling enqueued {first:?}");
+    let lad_origin = Origin::Ladder(id.clone()).to_string();
+    let plan_origin = Origin::Plan(plan_id.clone()).to_string();
+    let mut ladder_times = Vec::new();
+    let mut plan_times = Vec::new();
+    for i in 0..samples + 2 {
+        // Room again: the previous top-ups' jobs are cancelled (not timed).
+        store.cancel_jobs(&JobStatus::IN_FLIGHT, Some(&lad_origin)).await?;
+        store.cancel_jobs(&JobStatus::IN_FLIGHT, Some(&plan_origin)).await?;
+        let t = Instant::now();
+        let up = call(reqwest::Method::POST, format!("/v1/ladders/{id}/topup"), None).await?;
+        let a = t.elapsed().as_secs_f64() * 1000.0;
+        ensure!(
+            up["enqueued"].as_i64() == Some(500),
+            "the ladder top-up answered {}",
+            up["enqueued"]
+        );
+        let t = Instant::now();
+        let up = call(
+            reqwest::Method::POST,
+            format!("/v1/coverage-plans/{plan_id}/topup"),
+            None,
+        )
+        .await?;
+        let b = t.elapsed().as_secs_f64() * 1000.0;
+        ensure!(
+            up["enqueued"].as_i64() == Some(500),
+            "the plan top-up answered {}",
+            up["enqueued"]
+        );
+        if i >= 2 {
+            ladder_times.push(a);
+            plan_times.push(b);
+        }
+    }
+    let (l50, l95) = stats(ladder_times);
+    let (p50, p95) = stats(plan_times);
+    println!(
+        "{label}: ladder top-up (100 cells of 5) median {l50:.1} ms, p95 {l95:.1} ms; plan top-up (100 cells of 5) median {p50:.1} ms, p95 {p95:.1} ms; ratio {:.2}",
+        l50 / p50
+    );
+    Ok(())
+}
