@@ -16,6 +16,8 @@ pub mod store;
 pub mod top_up;
 pub mod verification;
 pub mod workspace;
+pub mod llm;
+pub mod selection;
 
 use std::future::Future;
 use std::time::Duration;

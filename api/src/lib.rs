@@ -138,6 +138,8 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(candidates::start))
         .routes(utoipa_axum::routes!(candidates::compose, candidates::list))
         .routes(utoipa_axum::routes!(candidates::get))
+        .routes(utoipa_axum::routes!(conflicts::create))
+        .routes(utoipa_axum::routes!(conflicts::receipts))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.

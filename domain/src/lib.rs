@@ -52,5 +52,7 @@ pub mod promotion;
 pub mod prose;
 pub mod repair;
 pub mod selection;
+pub mod receipt;
+pub mod selection_steps;
 
 pub use validation::ValidationError;

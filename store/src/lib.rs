@@ -27,6 +27,9 @@ pub mod sweep;
 pub mod testing;
 mod tx;
 pub mod workspaces;
+pub mod model_meter;
+pub mod receipts;
+pub mod selection;
 
 pub use tx::Tx;
 

@@ -96,3 +96,12 @@ pub fn harness(timeout: Duration, heartbeat: Duration, attempts: u32) -> Activit
         .retry_policy(policy(Duration::from_millis(500), Duration::from_secs(5), attempts))
         .build()
 }
+
+/// A `belay.llm` activity (model calls) that may take `timeout`: one attempt, never retried by
+/// the server, so a call is never made twice behind the meters; a failure is a gap.
+pub fn llm(timeout: Duration) -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(timeout)
+        .task_queue(queues::LLM.to_string())
+        .retry_policy(policy(Duration::from_secs(1), Duration::from_secs(1), 1))
+        .build()
+}

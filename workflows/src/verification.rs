@@ -348,7 +348,7 @@ const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
 #[workflow]
 #[derive(Default)]
 pub struct CandidateVerificationWorkflow {
-    step: String,
+    pub(crate) step: String,
     gaps: Vec<Gap>,
 }
 
@@ -412,6 +412,9 @@ impl CandidateVerificationWorkflow {
             VerificationStart::Proceed => {}
         }
         let status = Self::verify(ctx, &id, &loaded).await?;
+        if ctx.patched(crate::selection::SIBLING_SELECTION) {
+            Self::select_siblings(ctx, &id, &loaded.candidate.change_id).await?;
+        }
         Ok(status.as_str().to_owned())
     }
 
@@ -436,7 +439,7 @@ impl CandidateVerificationWorkflow {
         Ok(())
     }
 
-    async fn record(ctx: &mut WorkflowContext<Self>, req: RecordRequest) -> WorkflowResult<Evidence> {
+    pub(crate) async fn record(ctx: &mut WorkflowContext<Self>, req: RecordRequest) -> WorkflowResult<Evidence> {
         Ok(ctx.execute_activity(VerifyStoreApi::record, req, options::db()).await?)
     }
 
@@ -823,6 +826,29 @@ impl CandidateVerificationWorkflow {
                     )
                     .await?,
                 ),
+                CheckId::Acceptance if ctx.patched(crate::selection::ACCEPTANCE_CHECK) => {
+                    let so_far = ctx
+                        .execute_activity(VerifyStoreApi::evidence, id.clone(), options::db())
+                        .await?;
+                    let earlier_gap = !gaps_before(&plan, &so_far, &CheckId::Acceptance).is_empty();
+                    let source = crate::selection::AcceptanceSourceRequest {
+                        project_id: project.clone(),
+                        candidate_id: id.clone(),
+                        base: base.clone(),
+                        composed: composed.clone(),
+                    };
+                    Some(
+                        Self::acceptance_step(
+                            ctx,
+                            record(CheckResult::thrown("not judged"), serde_json::json!({})),
+                            earlier_gap,
+                            source,
+                            loaded.candidate.change_id.clone(),
+                            criteria.clone(),
+                        )
+                        .await?,
+                    )
+                }
                 CheckId::Acceptance => Some(
                     Self::record(
                         ctx,
