@@ -33,6 +33,8 @@ const HISTORIES: &[&str] = &[
     "topup-plan-v1",
     "verification-verified",
     "verification-rejected",
+    "verification-selected-v1",
+    "verification-selected-v1-sibling",
 ];
 
 fn dir() -> std::path::PathBuf {
