@@ -10,14 +10,14 @@
 pub mod edit_session;
 pub mod harness;
 pub mod leases;
+pub mod llm;
 pub mod project;
 pub mod revocations;
+pub mod selection;
 pub mod store;
 pub mod top_up;
 pub mod verification;
 pub mod workspace;
-pub mod llm;
-pub mod selection;
 
 use std::future::Future;
 use std::time::Duration;

@@ -475,7 +475,11 @@ impl LlmActivities {
     }
 
     #[activity(definition = belay_workflows::selection::selection_definitions::Judge)]
-    pub async fn judge(self: Arc<Self>, _ctx: ActivityContext, input: JudgeRequest) -> Result<JudgeOutcome, ActivityError> {
+    pub async fn judge(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: JudgeRequest,
+    ) -> Result<JudgeOutcome, ActivityError> {
         Ok(self.integration_judge(&input).await)
     }
 }

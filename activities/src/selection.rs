@@ -26,11 +26,19 @@ pub async fn acceptance_source(
     input: &AcceptanceSourceRequest,
 ) -> Result<AcceptanceInput, ActivityError> {
     let patch = sources
-        .read_patch(input.project_id.as_str(), PatchKind::Candidate, input.candidate_id.as_str())
+        .read_patch(
+            input.project_id.as_str(),
+            PatchKind::Candidate,
+            input.candidate_id.as_str(),
+        )
         .await
         .map_err(source_error)?;
-    let key = SourceObjects::patch_key(input.project_id.as_str(), PatchKind::Candidate, input.candidate_id.as_str())
-        .map_err(source_error)?;
+    let key = SourceObjects::patch_key(
+        input.project_id.as_str(),
+        PatchKind::Candidate,
+        input.candidate_id.as_str(),
+    )
+    .map_err(source_error)?;
     let fork = candidate_fork(input.candidate_id.as_str()).map_err(fatal)?;
     let files = read_composed(git, &fork, &input.base, &input.composed).await.ok();
     let patch_source = patch.as_ref().map(|(text, _)| PatchSource {
@@ -38,7 +46,11 @@ pub async fn acceptance_source(
         text,
         commit: &input.composed,
     });
-    Ok(assemble_acceptance_input(patch_source, &input.composed, files.as_deref()))
+    Ok(assemble_acceptance_input(
+        patch_source,
+        &input.composed,
+        files.as_deref(),
+    ))
 }
 
 /// The composed files in `composedFileOrder`, read from the fork at `composed`.
@@ -110,7 +122,11 @@ pub struct SelectionStoreActivities {
 #[activities]
 impl SelectionStoreActivities {
     #[activity(definition = belay_workflows::selection::selection_definitions::AcceptanceStore)]
-    pub async fn acceptance_store(self: Arc<Self>, _ctx: ActivityContext, input: AcceptanceRecord) -> Result<(), ActivityError> {
+    pub async fn acceptance_store(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: AcceptanceRecord,
+    ) -> Result<(), ActivityError> {
         let k = self
             .store
             .candidate_for_worker(input.candidate_id.as_str())
@@ -131,7 +147,11 @@ impl SelectionStoreActivities {
     }
 
     #[activity(definition = belay_workflows::selection::selection_definitions::Claim)]
-    pub async fn claim(self: Arc<Self>, _ctx: ActivityContext, input: ClaimRequest) -> Result<SelectionStep, ActivityError> {
+    pub async fn claim(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ClaimRequest,
+    ) -> Result<SelectionStep, ActivityError> {
         self.store
             .claim_selection(input.candidate_id.as_str(), &input.claimant)
             .await
@@ -139,7 +159,11 @@ impl SelectionStoreActivities {
     }
 
     #[activity(definition = belay_workflows::selection::selection_definitions::Apply)]
-    pub async fn apply(self: Arc<Self>, _ctx: ActivityContext, input: ApplyRequest) -> Result<SelectionDone, ActivityError> {
+    pub async fn apply(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ApplyRequest,
+    ) -> Result<SelectionDone, ActivityError> {
         self.store
             .apply_selection(input.candidate_id.as_str(), &input.claimant, input.judge.as_ref())
             .await

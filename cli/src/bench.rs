@@ -104,6 +104,13 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         probes: usize,
     },
+    /// Selection among 3 gated siblings (claim, rank, apply) against a bare one-activity
+    /// workflow, and the acceptance check's input assembly for a 24-file Candidate against
+    /// reading those files from the fork directly.
+    Selection {
+        #[arg(long, default_value_t = 20)]
+        samples: usize,
+    },
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -146,6 +153,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        BenchCommand::Selection { samples } => crate::bench_selection::selection(samples).await,
     }
 }
 

@@ -18,11 +18,20 @@ const SONNET: &str = "claude-sonnet-4-5";
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn rev(dir: &Path, what: &str) -> String {
-    let out = Command::new("git").arg("-C").arg(dir).args(["rev-parse", what]).output().unwrap();
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", what])
+        .output()
+        .unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
@@ -51,10 +60,33 @@ async fn sample_project(b: &Belay) -> String {
     }
     let bare = b.dir.path().join("data/git/belay").join(format!("{id}.git"));
     let work = b.dir.path().join(format!("seed-{id}"));
-    assert!(Command::new("git").arg("clone").arg("-q").arg(&bare).arg(&work).status().unwrap().success());
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sample-app"), &work);
+    assert!(
+        Command::new("git")
+            .arg("clone")
+            .arg("-q")
+            .arg(&bare)
+            .arg(&work)
+            .status()
+            .unwrap()
+            .success()
+    );
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sample-app"),
+        &work,
+    );
     git(&work, &["add", "-A"]);
-    git(&work, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "The sample app"]);
+    git(
+        &work,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "The sample app",
+        ],
+    );
     git(&work, &["push", "-q", "origin", "HEAD:main"]);
     let store = belay_store::Store::connect(&b.database_url).await.unwrap();
     store
@@ -73,7 +105,9 @@ async fn task(b: &Belay, change: &str, key: &str, resources: &[&str], files: &[(
         )
         .await;
     assert_eq!(s, 201, "{t}");
-    let (s, r) = b.post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({})).await;
+    let (s, r) = b
+        .post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({}))
+        .await;
     assert_eq!(s, 201, "{r}");
     let run = r["id"].as_str().unwrap().to_string();
     for (path, content) in files {
@@ -121,7 +155,8 @@ async fn wait_done(b: &Belay, ids: &[String], change: &str) -> Vec<Value> {
 }
 
 const STATS: &str = "export function countTodos(titles: string[]): number {\n  return titles.length;\n}\n";
-const EXPORT: &str = "export function todoTitles(todos: { title: string }[]): string[] {\n  return todos.map((t) => t.title);\n}\n";
+const EXPORT: &str =
+    "export function todoTitles(todos: { title: string }[]): string[] {\n  return todos.map((t) => t.title);\n}\n";
 
 /// The acceptance script: a criterion is met when its function is in what the model was shown,
 /// cited from the file it is in.
@@ -151,7 +186,8 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
         if s.tool != "record_acceptance" {
             return Reply::Status(400);
         }
-        let only_stats = s.user.contains("export function countTodos") && !s.user.contains("export function todoTitles");
+        let only_stats =
+            s.user.contains("export function countTodos") && !s.user.contains("export function todoTitles");
         if only_stats && s.model == HAIKU {
             return acceptance(json!([{"id": "c1", "result": "met"}, {"id": "c1", "result": "met"}]));
         }
@@ -175,20 +211,37 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
 
     // Bad input: a path the cited ChangeSet does not change is unsupported, names the field and
     // writes nothing; so is a ChangeSet of the other Task.
-    let side = |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
+    let side =
+        |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
     for (body, field) in [
-        (json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts"), side(&t2, &cs2, "src/app.ts")]}), "sides[1].paths[0]"),
-        (json!({"status": "fork_required", "sides": [side(&t1, &cs2, "src/export.ts"), side(&t2, &cs2, "src/export.ts")]}), "sides[0].changeSetIds[0]"),
-        (json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts")]}), "sides"),
+        (
+            json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts"), side(&t2, &cs2, "src/app.ts")]}),
+            "sides[1].paths[0]",
+        ),
+        (
+            json!({"status": "fork_required", "sides": [side(&t1, &cs2, "src/export.ts"), side(&t2, &cs2, "src/export.ts")]}),
+            "sides[0].changeSetIds[0]",
+        ),
+        (
+            json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts")]}),
+            "sides",
+        ),
         (json!({"status": "maybe", "sides": []}), "status"),
     ] {
         let (s, v) = b.post(&format!("/v1/changes/{c}/conflicts"), body).await;
         assert_eq!(s, 422, "{v}");
         assert!(v.to_string().contains(field), "{field}: {v}");
     }
-    let (s, v) = b.post("/v1/changes/chg_nope/conflicts", json!({"status": "confirmed", "sides": []})).await;
+    let (s, v) = b
+        .post(
+            "/v1/changes/chg_nope/conflicts",
+            json!({"status": "confirmed", "sides": []}),
+        )
+        .await;
     assert_eq!(s, 404, "{v}");
-    let (s, v) = b.request("GET", "/v1/changes/chg_nope/receipts", Some(&b.token), None).await;
+    let (s, v) = b
+        .request("GET", "/v1/changes/chg_nope/receipts", Some(&b.token), None)
+        .await;
     assert_eq!(s, 404, "{v}");
 
     let (s, conflict) = b
@@ -209,12 +262,21 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
         .collect();
     assert_eq!(ids.len(), 3, "both sides and the combined Candidate: {round:#}");
     let all = wait_done(&b, &ids, &c).await;
-    let by_sets = |n: usize| all.iter().find(|k| k["changeSetIds"].as_array().unwrap().len() == n).unwrap();
+    let by_sets = |n: usize| {
+        all.iter()
+            .find(|k| k["changeSetIds"].as_array().unwrap().len() == n)
+            .unwrap()
+    };
     let combined = by_sets(2);
     let winner = combined["id"].as_str().unwrap();
     assert_eq!(combined["status"], "verified", "{combined:#}");
     assert_eq!(combined["metrics"]["criteriaMet"], 2, "{combined:#}");
-    let acc: Vec<&Value> = combined["evidence"].as_array().unwrap().iter().filter(|e| e["checkId"] == "acceptance").collect();
+    let acc: Vec<&Value> = combined["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["checkId"] == "acceptance")
+        .collect();
     assert_eq!(
         (acc[0]["status"].as_str(), acc[0]["coverage"].as_str()),
         (Some("pass"), Some("checked_supported")),
@@ -227,9 +289,20 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
             format!("Lost to {winner}: met 2 of 2 criteria, this met 1 of 2."),
             "{k:#}"
         );
-        let acc: Vec<&Value> = k["evidence"].as_array().unwrap().iter().filter(|e| e["checkId"] == "acceptance").collect();
+        let acc: Vec<&Value> = k["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["checkId"] == "acceptance")
+            .collect();
         assert_eq!(acc[0]["status"], "fail", "{k:#}");
-        assert!(acc[0]["summary"].as_str().unwrap().starts_with("1 of 2 criteria met; not met: "), "{k:#}");
+        assert!(
+            acc[0]["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("1 of 2 criteria met; not met: "),
+            "{k:#}"
+        );
     }
     // Every Candidate stores the same decided outcome.
     let decided: Vec<&Value> = all.iter().map(|k| &k["selection"]).collect();
@@ -241,7 +314,12 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
     }
     // One receipt and one event: exactly one run selected.
     let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
-    let sel: Vec<&Value> = receipts.as_array().unwrap().iter().filter(|r| r["kind"] == "CANDIDATE_SELECTION").collect();
+    let sel: Vec<&Value> = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "CANDIDATE_SELECTION")
+        .collect();
     assert_eq!(sel.len(), 1, "{receipts:#}");
     assert_eq!(sel[0]["outcome"]["winner"], winner);
     assert_eq!(sel[0]["inputs"]["candidates"].as_array().unwrap().len(), 3);
@@ -259,8 +337,16 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
     // The models: one Haiku call per Candidate, one Sonnet call for the invalid answer.
     let seen = fake.seen();
     let acceptance_calls: Vec<&Seen> = seen.iter().filter(|s| s.tool == "record_acceptance").collect();
-    assert_eq!(acceptance_calls.iter().filter(|s| s.model == HAIKU).count(), 3, "{seen:#?}");
-    assert_eq!(acceptance_calls.iter().filter(|s| s.model == SONNET).count(), 1, "{seen:#?}");
+    assert_eq!(
+        acceptance_calls.iter().filter(|s| s.model == HAIKU).count(),
+        3,
+        "{seen:#?}"
+    );
+    assert_eq!(
+        acceptance_calls.iter().filter(|s| s.model == SONNET).count(),
+        1,
+        "{seen:#?}"
+    );
     assert!(seen.iter().all(|s| s.api_key.as_deref() == Some("test-key")));
     let store = belay_store::Store::connect(&b.database_url).await.unwrap();
     let cost = store.change_model_cost(&c).await.unwrap();
@@ -314,7 +400,8 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
         let c = c["id"].as_str().unwrap().to_string();
         let (t1, cs1) = task(&b, &c, "t1", &[], &[("src/stats.ts", STATS)]).await;
         let (t2, cs2) = task(&b, &c, "t2", &[], &[("src/export.ts", EXPORT)]).await;
-        let side = |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
+        let side =
+            |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
         let (s, v) = b
             .post(
                 &format!("/v1/changes/{c}/conflicts"),
@@ -324,14 +411,24 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
         assert_eq!(s, 201, "{v}");
         let (s, round) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
         assert_eq!(s, 201, "{round}");
-        let ids: Vec<String> = round["candidates"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+        let ids: Vec<String> = round["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
         assert_eq!(ids.len(), 2, "one Candidate per side: {round:#}");
         let all = wait_done(&b, &ids, &c).await;
         outcomes.push((c, ids, all));
     }
     let (c, _, all) = &outcomes[0];
     let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
-    let sel = receipts.as_array().unwrap().iter().find(|r| r["kind"] == "CANDIDATE_SELECTION").unwrap();
+    let sel = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "CANDIDATE_SELECTION")
+        .unwrap();
     assert_eq!(sel["outcome"]["decidedBy"], "judge", "{receipts:#}");
     let winner = sel["outcome"]["winner"].as_str().unwrap();
     for k in all {
@@ -339,7 +436,13 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
             assert_eq!(k["status"], "verified", "{k:#}");
         } else {
             assert_eq!(k["status"], "rejected", "{k:#}");
-            assert!(k["statusReason"].as_str().unwrap().starts_with(&format!("Lost to {winner}: the Integration Judge preferred it")), "{k:#}");
+            assert!(
+                k["statusReason"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("Lost to {winner}: the Integration Judge preferred it")),
+                "{k:#}"
+            );
         }
     }
     // A Judge citing Evidence it was not shown picks nothing: a person picks.
@@ -347,13 +450,28 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
     let change = b.get(&format!("/v1/changes/{c}")).await;
     assert_eq!(change["status"], "awaiting_approval", "{change:#}");
     let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
-    let sel = receipts.as_array().unwrap().iter().find(|r| r["kind"] == "CANDIDATE_SELECTION").unwrap();
+    let sel = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "CANDIDATE_SELECTION")
+        .unwrap();
     assert_eq!(sel["outcome"]["decidedBy"], "person", "{receipts:#}");
     assert!(sel["outcome"]["winner"].is_null());
-    assert!(sel["outcome"]["reason"].as_str().unwrap().contains("which it was not shown"), "{receipts:#}");
+    assert!(
+        sel["outcome"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("which it was not shown"),
+        "{receipts:#}"
+    );
     for k in all {
         assert_eq!(k["status"], "verified", "no loser without a winner: {k:#}");
     }
-    let judge_calls = fake.seen().iter().filter(|s| s.tool == "record_verdict" && s.model == SONNET).count();
+    let judge_calls = fake
+        .seen()
+        .iter()
+        .filter(|s| s.tool == "record_verdict" && s.model == SONNET)
+        .count();
     assert_eq!(judge_calls, 2, "one Sonnet call per tie");
 }

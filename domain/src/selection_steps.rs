@@ -61,4 +61,3 @@ pub enum SelectionDone {
     /// Another run applied it first.
     AlreadyApplied,
 }
-

@@ -41,3 +41,6 @@ create table usage_counters (
     updated_at bigint not null,
     primary key (meter, scope, period)
 );
+
+-- A ChangeSet the integrate rule set aside: its Task runs again on the other side's work.
+alter table change_sets add column rejected_reason text;

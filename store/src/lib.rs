@@ -17,19 +17,19 @@ pub mod jobs;
 pub mod meter;
 pub mod metrics;
 mod migrate;
+pub mod model_meter;
 pub mod plans;
 pub mod projects;
+pub mod receipts;
 mod rows;
 pub mod runs;
 pub mod sandbox_leases;
+pub mod selection;
 pub mod sweep;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tx;
 pub mod workspaces;
-pub mod model_meter;
-pub mod receipts;
-pub mod selection;
 
 pub use tx::Tx;
 

@@ -186,7 +186,9 @@ impl Store {
 
     /// What a Change's model calls cost so far (USD).
     pub async fn change_model_cost(&self, change_id: &str) -> Result<f64, StoreError> {
-        self.counter(CHANGE, change_id, ALL_TIME).await.map(|m| m as f64 / MICRO)
+        self.counter(CHANGE, change_id, ALL_TIME)
+            .await
+            .map(|m| m as f64 / MICRO)
     }
 
     /// Model calls made on the UTC day of `now_ms`.

@@ -13,13 +13,16 @@ use belay_domain::approval::approval_reason;
 use belay_domain::candidate::{Candidate, CandidateStatus};
 use belay_domain::candidate_sets::{OpenConflict, plan_candidate_sets};
 use belay_domain::change::{ChangeSet, Task};
-use belay_domain::conflict::{ChangeSetPaths, Conflict, ConflictInput, ConflictStatus};
+use belay_domain::conflict::{
+    ChangeSetPaths, Conflict, ConflictInput, ConflictIntegration, ConflictStatus, TaskContracts, integration_for,
+    tasks_to_reset,
+};
 use belay_domain::evidence::{Evidence, gate_required_checks};
 use belay_domain::ids::{CandidateId, ConflictId, TaskId};
 use belay_domain::receipt::ReceiptKind;
 use belay_domain::repair::{
-    REPAIR_TASK_KEY, RepairDecision, RepairTrigger, acceptance_trigger, check_failure_trigger, repair_decision,
-    rejection_trigger,
+    REPAIR_TASK_KEY, RepairDecision, RepairTrigger, acceptance_trigger, check_failure_trigger, rejection_trigger,
+    repair_decision,
 };
 use belay_domain::selection::{
     ChangeAfterSelection, ClaimOutcome, JudgeOutcome, RankInput, Ranking, SelectionJson, Sibling, apply_selection,
@@ -84,7 +87,21 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
 impl Store {
     /// The latest ChangeSet of each Task, Tasks in Work Graph order: the proposed ChangeSets.
     async fn proposed_change_sets(&self, change_id: &str) -> Result<Vec<ChangeSet>, StoreError> {
-        let all = self.change_sets_of(change_id).await?;
+        let rejected: BTreeSet<String> = sqlx::query(
+            "select s.id from change_sets s join tasks t on t.id = s.task_id where t.change_id = $1 and s.rejected_reason is not null",
+        )
+        .bind(change_id)
+        .fetch_all(self.pool())
+        .await?
+        .iter()
+        .map(|r| r.try_get::<String, _>("id"))
+        .collect::<Result<_, _>>()?;
+        let all: Vec<ChangeSet> = self
+            .change_sets_of(change_id)
+            .await?
+            .into_iter()
+            .filter(|c| !rejected.contains(c.id.as_str()))
+            .collect();
         let mut latest: Vec<ChangeSet> = Vec::new();
         for cs in all {
             match latest.iter_mut().find(|l| l.task_id == cs.task_id) {
@@ -152,6 +169,32 @@ impl Store {
         input.validate(&tasks, &cited)?;
         let id = ConflictId::from_body(&new_id_body());
         let now = now_ms();
+        let task_of = |i: usize| {
+            tasks
+                .iter()
+                .find(|t| t.id == input.sides[i].task_id.0)
+                .expect("validated")
+        };
+        let lines = |i: usize| -> Vec<String> {
+            sets.iter()
+                .filter(|c| c.task_id == input.sides[i].task_id.0)
+                .flat_map(|c| c.contract_changes.clone())
+                .collect()
+        };
+        let (la, lb) = (lines(0), lines(1));
+        let integration = integration_for(
+            input.status,
+            TaskContracts {
+                task: task_of(0),
+                contract_lines: &la,
+            },
+            TaskContracts {
+                task: task_of(1),
+                contract_lines: &lb,
+            },
+            &tasks,
+            &self.integrated_pairs(change_id).await?,
+        );
         let mut tx = self.begin_write().await?;
         sqlx::query(
             r#"insert into conflicts (id, change_id, task_a, task_b, status, sides_json, summary, resolved, created_at)
@@ -164,10 +207,15 @@ impl Store {
         .bind(enum_text(&input.status))
         .bind(to_json(&input.sides))
         .bind(input.summary.as_deref())
-        .bind(i32::from(input.status == ConflictStatus::Dismissed))
+        .bind(i32::from(
+            input.status == ConflictStatus::Dismissed || integration.is_some(),
+        ))
         .bind(now)
         .execute(&mut *tx)
         .await?;
+        if let Some(integ) = &integration {
+            integrate_in(&mut tx, change_id, id.as_str(), integ, &tasks, &sets).await?;
+        }
         events::append(
             &mut *tx,
             change_id,
@@ -181,9 +229,25 @@ impl Store {
             status: input.status,
             sides: input.sides.clone(),
             summary: input.summary.clone(),
-            integrate: None,
+            integrate: integration,
             created_at: now,
         })
+    }
+
+    /// The Task key pairs a conflict of this Change was already integrated on.
+    async fn integrated_pairs(&self, change_id: &str) -> Result<BTreeSet<(String, String)>, StoreError> {
+        let rows = sqlx::query("select review_json from conflicts where change_id = $1 and review_json is not null")
+            .bind(change_id)
+            .fetch_all(self.pool())
+            .await?;
+        let mut out = BTreeSet::new();
+        for r in &rows {
+            let v: serde_json::Value = json(&r.try_get::<String, _>("review_json")?, "review_json")?;
+            if let Ok(i) = serde_json::from_value::<ConflictIntegration>(v["integrate"].clone()) {
+                out.insert((i.dependent, i.depends_on));
+            }
+        }
+        Ok(out)
     }
 
     /// The open (unresolved) conflicts of a Change, in the order they were recorded.
@@ -208,7 +272,11 @@ impl Store {
     /// Starts a verification round by the fork rule: `verification.started`, the Change
     /// `verifying`, and the Candidates `planCandidateSets` gives (one without a counting conflict;
     /// siblings sharing a group otherwise), all in one transaction. Oldest first.
-    pub async fn start_verification_round(&self, account_id: &str, change_id: &str) -> Result<Vec<Candidate>, StoreError> {
+    pub async fn start_verification_round(
+        &self,
+        account_id: &str,
+        change_id: &str,
+    ) -> Result<Vec<Candidate>, StoreError> {
         let change = self
             .get_change(account_id, change_id)
             .await?
@@ -359,7 +427,10 @@ impl Store {
             return Ok(SelectionStep::Pending);
         }
         let anchor = selection_anchor(&siblings).cloned().expect("a group has members");
-        let anchor_row = members.iter().find(|m| m.candidate.id == anchor).expect("anchor is a member");
+        let anchor_row = members
+            .iter()
+            .find(|m| m.candidate.id == anchor)
+            .expect("anchor is a member");
         match claim_outcome(anchor_row.candidate.selection.as_ref(), claimant) {
             ClaimOutcome::Stop => return Ok(SelectionStep::Stopped),
             ClaimOutcome::Continue => {}
@@ -428,27 +499,32 @@ impl Store {
             })
             .collect();
         let anchor = selection_anchor(&siblings).cloned().expect("a group has members");
-        let anchor_row = &members.iter().find(|m| m.candidate.id == anchor).expect("member").candidate;
+        let anchor_row = &members
+            .iter()
+            .find(|m| m.candidate.id == anchor)
+            .expect("member")
+            .candidate;
         let Some(SelectionJson::Claimed { claimed_by, claimed_at }) = &anchor_row.selection else {
             return Ok(SelectionDone::AlreadyApplied);
         };
         if claimed_by != claimant {
             return Ok(SelectionDone::AlreadyApplied);
         }
-        let group: Vec<(RankInput, CandidateStatus)> =
-            members.iter().map(|m| (m.rank(), m.candidate.status)).collect();
+        let group: Vec<(RankInput, CandidateStatus)> = members.iter().map(|m| (m.rank(), m.candidate.status)).collect();
         let now = now_ms();
         let applied = apply_selection(&anchor, &group, judge, now);
         let decided = to_json(&SelectionJson::Decided(applied.selection.clone()));
         let change_id = anchor_row.change_id.to_string();
         let mut tx = self.begin_write().await?;
-        let took = sqlx::query("update candidates set selection_json = $2, updated_at = $3 where id = $1 and selection_json = $4")
-            .bind(anchor.as_str())
-            .bind(&decided)
-            .bind(now)
-            .bind(claim_text(claimant, *claimed_at))
-            .execute(&mut *tx)
-            .await?;
+        let took = sqlx::query(
+            "update candidates set selection_json = $2, updated_at = $3 where id = $1 and selection_json = $4",
+        )
+        .bind(anchor.as_str())
+        .bind(&decided)
+        .bind(now)
+        .bind(claim_text(claimant, *claimed_at))
+        .execute(&mut *tx)
+        .await?;
         if took.rows_affected() == 0 {
             return Ok(SelectionDone::AlreadyApplied);
         }
@@ -488,7 +564,10 @@ impl Store {
         let winner = applied.selection.winner.clone();
         let done = match &applied.change {
             ChangeAfterSelection::Promote { winner } => {
-                let m = members.iter().find(|m| &m.candidate.id == winner).expect("winner is a member");
+                let m = members
+                    .iter()
+                    .find(|m| &m.candidate.id == winner)
+                    .expect("winner is a member");
                 winner_selected(&mut tx, m).await?
             }
             ChangeAfterSelection::AwaitPerson { reason } => {
@@ -497,7 +576,10 @@ impl Store {
             }
             ChangeAfterSelection::Failed => {
                 let trigger = members.iter().find_map(|m| {
-                    check_failure_trigger(&m.candidate.id, m.candidate.status_reason.as_deref().unwrap_or_default())
+                    check_failure_trigger(
+                        &m.candidate.id,
+                        m.candidate.status_reason.as_deref().unwrap_or_default(),
+                    )
                 });
                 match trigger {
                     Some(t) => match repair_in(&mut tx, &change_id, &members_held(&members, &t), &t).await? {
@@ -577,11 +659,105 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let out = repair_in(&mut tx, candidate.change_id.as_str(), &held, &trigger).await?;
         if let Err(reason) = &out {
-            await_person(&mut tx, candidate.change_id.as_str(), Some(candidate_id), reason, "repair").await?;
+            await_person(
+                &mut tx,
+                candidate.change_id.as_str(),
+                Some(candidate_id),
+                reason,
+                "repair",
+            )
+            .await?;
         }
         tx.commit().await?;
         Ok(Some(out))
     }
+}
+
+/// The integrate rule's six steps, in the conflict's transaction: the conflict resolved
+/// (`review_json.integrate`), the edge in `task_dependencies`, the ChangeSets of the dependent
+/// Task and of the Tasks built on it rejected, those Tasks reset (`task.reset`, a fresh attempt
+/// window), the Change from `verifying` to `running`, the Decision Receipt
+/// `CONFLICT_INTEGRATION`; then `conflict.integrated`.
+async fn integrate_in(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    change_id: &str,
+    conflict_id: &str,
+    integ: &ConflictIntegration,
+    tasks: &[Task],
+    sets: &[ChangeSet],
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    let by_key = |k: &str| tasks.iter().find(|t| t.key == k).expect("a Task of the Change");
+    let (dependent, on) = (by_key(&integ.dependent), by_key(&integ.depends_on));
+    sqlx::query("update conflicts set review_json = $2, resolved = 1 where id = $1")
+        .bind(conflict_id)
+        .bind(to_json(&serde_json::json!({ "integrate": integ })))
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("insert into task_dependencies (task_id, depends_on) values ($1, $2) on conflict do nothing")
+        .bind(dependent.id.as_str())
+        .bind(on.id.as_str())
+        .execute(&mut **tx)
+        .await?;
+    let reset = tasks_to_reset(&integ.dependent, tasks);
+    let reason = format!(
+        "integrated: task {} now depends on task {} ({:?})",
+        integ.dependent, integ.depends_on, integ.rule
+    );
+    let mut rejected = Vec::new();
+    for key in &reset {
+        let t = by_key(key);
+        for cs in sets.iter().filter(|c| c.task_id == t.id) {
+            sqlx::query("update change_sets set rejected_reason = $2 where id = $1 and rejected_reason is null")
+                .bind(cs.id.as_str())
+                .bind(&reason)
+                .execute(&mut **tx)
+                .await?;
+            rejected.push(cs.id.to_string());
+        }
+        // Its other open conflicts are resolved with it.
+        sqlx::query(
+            "update conflicts set resolved = 1 where change_id = $1 and resolved = 0 and (task_a = $2 or task_b = $2)",
+        )
+        .bind(change_id)
+        .bind(t.id.as_str())
+        .execute(&mut **tx)
+        .await?;
+        events::append(
+            &mut **tx,
+            change_id,
+            "task.reset",
+            &serde_json::json!({ "taskId": t.id.as_str(), "key": key, "reason": reason, "attemptWindowFrom": now }),
+        )
+        .await?;
+    }
+    sqlx::query("update changes set status = 'running', updated_at = $2 where id = $1 and status = 'verifying'")
+        .bind(change_id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    let outcome = serde_json::json!({
+        "edge": { "task": integ.dependent, "dependsOn": integ.depends_on, "rule": integ.rule },
+        "rejectedChangeSets": rejected,
+        "resetTasks": reset,
+    });
+    insert_receipt(
+        tx,
+        change_id,
+        ReceiptKind::ConflictIntegration,
+        &format!("integration:{conflict_id}"),
+        &serde_json::json!({ "conflictId": conflict_id }),
+        &outcome,
+    )
+    .await?;
+    events::append(
+        &mut **tx,
+        change_id,
+        "conflict.integrated",
+        &serde_json::json!({ "conflictId": conflict_id, "integrate": integ, "rejectedChangeSets": rejected }),
+    )
+    .await?;
+    Ok(())
 }
 
 fn held_task_ids(candidate: &Candidate, sets: &[ChangeSet]) -> Vec<String> {

@@ -17,12 +17,12 @@ pub mod provision;
 pub mod queues;
 pub mod run;
 pub mod search;
+pub mod selection;
 pub mod sweep;
 pub mod top_up;
 pub mod verification;
 pub mod wake;
 pub mod workspace;
-pub mod selection;
 
 pub use dispatcher::DispatcherWorkflow;
 pub use run::RunWorkflow;

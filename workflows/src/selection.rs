@@ -193,7 +193,11 @@ impl CandidateVerificationWorkflow {
             None
         } else {
             let input = ctx
-                .execute_activity(SelectionGitApi::acceptance_source, source, options::git(Duration::from_secs(300)))
+                .execute_activity(
+                    SelectionGitApi::acceptance_source,
+                    source,
+                    options::git(Duration::from_secs(300)),
+                )
                 .await;
             match input {
                 Ok(input) if input.is_empty() => Some(Err(AcceptanceRun::NoReadableSource)),
@@ -206,7 +210,10 @@ impl CandidateVerificationWorkflow {
                         input,
                     };
                     Some(
-                        match ctx.execute_activity(LlmApi::acceptance, req, options::llm(LLM_TIMEOUT)).await {
+                        match ctx
+                            .execute_activity(LlmApi::acceptance, req, options::llm(LLM_TIMEOUT))
+                            .await
+                        {
                             Ok(a) => Ok(a),
                             Err(e) => Err(AcceptanceRun::ModelError(e.to_string())),
                         },

@@ -85,7 +85,9 @@ async fn messages(State(f): State<Fake>, headers: HeaderMap, body: axum::Json<Va
             Reply::Status(s) => {
                 return (
                     StatusCode::from_u16(s).unwrap(),
-                    axum::Json(json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+                    axum::Json(
+                        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+                    ),
                 )
                     .into_response();
             }
