@@ -159,6 +159,8 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(ladders::set_outcome, ladders::clear_outcome))
         .routes(utoipa_axum::routes!(ladders::halt))
         .routes(utoipa_axum::routes!(ladders::halt_all))
+        .routes(utoipa_axum::routes!(conflicts::create))
+        .routes(utoipa_axum::routes!(conflicts::receipts))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.

@@ -115,6 +115,13 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         samples: usize,
     },
+    /// Selection among 3 gated siblings (claim, rank, apply) against a bare one-activity
+    /// workflow, and the acceptance check's input assembly for a 24-file Candidate against
+    /// reading those files from the fork directly.
+    Selection {
+        #[arg(long, default_value_t = 20)]
+        samples: usize,
+    },
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -158,6 +165,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Ladder { postgres_url, samples } => crate::bench_ladder::ladder(postgres_url, samples).await,
+        BenchCommand::Selection { samples } => crate::bench_selection::selection(samples).await,
     }
 }
 

@@ -5,6 +5,7 @@ mod bench;
 mod bench_coverage;
 mod bench_hardening;
 mod bench_ladder;
+mod bench_selection;
 mod bench_source;
 mod bench_verify;
 mod demo;

@@ -50,7 +50,9 @@ pub mod plan;
 pub mod policy;
 pub mod promotion;
 pub mod prose;
+pub mod receipt;
 pub mod repair;
 pub mod selection;
+pub mod selection_steps;
 
 pub use validation::ValidationError;

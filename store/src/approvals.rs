@@ -60,8 +60,8 @@ fn refusal(r: ApprovalRefusal) -> StoreError {
 /// THE place a person's rejection with a reason turns into a repair (the spec's "A person
 /// rejects a gated Candidate with a reason. The reason goes into the objective."). It records the
 /// trigger as the event `repair.requested`, in the decision's own transaction; the repair Task
-/// itself (key `repair`, one per Change) is made by the selection path's repair step, which reads
-/// this trigger.
+/// itself (key `repair`, one per Change) is then made by [`Store::repair_after_rejection`], which
+/// the approval route calls once the decision is recorded.
 async fn request_repair_for_rejection(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     change_id: &str,
@@ -139,27 +139,34 @@ impl Store {
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query(
+            let started_waiting = sqlx::query(
                 "update changes set status = 'awaiting_approval', updated_at = $2 where id = $1 and status in ('running', 'verifying')",
             )
             .bind(candidate.change_id.as_str())
             .bind(now)
             .execute(&mut *tx)
-            .await?;
-            events::append(
-                &mut *tx,
-                candidate_id,
-                "approval.requested",
-                &serde_json::json!({
-                    "approvalId": id.as_str(),
-                    "changeId": candidate.change_id.as_str(),
-                    "tree": tree,
-                    "trigger": enum_text(&trigger),
-                    "reason": reason,
-                    "policyId": candidate.plan.as_ref().map(|p| p.policy.policy_id.clone()),
-                }),
-            )
-            .await?;
+            .await?
+            .rows_affected()
+                == 1;
+            // `approval.requested` is recorded when the Change starts waiting on a person; a
+            // selected winner held for acceptance recorded it with the hold, in the selection's
+            // transaction, and its approval row is added here without a second one.
+            if started_waiting {
+                events::append(
+                    &mut *tx,
+                    candidate_id,
+                    "approval.requested",
+                    &serde_json::json!({
+                        "approvalId": id.as_str(),
+                        "changeId": candidate.change_id.as_str(),
+                        "tree": tree,
+                        "trigger": enum_text(&trigger),
+                        "reason": reason,
+                        "policyId": candidate.plan.as_ref().map(|p| p.policy.policy_id.clone()),
+                    }),
+                )
+                .await?;
+            }
         }
         tx.commit().await?;
         self.approval_for_worker(candidate_id)

@@ -16,7 +16,7 @@ use belay_domain::policy::{DEFAULT_POLICY, PolicyInput, ProjectPolicy};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-const CANDIDATE_COLUMNS: &str = "k.id, k.change_id, k.project_id, k.base_generation, k.base_commit, k.base_tree, \
+pub(crate) const CANDIDATE_COLUMNS: &str = "k.id, k.change_id, k.project_id, k.base_generation, k.base_commit, k.base_tree, \
      k.change_set_ids, k.status, k.status_reason, k.composed_commit, k.composed_tree, k.plan_json, k.selection_json, \
      k.acceptance_json, k.metrics_json, k.recomposed_as, k.created_at";
 
@@ -29,7 +29,7 @@ fn opt_json<T: serde::de::DeserializeOwned>(r: &AnyRow, column: &str) -> Result<
         .transpose()
 }
 
-fn candidate_row(r: &AnyRow) -> Result<Candidate, StoreError> {
+pub(crate) fn candidate_row(r: &AnyRow) -> Result<Candidate, StoreError> {
     Ok(Candidate {
         id: r.try_get::<String, _>("id")?.into(),
         change_id: r.try_get::<String, _>("change_id")?.into(),
@@ -214,7 +214,7 @@ impl Store {
 
     /// The ChangeSets of a Change, each Task's in the order they were published, Tasks in Work
     /// Graph order (a Task is created after the Tasks it depends on).
-    async fn change_sets_of(&self, change_id: &str) -> Result<Vec<ChangeSet>, StoreError> {
+    pub(crate) async fn change_sets_of(&self, change_id: &str) -> Result<Vec<ChangeSet>, StoreError> {
         let rows = sqlx::query(
             r#"select s.id, s.task_id, s.run_id, s.commit_id, s.contract_changes, s.data_changes, s.patch_ref, s.created_at
                from change_sets s join tasks t on t.id = s.task_id
@@ -613,7 +613,7 @@ impl Store {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn insert_candidate(
+pub(crate) async fn insert_candidate(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     id: &CandidateId,
     change_id: &str,

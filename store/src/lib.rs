@@ -19,12 +19,15 @@ pub mod ladders;
 pub mod meter;
 pub mod metrics;
 mod migrate;
+pub mod model_meter;
 pub mod plans;
 pub mod projects;
 pub mod promotion;
+pub mod receipts;
 mod rows;
 pub mod runs;
 pub mod sandbox_leases;
+pub mod selection;
 pub mod sweep;
 #[cfg(feature = "testing")]
 pub mod testing;

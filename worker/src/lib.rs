@@ -263,6 +263,9 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_activities(belay_activities::ladder::LadderClimbActivities {
                     store: deps.store.clone(),
                 })
+                .register_activities(belay_activities::selection::SelectionStoreActivities {
+                    store: deps.store.clone(),
+                })
                 .build(),
             Pool::Harness => {
                 std::fs::create_dir_all(&deps.work_root)
@@ -314,6 +317,10 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     git: GitService::new(deps.git_root.clone()),
                     sources: SourceObjects::new(deps.objects.clone()),
                 })
+                .register_activities(belay_activities::selection::SelectionGitActivities {
+                    git: GitService::new(deps.git_root.clone()),
+                    sources: SourceObjects::new(deps.objects.clone()),
+                })
                 .build()
             }
             Pool::Sandbox if deps.sandbox.is_some() => {
@@ -355,7 +362,18 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 })
                 .build()
             }
-            Pool::Sandbox | Pool::Llm | Pool::Browser => {
+            Pool::Llm => {
+                let config = belay_activities::llm::LlmConfig::from_env()?;
+                if config.api_key.is_none() {
+                    warn!("BELAY_ANTHROPIC_API_KEY is unset: every model call is refused before it is made");
+                }
+                base.register_activities(belay_activities::llm::LlmActivities {
+                    store: deps.store.clone(),
+                    client: Arc::new(belay_activities::llm::AnthropicClient::new(config)?),
+                })
+                .build()
+            }
+            Pool::Sandbox | Pool::Browser => {
                 warn!(
                     pool = pool.name(),
                     "this pool has no activities yet; not polling its queue"

@@ -39,6 +39,8 @@ const HISTORIES: &[&str] = &[
     "forks-sweep-v4",
     "topup-ladder-v1",
     "ladder-climb-v1",
+    "verification-selected-v1",
+    "verification-selected-v1-sibling",
 ];
 
 fn dir() -> std::path::PathBuf {

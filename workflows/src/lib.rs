@@ -19,6 +19,7 @@ pub mod provision;
 pub mod queues;
 pub mod run;
 pub mod search;
+pub mod selection;
 pub mod sweep;
 pub mod top_up;
 pub mod verification;

@@ -105,3 +105,11 @@ pub fn db_within(timeout: Duration) -> ActivityOptions {
         .retry_policy(policy(Duration::from_millis(200), Duration::from_secs(30), DB_ATTEMPTS))
         .build()
 }
+/// A `belay.llm` activity (model calls) that may take `timeout`: one attempt, never retried by
+/// the server, so a call is never made twice behind the meters; a failure is a gap.
+pub fn llm(timeout: Duration) -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(timeout)
+        .task_queue(queues::LLM.to_string())
+        .retry_policy(policy(Duration::from_secs(1), Duration::from_secs(1), 1))
+        .build()
+}

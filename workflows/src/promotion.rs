@@ -41,6 +41,9 @@ pub const SWEEPS_CANDIDATE_FORKS: &str = "sweep-candidate-forks";
 /// The `patched` marker of the verification workflow's hand-over of a gated Candidate without
 /// siblings to [`winner_ready`].
 pub const WINNER_READY_PATCH: &str = "verification-winner-ready";
+/// The `patched` marker of sibling selection handing its winner to [`winner_ready`] as
+/// [`Winner::Selected`].
+pub const SELECTED_WINNER_READY_PATCH: &str = "selected-winner-ready";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

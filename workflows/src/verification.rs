@@ -351,7 +351,7 @@ const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
 #[workflow]
 #[derive(Default)]
 pub struct CandidateVerificationWorkflow {
-    step: String,
+    pub(crate) step: String,
     gaps: Vec<Gap>,
 }
 
@@ -415,6 +415,20 @@ impl CandidateVerificationWorkflow {
             VerificationStart::Proceed => {}
         }
         let status = Self::verify(ctx, &id, &loaded).await?;
+        if ctx.patched(crate::selection::SIBLING_SELECTION) {
+            let done = Self::select_siblings(ctx, &id, &loaded.candidate.change_id).await?;
+            // The selected winner (one no repair took back to the agents) goes the way a lone
+            // winner does: auto-promotion, or a person on its composed tree.
+            if let Some(belay_domain::selection_steps::SelectionDone::Winner {
+                id: winner,
+                repair: None,
+                ..
+            }) = done
+                && ctx.patched(crate::promotion::SELECTED_WINNER_READY_PATCH)
+            {
+                crate::promotion::winner_ready(ctx, &winner, crate::promotion::Winner::Selected).await?;
+            }
+        }
         Ok(status.as_str().to_owned())
     }
 
@@ -439,7 +453,7 @@ impl CandidateVerificationWorkflow {
         Ok(())
     }
 
-    async fn record(ctx: &mut WorkflowContext<Self>, req: RecordRequest) -> WorkflowResult<Evidence> {
+    pub(crate) async fn record(ctx: &mut WorkflowContext<Self>, req: RecordRequest) -> WorkflowResult<Evidence> {
         Ok(ctx.execute_activity(VerifyStoreApi::record, req, options::db()).await?)
     }
 
@@ -832,6 +846,29 @@ impl CandidateVerificationWorkflow {
                     )
                     .await?,
                 ),
+                CheckId::Acceptance if ctx.patched(crate::selection::ACCEPTANCE_CHECK) => {
+                    let so_far = ctx
+                        .execute_activity(VerifyStoreApi::evidence, id.clone(), options::db())
+                        .await?;
+                    let earlier_gap = !gaps_before(&plan, &so_far, &CheckId::Acceptance).is_empty();
+                    let source = crate::selection::AcceptanceSourceRequest {
+                        project_id: project.clone(),
+                        candidate_id: id.clone(),
+                        base: base.clone(),
+                        composed: composed.clone(),
+                    };
+                    Some(
+                        Self::acceptance_step(
+                            ctx,
+                            record(CheckResult::thrown("not judged"), serde_json::json!({})),
+                            earlier_gap,
+                            source,
+                            loaded.candidate.change_id.clone(),
+                            criteria.clone(),
+                        )
+                        .await?,
+                    )
+                }
                 CheckId::Acceptance => Some(
                     Self::record(
                         ctx,

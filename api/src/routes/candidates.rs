@@ -134,18 +134,40 @@ pub async fn put_policy(
     Ok(Json(s.store.put_policy(&a.id, &id, &input).await?))
 }
 
-/// Starts verification: `verification.started`, the Change `verifying`, and one Candidate holding
-/// the latest ChangeSet of every Task, whose workflow starts at once.
+/// A verification round: its first Candidate (the anchor), and every Candidate of the round.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationRound {
+    #[serde(flatten)]
+    pub first: CandidateView,
+    /// Every Candidate the fork rule made this round, oldest first; more than one are siblings.
+    pub candidates: Vec<belay_domain::ids::CandidateId>,
+}
+
+/// Starts verification: `verification.started`, the Change `verifying`, and the Candidates the
+/// fork rule (`planCandidateSets`) gives from the proposed ChangeSets and the open conflicts: one
+/// holding every proposed ChangeSet, or siblings (one per side, plus the combined one for
+/// `fork_required`). Each one's workflow starts at once.
 #[utoipa::path(post, path = "/v1/changes/{id}/verification", tag = "verification", params(("id" = String, Path)),
-    responses((status = 201, body = CandidateView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 201, body = VerificationRound), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn start(
     Caller(a): Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
-) -> ApiResult<(StatusCode, Json<CandidateView>)> {
-    let candidate = s.store.start_verification(&a.id, &id).await?;
-    start_workflow(&s, &candidate).await?;
-    Ok((StatusCode::CREATED, Json(view(&s, candidate).await?)))
+) -> ApiResult<(StatusCode, Json<VerificationRound>)> {
+    let round = s.store.start_verification_round(&a.id, &id).await?;
+    for candidate in &round {
+        start_workflow(&s, candidate).await?;
+    }
+    let ids = round.iter().map(|c| c.id.clone()).collect();
+    let first = round.into_iter().next().expect("a round has a Candidate");
+    Ok((
+        StatusCode::CREATED,
+        Json(VerificationRound {
+            first: view(&s, first).await?,
+            candidates: ids,
+        }),
+    ))
 }
 
 /// Composes an explicit set of the Change's ChangeSets as a new Candidate and verifies it.

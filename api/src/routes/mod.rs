@@ -4,6 +4,7 @@ pub mod accounts;
 pub mod candidates;
 pub mod catalogue;
 pub mod changes;
+pub mod conflicts;
 pub mod coverage;
 pub mod edit_sessions;
 pub mod events;

@@ -88,6 +88,11 @@ pub async fn decide(
     input.validate()?;
     let k = owned(&s, &a.id, &id).await?;
     let decided = s.store.decide_approval(&a.id, &id, &input).await?;
+    // A rejection with a reason, recorded now: the Change's one repair Task (or, when it had its
+    // repair already, a person), from the trigger the decision recorded.
+    if decided.recorded && decided.repair.is_some() {
+        s.store.repair_after_rejection(&id, input.reason.as_deref()).await?;
+    }
     let promotion = match input.decision {
         ApprovalDecision::Grant => Some(promote(&s, &k).await?),
         ApprovalDecision::Reject => None,

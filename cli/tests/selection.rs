@@ -1,0 +1,477 @@
+//! Sibling Candidates and selection end to end: real `belay` processes, a real Temporal server,
+//! real git and the real Sandbox on the sample app, and the fake Anthropic Messages API served
+//! over loopback by this test (the production client speaks to it).
+
+mod common;
+#[path = "common/fake_anthropic.rs"]
+mod fake_anthropic;
+
+use common::{Belay, replays};
+use fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance, verdict};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const HAIKU: &str = "claude-haiku-4-5";
+const SONNET: &str = "claude-sonnet-4-5";
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn rev(dir: &Path, what: &str) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", what])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let target = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &target);
+        } else {
+            std::fs::copy(&p, &target).unwrap();
+        }
+    }
+}
+
+/// A ready project whose canonical `main` holds the sample app.
+async fn sample_project(b: &Belay) -> String {
+    let (s, p) = b.post("/v1/projects", json!({"name": "sample"})).await;
+    assert_eq!(s, 201, "{p}");
+    let id = p["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b.get(&format!("/v1/projects/{id}")).await["status"] != "ready" {
+        assert!(Instant::now() < deadline, "project never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let bare = b.dir.path().join("data/git/belay").join(format!("{id}.git"));
+    let work = b.dir.path().join(format!("seed-{id}"));
+    assert!(
+        Command::new("git")
+            .arg("clone")
+            .arg("-q")
+            .arg(&bare)
+            .arg(&work)
+            .status()
+            .unwrap()
+            .success()
+    );
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sample-app"),
+        &work,
+    );
+    git(&work, &["add", "-A"]);
+    git(
+        &work,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "The sample app",
+        ],
+    );
+    git(&work, &["push", "-q", "origin", "HEAD:main"]);
+    let store = belay_store::Store::connect(&b.database_url).await.unwrap();
+    store
+        .seed_canonical(&id, &rev(&work, "HEAD"), &rev(&work, "HEAD^{tree}"))
+        .await
+        .unwrap();
+    id
+}
+
+/// A Task whose run writes `files` and publishes; answers (task, ChangeSet).
+async fn task(b: &Belay, change: &str, key: &str, resources: &[&str], files: &[(&str, &str)]) -> (Value, Value) {
+    let (s, t) = b
+        .post(
+            &format!("/v1/changes/{change}/tasks"),
+            json!({"key": key, "kind": "implement", "title": format!("task {key}"), "semanticResources": resources, "dependencies": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{t}");
+    let (s, r) = b
+        .post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(s, 201, "{r}");
+    let run = r["id"].as_str().unwrap().to_string();
+    for (path, content) in files {
+        let (s, v) = b
+            .post(
+                &format!("/v1/task-runs/{run}/workspace/tools"),
+                json!({"tool": "write_file", "path": path, "content": content}),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+    }
+    let (s, cs) = b
+        .post(
+            &format!("/v1/task-runs/{run}/workspace/publish"),
+            json!({"message": format!("task {key}"), "contractChanges": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{cs}");
+    (t, cs)
+}
+
+async fn wait_done(b: &Belay, ids: &[String], change: &str) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let all: Vec<Value> = {
+            let mut v = Vec::new();
+            for id in ids {
+                v.push(b.get(&format!("/v1/candidates/{id}")).await);
+            }
+            v
+        };
+        let gated = all
+            .iter()
+            .all(|k| ["verified", "rejected"].contains(&k["status"].as_str().unwrap_or_default()));
+        let receipts = b.get(&format!("/v1/changes/{change}/receipts")).await;
+        let selected = receipts
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x["kind"] == "CANDIDATE_SELECTION"));
+        if gated && selected {
+            return all;
+        }
+        assert!(Instant::now() < deadline, "selection never happened: {all:#?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+const STATS: &str = "export function countTodos(titles: string[]): number {\n  return titles.length;\n}\n";
+const EXPORT: &str =
+    "export function todoTitles(todos: { title: string }[]): string[] {\n  return todos.map((t) => t.title);\n}\n";
+
+/// The acceptance script: a criterion is met when its function is in what the model was shown,
+/// cited from the file it is in.
+fn judge_by_content(s: &Seen) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (id, needle, path) in [
+        ("c1", "export function countTodos", "src/stats.ts"),
+        ("c2", "export function todoTitles", "src/export.ts"),
+    ] {
+        if !s.user.contains(&format!("- {id}:")) {
+            continue;
+        }
+        if s.user.contains(needle) {
+            out.push(json!({"id": id, "result": "met", "citation": {"path": path, "quote": needle}}));
+        } else {
+            out.push(json!({"id": id, "result": "not_met", "reason": "not in the source"}));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_more_criteria_wins() {
+    // The side holding only the stats helper first answers with a repeated criterion: invalid,
+    // so Sonnet is asked once for it.
+    let fake = FakeAnthropic::start(|s: &Seen| {
+        if s.tool != "record_acceptance" {
+            return Reply::Status(400);
+        }
+        let only_stats =
+            s.user.contains("export function countTodos") && !s.user.contains("export function todoTitles");
+        if only_stats && s.model == HAIKU {
+            return acceptance(json!([{"id": "c1", "result": "met"}, {"id": "c1", "result": "met"}]));
+        }
+        acceptance(Value::Array(judge_by_content(s)))
+    })
+    .await;
+    let env = fake.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let b = Belay::start_with_sandbox_env(&env, None).await;
+    let project = sample_project(&b).await;
+    let (s, c) = b
+        .post(
+            &format!("/v1/projects/{project}/changes"),
+            json!({"goal": "Helpers for the todos", "acceptanceCriteria": ["A helper counts the todos", "A helper lists the todo titles"], "invariants": [], "riskTier": "low"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{c}");
+    let c = c["id"].as_str().unwrap().to_string();
+    let (t1, cs1) = task(&b, &c, "t1", &[], &[("src/stats.ts", STATS)]).await;
+    let (t2, cs2) = task(&b, &c, "t2", &[], &[("src/export.ts", EXPORT)]).await;
+
+    // Bad input: a path the cited ChangeSet does not change is unsupported, names the field and
+    // writes nothing; so is a ChangeSet of the other Task.
+    let side =
+        |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
+    for (body, field) in [
+        (
+            json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts"), side(&t2, &cs2, "src/app.ts")]}),
+            "sides[1].paths[0]",
+        ),
+        (
+            json!({"status": "fork_required", "sides": [side(&t1, &cs2, "src/export.ts"), side(&t2, &cs2, "src/export.ts")]}),
+            "sides[0].changeSetIds[0]",
+        ),
+        (
+            json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts")]}),
+            "sides",
+        ),
+        (json!({"status": "maybe", "sides": []}), "status"),
+    ] {
+        let (s, v) = b.post(&format!("/v1/changes/{c}/conflicts"), body).await;
+        assert_eq!(s, 422, "{v}");
+        assert!(v.to_string().contains(field), "{field}: {v}");
+    }
+    let (s, v) = b
+        .post(
+            "/v1/changes/chg_nope/conflicts",
+            json!({"status": "confirmed", "sides": []}),
+        )
+        .await;
+    assert_eq!(s, 404, "{v}");
+    let (s, v) = b
+        .request("GET", "/v1/changes/chg_nope/receipts", Some(&b.token), None)
+        .await;
+    assert_eq!(s, 404, "{v}");
+
+    let (s, conflict) = b
+        .post(
+            &format!("/v1/changes/{c}/conflicts"),
+            json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts"), side(&t2, &cs2, "src/export.ts")], "summary": "two helpers for one need"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{conflict}");
+
+    let (s, round) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
+    assert_eq!(s, 201, "{round}");
+    let ids: Vec<String> = round["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 3, "both sides and the combined Candidate: {round:#}");
+    let all = wait_done(&b, &ids, &c).await;
+    let by_sets = |n: usize| {
+        all.iter()
+            .find(|k| k["changeSetIds"].as_array().unwrap().len() == n)
+            .unwrap()
+    };
+    let combined = by_sets(2);
+    let winner = combined["id"].as_str().unwrap();
+    assert_eq!(combined["status"], "verified", "{combined:#}");
+    assert_eq!(combined["metrics"]["criteriaMet"], 2, "{combined:#}");
+    let acc: Vec<&Value> = combined["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["checkId"] == "acceptance")
+        .collect();
+    assert_eq!(
+        (acc[0]["status"].as_str(), acc[0]["coverage"].as_str()),
+        (Some("pass"), Some("checked_supported")),
+        "{combined:#}"
+    );
+    for k in all.iter().filter(|k| k["id"] != winner) {
+        assert_eq!(k["status"], "rejected", "{k:#}");
+        assert_eq!(
+            k["statusReason"],
+            format!("Lost to {winner}: met 2 of 2 criteria, this met 1 of 2."),
+            "{k:#}"
+        );
+        let acc: Vec<&Value> = k["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["checkId"] == "acceptance")
+            .collect();
+        assert_eq!(acc[0]["status"], "fail", "{k:#}");
+        assert!(
+            acc[0]["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("1 of 2 criteria met; not met: "),
+            "{k:#}"
+        );
+    }
+    // Every Candidate stores the same decided outcome.
+    let decided: Vec<&Value> = all.iter().map(|k| &k["selection"]).collect();
+    for d in &decided {
+        assert_eq!(d["state"], "decided", "{d:#}");
+        assert_eq!(d["winner"], winner, "{d:#}");
+        assert_eq!(d["decidedBy"], "ranking");
+        assert_eq!(*d, decided[0]);
+    }
+    // One receipt and one event: exactly one run selected.
+    let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
+    let sel: Vec<&Value> = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "CANDIDATE_SELECTION")
+        .collect();
+    assert_eq!(sel.len(), 1, "{receipts:#}");
+    assert_eq!(sel[0]["outcome"]["winner"], winner);
+    assert_eq!(sel[0]["inputs"]["candidates"].as_array().unwrap().len(), 3);
+    let events = b.get(&format!("/v1/events?entity={c}")).await;
+    let selected: Vec<&Value> = events
+        .as_array()
+        .or_else(|| events["events"].as_array())
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "candidate.selected")
+        .collect();
+    assert_eq!(selected.len(), 1, "{events:#}");
+    assert_eq!(selected[0]["payload"]["winner"], winner);
+
+    // The models: one Haiku call per Candidate, one Sonnet call for the invalid answer.
+    let seen = fake.seen();
+    let acceptance_calls: Vec<&Seen> = seen.iter().filter(|s| s.tool == "record_acceptance").collect();
+    assert_eq!(
+        acceptance_calls.iter().filter(|s| s.model == HAIKU).count(),
+        3,
+        "{seen:#?}"
+    );
+    assert_eq!(
+        acceptance_calls.iter().filter(|s| s.model == SONNET).count(),
+        1,
+        "{seen:#?}"
+    );
+    assert!(seen.iter().all(|s| s.api_key.as_deref() == Some("test-key")));
+    let store = belay_store::Store::connect(&b.database_url).await.unwrap();
+    let cost = store.change_model_cost(&c).await.unwrap();
+    // Haiku 1000 in / 200 out at $1/$5 per MTok ×3, Sonnet at $3/$15 ×1.
+    assert!((cost - (3.0 * 0.002 + 0.006)).abs() < 1e-9, "{cost}");
+    assert_eq!(store.model_calls_on(belay_store::now_ms()).await.unwrap(), 4);
+
+    replays(&b, "verification-selected-v1", &format!("verify-{}", ids[0])).await;
+    replays(&b, "verification-selected-v1-sibling", &format!("verify-{}", ids[1])).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
+    // Both sides meet the one criterion: a tie. The Judge prefers the first tied Candidate,
+    // citing its first Evidence id; for the second Change (told apart by its criterion, which the
+    // snapshot's acceptance results carry) it cites an Evidence id it was never shown.
+    let fake = FakeAnthropic::start(|s: &Seen| match s.tool.as_str() {
+        "record_acceptance" => {
+            let quote = if s.user.contains("countTodos") { "export function countTodos" } else { "export function todoTitles" };
+            let path = if s.user.contains("countTodos") { "src/stats.ts" } else { "src/export.ts" };
+            acceptance(json!([{"id": "c1", "result": "met", "citation": {"path": path, "quote": quote}}]))
+        }
+        "record_verdict" => {
+            let start = s.user.find('[').unwrap();
+            let snapshot: Value = serde_json::from_str(&s.user[start..]).unwrap();
+            let first = &snapshot[0];
+            let cited = if s.user.contains("Some helper for the todos exists") {
+                json!("ev_00000000000000000000000000000000")
+            } else {
+                first["evidence"][0]["id"].clone()
+            };
+            verdict(json!({"verdict": "prefer_candidate", "candidateId": first["candidateId"], "evidenceIds": [cited], "reason": "smaller"}))
+        }
+        _ => Reply::Status(400),
+    })
+    .await;
+    let env = fake.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let b = Belay::start_with_sandbox_env(&env, None).await;
+    let project = sample_project(&b).await;
+
+    let mut outcomes = Vec::new();
+    for criterion in ["A helper for the todos exists", "Some helper for the todos exists"] {
+        let (s, c) = b
+            .post(
+                &format!("/v1/projects/{project}/changes"),
+                json!({"goal": "A todo helper", "acceptanceCriteria": [criterion], "invariants": [], "riskTier": "low"}),
+            )
+            .await;
+        assert_eq!(s, 201, "{c}");
+        let c = c["id"].as_str().unwrap().to_string();
+        let (t1, cs1) = task(&b, &c, "t1", &[], &[("src/stats.ts", STATS)]).await;
+        let (t2, cs2) = task(&b, &c, "t2", &[], &[("src/export.ts", EXPORT)]).await;
+        let side =
+            |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
+        let (s, v) = b
+            .post(
+                &format!("/v1/changes/{c}/conflicts"),
+                json!({"status": "confirmed", "sides": [side(&t1, &cs1, "src/stats.ts"), side(&t2, &cs2, "src/export.ts")]}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+        let (s, round) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
+        assert_eq!(s, 201, "{round}");
+        let ids: Vec<String> = round["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(ids.len(), 2, "one Candidate per side: {round:#}");
+        let all = wait_done(&b, &ids, &c).await;
+        outcomes.push((c, ids, all));
+    }
+    let (c, _, all) = &outcomes[0];
+    let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
+    let sel = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "CANDIDATE_SELECTION")
+        .unwrap();
+    assert_eq!(sel["outcome"]["decidedBy"], "judge", "{receipts:#}");
+    let winner = sel["outcome"]["winner"].as_str().unwrap();
+    for k in all {
+        if k["id"] == winner {
+            assert_eq!(k["status"], "verified", "{k:#}");
+        } else {
+            assert_eq!(k["status"], "rejected", "{k:#}");
+            assert!(
+                k["statusReason"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("Lost to {winner}: the Integration Judge preferred it")),
+                "{k:#}"
+            );
+        }
+    }
+    // A Judge citing Evidence it was not shown picks nothing: a person picks.
+    let (c, _, all) = &outcomes[1];
+    let change = b.get(&format!("/v1/changes/{c}")).await;
+    assert_eq!(change["status"], "awaiting_approval", "{change:#}");
+    let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
+    let sel = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "CANDIDATE_SELECTION")
+        .unwrap();
+    assert_eq!(sel["outcome"]["decidedBy"], "person", "{receipts:#}");
+    assert!(sel["outcome"]["winner"].is_null());
+    assert!(
+        sel["outcome"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("which it was not shown"),
+        "{receipts:#}"
+    );
+    for k in all {
+        assert_eq!(k["status"], "verified", "no loser without a winner: {k:#}");
+    }
+    let judge_calls = fake
+        .seen()
+        .iter()
+        .filter(|s| s.tool == "record_verdict" && s.model == SONNET)
+        .count();
+    assert_eq!(judge_calls, 2, "one Sonnet call per tie");
+}

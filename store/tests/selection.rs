@@ -1,0 +1,481 @@
+//! The model meters, conflicts and the fork rule's round, the selection claim and its apply, and
+//! the repair Task, on both backends.
+
+use belay_domain::candidate::CandidateStatus;
+use belay_domain::change::{ChangeInput, ChangeSetInput, ChangeStatus, RiskTier, TaskInput, TaskKind};
+use belay_domain::conflict::{ConflictInput, ConflictSide, ConflictStatus};
+use belay_domain::project::ProjectInput;
+use belay_domain::receipt::ReceiptKind;
+use belay_domain::selection_steps::{SelectionDone, SelectionStep};
+use belay_store::model_meter::ModelLimits;
+use belay_store::testing::fresh;
+use belay_store::{Backend, Store, StoreError};
+use std::collections::BTreeMap;
+
+macro_rules! on_both {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                let db = fresh(Backend::Sqlite).await;
+                ($body)(db.store.clone()).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                let db = fresh(Backend::Postgres).await;
+                ($body)(db.store.clone()).await;
+            }
+        }
+    };
+}
+
+const C1: &str = "1111111111111111111111111111111111111111";
+const C2: &str = "2222222222222222222222222222222222222222";
+const C3: &str = "3333333333333333333333333333333333333333";
+
+struct World {
+    alice: String,
+    change: String,
+    tasks: Vec<String>,
+    sets: Vec<String>,
+    paths: BTreeMap<String, Vec<String>>,
+}
+
+/// A Change with two independent Tasks, one ChangeSet each.
+async fn world(s: &Store) -> World {
+    let (alice, _) = s.create_account("alice").await.unwrap();
+    let p = s
+        .create_project(
+            &alice.id,
+            &ProjectInput {
+                name: "p".into(),
+                workspace_policy: None,
+            },
+        )
+        .await
+        .unwrap();
+    s.mark_project_provisioned(p.id.as_str(), C1, C1).await.unwrap();
+    let c = s
+        .create_change(
+            &alice.id,
+            p.id.as_str(),
+            &ChangeInput {
+                goal: "g".into(),
+                acceptance_criteria: vec!["A helper counts the todos".into()],
+                invariants: vec![],
+                risk_tier: Some(RiskTier::Low),
+            },
+        )
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    let mut sets = Vec::new();
+    let mut paths = BTreeMap::new();
+    for (key, commit) in [("a", C2), ("b", C3)] {
+        let t = s
+            .add_task(
+                &alice.id,
+                c.id.as_str(),
+                &TaskInput {
+                    key: key.into(),
+                    kind: TaskKind::Implement,
+                    title: key.into(),
+                    semantic_resources: vec![],
+                    dependencies: vec![],
+                },
+            )
+            .await
+            .unwrap();
+        let run = s.start_task_run(&alice.id, t.id.as_str()).await.unwrap();
+        let cs = s
+            .record_change_set(
+                &alice.id,
+                run.id.as_str(),
+                &ChangeSetInput {
+                    commit: commit.into(),
+                    contract_changes: vec![],
+                    data_changes: vec![],
+                },
+            )
+            .await
+            .unwrap();
+        paths.insert(cs.id.as_str().to_owned(), vec![format!("src/{key}.ts")]);
+        tasks.push(t.id.as_str().to_owned());
+        sets.push(cs.id.as_str().to_owned());
+    }
+    World {
+        alice: alice.id,
+        change: c.id.as_str().to_owned(),
+        tasks,
+        sets,
+        paths,
+    }
+}
+
+fn conflict(w: &World, status: ConflictStatus, b_path: &str) -> ConflictInput {
+    let side = |i: usize, path: &str| ConflictSide {
+        task_id: w.tasks[i].clone().into(),
+        change_set_ids: vec![w.sets[i].clone().into()],
+        paths: vec![path.into()],
+        contract_lines: vec![],
+    };
+    ConflictInput {
+        status,
+        sides: vec![side(0, "src/a.ts"), side(1, b_path)],
+        summary: None,
+    }
+}
+
+const LIMITS: ModelLimits = ModelLimits {
+    monthly_budget_usd: 1.0,
+    daily_call_cap: 3,
+    change_budget_usd: 0.5,
+};
+
+on_both!(
+    a_model_call_that_would_pass_a_meter_is_refused_before_it_is_made_and_counts_nothing,
+    |s: Store| async move {
+        let w = world(&s).await;
+        let now = belay_store::now_ms();
+        // The Change budget: 0.3 reserved, then settled at 0.1; a 0.45 estimate fits, 0.5 not.
+        let r = s
+            .reserve_model_call(&w.change, 0.3, LIMITS, now)
+            .await
+            .unwrap()
+            .unwrap();
+        s.settle_model_call(&r, 0.1, now).await.unwrap();
+        assert!((s.change_model_cost(&w.change).await.unwrap() - 0.1).abs() < 1e-9);
+        let refused = s.reserve_model_call(&w.change, 0.45, LIMITS, now).await.unwrap();
+        assert!(refused.unwrap_err().contains("Change budget"));
+        let r2 = s
+            .reserve_model_call(&w.change, 0.35, LIMITS, now)
+            .await
+            .unwrap()
+            .unwrap();
+        s.settle_model_call(&r2, 0.35, now).await.unwrap();
+        // The daily cap: two calls made (the refused one is not counted), one more fits.
+        assert_eq!(s.model_calls_on(now).await.unwrap(), 2);
+        let r3 = s
+            .reserve_model_call("chg_other", 0.1, LIMITS, now)
+            .await
+            .unwrap()
+            .unwrap();
+        s.settle_model_call(&r3, 0.1, now).await.unwrap();
+        let capped = s.reserve_model_call("chg_other", 0.1, LIMITS, now).await.unwrap();
+        assert!(capped.unwrap_err().contains("daily model call cap"));
+        assert_eq!(s.model_calls_on(now).await.unwrap(), 3);
+        // The next UTC day has its own cap; the month's budget is shared: 0.55 spent of 1.0.
+        let tomorrow = now + 86_400_000;
+        let month = s.model_cost_in_month(now).await.unwrap();
+        assert!((month - 0.55).abs() < 1e-9, "{month}");
+        let over = s.reserve_model_call("chg_third", 0.46, LIMITS, tomorrow).await.unwrap();
+        if belay_store::model_meter::utc_date(tomorrow).1 == belay_store::model_meter::utc_date(now).1 {
+            assert!(over.unwrap_err().contains("monthly Anthropic budget"));
+        }
+    }
+);
+
+on_both!(
+    a_conflict_with_a_bad_citation_writes_nothing_and_a_fork_required_one_gives_three_siblings,
+    |s: Store| async move {
+        let w = world(&s).await;
+        let bad = conflict(&w, ConflictStatus::ForkRequired, "src/a.ts");
+        match s.record_conflict(&w.alice, &w.change, &bad, &w.paths).await {
+            Err(StoreError::Invalid(v)) => assert_eq!(v.field, "sides[1].paths[0]"),
+            other => panic!("{other:?}"),
+        }
+        let good = conflict(&w, ConflictStatus::ForkRequired, "src/b.ts");
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        assert!(matches!(
+            s.record_conflict(&bob.id, &w.change, &good, &w.paths).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        s.record_conflict(&w.alice, &w.change, &good, &w.paths).await.unwrap();
+        let round = s.start_verification_round(&w.alice, &w.change).await.unwrap();
+        let sets: Vec<Vec<String>> = round
+            .iter()
+            .map(|k| k.change_set_ids.iter().map(|c| c.to_string()).collect())
+            .collect();
+        assert_eq!(
+            sets,
+            vec![
+                vec![w.sets[0].clone()],
+                vec![w.sets[1].clone()],
+                vec![w.sets[0].clone(), w.sets[1].clone()]
+            ]
+        );
+        let group = s.sibling_group(round[0].id.as_str()).await.unwrap().unwrap();
+        assert_eq!(group.len(), 3);
+
+        // Every sibling pending but one: that one's run ends.
+        s.set_candidate_status(
+            round[0].id.as_str(),
+            &[CandidateStatus::Composing],
+            CandidateStatus::Verified,
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            s.claim_selection(round[0].id.as_str(), "verify-a").await.unwrap(),
+            SelectionStep::Pending
+        );
+        for k in &round[1..] {
+            s.set_candidate_status(
+                k.id.as_str(),
+                &[CandidateStatus::Composing],
+                CandidateStatus::Verified,
+                None,
+            )
+            .await
+            .unwrap();
+        }
+        // Eight runs claim at once: exactly one holds the claim.
+        let mut handles = Vec::new();
+        for i in 0..8 {
+            let s = s.clone();
+            let id = round[i % 3].id.to_string();
+            handles.push(tokio::spawn(async move {
+                (i, s.claim_selection(&id, &format!("verify-{i}")).await.unwrap())
+            }));
+        }
+        let mut claimed = Vec::new();
+        for h in handles {
+            let (i, step) = h.await.unwrap();
+            match step {
+                SelectionStep::Claimed { .. } => claimed.push(i),
+                SelectionStep::Stopped => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(claimed.len(), 1, "{claimed:?}");
+        let claimant = format!("verify-{}", claimed[0]);
+        // A retry by the claimant continues; another run stops.
+        assert!(matches!(
+            s.claim_selection(round[2].id.as_str(), &claimant).await.unwrap(),
+            SelectionStep::Claimed { .. }
+        ));
+        assert_eq!(
+            s.claim_selection(round[2].id.as_str(), "verify-late").await.unwrap(),
+            SelectionStep::Stopped
+        );
+        assert_eq!(
+            s.apply_selection(round[0].id.as_str(), "verify-late", None)
+                .await
+                .unwrap(),
+            SelectionDone::AlreadyApplied
+        );
+        // No plan, so nothing can ship: the Change fails, with one receipt.
+        assert_eq!(
+            s.apply_selection(round[0].id.as_str(), &claimant, None).await.unwrap(),
+            SelectionDone::Failed
+        );
+        assert_eq!(
+            s.apply_selection(round[0].id.as_str(), &claimant, None).await.unwrap(),
+            SelectionDone::AlreadyApplied
+        );
+        let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
+        assert_eq!(receipts.len(), 1);
+        assert_eq!(receipts[0].kind, ReceiptKind::CandidateSelection);
+        assert_eq!(
+            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+            ChangeStatus::Failed
+        );
+        for k in s.list_candidates(&w.alice, &w.change).await.unwrap() {
+            assert!(
+                matches!(k.selection, Some(belay_domain::selection::SelectionJson::Decided(_))),
+                "{k:?}"
+            );
+        }
+    }
+);
+
+on_both!(
+    a_rejection_with_a_reason_gets_one_repair_task_and_the_next_shortfall_goes_to_a_person,
+    |s: Store| async move {
+        let w = world(&s).await;
+        let k = s.start_verification_round(&w.alice, &w.change).await.unwrap().remove(0);
+        assert_eq!(s.repair_after_rejection(k.id.as_str(), Some("  ")).await.unwrap(), None);
+        let task = s
+            .repair_after_rejection(k.id.as_str(), Some("the list is unsorted"))
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let tasks = s.list_tasks(&w.alice, &w.change).await.unwrap();
+        let repair = tasks.iter().find(|t| t.id == task.as_str()).unwrap();
+        assert_eq!(repair.key, "repair");
+        assert_eq!(repair.dependencies, vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(
+            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+            ChangeStatus::Running
+        );
+        let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
+        assert_eq!(receipts.len(), 1);
+        assert_eq!(receipts[0].kind, ReceiptKind::AcceptanceRepair);
+        assert!(
+            receipts[0].outcome["objective"]
+                .as_str()
+                .unwrap()
+                .contains("the list is unsorted")
+        );
+        let events = s.events(0, Some(&w.change), 100).await.unwrap();
+        assert!(events.iter().any(|e| e.kind == "task.repair_requested"));
+
+        let second = s
+            .repair_after_rejection(k.id.as_str(), Some("still unsorted"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(second.unwrap_err().contains("already had its repair"));
+        assert_eq!(
+            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+            ChangeStatus::AwaitingApproval
+        );
+        assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
+    }
+);
+
+on_both!(
+    a_conflict_between_a_ui_and_an_api_task_is_integrated_once_then_the_pair_forks,
+    |s: Store| async move {
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let p = s
+            .create_project(
+                &alice.id,
+                &ProjectInput {
+                    name: "p".into(),
+                    workspace_policy: None,
+                },
+            )
+            .await
+            .unwrap();
+        s.mark_project_provisioned(p.id.as_str(), C1, C1).await.unwrap();
+        let c = s
+            .create_change(
+                &alice.id,
+                p.id.as_str(),
+                &ChangeInput {
+                    goal: "g".into(),
+                    acceptance_criteria: vec![],
+                    invariants: vec![],
+                    risk_tier: Some(RiskTier::Low),
+                },
+            )
+            .await
+            .unwrap();
+        let change = c.id.as_str().to_owned();
+        let mut ids = Vec::new();
+        for (key, resource) in [("api", "todos:api"), ("ui", "todos:ui")] {
+            let t = s
+                .add_task(
+                    &alice.id,
+                    &change,
+                    &TaskInput {
+                        key: key.into(),
+                        kind: TaskKind::Implement,
+                        title: key.into(),
+                        semantic_resources: vec![resource.into()],
+                        dependencies: vec![],
+                    },
+                )
+                .await
+                .unwrap();
+            ids.push(t.id.as_str().to_owned());
+        }
+        let publish = |task: String, commit: &'static str| {
+            let s = s.clone();
+            let alice = alice.id.clone();
+            async move {
+                let run = s.start_task_run(&alice, &task).await.unwrap();
+                s.record_change_set(
+                    &alice,
+                    run.id.as_str(),
+                    &ChangeSetInput {
+                        commit: commit.into(),
+                        contract_changes: vec![],
+                        data_changes: vec![],
+                    },
+                )
+                .await
+                .unwrap()
+                .id
+                .to_string()
+            }
+        };
+        let api_cs = publish(ids[0].clone(), C2).await;
+        let ui_cs = publish(ids[1].clone(), C3).await;
+        let mut paths = BTreeMap::new();
+        paths.insert(api_cs.clone(), vec!["src/api.ts".to_string()]);
+        paths.insert(ui_cs.clone(), vec!["public/app.js".to_string()]);
+        s.start_verification_round(&alice.id, &change).await.unwrap();
+        let finding = |ui: &str| ConflictInput {
+            status: ConflictStatus::Confirmed,
+            sides: vec![
+                ConflictSide {
+                    task_id: ids[1].clone().into(),
+                    change_set_ids: vec![ui.to_owned().into()],
+                    paths: vec!["public/app.js".into()],
+                    contract_lines: vec![],
+                },
+                ConflictSide {
+                    task_id: ids[0].clone().into(),
+                    change_set_ids: vec![api_cs.clone().into()],
+                    paths: vec!["src/api.ts".into()],
+                    contract_lines: vec![],
+                },
+            ],
+            summary: None,
+        };
+        let got = s
+            .record_conflict(&alice.id, &change, &finding(&ui_cs), &paths)
+            .await
+            .unwrap();
+        let integ = got.integrate.expect("complementary Tasks are integrated");
+        assert_eq!((integ.dependent.as_str(), integ.depends_on.as_str()), ("ui", "api"));
+        let tasks = s.list_tasks(&alice.id, &change).await.unwrap();
+        assert_eq!(
+            tasks.iter().find(|t| t.key == "ui").unwrap().dependencies,
+            vec!["api".to_string()]
+        );
+        assert_eq!(
+            s.get_change(&alice.id, &change).await.unwrap().unwrap().status,
+            ChangeStatus::Running
+        );
+        let receipts = s.list_receipts(&alice.id, &change).await.unwrap();
+        assert_eq!(receipts.len(), 1);
+        assert_eq!(receipts[0].kind, ReceiptKind::ConflictIntegration);
+        assert_eq!(receipts[0].outcome["rejectedChangeSets"], serde_json::json!([ui_cs]));
+        let events = s.events(0, Some(&change), 100).await.unwrap();
+        assert!(events.iter().any(|e| e.kind == "conflict.integrated"));
+        assert!(
+            events
+                .iter()
+                .any(|e| e.kind == "task.reset" && e.payload["key"] == "ui")
+        );
+        // The UI ChangeSet is set aside: the next round holds the API's alone.
+        let round = s.start_verification_round(&alice.id, &change).await.unwrap();
+        assert_eq!(round.len(), 1);
+        assert_eq!(
+            round[0]
+                .change_set_ids
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>(),
+            vec![api_cs.clone()]
+        );
+
+        // The UI Task runs again; the same pair conflicting again follows the fork rule.
+        let ui_again = publish(ids[1].clone(), C1).await;
+        paths.insert(ui_again.clone(), vec!["public/app.js".to_string()]);
+        let again = s
+            .record_conflict(&alice.id, &change, &finding(&ui_again), &paths)
+            .await
+            .unwrap();
+        assert!(again.integrate.is_none());
+        let round = s.start_verification_round(&alice.id, &change).await.unwrap();
+        assert_eq!(round.len(), 2, "one Candidate per side");
+        assert_eq!(s.list_receipts(&alice.id, &change).await.unwrap().len(), 1);
+    }
+);
