@@ -16,6 +16,7 @@ pub mod store;
 pub mod top_up;
 pub mod verification;
 pub mod workspace;
+pub mod browser;
 
 use std::future::Future;
 use std::time::Duration;

@@ -32,6 +32,8 @@ pub struct AppState {
     pub temporal: Client,
     /// The smart-HTTP git endpoint, when this API serves one.
     pub git: Option<GitConfig>,
+    /// Evidence objects (the browser check's screenshots are served from here).
+    pub objects: std::sync::Arc<dyn object_store::ObjectStore>,
 }
 
 /// Where the bare repositories are and how repository tokens are signed. Revocations live in the
@@ -138,6 +140,8 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(candidates::start))
         .routes(utoipa_axum::routes!(candidates::compose, candidates::list))
         .routes(utoipa_axum::routes!(candidates::get))
+        .routes(utoipa_axum::routes!(screenshots::list))
+        .routes(utoipa_axum::routes!(screenshots::get))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.

@@ -149,6 +149,7 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
         store: store.clone(),
         temporal: client.clone(),
         git: None,
+        objects: object_store_at(&dir.join("objects"))?,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut api_stop = stop_rx.clone();

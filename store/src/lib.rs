@@ -27,6 +27,7 @@ pub mod sweep;
 pub mod testing;
 mod tx;
 pub mod workspaces;
+pub mod browser_meter;
 
 pub use tx::Tx;
 

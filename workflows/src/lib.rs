@@ -22,6 +22,7 @@ pub mod top_up;
 pub mod verification;
 pub mod wake;
 pub mod workspace;
+pub mod browser;
 
 pub use dispatcher::DispatcherWorkflow;
 pub use run::RunWorkflow;

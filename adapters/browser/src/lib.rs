@@ -15,6 +15,7 @@ mod flow;
 mod intercept;
 
 pub use intercept::{Journal, Refused, RefusedKind, Served, Upstream};
+pub use url::Url;
 
 use belay_domain::browser::{BROWSER_SESSION_MS, BrowserRun, StepRecord};
 use chromiumoxide::Browser;

@@ -13,3 +13,4 @@ pub mod projects;
 pub mod repo_tokens;
 pub mod runs;
 pub mod workspaces;
+pub mod screenshots;
