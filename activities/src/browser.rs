@@ -12,7 +12,7 @@ use belay_browser::{BrowserConfig, SessionReport, Upstream, run_session};
 use belay_domain::browser::{BrowserRun, classify_browser, settled_browser_seconds};
 use belay_domain::check::CheckId;
 use belay_domain::evidence::Evidence;
-use belay_sandbox::{SandboxUser, candidate_dir};
+use belay_sandbox::SandboxUser;
 use belay_store::browser_meter::BrowserReserve;
 use belay_store::candidates::NewEvidence;
 use belay_store::now_ms;

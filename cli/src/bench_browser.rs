@@ -121,7 +121,7 @@ pub async fn browser(app: &Path, bun: &Path, runs: usize) -> anyhow::Result<()> 
         println!(
             "run {run}: {} — wall {:.0} ms (launch {:.0}, flow {:.0}, shutdown {:.0}); in the flow: chromium ≥ {:.0} ms, \
              interceptor {:.0} ms, fetches from the app {:.0} ms; {} requests ({} documents), {} blocked, {} screenshots",
-            result.status.as_str(),
+            format!("{:?}", result.status).to_lowercase(),
             t.wall_ms,
             t.launch_ms,
             t.flow_ms,

@@ -115,13 +115,14 @@ pub async fn get(
         .into_iter()
         .find(|(v, _)| v.index == index)
         .ok_or_else(|| ApiError::not_found(format!("evidence {evidence_id} has no screenshot {index}")))?;
-    let png = s
+    let png = Png(s
         .objects
         .get(&object_store::path::Path::from(key.as_str()))
         .await
         .map_err(|_| ApiError::not_found(format!("screenshot {index} of evidence {evidence_id} is gone")))?
         .bytes()
         .await
-        .map_err(|_| ApiError::not_found(format!("screenshot {index} of evidence {evidence_id} is gone")))?;
-    Ok(([(header::CONTENT_TYPE, "image/png")], png).into_response())
+        .map_err(|_| ApiError::not_found(format!("screenshot {index} of evidence {evidence_id} is gone")))?
+        .to_vec());
+    Ok(([(header::CONTENT_TYPE, "image/png")], png.0).into_response())
 }
