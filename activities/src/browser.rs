@@ -119,7 +119,10 @@ impl BrowserActivities {
             let detail = if preview.is_finished() {
                 format!("{dev} exited before it answered on port {port}")
             } else {
-                format!("{dev} did not answer on port {port} within {} s", PREVIEW_START.as_secs())
+                format!(
+                    "{dev} did not answer on port {port} within {} s",
+                    PREVIEW_START.as_secs()
+                )
             };
             SessionReport {
                 run: BrowserRun::NoPreview { detail },
@@ -173,7 +176,11 @@ fn url_of(s: &str) -> belay_browser::Url {
 impl BrowserActivities {
     #[activity(definition = belay_workflows::browser::browser_definitions::Check)]
     #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
-    pub async fn check(self: Arc<Self>, ctx: ActivityContext, input: BrowserCheckRequest) -> Result<Evidence, ActivityError> {
+    pub async fn check(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: BrowserCheckRequest,
+    ) -> Result<Evidence, ActivityError> {
         let candidate = input.candidate_id.to_string();
         let store = &self.sandbox.store;
         let existing = store.list_evidence(&candidate).await.map_err(store_error)?;
@@ -269,6 +276,9 @@ mod tests {
         assert_eq!(a, preview_port("cand_abc"));
         assert!((4000..6000).contains(&a));
         assert_ne!(preview_port("cand_abc"), preview_port("cand_abd"));
-        assert_eq!(screenshot_key("cand_a", 1, 0), "evidence/cand_a/browser-1/screenshot-0.png");
+        assert_eq!(
+            screenshot_key("cand_a", 1, 0),
+            "evidence/cand_a/browser-1/screenshot-0.png"
+        );
     }
 }

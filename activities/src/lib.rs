@@ -7,6 +7,7 @@
 //! non-retryable error type [`FATAL`], the type every activity option in `belay_workflows::options`
 //! names, so the server never retries it.
 
+pub mod browser;
 pub mod edit_session;
 pub mod harness;
 pub mod leases;
@@ -16,7 +17,6 @@ pub mod store;
 pub mod top_up;
 pub mod verification;
 pub mod workspace;
-pub mod browser;
 
 use std::future::Future;
 use std::time::Duration;

@@ -34,10 +34,15 @@ fn page(title: &str, body: &str) -> String {
 
 /// Writes the 8 pages over the app's `public/`.
 fn grow(dir: &Path) -> anyhow::Result<()> {
-    let links: String = (1..=7).map(|n| format!("<a href=\"/page{n}.html\">Page {n}</a> ")).collect();
+    let links: String = (1..=7)
+        .map(|n| format!("<a href=\"/page{n}.html\">Page {n}</a> "))
+        .collect();
     std::fs::write(
         dir.join("public/index.html"),
-        page("Todos", &format!("<h1>Todos</h1><nav>{links}</nav><ul id=\"todos\"></ul>")),
+        page(
+            "Todos",
+            &format!("<h1>Todos</h1><nav>{links}</nav><ul id=\"todos\"></ul>"),
+        ),
     )?;
     for n in 1..=7 {
         let body = if n == 1 {
@@ -45,13 +50,20 @@ fn grow(dir: &Path) -> anyhow::Result<()> {
         } else {
             format!("<h1>Page {n}</h1><p>Some text on page {n}.</p><a href=\"/\">Home</a>")
         };
-        std::fs::write(dir.join(format!("public/page{n}.html")), page(&format!("Page {n}"), &body))?;
+        std::fs::write(
+            dir.join(format!("public/page{n}.html")),
+            page(&format!("Page {n}"), &body),
+        )?;
     }
     Ok(())
 }
 
 fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
 }
 
 struct Served(std::process::Child);
@@ -134,7 +146,13 @@ pub async fn browser(app: &Path, bun: &Path, runs: usize) -> anyhow::Result<()> 
             r.journal.refused.len(),
             r.screenshots.len()
         );
-        through.extend(r.journal.served.iter().filter(|s| s.method == "GET" && s.hops == 0).map(|s| s.total_ms));
+        through.extend(
+            r.journal
+                .served
+                .iter()
+                .filter(|s| s.method == "GET" && s.hops == 0)
+                .map(|s| s.total_ms),
+        );
         paths.extend(
             r.journal
                 .served
@@ -168,5 +186,7 @@ pub async fn browser(app: &Path, bun: &Path, runs: usize) -> anyhow::Result<()> 
 
 /// The bun binary: `BELAY_BUN`, else `bun` on PATH.
 pub fn default_bun() -> PathBuf {
-    std::env::var("BELAY_BUN").map(PathBuf::from).unwrap_or_else(|_| "bun".into())
+    std::env::var("BELAY_BUN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| "bun".into())
 }

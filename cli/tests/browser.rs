@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
@@ -29,15 +33,46 @@ async fn project_with_sample_app(b: &Belay) -> String {
     }
     let bare = b.dir.path().join("data/git/belay").join(format!("{id}.git"));
     let work = b.dir.path().join(format!("seed-{id}"));
-    assert!(Command::new("git").args(["clone", "-q"]).arg(&bare).arg(&work).status().unwrap().success());
+    assert!(
+        Command::new("git")
+            .args(["clone", "-q"])
+            .arg(&bare)
+            .arg(&work)
+            .status()
+            .unwrap()
+            .success()
+    );
     let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sample-app");
-    assert!(Command::new("cp").arg("-a").arg(format!("{}/.", app.display())).arg(&work).status().unwrap().success());
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", app.display()))
+            .arg(&work)
+            .status()
+            .unwrap()
+            .success()
+    );
     git(&work, &["add", "-A"]);
-    git(&work, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "The sample app"]);
+    git(
+        &work,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "The sample app",
+        ],
+    );
     git(&work, &["push", "-q", "origin", "HEAD:main"]);
     let store = belay_store::Store::connect(&b.database_url).await.unwrap();
     store
-        .seed_canonical(&id, &git(&work, &["rev-parse", "HEAD"]), &git(&work, &["rev-parse", "HEAD^{tree}"]))
+        .seed_canonical(
+            &id,
+            &git(&work, &["rev-parse", "HEAD"]),
+            &git(&work, &["rev-parse", "HEAD^{tree}"]),
+        )
         .await
         .unwrap();
     id
@@ -60,7 +95,9 @@ async fn verify_ui_change(b: &Belay, project: &str, goal: &str, edits: &[Value])
         )
         .await;
     assert_eq!(s, 201, "{t}");
-    let (s, r) = b.post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({})).await;
+    let (s, r) = b
+        .post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({}))
+        .await;
     assert_eq!(s, 201, "{r}");
     let run = r["id"].as_str().unwrap();
     for e in edits {
@@ -68,7 +105,10 @@ async fn verify_ui_change(b: &Belay, project: &str, goal: &str, edits: &[Value])
         assert_eq!(s, 200, "{e} answered {v}");
     }
     let (s, cs) = b
-        .post(&format!("/v1/task-runs/{run}/workspace/publish"), json!({"message": goal, "contractChanges": []}))
+        .post(
+            &format!("/v1/task-runs/{run}/workspace/publish"),
+            json!({"message": goal, "contractChanges": []}),
+        )
         .await;
     assert_eq!(s, 201, "{cs}");
     let (s, k) = b.post(&format!("/v1/changes/{change}/verification"), json!({})).await;
@@ -94,7 +134,12 @@ fn edit(path: &str, old: &str, new: &str) -> Value {
 }
 
 fn browser_evidence(k: &Value) -> Value {
-    let rows: Vec<&Value> = k["evidence"].as_array().unwrap().iter().filter(|e| e["checkId"] == "browser").collect();
+    let rows: Vec<&Value> = k["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["checkId"] == "browser")
+        .collect();
     assert_eq!(rows.len(), 1, "one browser row: {k:#}");
     rows[0].clone()
 }
@@ -102,10 +147,16 @@ fn browser_evidence(k: &Value) -> Value {
 /// A UI Change: an About page linked from the home page, with a form.
 fn about_page(body: &str) -> Vec<Value> {
     vec![
-        edit("public/index.html", "<h1>Todos</h1>", "<h1>Todos</h1>\n    <nav><a href=\"/about.html\">About</a></nav>"),
+        edit(
+            "public/index.html",
+            "<h1>Todos</h1>",
+            "<h1>Todos</h1>\n    <nav><a href=\"/about.html\">About</a></nav>",
+        ),
         write(
             "public/about.html",
-            &format!("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>About</title><link rel=\"stylesheet\" href=\"/style.css\"></head><body>{body}</body></html>\n"),
+            &format!(
+                "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>About</title><link rel=\"stylesheet\" href=\"/style.css\"></head><body>{body}</body></html>\n"
+            ),
         ),
     ]
 }
@@ -124,9 +175,18 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
     .await;
     assert_eq!(k["status"], "verified", "{k:#}");
     let e = browser_evidence(&k);
-    assert_eq!((e["status"].as_str(), e["coverage"].as_str()), (Some("pass"), Some("checked_supported")), "{k:#}");
+    assert_eq!(
+        (e["status"].as_str(), e["coverage"].as_str()),
+        (Some("pass"), Some("checked_supported")),
+        "{k:#}"
+    );
     let cand = k["id"].as_str().unwrap();
-    let shots = b.get(&format!("/v1/candidates/{cand}/evidence/{}/screenshots", e["id"].as_str().unwrap())).await;
+    let shots = b
+        .get(&format!(
+            "/v1/candidates/{cand}/evidence/{}/screenshots",
+            e["id"].as_str().unwrap()
+        ))
+        .await;
     let shots = shots.as_array().unwrap().clone();
     assert_eq!(
         shots.iter().map(|s| s["name"].as_str().unwrap()).collect::<Vec<_>>(),
@@ -134,19 +194,32 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
         "{shots:#?}"
     );
     for s in &shots {
-        let resp = b.http.get(format!("{}{}", b.url, s["url"].as_str().unwrap())).bearer_auth(&b.token).send().await.unwrap();
+        let resp = b
+            .http
+            .get(format!("{}{}", b.url, s["url"].as_str().unwrap()))
+            .bearer_auth(&b.token)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["content-type"], "image/png");
         let png = resp.bytes().await.unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         assert_eq!(png.len() as u64, s["bytes"].as_u64().unwrap());
-        assert_eq!(hex::encode(sha2::Sha256::digest(&png)), s["sha256"].as_str().unwrap(), "the recorded hash");
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&png)),
+            s["sha256"].as_str().unwrap(),
+            "the recorded hash"
+        );
     }
     // The meters: one run for the Candidate, its seconds settled on the day.
     let store = belay_store::Store::connect(&b.database_url).await.unwrap();
     assert_eq!(store.usage_counter("browser_runs", cand).await.unwrap(), (1, 0));
     let day = belay_domain::browser::day_of(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64,
     );
     let (used, reserved) = store.usage_counter("browser_seconds", &day).await.unwrap();
     assert!((1..60).contains(&used) && reserved == 0, "{used} {reserved}");
@@ -154,13 +227,29 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
 
     // Bad input and other accounts.
     let (s, v) = b
-        .request("GET", &format!("/v1/candidates/{cand}/evidence/{}/screenshots/9", e["id"].as_str().unwrap()), Some(&b.token), None)
+        .request(
+            "GET",
+            &format!(
+                "/v1/candidates/{cand}/evidence/{}/screenshots/9",
+                e["id"].as_str().unwrap()
+            ),
+            Some(&b.token),
+            None,
+        )
         .await;
     assert_eq!(s, 422, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().starts_with("index"), "{v}");
     let (_, bob) = store.create_account("bob").await.unwrap();
     let (s, _) = b
-        .request("GET", &format!("/v1/candidates/{cand}/evidence/{}/screenshots/0", e["id"].as_str().unwrap()), Some(&bob), None)
+        .request(
+            "GET",
+            &format!(
+                "/v1/candidates/{cand}/evidence/{}/screenshots/0",
+                e["id"].as_str().unwrap()
+            ),
+            Some(&bob),
+            None,
+        )
         .await;
     assert_eq!(s, 404);
 
@@ -174,22 +263,56 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
     .await;
     assert_eq!(k["status"], "rejected", "{k:#}");
     let e = browser_evidence(&k);
-    assert_eq!((e["status"].as_str(), e["coverage"].as_str()), (Some("fail"), Some("checked_supported")), "{k:#}");
+    assert_eq!(
+        (e["status"].as_str(), e["coverage"].as_str()),
+        (Some("fail"), Some("checked_supported")),
+        "{k:#}"
+    );
     assert!(e["summary"].as_str().unwrap().contains("TypeError"), "{e:#}");
-    assert!(k["gaps"].as_array().unwrap().iter().any(|g| g["checkId"] == "browser"), "{k:#}");
+    assert!(
+        k["gaps"].as_array().unwrap().iter().any(|g| g["checkId"] == "browser"),
+        "{k:#}"
+    );
 
     // The day's browser seconds spent: the next check is skipped, not run.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     let mut n = 0;
-    while let belay_store::browser_meter::BrowserReserve::Reserved { .. } =
-        store.reserve_browser(&format!("cand_elsewhere{n}"), now, 3600).await.unwrap()
+    while let belay_store::browser_meter::BrowserReserve::Reserved { .. } = store
+        .reserve_browser(&format!("cand_elsewhere{n}"), now, 3600)
+        .await
+        .unwrap()
     {
         n += 1;
     }
-    let k = verify_ui_change(&b, &project, "Another About page", &about_page("<h1>About</h1><p>Again.</p>")).await;
+    let k = verify_ui_change(
+        &b,
+        &project,
+        "Another About page",
+        &about_page("<h1>About</h1><p>Again.</p>"),
+    )
+    .await;
     assert_eq!(k["status"], "rejected", "{k:#}");
     let e = browser_evidence(&k);
-    assert_eq!((e["status"].as_str(), e["coverage"].as_str()), (Some("skipped"), Some("not_checked")), "{k:#}");
-    assert!(e["summary"].as_str().unwrap().contains("browser time for today is spent"), "{e:#}");
-    assert_eq!(store.usage_counter("browser_runs", k["id"].as_str().unwrap()).await.unwrap(), (0, 0));
+    assert_eq!(
+        (e["status"].as_str(), e["coverage"].as_str()),
+        (Some("skipped"), Some("not_checked")),
+        "{k:#}"
+    );
+    assert!(
+        e["summary"]
+            .as_str()
+            .unwrap()
+            .contains("browser time for today is spent"),
+        "{e:#}"
+    );
+    assert_eq!(
+        store
+            .usage_counter("browser_runs", k["id"].as_str().unwrap())
+            .await
+            .unwrap(),
+        (0, 0)
+    );
 }

@@ -29,13 +29,12 @@ async fn lock_counter(tx: &mut Tx, meter: &str, scope: &str) -> Result<(u64, u64
     .bind(scope)
     .execute(tx.conn())
     .await?;
-    let row = sqlx::query(
-        "update usage_counters set used = used where meter = $1 and scope = $2 returning used, reserved",
-    )
-    .bind(meter)
-    .bind(scope)
-    .fetch_one(tx.conn())
-    .await?;
+    let row =
+        sqlx::query("update usage_counters set used = used where meter = $1 and scope = $2 returning used, reserved")
+            .bind(meter)
+            .bind(scope)
+            .fetch_one(tx.conn())
+            .await?;
     let n = |c: &str| -> Result<u64, StoreError> { Ok(row.try_get::<i64, _>(c)?.max(0) as u64) };
     Ok((n("used")?, n("reserved")?))
 }
@@ -130,15 +129,14 @@ impl Store {
     /// Settles the Candidate's reservations left open by a session that never reported (a
     /// worker that died mid-session) at the seconds they held: its length is unknown.
     pub async fn settle_open_browser_reservations(&self, candidate_id: &str) -> Result<usize, StoreError> {
-        let open: Vec<(String, i64)> = sqlx::query(
-            "select id, seconds from browser_reservations where candidate_id = $1 and status = 'open'",
-        )
-        .bind(candidate_id)
-        .fetch_all(self.pool())
-        .await?
-        .iter()
-        .map(|r| Ok((r.try_get("id")?, r.try_get("seconds")?)))
-        .collect::<Result<_, StoreError>>()?;
+        let open: Vec<(String, i64)> =
+            sqlx::query("select id, seconds from browser_reservations where candidate_id = $1 and status = 'open'")
+                .bind(candidate_id)
+                .fetch_all(self.pool())
+                .await?
+                .iter()
+                .map(|r| Ok((r.try_get("id")?, r.try_get("seconds")?)))
+                .collect::<Result<_, StoreError>>()?;
         for (id, seconds) in &open {
             self.settle_browser(id, (*seconds).max(0) as u64).await?;
         }

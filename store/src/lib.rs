@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod accounts;
+pub mod browser_meter;
 pub mod candidates;
 pub mod catalogue;
 pub mod changes;
@@ -27,7 +28,6 @@ pub mod sweep;
 pub mod testing;
 mod tx;
 pub mod workspaces;
-pub mod browser_meter;
 
 pub use tx::Tx;
 

@@ -41,10 +41,20 @@ on_both!(
     two_runs_per_candidate_then_skipped_and_settles_charge_the_measured_seconds_once,
     async |store: Store| {
         let a = id(store.reserve_browser("cand_a", NOON, 3600).await.unwrap());
-        assert_eq!(store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(), (0, 60));
+        assert_eq!(
+            store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(),
+            (0, 60)
+        );
         assert_eq!(store.settle_browser(&a, 7).await.unwrap(), 7);
-        assert_eq!(store.settle_browser(&a, 99).await.unwrap(), 7, "a second settle changes nothing");
-        assert_eq!(store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(), (7, 0));
+        assert_eq!(
+            store.settle_browser(&a, 99).await.unwrap(),
+            7,
+            "a second settle changes nothing"
+        );
+        assert_eq!(
+            store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(),
+            (7, 0)
+        );
         let b = id(store.reserve_browser("cand_a", NOON, 3600).await.unwrap());
         assert_eq!(
             store.reserve_browser("cand_a", NOON, 3600).await.unwrap(),
@@ -54,7 +64,10 @@ on_both!(
         // A session that never reported is settled at what it held.
         assert_eq!(store.settle_open_browser_reservations("cand_a").await.unwrap(), 1);
         assert_eq!(store.settle_browser(&b, 1).await.unwrap(), 60);
-        assert_eq!(store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(), (67, 0));
+        assert_eq!(
+            store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(),
+            (67, 0)
+        );
         // Another Candidate has its own runs; the next UTC day its own seconds.
         id(store.reserve_browser("cand_b", NOON, 3600).await.unwrap());
         assert!(matches!(
@@ -87,12 +100,18 @@ on_both!(
             }
         }
         assert_eq!((reserved.len(), refused), (3, 5));
-        assert_eq!(store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(), (0, 180));
+        assert_eq!(
+            store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(),
+            (0, 180)
+        );
         // Settled short, the seconds come back for one more session.
         for r in &reserved {
             store.settle_browser(r, 10).await.unwrap();
         }
-        assert_eq!(store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(), (30, 0));
+        assert_eq!(
+            store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(),
+            (30, 0)
+        );
         id(store.reserve_browser("cand_late", NOON, 200).await.unwrap());
         id(store.reserve_browser("cand_later", NOON, 200).await.unwrap());
         assert_eq!(
@@ -104,7 +123,9 @@ on_both!(
         let mut tasks = vec![];
         for _ in 0..6 {
             let s = store.clone();
-            tasks.push(tokio::spawn(async move { s.reserve_browser("cand_one", NOON, 100_000).await.unwrap() }));
+            tasks.push(tokio::spawn(async move {
+                s.reserve_browser("cand_one", NOON, 100_000).await.unwrap()
+            }));
         }
         let mut ok = 0;
         for t in tasks {

@@ -12,8 +12,8 @@
 //! Histories are recorded by the `belay` crate's tests with
 //! `BELAY_RECORD_HISTORIES=$PWD/worker/tests/histories`: `run_lane`'s `records_replayable_histories`
 //! (dispatcher, runs), the `workspaces` tests (workspaces, an edit session, the forks sweep),
-//! `coverage`'s buffer test (a plan's top-up) and the `verification` test (a verified and a
-//! rejected Candidate).
+//! `coverage`'s buffer test (a plan's top-up), the `verification` test (a verified and a
+//! rejected Candidate) and the `browser` test (a Candidate whose browser check ran).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -33,6 +33,7 @@ const HISTORIES: &[&str] = &[
     "topup-plan-v1",
     "verification-verified",
     "verification-rejected",
+    "verification-browser-v1",
 ];
 
 fn dir() -> std::path::PathBuf {

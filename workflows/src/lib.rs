@@ -8,6 +8,7 @@
 //! `worker/tests/histories/` and replay against this code (see that test's module doc for the
 //! append-only rule).
 
+pub mod browser;
 pub mod contracts;
 pub mod dispatcher;
 pub mod edit_session;
@@ -22,7 +23,6 @@ pub mod top_up;
 pub mod verification;
 pub mod wake;
 pub mod workspace;
-pub mod browser;
 
 pub use dispatcher::DispatcherWorkflow;
 pub use run::RunWorkflow;

@@ -74,9 +74,7 @@ pub(crate) async fn run(
     let interceptor = intercept::start(&page, up, journal.clone()).await?;
     let listeners = listen(&page, journal.clone()).await?;
     // New tabs would have no interceptor: the page opens none.
-    let _ = page
-        .evaluate_on_new_document("window.open = () => null;")
-        .await;
+    let _ = page.evaluate_on_new_document("window.open = () => null;").await;
     let flow = Flow {
         page,
         journal,
@@ -246,7 +244,11 @@ impl Flow {
         match tokio::time::timeout(EVAL_TIMEOUT, self.page.screenshot(params)).await {
             Ok(Ok(png)) => {
                 let shot = Screenshot::new(name, png);
-                self.log(format!("screenshot {name}: {} bytes, sha256 {}", shot.png.len(), shot.sha256));
+                self.log(format!(
+                    "screenshot {name}: {} bytes, sha256 {}",
+                    shot.png.len(),
+                    shot.sha256
+                ));
                 let mut p = self.progress.lock().expect("progress lock");
                 if p.screenshots.len() < MAX_SCREENSHOTS {
                     p.screenshots.push(shot);
@@ -269,7 +271,9 @@ impl Flow {
         }
         match j.refused[mark.refused..].iter().find(|r| r.resource_type == "Document") {
             Some(r) if r.kind == RefusedKind::Redirect => Err(wrong(format!("{what}: {}", r.reason))),
-            Some(r) if r.kind == RefusedKind::Blocked => Err(wrong(format!("{what} opened {}, which is blocked", r.url))),
+            Some(r) if r.kind == RefusedKind::Blocked => {
+                Err(wrong(format!("{what} opened {}, which is blocked", r.url)))
+            }
             Some(r) => Err(blind(format!("{what}: {}", r.reason))),
             None => Err(blind(format!("{what}: no document was requested"))),
         }
@@ -303,7 +307,12 @@ impl Flow {
         let url = Upstream::preview_url(path);
         let went = tokio::time::timeout(self.navigation_timeout, self.page.goto(url.as_str())).await;
         match went {
-            Err(_) => return Err(blind(format!("{what} did not load in {} s", self.navigation_timeout.as_secs()))),
+            Err(_) => {
+                return Err(blind(format!(
+                    "{what} did not load in {} s",
+                    self.navigation_timeout.as_secs()
+                )));
+            }
             Ok(Err(e)) => {
                 // A failed or blocked document: the journal says why.
                 let status = self.document_since(mark, &what);
@@ -498,7 +507,9 @@ impl Flow {
         );
         let submitted: String = self.eval(&js).await.map_err(|e| blind(format!("form {index}: {e}")))?;
         if submitted != "submitted" {
-            self.log(format!("form {index}: the sample values do not pass its validation; not submitted"));
+            self.log(format!(
+                "form {index}: the sample values do not pass its validation; not submitted"
+            ));
             return Ok(false);
         }
         let navigated = self.wait_new_document(SUBMIT_WAIT, None).await;
@@ -508,7 +519,11 @@ impl Flow {
         }
         self.log(format!(
             "form {index}: submitted{}",
-            if navigated { ", a new page opened" } else { ", handled in place" }
+            if navigated {
+                ", a new page opened"
+            } else {
+                ", handled in place"
+            }
         ));
         Ok(navigated)
     }
@@ -552,7 +567,8 @@ impl Flow {
                 here = false;
                 let navigated = self.submit(index).await?;
                 if navigated {
-                    self.page_text(&format!("the page form {index} of {path} opened")).await?;
+                    self.page_text(&format!("the page form {index} of {path} opened"))
+                        .await?;
                     // Links the new data made appear are opened by a direct load.
                     let after = self.info().await?;
                     for href in &after.links {

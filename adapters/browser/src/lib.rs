@@ -274,7 +274,10 @@ async fn launch(config: &BrowserConfig) -> Result<Launched, BrowserError> {
 /// Kills Chromium's process group (ours alone: it was launched as its leader) and reaps it.
 async fn kill_group(pid: u32, child: &mut tokio::process::Child) {
     if pid > 1 {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
     let _ = child.kill().await;
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
@@ -342,7 +345,8 @@ pub async fn run_session(config: &BrowserConfig, upstream: Upstream) -> SessionR
             BrowserRun::NoBrowserConnection { detail: no_page }
         }
         Err(_) => {
-            p.log.push(format!("the session passed {} ms", config.session.as_millis()));
+            p.log
+                .push(format!("the session passed {} ms", config.session.as_millis()));
             BrowserRun::DeadlineExceeded { steps: p.steps }
         }
     };

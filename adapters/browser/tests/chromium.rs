@@ -75,9 +75,13 @@ impl Canary {
                 let Ok(mut s) = stream else { continue };
                 let mut buf = [0u8; 2048];
                 let n = s.read(&mut buf).unwrap_or(0);
-                h.lock()
-                    .unwrap()
-                    .push(String::from_utf8_lossy(&buf[..n]).lines().next().unwrap_or_default().to_owned());
+                h.lock().unwrap().push(
+                    String::from_utf8_lossy(&buf[..n])
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                );
                 let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
             }
         });
@@ -140,11 +144,7 @@ impl App {
             assert!(Instant::now() < deadline, "the sample app never listened");
             std::thread::sleep(Duration::from_millis(50));
         }
-        App {
-            child,
-            port,
-            _dir: dir,
-        }
+        App { child, port, _dir: dir }
     }
 
     async fn check(&self, config: &BrowserConfig) -> SessionReport {
@@ -182,7 +182,10 @@ fn home(extra: &str) -> (&'static str, String) {
 }
 
 fn about() -> (&'static str, String) {
-    ("public/about.html", page("About", "<h1>About</h1><p>A small todo app.</p><a href=\"/\">Home</a>"))
+    (
+        "public/about.html",
+        page("About", "<h1>About</h1><p>A small todo app.</p><a href=\"/\">Home</a>"),
+    )
 }
 
 /// A form that POSTs every kind of control to the API through a 307.
@@ -211,7 +214,10 @@ const FORM_ROUTES: &str = r#"  },
 ];"#;
 
 fn saved() -> (&'static str, String) {
-    ("public/saved.html", page("Saved", "<h1>Saved</h1><a href=\"/\">Back</a>"))
+    (
+        "public/saved.html",
+        page("Saved", "<h1>Saved</h1><a href=\"/\">Back</a>"),
+    )
 }
 
 fn ui_change() -> Vec<(&'static str, String)> {
@@ -235,9 +241,13 @@ fn gone(pid: u32) -> bool {
 }
 
 fn group_gone(pgid: u32) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return true };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return true;
+    };
     for e in dir.flatten() {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
         let rest = stat.rsplit(')').next().unwrap_or_default();
         let fields: Vec<&str> = rest.split_whitespace().collect();
         // fields: state ppid pgrp ...
@@ -251,7 +261,10 @@ fn group_gone(pgid: u32) -> bool {
 fn wait_gone(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !(gone(pid) && group_gone(pid)) {
-        assert!(Instant::now() < deadline, "chromium {pid} or its group outlived the session");
+        assert!(
+            Instant::now() < deadline,
+            "chromium {pid} or its group outlived the session"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -279,7 +292,11 @@ async fn a_ui_change_passes_the_whole_flow_and_nothing_reaches_the_canary() {
         r.log,
         r.journal
     );
-    assert!(r.browser_version.as_deref().is_some_and(|v| v.contains("Chrome/")), "{:?}", r.browser_version);
+    assert!(
+        r.browser_version.as_deref().is_some_and(|v| v.contains("Chrome/")),
+        "{:?}",
+        r.browser_version
+    );
 
     // Every page was opened by a click and by a direct load; the API link and the other origin
     // were not crawled.
@@ -292,7 +309,11 @@ async fn a_ui_change_passes_the_whole_flow_and_nothing_reaches_the_canary() {
         .collect();
     for p in ["/about.html", "/new.html"] {
         assert!(docs.iter().filter(|d| **d == p).count() >= 2, "{p}: {docs:?}");
-        assert!(r.log.iter().any(|l| l.contains(&format!("clicked the link to {p}"))), "{:#?}", r.log);
+        assert!(
+            r.log.iter().any(|l| l.contains(&format!("clicked the link to {p}"))),
+            "{:#?}",
+            r.log
+        );
     }
     assert!(!docs.contains(&"/api/todos"), "{docs:?}");
     // The form went through the 307 with its body and the sample values, then the 303 as GET.
@@ -302,7 +323,10 @@ async fn a_ui_change_passes_the_whole_flow_and_nothing_reaches_the_canary() {
         .iter()
         .find(|s| s.method == "POST" && s.path == "/form/todo")
         .expect("the form was submitted");
-    assert_eq!((posted.status, posted.hops, posted.final_path.as_str()), (200, 2, "/saved.html"));
+    assert_eq!(
+        (posted.status, posted.hops, posted.final_path.as_str()),
+        (200, 2, "/saved.html")
+    );
     let todos = reqwest::get(format!("http://127.0.0.1:{}/api/todos", app.port))
         .await
         .unwrap()
@@ -314,7 +338,12 @@ async fn a_ui_change_passes_the_whole_flow_and_nothing_reaches_the_canary() {
         "{todos}"
     );
     // fetch('/api/health') from the page.
-    assert!(r.journal.served.iter().any(|s| s.path == "/api/health" && s.status == 200));
+    assert!(
+        r.journal
+            .served
+            .iter()
+            .any(|s| s.path == "/api/health" && s.status == 200)
+    );
 
     // The outside requests were blocked, and the canary heard nothing (WebSocket and worker too).
     let blocked: Vec<&str> = r
@@ -345,7 +374,10 @@ async fn a_ui_change_passes_the_whole_flow_and_nothing_reaches_the_canary() {
         assert_eq!(s.sha256, hex::encode(sha2::Sha256::digest(&s.png)));
     }
     let t = &r.timings;
-    assert!(t.wall_ms > 0.0 && t.upstream_ms > 0.0 && t.flow_ms <= t.wall_ms, "{t:?}");
+    assert!(
+        t.wall_ms > 0.0 && t.upstream_ms > 0.0 && t.flow_ms <= t.wall_ms,
+        "{t:?}"
+    );
     wait_gone(r.chromium_pid.unwrap());
 }
 
@@ -371,9 +403,17 @@ async fn a_page_that_throws_fails() {
     let mut files = ui_change();
     files[1] = (
         "public/about.html",
-        page("About", "<h1>About</h1><script>document.getElementById('nope').explode();</script>"),
+        page(
+            "About",
+            "<h1>About</h1><script>document.getElementById('nope').explode();</script>",
+        ),
     );
-    fails(files, &[("src/routes.ts", "  },\n];", FORM_ROUTES)], "uncaught page script error: TypeError").await;
+    fails(
+        files,
+        &[("src/routes.ts", "  },\n];", FORM_ROUTES)],
+        "uncaught page script error: TypeError",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -415,10 +455,16 @@ async fn an_asset_404_fails() {
 async fn a_page_without_visible_text_fails() {
     let files = vec![(
         "public/index.html",
-        page("Todos", "<div style=\"display:none\">hidden</div><script type=\"module\" src=\"/assets/main.js\"></script>"),
+        page(
+            "Todos",
+            "<div style=\"display:none\">hidden</div><script type=\"module\" src=\"/assets/main.js\"></script>",
+        ),
     )];
     let r = fails(files, &[], "visible text failed: /: the page shows no text").await;
-    assert_eq!(r.screenshots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), vec!["home", "failure"]);
+    assert_eq!(
+        r.screenshots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        vec!["home", "failure"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -454,7 +500,13 @@ async fn five_redirects_pass_and_six_fail() {
         "public/about.html",
         page("About", "<h1>About</h1><a href=\"/hop/4\">Five hops</a>"),
     );
-    let app = App::start(&files, &[("src/routes.ts", "  },\n];", FORM_ROUTES), ("src/routes.ts", "  },\n];", HOPS)]);
+    let app = App::start(
+        &files,
+        &[
+            ("src/routes.ts", "  },\n];", FORM_ROUTES),
+            ("src/routes.ts", "  },\n];", HOPS),
+        ],
+    );
     let r = app.check(&config()).await;
     assert_eq!(class(&r).0, EvidenceStatus::Pass, "{:#?}", r.log);
     assert!(r.journal.served.iter().any(|s| s.path == "/hop/4" && s.hops == 5));
@@ -464,7 +516,15 @@ async fn five_redirects_pass_and_six_fail() {
         "public/about.html",
         page("About", "<h1>About</h1><a href=\"/hop/5\">Six hops</a>"),
     );
-    fails(files, &[("src/routes.ts", "  },\n];", FORM_ROUTES), ("src/routes.ts", "  },\n];", HOPS)], "more than 5 redirects").await;
+    fails(
+        files,
+        &[
+            ("src/routes.ts", "  },\n];", FORM_ROUTES),
+            ("src/routes.ts", "  },\n];", HOPS),
+        ],
+        "more than 5 redirects",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -476,7 +536,10 @@ async fn a_redirect_off_the_preview_host_fails() {
     );
     fails(
         files,
-        &[("src/routes.ts", "  },\n];", FORM_ROUTES), ("src/routes.ts", "  },\n];", HOPS)],
+        &[
+            ("src/routes.ts", "  },\n];", FORM_ROUTES),
+            ("src/routes.ts", "  },\n];", HOPS),
+        ],
         "/away redirects off the preview host to http://example.com/",
     )
     .await;
@@ -512,7 +575,10 @@ async fn a_page_that_calls_an_outside_host_is_blocked_and_the_canary_hears_nothi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_past_its_deadline_is_an_error_and_chromium_is_gone() {
     let mut files = ui_change();
-    files[1] = ("public/about.html", page("About", "<h1>About</h1><a href=\"/slow\">Slow</a>"));
+    files[1] = (
+        "public/about.html",
+        page("About", "<h1>About</h1><a href=\"/slow\">Slow</a>"),
+    );
     let app = App::start(
         &files,
         &[(
@@ -539,7 +605,12 @@ async fn no_app_is_an_error_and_no_browser_is_no_browser_connection() {
     // Nothing listens: the first document cannot be observed.
     let up = Upstream::new(&format!("http://127.0.0.1:{}", free_port())).unwrap();
     let r = run_session(&config(), up).await;
-    assert_eq!((class(&r).0, class(&r).1), (EvidenceStatus::Error, Coverage::NotChecked), "{:?}", r.run);
+    assert_eq!(
+        (class(&r).0, class(&r).1),
+        (EvidenceStatus::Error, Coverage::NotChecked),
+        "{:?}",
+        r.run
+    );
     wait_gone(r.chromium_pid.unwrap());
 
     let mut missing = config();

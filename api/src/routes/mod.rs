@@ -12,5 +12,5 @@ pub mod jobs;
 pub mod projects;
 pub mod repo_tokens;
 pub mod runs;
-pub mod workspaces;
 pub mod screenshots;
+pub mod workspaces;

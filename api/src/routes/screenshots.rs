@@ -92,7 +92,9 @@ pub async fn list(
     Path((id, evidence_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Vec<ScreenshotView>>> {
     let object = evidence_object(&s, &a.id, &id, &evidence_id).await?;
-    Ok(Json(listed(&object, &id, &evidence_id).into_iter().map(|(v, _)| v).collect()))
+    Ok(Json(
+        listed(&object, &id, &evidence_id).into_iter().map(|(v, _)| v).collect(),
+    ))
 }
 
 /// One screenshot, as the PNG the browser took.
@@ -109,7 +111,12 @@ pub async fn get(
         .parse()
         .ok()
         .filter(|i| (*i as usize) < MAX_SCREENSHOTS)
-        .ok_or_else(|| ApiError::invalid("index", format!("must be a whole number from 0 to {}", MAX_SCREENSHOTS - 1)))?;
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "index",
+                format!("must be a whole number from 0 to {}", MAX_SCREENSHOTS - 1),
+            )
+        })?;
     let object = evidence_object(&s, &a.id, &id, &evidence_id).await?;
     let (_, key) = listed(&object, &id, &evidence_id)
         .into_iter()
