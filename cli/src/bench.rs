@@ -122,6 +122,19 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         samples: usize,
     },
+    /// The whole browser check on the sample app grown to 8 pages (real Chromium, the app served
+    /// by Bun): wall time and where it went, and the interceptor's added latency per request
+    /// against a direct fetch of the same URL.
+    Browser {
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// The app (the sample app of the source tree by default).
+        #[arg(long)]
+        app: Option<std::path::PathBuf>,
+        /// The bun binary (`BELAY_BUN`, else `bun` on PATH).
+        #[arg(long)]
+        bun: Option<std::path::PathBuf>,
+    },
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -166,6 +179,11 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::Ladder { postgres_url, samples } => crate::bench_ladder::ladder(postgres_url, samples).await,
         BenchCommand::Selection { samples } => crate::bench_selection::selection(samples).await,
+        BenchCommand::Browser { runs, app, bun } => {
+            let app = app.unwrap_or_else(crate::bench_verify::default_app_dir);
+            let bun = bun.unwrap_or_else(crate::bench_browser::default_bun);
+            crate::bench_browser::browser(&app, &bun, runs).await
+        }
     }
 }
 

@@ -169,7 +169,7 @@ where
         store: store.clone(),
         temporal: client.clone(),
         git: None,
-        objects: None,
+        objects: object_store_at(&dir.join("objects"))?,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut api_stop = stop_rx.clone();

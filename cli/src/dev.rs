@@ -116,7 +116,7 @@ async fn run_with_server(
         store,
         temporal: client,
         git: Some(belay_api::GitConfig::new(data_dir.join("git").join("belay"), secret)),
-        objects: Some(objects.clone()),
+        objects: object_store_at(&data_dir.join("objects"))?,
     };
     let sandbox_line = match sandbox {
         Ok((deps, gateway)) => {

@@ -2,6 +2,7 @@
 //! `belay worker` and `belay migrate` are the production processes; `belay bench` measures.
 
 mod bench;
+mod bench_browser;
 mod bench_coverage;
 mod bench_hardening;
 mod bench_ladder;

@@ -53,12 +53,12 @@ pub async fn api(
                 secret.into_bytes(),
             )
         }),
-        objects: Some(object_store_at(
+        objects: object_store_at(
             &storage
                 .object_store
                 .clone()
                 .unwrap_or_else(|| storage.data_dir.join("objects")),
-        )?),
+        )?,
     };
     let git_only = match git_listen {
         Some(addr) => {
@@ -101,7 +101,7 @@ pub async fn worker(conn: &Conn, storage: &Storage, pools: &str, claims_per_run:
         store,
         objects,
         work_root: storage.data_dir.join("work"),
-        sandbox: if pools.contains(&Pool::Sandbox) {
+        sandbox: if pools.contains(&Pool::Sandbox) || pools.contains(&Pool::Browser) {
             belay_worker::SandboxDeps::from_env()?
         } else {
             None

@@ -8,6 +8,7 @@
 pub mod access;
 pub mod accounts;
 pub mod approvals;
+pub mod browser_meter;
 pub mod candidates;
 pub mod catalogue;
 pub mod changes;

@@ -373,6 +373,11 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 })
                 .build()
             }
+            Pool::Browser if deps.sandbox.is_some() => {
+                let sandbox = deps.sandbox.clone().expect("checked");
+                base.register_activities(browser_activities(&deps, sandbox).await?)
+                    .build()
+            }
             Pool::Sandbox | Pool::Browser => {
                 warn!(
                     pool = pool.name(),
@@ -411,4 +416,44 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
         _ = stopper => {}
     }
     Ok(())
+}
+
+/// The browser pool's activities: the project's Sandbox (the checkout and the dev command) and
+/// headless Chromium (`BELAY_CHROMIUM`), metered by `BROWSER_DAILY_SECONDS`.
+async fn browser_activities(
+    deps: &WorkerDeps,
+    sandbox: SandboxDeps,
+) -> anyhow::Result<belay_activities::browser::BrowserActivities> {
+    let mut config = sandbox.config;
+    if config.deployment.is_none() {
+        config.deployment = Some(
+            deps.store
+                .deployment_name()
+                .await
+                .context("reading the deployment's name from the database")?,
+        );
+    }
+    let leases = Arc::new(StoreLeases::new(deps.store.clone()));
+    let sandboxes = Arc::new(
+        Sandboxes::connect_with_leases(config, leases)
+            .await
+            .context("connecting to the Docker Engine for the browser pool")?,
+    );
+    let browser = belay_browser::BrowserConfig::from_env();
+    if !browser.chromium.exists() {
+        warn!(chromium = %browser.chromium.display(), "no Chromium there: every browser check will be an error (set BELAY_CHROMIUM)");
+    }
+    Ok(belay_activities::browser::BrowserActivities {
+        sandbox: Arc::new(VerifySandboxActivities {
+            sandboxes,
+            revocations: StoreRevocations(deps.store.clone()),
+            git: sandbox.git,
+            store: deps.store.clone(),
+            objects: deps.objects.clone(),
+        }),
+        config: browser,
+        daily_seconds: belay_domain::browser::parse_browser_daily_seconds(
+            std::env::var("BROWSER_DAILY_SECONDS").ok().as_deref(),
+        ),
+    })
 }

@@ -14,7 +14,8 @@
 //! (dispatcher, runs), the `workspaces` tests (workspaces, an edit session, the forks sweep),
 //! `coverage`'s buffer test (a plan's top-up), the `verification` test (a verified and a
 //! rejected Candidate), the `promotion` test (a promotion, and a verification that hands its
-//! winner on) and `ladders`' enable and climb tests (a ladder's top-up, a climb).
+//! winner on), `ladders`' enable and climb tests (a ladder's top-up, a climb) and the `browser`
+//! test (a Candidate whose browser check ran).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -41,6 +42,7 @@ const HISTORIES: &[&str] = &[
     "ladder-climb-v1",
     "verification-selected-v1",
     "verification-selected-v1-sibling",
+    "verification-browser-v1",
 ];
 
 fn dir() -> std::path::PathBuf {

@@ -8,6 +8,7 @@
 //! `worker/tests/histories/` and replay against this code (see that test's module doc for the
 //! append-only rule).
 
+pub mod browser;
 pub mod contracts;
 pub mod dispatcher;
 pub mod edit_session;

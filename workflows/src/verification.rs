@@ -836,6 +836,23 @@ impl CandidateVerificationWorkflow {
                         .await?,
                     )
                 }
+                CheckId::Browser if ctx.patched(crate::browser::BROWSER_CHECK) => {
+                    let req = crate::browser::BrowserCheckRequest {
+                        project_id: project.clone(),
+                        candidate_id: id.clone(),
+                        attempt: 1,
+                        commands: commands.clone(),
+                    };
+                    match ctx
+                        .execute_activity(crate::browser::VerifyBrowserApi::check, req, crate::browser::options())
+                        .await
+                    {
+                        Ok(e) => Some(e),
+                        Err(e) => Some(
+                            Self::record(ctx, record(CheckResult::thrown(&failed(e)), serde_json::json!({}))).await?,
+                        ),
+                    }
+                }
                 CheckId::Browser => Some(
                     Self::record(
                         ctx,

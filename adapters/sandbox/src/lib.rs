@@ -30,6 +30,7 @@ pub mod files;
 pub mod git;
 pub mod lease;
 pub mod oneoff;
+pub mod preview;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

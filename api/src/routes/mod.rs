@@ -15,4 +15,5 @@ pub mod projects;
 pub mod promotion;
 pub mod repo_tokens;
 pub mod runs;
+pub mod screenshots;
 pub mod workspaces;

@@ -119,7 +119,7 @@ fn media_type(path: &str) -> &'static str {
 #[utoipa::path(get, path = "/v1/runs/{id}/artifact", tag = "runs", params(("id" = String, Path), ArtifactQuery),
     responses((status = 200, description = "The artifact's bytes", content_type = "application/octet-stream"),
         (status = 404, body = ErrorBody), (status = 422, body = ErrorBody),
-        (status = 503, body = ErrorBody, description = "This API reads no object store (`objects_unavailable`)")))]
+        (status = 503, body = ErrorBody, description = "The object store could not be read (`objects_unavailable`)")))]
 pub async fn artifact(
     _c: Caller,
     State(s): State<AppState>,
@@ -138,13 +138,7 @@ pub async fn artifact(
         .iter()
         .find(|a| a.path == q.path)
         .ok_or_else(|| ApiError::not_found(format!("run {id} has no artifact at path {:?}", q.path)))?;
-    let objects = s.objects.as_ref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "objects_unavailable",
-            "this API reads no object store",
-        )
-    })?;
+    let objects = &s.objects;
     let key = object_store::path::Path::from(artifact.key.as_str());
     let bytes = match objects.get(&key).await {
         Ok(got) => got.bytes().await,

@@ -1,0 +1,284 @@
+//! The browser check, on the `belay.browser` pool: reserve the meters, start the composed app in
+//! the project's Sandbox with the dev command, run one Chromium session against it (every
+//! request answered from the Sandbox or blocked), record the Evidence and its screenshots, and
+//! settle the meters to the measured seconds. The judgement is `classify_browser`.
+//!
+//! The Evidence row is keyed by Candidate, check and attempt: a retry after a lost worker finds
+//! it and answers it; reservations such a worker left open are settled at what they held.
+
+use crate::verification::VerifySandboxActivities;
+use crate::{Plain, fatal, heartbeating, now_secs, retryable, sandbox_error, store_error};
+use belay_browser::{BrowserConfig, SessionReport, Upstream, run_session};
+use belay_domain::browser::{BrowserRun, classify_browser, settled_browser_seconds};
+use belay_domain::check::CheckId;
+use belay_domain::evidence::Evidence;
+use belay_sandbox::SandboxUser;
+use belay_store::browser_meter::BrowserReserve;
+use belay_store::candidates::NewEvidence;
+use belay_store::now_ms;
+use belay_workflows::browser::BrowserCheckRequest;
+use object_store::ObjectStore;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::{instrument, warn};
+
+/// How long the dev command may take to answer its first request.
+const PREVIEW_START: Duration = Duration::from_secs(90);
+
+/// The key of an attempt's Evidence object.
+pub fn browser_evidence_key(candidate: &str, attempt: u32) -> String {
+    format!("evidence/{candidate}/browser-{attempt}.json")
+}
+
+/// The key of screenshot `index` of an attempt.
+pub fn screenshot_key(candidate: &str, attempt: u32, index: usize) -> String {
+    format!("evidence/{candidate}/browser-{attempt}/screenshot-{index}.png")
+}
+
+/// The port the preview listens on in the Sandbox: one per Candidate, so sibling Candidates of
+/// one project (one Sandbox) do not meet.
+pub fn preview_port(candidate: &str) -> u16 {
+    let h = candidate
+        .bytes()
+        .fold(2_166_136_261u32, |h, b| (h ^ u32::from(b)).wrapping_mul(16_777_619));
+    4000 + (h % 2000) as u16
+}
+
+pub struct BrowserActivities {
+    /// The Sandbox side: the checkout and the execs.
+    pub sandbox: Arc<VerifySandboxActivities>,
+    pub config: BrowserConfig,
+    /// BROWSER_DAILY_SECONDS as parsed.
+    pub daily_seconds: u64,
+}
+
+impl BrowserActivities {
+    fn objects(&self) -> &dyn ObjectStore {
+        self.sandbox.objects.as_ref()
+    }
+
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), ActivityError> {
+        self.objects()
+            .put(&object_store::path::Path::from(key), bytes.into())
+            .await
+            .map(drop)
+            .map_err(retryable)
+    }
+
+    /// Starts the dev command in the Sandbox, runs the session against its port, stops it.
+    async fn session(&self, input: &BrowserCheckRequest) -> Result<(SessionReport, serde_json::Value), ActivityError> {
+        let project = input.project_id.as_str();
+        let candidate = input.candidate_id.as_str();
+        let sandboxes = self.sandbox.sandboxes.clone();
+        let dir = self.sandbox.ensure_checkout(project, candidate).await?;
+        let port = preview_port(candidate);
+        let pidfile = format!("/tmp/belay-browser-{candidate}.pid");
+        let dev = input.commands.dev.clone();
+        let limit = self.config.session + PREVIEW_START + Duration::from_secs(30);
+        let preview = {
+            let (sandboxes, project, dir, dev, pidfile) = (
+                sandboxes.clone(),
+                project.to_owned(),
+                dir.clone(),
+                dev.clone(),
+                pidfile.clone(),
+            );
+            tokio::spawn(async move {
+                sandboxes
+                    .sh(
+                        &project,
+                        &dir,
+                        SandboxUser::Root,
+                        r#"echo $$ > "$2"; PORT="$3" HOST=0.0.0.0 exec $1"#,
+                        &[&dev, &pidfile, &port.to_string()],
+                        limit,
+                    )
+                    .await
+            })
+        };
+        let address = sandboxes.address(project).await.map_err(sandbox_error)?;
+        let base = format!("http://{address}:{port}");
+        let upstream = Upstream::new(&base).map_err(|e| fatal(Plain(e)))?;
+        let started = Instant::now();
+        let mut listening = false;
+        while started.elapsed() < PREVIEW_START && !preview.is_finished() {
+            let probe = Upstream::preview_url("/");
+            let url = url_of(&probe);
+            if upstream.fetch_once("GET", &url, &[], None).await.is_ok() {
+                listening = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let preview_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let report = if listening {
+            run_session(&self.config, upstream).await
+        } else {
+            let detail = if preview.is_finished() {
+                format!("{dev} exited before it answered on port {port}")
+            } else {
+                format!(
+                    "{dev} did not answer on port {port} within {} s",
+                    PREVIEW_START.as_secs()
+                )
+            };
+            SessionReport {
+                run: BrowserRun::NoPreview { detail },
+                log: vec![],
+                journal: Default::default(),
+                screenshots: vec![],
+                timings: Default::default(),
+                chromium_pid: None,
+                browser_version: None,
+            }
+        };
+        // Stop the dev command; the exec's end kills whatever it started.
+        let _ = sandboxes
+            .sh(
+                project,
+                "/",
+                SandboxUser::Root,
+                r#"[ -f "$1" ] && kill $(cat "$1") 2>/dev/null; rm -f "$1"; true"#,
+                &[&pidfile],
+                Duration::from_secs(15),
+            )
+            .await;
+        let out = match tokio::time::timeout(Duration::from_secs(20), preview).await {
+            Ok(Ok(Ok(out))) => Some(out),
+            Ok(Ok(Err(e))) => {
+                warn!(error = %e, "the preview command failed");
+                None
+            }
+            _ => None,
+        };
+        let tail = out
+            .as_ref()
+            .map(|o| {
+                let all = format!("{}{}", o.stdout, o.stderr);
+                let n = all.chars().count();
+                all.chars().skip(n.saturating_sub(2000)).collect::<String>()
+            })
+            .unwrap_or_default();
+        Ok((
+            report,
+            serde_json::json!({ "command": dev, "port": port, "startMs": preview_ms, "outputTail": tail }),
+        ))
+    }
+}
+
+fn url_of(s: &str) -> belay_browser::Url {
+    belay_browser::Url::parse(s).expect("a preview URL parses")
+}
+
+#[activities]
+impl BrowserActivities {
+    #[activity(definition = belay_workflows::browser::browser_definitions::Check)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
+    pub async fn check(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: BrowserCheckRequest,
+    ) -> Result<Evidence, ActivityError> {
+        let candidate = input.candidate_id.to_string();
+        let store = &self.sandbox.store;
+        let existing = store.list_evidence(&candidate).await.map_err(store_error)?;
+        if let Some(row) = existing
+            .into_iter()
+            .find(|r| r.evidence.check_id == CheckId::Browser && r.evidence.attempt == input.attempt)
+        {
+            return Ok(row.evidence);
+        }
+        heartbeating(&ctx, async {
+            store
+                .settle_open_browser_reservations(&candidate)
+                .await
+                .map_err(store_error)?;
+            let started_at = now_ms();
+            let reserved = store
+                .reserve_browser(&candidate, now_secs(), self.daily_seconds)
+                .await
+                .map_err(store_error)?;
+            let (report, preview, reservation) = match reserved {
+                BrowserReserve::Refused(meter) => (
+                    SessionReport {
+                        run: BrowserRun::ReservationRefused { meter },
+                        log: vec![],
+                        journal: Default::default(),
+                        screenshots: vec![],
+                        timings: Default::default(),
+                        chromium_pid: None,
+                        browser_version: None,
+                    },
+                    serde_json::Value::Null,
+                    None,
+                ),
+                BrowserReserve::Reserved { id, .. } => {
+                    let session_started = Instant::now();
+                    let outcome = self.session(&input).await;
+                    let seconds = settled_browser_seconds(session_started.elapsed().as_millis() as u64);
+                    store.settle_browser(&id, seconds).await.map_err(store_error)?;
+                    let (report, preview) = outcome?;
+                    (report, preview, Some((id, seconds)))
+                }
+            };
+            let result = classify_browser(&report.run);
+            let mut shots = vec![];
+            for (i, s) in report.screenshots.iter().enumerate() {
+                let key = screenshot_key(&candidate, input.attempt, i);
+                self.put(&key, s.png.clone()).await?;
+                shots.push(serde_json::json!({
+                    "index": i, "name": s.name, "key": key, "sha256": s.sha256, "bytes": s.png.len(),
+                    "contentType": "image/png",
+                }));
+            }
+            let key = browser_evidence_key(&candidate, input.attempt);
+            let object = serde_json::json!({
+                "result": result,
+                "run": report.run,
+                "log": report.log,
+                "requests": { "served": report.journal.served, "refused": report.journal.refused },
+                "exceptions": report.journal.exceptions,
+                "consoleErrors": report.journal.console_errors,
+                "screenshots": shots,
+                "timings": report.timings,
+                "browserVersion": report.browser_version,
+                "preview": preview,
+                "meter": reservation.as_ref().map(|(id, s)| serde_json::json!({ "reservationId": id, "settledSeconds": s })),
+            });
+            self.put(&key, serde_json::to_vec(&object).map_err(fatal)?).await?;
+            let row = store
+                .record_evidence(&NewEvidence {
+                    candidate_id: candidate.clone(),
+                    check_id: CheckId::Browser,
+                    attempt: input.attempt,
+                    result,
+                    object_key: Some(key),
+                    started_at,
+                    completed_at: now_ms(),
+                })
+                .await
+                .map_err(store_error)?;
+            Ok(row.evidence)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_candidate_has_a_stable_preview_port_in_range() {
+        let a = preview_port("cand_abc");
+        assert_eq!(a, preview_port("cand_abc"));
+        assert!((4000..6000).contains(&a));
+        assert_ne!(preview_port("cand_abc"), preview_port("cand_abd"));
+        assert_eq!(
+            screenshot_key("cand_a", 1, 0),
+            "evidence/cand_a/browser-1/screenshot-0.png"
+        );
+    }
+}
