@@ -33,7 +33,7 @@ create table decision_receipts (
 create index decision_receipts_change on decision_receipts (change_id, created_at);
 
 -- Meters: model calls per UTC day, model cost per month and per Change (micro-USD).
-create table usage_counters (
+create table model_usage_counters (
     meter text not null,
     scope text not null,
     period text not null,

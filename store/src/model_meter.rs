@@ -1,4 +1,4 @@
-//! The model meters in `usage_counters`: the deployment's monthly Anthropic budget (USD), its
+//! The model meters in `model_usage_counters`: the deployment's monthly Anthropic budget (USD), its
 //! daily call cap (UTC day) and each Change's budget. A call reserves its estimated cost and one
 //! call before it is made, by conditional updates that refuse to pass a limit; once the answer is
 //! back it settles at the cost the API reported. A refused call is never made.
@@ -73,9 +73,9 @@ async fn add_within(
         return Ok(false);
     }
     let done = sqlx::query(
-        r#"insert into usage_counters (meter, scope, period, amount, updated_at) values ($1, $2, $3, $4, $6)
-           on conflict (meter, scope, period) do update set amount = usage_counters.amount + $4, updated_at = $6
-           where usage_counters.amount + $4 <= $5"#,
+        r#"insert into model_usage_counters (meter, scope, period, amount, updated_at) values ($1, $2, $3, $4, $6)
+           on conflict (meter, scope, period) do update set amount = model_usage_counters.amount + $4, updated_at = $6
+           where model_usage_counters.amount + $4 <= $5"#,
     )
     .bind(meter)
     .bind(scope)
@@ -97,8 +97,8 @@ async fn add(
     now: i64,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        r#"insert into usage_counters (meter, scope, period, amount, updated_at) values ($1, $2, $3, $4, $5)
-           on conflict (meter, scope, period) do update set amount = usage_counters.amount + $4, updated_at = $5"#,
+        r#"insert into model_usage_counters (meter, scope, period, amount, updated_at) values ($1, $2, $3, $4, $5)
+           on conflict (meter, scope, period) do update set amount = model_usage_counters.amount + $4, updated_at = $5"#,
     )
     .bind(meter)
     .bind(scope)
@@ -205,7 +205,7 @@ impl Store {
 
     async fn counter(&self, meter: &str, scope: &str, period: &str) -> Result<i64, StoreError> {
         let row: Option<(i64,)> =
-            sqlx::query_as("select amount from usage_counters where meter = $1 and scope = $2 and period = $3")
+            sqlx::query_as("select amount from model_usage_counters where meter = $1 and scope = $2 and period = $3")
                 .bind(meter)
                 .bind(scope)
                 .bind(period)
