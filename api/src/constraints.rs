@@ -302,6 +302,64 @@ fn rules() -> Vec<(String, Value)> {
             json!({"pattern": crate::routes::repo_tokens::TOKEN_ID_PATTERN}),
         ),
     ];
+    // Ladders, approvals, conflicts, screenshots.
+    rules.push((schema("LadderInput", "/properties/name"), text(200)));
+    rules.push((
+        schema("LadderInput", "/properties/rungs"),
+        json!({"minItems": 1, "maxItems": belay_domain::ladder::MAX_RUNGS}),
+    ));
+    rules.push((
+        schema("LadderInput", "/properties/runsPerCell"),
+        json!({"minimum": 1, "maximum": belay_domain::coverage::MAX_RUNS_PER_CELL}),
+    ));
+    rules.push((
+        schema("RungInput", "/properties/runs"),
+        json!({"minimum": 1, "maximum": belay_domain::coverage::MAX_RUNS_PER_CELL}),
+    ));
+    rules.push((
+        schema("LadderInput", "/properties/combinations"),
+        json!({"maxItems": belay_domain::coverage::MAX_ONE_OFF_MEMBERS, "uniqueItems": true}),
+    ));
+    rules.push((
+        schema("LadderInput", "/properties/comboGroups"),
+        json!({"maxItems": belay_domain::coverage::MAX_GROUP_POINTERS, "uniqueItems": true,
+            "items": {"pattern": "^grp_[a-z0-9]{1,64}$"}}),
+    ));
+    rules.push((
+        schema("Threshold", "/oneOf/0"),
+        json!({"additionalProperties": false, "properties": {"runs": {"minimum": 1}}}),
+    ));
+    rules.push((
+        schema("Threshold", "/oneOf/1"),
+        json!({"additionalProperties": false, "properties": {"of": {"exclusiveMinimum": 0, "maximum": 1}}}),
+    ));
+    rules.push((
+        schema("OutcomeInput", ""),
+        json!({"required": ["combination", "rungId", "outcome"]}),
+    ));
+    rules.push((
+        schema("ApprovalInput", "/properties/tree"),
+        json!({"pattern": "^[0-9a-f]{40}$"}),
+    ));
+    rules.push((schema("ApprovalInput", "/properties/reason"), text(2000)));
+    rules.push((
+        schema("ConflictInput", "/properties/sides"),
+        json!({"minItems": 2, "maxItems": 2}),
+    ));
+    rules.push((schema("ConflictInput", "/properties/summary"), text(2000)));
+    rules.push((
+        "/paths/~1v1~1approvals/get/parameters/status/schema".into(),
+        json!({"type": "string", "enum": ["requested", "granted", "rejected"]}),
+    ));
+    rules.push((
+        "/paths/~1v1~1candidates~1{id}~1evidence~1{evidenceId}~1screenshots~1{index}/get/parameters/index/schema"
+            .into(),
+        json!({"type": "string", "pattern": "^[0-7]$"}),
+    ));
+    rules.push((
+        "/paths/~1v1~1ladders~1{id}~1queue/get/parameters/limit/schema".into(),
+        json!({"type": "integer", "minimum": 1, "maximum": 200}),
+    ));
     for (path, name, min, max) in [
         ("/v1/jobs", "afterSeq", 0, i64::MAX),
         ("/v1/jobs", "limit", 1, 10_000),
@@ -310,6 +368,7 @@ fn rules() -> Vec<(String, Value)> {
         ("/v1/runs", "limit", 1, 1000),
         ("/v1/events", "after", 0, i64::MAX),
         ("/v1/events", "limit", 1, 1000),
+        ("/v1/approvals", "limit", 1, 1000),
     ] {
         rules.push((
             format!("/paths/{}/get/parameters/{name}/schema", path.replace('/', "~1")),
