@@ -312,6 +312,15 @@ fn rules() -> Vec<(String, Value)> {
         schema("LadderInput", "/properties/runsPerCell"),
         json!({"minimum": 1, "maximum": belay_domain::coverage::MAX_RUNS_PER_CELL}),
     ));
+    // A rung is pinned as a case is (`CasePin::validate`), plus its id when it has one.
+    rules.push((schema("RungInput", "/properties/slug"), slug(64)));
+    rules.push((schema("RungInput", "/properties/version"), semver()));
+    rules.push((schema("RungInput", "/properties/variant"), slug(64)));
+    rules.push((schema("RungInput", "/properties/engine"), slug(64)));
+    rules.push((
+        schema("RungInput", "/properties/id"),
+        json!({"pattern": "^rung_[a-z0-9]{1,64}$"}),
+    ));
     rules.push((
         schema("RungInput", "/properties/runs"),
         json!({"minimum": 1, "maximum": belay_domain::coverage::MAX_RUNS_PER_CELL}),
