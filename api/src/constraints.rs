@@ -306,7 +306,7 @@ fn rules() -> Vec<(String, Value)> {
     rules.push((schema("LadderInput", "/properties/name"), text(200)));
     rules.push((
         schema("LadderInput", "/properties/rungs"),
-        json!({"minItems": 1, "maxItems": belay_domain::ladder::MAX_RUNGS}),
+        json!({"minItems": 1, "maxItems": belay_domain::ladder::MAX_RUNGS, "uniqueItems": true}),
     ));
     rules.push((
         schema("LadderInput", "/properties/runsPerCell"),
@@ -356,6 +356,24 @@ fn rules() -> Vec<(String, Value)> {
         json!({"minItems": 2, "maxItems": 2}),
     ));
     rules.push((schema("ConflictInput", "/properties/summary"), text(2000)));
+    // A side's own counts (`ConflictInput::validate` checks them before any citation).
+    rules.push((
+        schema("ConflictSide", "/properties/changeSetIds"),
+        json!({"minItems": 1, "maxItems": 100}),
+    ));
+    for field in ["paths", "contractLines"] {
+        rules.push((
+            schema("ConflictSide", &format!("/properties/{field}")),
+            json!({"maxItems": 100}),
+        ));
+    }
+    rules.push((
+        schema("ConflictSide", ""),
+        json!({"anyOf": [
+            {"required": ["paths"], "properties": {"paths": {"minItems": 1}}},
+            {"required": ["contractLines"], "properties": {"contractLines": {"minItems": 1}}},
+        ]}),
+    ));
     rules.push((
         "/paths/~1v1~1approvals/get/parameters/status/schema".into(),
         json!({"type": "string", "enum": ["requested", "granted", "rejected"]}),

@@ -5,6 +5,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use belay_domain::ValidationError;
+use belay_domain::validation::Refused;
 use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_store::StoreError;
 use serde::Serialize;
@@ -72,7 +73,10 @@ impl ApiError {
 
 impl From<ValidationError> for ApiError {
     fn from(e: ValidationError) -> Self {
-        ApiError::invalid(&e.field, &e.rule)
+        match e.refused {
+            Refused::Invalid => ApiError::invalid(&e.field, &e.rule),
+            Refused::Conflict => ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+        }
     }
 }
 

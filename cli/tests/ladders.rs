@@ -552,7 +552,7 @@ async fn an_override_promotes_past_a_wall_clearing_it_restores_the_wall_and_an_u
     let c = &p["climbers"][0];
     assert_eq!(c["status"], "walled", "{c}");
     assert_eq!(standing(c, &rungs[0])["override"], Value::Null);
-    // `outcome: null` clears too; an unknown rung is 422 naming it.
+    // `outcome: null` clears too; a well-formed id of no rung of this ladder is 409 naming it.
     let (s, _) = b
         .post(
             &format!("/v1/ladders/{id}/outcomes"),
@@ -566,7 +566,7 @@ async fn an_override_promotes_past_a_wall_clearing_it_restores_the_wall_and_an_u
             json!({"combination": harness("x"), "rungId": "rung_nope", "outcome": "advance"}),
         )
         .await;
-    assert_eq!(s, 422, "{v}");
+    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("conflict")), "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("rungId"), "{v}");
 }
 
@@ -591,16 +591,18 @@ async fn a_reorder_keeps_every_rung_id_and_verdict_and_a_bumped_rung_turns_its_v
     assert_eq!(topup(&b, &id).await["recorded"], 1);
     assert_eq!(board(&b, &id).await["climbers"][0]["currentRung"], rungs[1].as_str());
 
-    // Not a permutation: 422 naming what is wrong, nothing changed.
-    for (bad, what) in [
-        (json!([rungs[1], rungs[0]]), "missing"),
-        (json!([rungs[1], rungs[1], rungs[0], rungs[2]]), "twice"),
-        (json!([rungs[1], rungs[0], "rung_other"]), "not a rung"),
+    // Not a permutation: an error naming what is wrong, nothing changed. An id listed twice is
+    // the body's own fault (422); one rung left out or one of no rung of this ladder is a
+    // well-formed list that what the ladder holds rules out (409).
+    for (bad, what, status) in [
+        (json!([rungs[1], rungs[0]]), "missing", 409),
+        (json!([rungs[1], rungs[1], rungs[0], rungs[2]]), "twice", 422),
+        (json!([rungs[1], rungs[0], "rung_other"]), "not a rung", 409),
     ] {
         let (s, v) = b
             .post(&format!("/v1/ladders/{id}/rungs/order"), json!({"rungIds": bad}))
             .await;
-        assert_eq!(s, 422, "{v}");
+        assert_eq!(s, status, "{v}");
         let m = v["error"]["message"].as_str().unwrap();
         assert!(m.contains("rungIds") && m.contains(what), "{m}");
         assert_eq!(rung_ids(&b.get(&format!("/v1/ladders/{id}")).await), rungs);
@@ -893,8 +895,8 @@ async fn bad_input_on_every_endpoint_is_a_4xx_naming_the_field_and_another_accou
         (with("rungs", json!([])), 422, "rungs"),
         (with("rungs", json!(fifty_one)), 422, "rungs"),
         (with("rungs", json!([case("c"), case("c")])), 422, "rungs[1]"),
-        (with("rungs", json!([case("perf")])), 422, "performance"),
-        (with("rungs", json!([case("jam")])), 422, "game jam"),
+        (with("rungs", json!([case("perf")])), 409, "performance"),
+        (with("rungs", json!([case("jam")])), 409, "game jam"),
         (with("runsPerCell", json!(0)), 422, "runsPerCell"),
         (
             with(
@@ -946,19 +948,21 @@ async fn bad_input_on_every_endpoint_is_a_4xx_naming_the_field_and_another_accou
     let l = ladder(&b, good()).await;
     let id = l["id"].as_str().unwrap().to_string();
     let rungs = rung_ids(&l);
-    // PUT: bad input changes nothing; a removed or invented rung id is refused.
-    for (body, field) in [
-        (with("runsPerCell", json!(101)), "runsPerCell"),
+    // PUT: bad input changes nothing; a removed or invented rung id is refused (409: the id is
+    // well formed, the ladder has no such rung).
+    for (body, status, field) in [
+        (with("runsPerCell", json!(101)), 422, "runsPerCell"),
         (
             with(
                 "rungs",
                 json!([{"id": "rung_invented", "slug": "c", "version": "1.0.0", "variant": "default"}]),
             ),
+            409,
             "rungs[0].id",
         ),
     ] {
         let (s, v) = call(&b, "PUT", &format!("/v1/ladders/{id}"), &b.token, Some(body)).await;
-        assert_eq!(s, 422, "{v}");
+        assert_eq!(s, status, "{v}");
         assert!(v["error"]["message"].as_str().unwrap().contains(field), "{v}");
     }
     assert_eq!(b.get(&format!("/v1/ladders/{id}")).await, l, "nothing changed");

@@ -364,6 +364,30 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     let ev = b.get(&format!("/v1/events?entity={project}")).await;
     assert_eq!(events_of(&ev, "canonical.advanced").len(), 3, "{ev:#}");
 
+    // Another account sees none of it: the project's, the Changes' and the Candidates' events
+    // are the owner's alone.
+    let mine = b.get("/v1/events?limit=1000").await;
+    let source_lane = ["candidate.", "approval.", "canonical.", "release.", "repair.", "verification."];
+    let of_lane = |events: &Value| {
+        events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| source_lane.iter().any(|p| e["kind"].as_str().unwrap().starts_with(p)))
+            .count()
+    };
+    assert!(of_lane(&mine) >= 8, "the owner sees its own: {mine:#}");
+    let other = common::create_operator(&b.database_url, "other");
+    let (s, theirs) = b.request("GET", "/v1/events?limit=1000", Some(&other), None).await;
+    assert_eq!(s, 200);
+    assert_eq!(of_lane(&theirs), 0, "another account saw the owner's events: {theirs:#}");
+    for entity in [&project, &kb2] {
+        let (_, one) = b
+            .request("GET", &format!("/v1/events?entity={entity}"), Some(&other), None)
+            .await;
+        assert_eq!(one, json!([]), "{entity}");
+    }
+
     // Canonical main moved only by fast-forwards: the seed push and three promotions.
     let moves = assert_only_fast_forwards(&b, &project);
     let promotions: Vec<_> = moves.iter().filter(|m| m.2 == "belay: fast-forward main").collect();

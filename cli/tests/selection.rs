@@ -213,23 +213,40 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
     // writes nothing; so is a ChangeSet of the other Task.
     let side =
         |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
-    for (body, field) in [
+    // What the body gets wrong by itself is 422; a well-formed citation of the wrong Task,
+    // ChangeSet or path is 409 `conflict`. Either names the field.
+    for (body, status, field) in [
         (
             json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts"), side(&t2, &cs2, "src/app.ts")]}),
+            409,
             "sides[1].paths[0]",
         ),
         (
             json!({"status": "fork_required", "sides": [side(&t1, &cs2, "src/export.ts"), side(&t2, &cs2, "src/export.ts")]}),
+            409,
             "sides[0].changeSetIds[0]",
         ),
         (
+            json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts"), side(&t1, &cs1, "src/stats.ts")]}),
+            409,
+            "sides[1].taskId",
+        ),
+        (
             json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts")]}),
+            422,
             "sides",
         ),
-        (json!({"status": "maybe", "sides": []}), "status"),
+        (
+            json!({"status": "fork_required", "sides": [
+                {"taskId": t1["id"], "changeSetIds": [], "paths": ["src/stats.ts"]},
+                side(&t2, &cs2, "src/export.ts")]}),
+            422,
+            "sides[0].changeSetIds",
+        ),
+        (json!({"status": "maybe", "sides": []}), 422, "status"),
     ] {
         let (s, v) = b.post(&format!("/v1/changes/{c}/conflicts"), body).await;
-        assert_eq!(s, 422, "{v}");
+        assert_eq!(s, status, "{v}");
         assert!(v.to_string().contains(field), "{field}: {v}");
     }
     let (s, v) = b

@@ -68,7 +68,7 @@ pub fn may_cancel_job(role: Role, caller: &str, launched_by: Option<&str>, origi
 /// Whether events of `kind` belong to an owned entity (seen by its owner only) rather than to a
 /// job, run, review or catalogue entry (seen by every account).
 pub fn event_is_owned(kind: &str) -> bool {
-    const OWNED: [&str; 9] = [
+    const OWNED: [&str; 17] = [
         "account.",
         "project.",
         "change.",
@@ -78,6 +78,15 @@ pub fn event_is_owned(kind: &str) -> bool {
         "change_set.",
         "edit_session.",
         "gg_config.",
+        // The source lane after the Change: of a project, a Change or a Candidate.
+        "policy.",
+        "verification.",
+        "candidate.",
+        "conflict.",
+        "approval.",
+        "repair.",
+        "canonical.",
+        "release.",
     ];
     OWNED.iter().any(|p| kind.starts_with(p))
 }
@@ -121,6 +130,12 @@ mod tests {
             "workspace.published",
             "gg_config.updated",
             "account.created",
+            "candidate.promoted",
+            "approval.requested",
+            "canonical.advanced",
+            "release.started",
+            "repair.requested",
+            "policy.updated",
         ] {
             assert!(event_is_owned(owned), "{owned}");
         }

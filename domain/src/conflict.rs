@@ -71,7 +71,11 @@ pub struct ChangeSetPaths<'a> {
 
 impl ConflictInput {
     /// Checks the finding and every citation against the Change's Tasks and ChangeSets. A bad
-    /// citation makes the finding unsupported: the error names it.
+    /// citation makes the finding unsupported: the error names it. What the body gets wrong by
+    /// itself (two sides, the counts of citations, the summary) is checked first and is
+    /// [`Refused::Invalid`](crate::validation::Refused); a well-formed citation of the wrong
+    /// Task, ChangeSet, path or contract line (both sides one Task included) is
+    /// [`Refused::Conflict`](crate::validation::Refused).
     pub fn validate(&self, tasks: &[Task], change_sets: &[ChangeSetPaths<'_>]) -> Result<(), ValidationError> {
         if self.sides.len() != 2 {
             return Err(ValidationError::new("sides", "must name exactly two sides"));
@@ -79,40 +83,13 @@ impl ConflictInput {
         if let Some(s) = &self.summary {
             check_text("summary", s, 2000)?;
         }
-        if self.sides[0].task_id == self.sides[1].task_id {
-            return Err(ValidationError::new(
-                "sides[1].taskId",
-                "must be another Task than sides[0].taskId",
-            ));
-        }
         for (i, side) in self.sides.iter().enumerate() {
             let at = |f: &str| format!("sides[{i}].{f}");
-            if !tasks.iter().any(|t| t.id == side.task_id.0) {
-                return Err(ValidationError::new(at("taskId"), "is not a Task of this Change"));
-            }
             if side.change_set_ids.is_empty() || side.change_set_ids.len() > MAX_CITATIONS {
                 return Err(ValidationError::new(
                     at("changeSetIds"),
                     format!("must cite 1 to {MAX_CITATIONS} ChangeSets of the side's Task"),
                 ));
-            }
-            let mut cited: Vec<&ChangeSetPaths<'_>> = Vec::new();
-            for (j, id) in side.change_set_ids.iter().enumerate() {
-                match change_sets.iter().find(|c| c.change_set.id == id.0) {
-                    Some(c) if c.change_set.task_id == side.task_id.0 => cited.push(c),
-                    Some(_) => {
-                        return Err(ValidationError::new(
-                            at(&format!("changeSetIds[{j}]")),
-                            format!("{id} is not a ChangeSet of Task {}", side.task_id),
-                        ));
-                    }
-                    None => {
-                        return Err(ValidationError::new(
-                            at(&format!("changeSetIds[{j}]")),
-                            format!("{id} is not a ChangeSet of this Change"),
-                        ));
-                    }
-                }
             }
             if side.paths.is_empty() && side.contract_lines.is_empty() {
                 return Err(ValidationError::new(
@@ -126,9 +103,39 @@ impl ConflictInput {
                     format!("must cite at most {MAX_CITATIONS} paths and {MAX_CITATIONS} contract lines"),
                 ));
             }
+        }
+        if self.sides[0].task_id == self.sides[1].task_id {
+            return Err(ValidationError::conflict(
+                "sides[1].taskId",
+                "must be another Task than sides[0].taskId",
+            ));
+        }
+        for (i, side) in self.sides.iter().enumerate() {
+            let at = |f: &str| format!("sides[{i}].{f}");
+            if !tasks.iter().any(|t| t.id == side.task_id.0) {
+                return Err(ValidationError::conflict(at("taskId"), "is not a Task of this Change"));
+            }
+            let mut cited: Vec<&ChangeSetPaths<'_>> = Vec::new();
+            for (j, id) in side.change_set_ids.iter().enumerate() {
+                match change_sets.iter().find(|c| c.change_set.id == id.0) {
+                    Some(c) if c.change_set.task_id == side.task_id.0 => cited.push(c),
+                    Some(_) => {
+                        return Err(ValidationError::conflict(
+                            at(&format!("changeSetIds[{j}]")),
+                            format!("{id} is not a ChangeSet of Task {}", side.task_id),
+                        ));
+                    }
+                    None => {
+                        return Err(ValidationError::conflict(
+                            at(&format!("changeSetIds[{j}]")),
+                            format!("{id} is not a ChangeSet of this Change"),
+                        ));
+                    }
+                }
+            }
             for (j, p) in side.paths.iter().enumerate() {
                 if !cited.iter().any(|c| c.changed_paths.contains(p)) {
-                    return Err(ValidationError::new(
+                    return Err(ValidationError::conflict(
                         at(&format!("paths[{j}]")),
                         format!("{p} is not a path in the patches of the cited ChangeSets"),
                     ));
@@ -139,7 +146,7 @@ impl ConflictInput {
                     .iter()
                     .any(|c| c.change_set.contract_changes.iter().any(|d| d.trim() == l.trim()))
                 {
-                    return Err(ValidationError::new(
+                    return Err(ValidationError::conflict(
                         at(&format!("contractLines[{j}]")),
                         "is not a contract line the cited ChangeSets declare",
                     ));
@@ -454,57 +461,49 @@ mod tests {
 
     #[test]
     fn a_bad_citation_makes_the_finding_unsupported_and_names_it() {
+        use crate::validation::Refused::{Conflict, Invalid};
         let f = Fixture::new();
-        let field = |sides| f.check(&finding(sides)).unwrap_err().field;
+        let refused = |sides| {
+            let e = f.check(&finding(sides)).unwrap_err();
+            (e.field, e.refused)
+        };
+        let t1 = |cs: &[&str], paths: &[&str], lines: &[&str]| side("task_t1", cs, paths, lines);
+        let t2_app = || side("task_t2", &["cs_b"], &["src/app.ts"], &[]);
+        // Well formed, but citing what the Change does not hold that way: a conflict (409).
         assert_eq!(
-            field(vec![
-                side("task_t1", &["cs_b"], &["src/app.ts"], &[]),
-                side("task_t2", &["cs_b"], &["src/app.ts"], &[])
-            ]),
-            "sides[0].changeSetIds[0]"
+            refused(vec![t1(&["cs_b"], &["src/app.ts"], &[]), t2_app()]),
+            ("sides[0].changeSetIds[0]".into(), Conflict)
         );
         assert_eq!(
-            field(vec![
-                side("task_t1", &["cs_a"], &["src/app.ts"], &[]),
+            refused(vec![
+                t1(&["cs_a"], &["src/app.ts"], &[]),
                 side("task_t2", &["cs_b"], &["src/other.ts"], &[])
             ]),
-            "sides[1].paths[0]"
+            ("sides[1].paths[0]".into(), Conflict)
         );
         assert_eq!(
-            field(vec![
-                side("task_t1", &["cs_a"], &[], &["Adds DELETE /api/todos"]),
-                side("task_t2", &["cs_b"], &["src/app.ts"], &[])
-            ]),
-            "sides[0].contractLines[0]"
+            refused(vec![t1(&["cs_a"], &[], &["Adds DELETE /api/todos"]), t2_app()]),
+            ("sides[0].contractLines[0]".into(), Conflict)
         );
         assert_eq!(
-            field(vec![
-                side("task_t1", &["cs_zz"], &["src/app.ts"], &[]),
-                side("task_t2", &["cs_b"], &["src/app.ts"], &[])
-            ]),
-            "sides[0].changeSetIds[0]"
+            refused(vec![t1(&["cs_zz"], &["src/app.ts"], &[]), t2_app()]),
+            ("sides[0].changeSetIds[0]".into(), Conflict)
         );
         assert_eq!(
-            field(vec![
-                side("task_t1", &["cs_a"], &[], &[]),
-                side("task_t2", &["cs_b"], &["src/app.ts"], &[])
-            ]),
-            "sides[0].paths"
+            refused(vec![side("task_t9", &["cs_a"], &["src/app.ts"], &[]), t2_app()]),
+            ("sides[0].taskId".into(), Conflict)
         );
         assert_eq!(
-            field(vec![
-                side("task_t9", &["cs_a"], &["src/app.ts"], &[]),
-                side("task_t2", &["cs_b"], &["src/app.ts"], &[])
-            ]),
-            "sides[0].taskId"
+            refused(vec![t1(&["cs_a"], &["src/app.ts"], &[]), t1(&["cs_a"], &["src/app.ts"], &[])]),
+            ("sides[1].taskId".into(), Conflict)
         );
-        assert_eq!(field(vec![side("task_t1", &["cs_a"], &["src/app.ts"], &[])]), "sides");
+        // What the body gets wrong by itself (422), checked before any citation: even a side of
+        // an unknown Task is refused for its empty citations first.
+        assert_eq!(refused(vec![t1(&["cs_a"], &[], &[]), t2_app()]), ("sides[0].paths".into(), Invalid));
+        assert_eq!(refused(vec![t1(&["cs_a"], &["src/app.ts"], &[])]), ("sides".into(), Invalid));
         assert_eq!(
-            field(vec![
-                side("task_t1", &["cs_a"], &["src/app.ts"], &[]),
-                side("task_t1", &["cs_a"], &["src/app.ts"], &[])
-            ]),
-            "sides[1].taskId"
+            refused(vec![side("task_t9", &[], &["src/app.ts"], &[]), t2_app()]),
+            ("sides[0].changeSetIds".into(), Invalid)
         );
     }
 

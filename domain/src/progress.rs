@@ -466,10 +466,10 @@ fn present_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Outcome>, D
 /// Why an override is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum OverrideRefusal {
-    /// The combination is not a climber of the ladder (422, `combination`).
+    /// The combination is not a climber of the ladder (409, `combination`).
     #[error("combination: not a climber of this ladder")]
     UnknownClimber,
-    /// The rung id is not a rung of the ladder (422, `rungId`).
+    /// The rung id is not a rung of the ladder (409, `rungId`).
     #[error("rungId: not a rung of this ladder")]
     UnknownRung,
     /// The gate has not decided the rung (409): there is nothing to promote past, and the

@@ -1,6 +1,10 @@
 //! The one shape of a refused input: the field that is wrong and the rule it broke.
 //!
-//! The API turns it into a 422 whose message names both, so a caller knows what to fix.
+//! The API turns it into a 422 whose message names both, so a caller knows what to fix. A
+//! well-formed value that refers to what the API holds in a way that cannot be (a Task not of the
+//! Change, a catalogue case of a type a ladder cannot clear) is the same shape with
+//! [`Refused::Conflict`]: a 409, since the OpenAPI document calls the request valid and only what
+//! the API holds makes it impossible (decision 0012).
 
 use std::fmt;
 
@@ -10,6 +14,17 @@ use std::fmt;
 pub struct ValidationError {
     pub field: String,
     pub rule: String,
+    pub refused: Refused,
+}
+
+/// What makes a value wrong: the request itself, or what the API holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Refused {
+    /// The value breaks a rule of its own (422).
+    #[default]
+    Invalid,
+    /// The value is well formed but names something that cannot be used this way (409).
+    Conflict,
 }
 
 impl ValidationError {
@@ -17,6 +32,15 @@ impl ValidationError {
         Self {
             field: field.into(),
             rule: rule.into(),
+            refused: Refused::Invalid,
+        }
+    }
+
+    /// A well-formed value that what the API holds rules out.
+    pub fn conflict(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self {
+            refused: Refused::Conflict,
+            ..Self::new(field, rule)
         }
     }
 }

@@ -24,8 +24,9 @@ pub async fn append<'e>(
     payload: &serde_json::Value,
 ) -> Result<(), StoreError> {
     // An owned entity's event carries its owner, found from the entity's own row in the same
-    // transaction; an event of a job, run, review or catalogue entry carries none (every account
-    // sees it). See `belay_domain::access`.
+    // transaction (a project, a Change, a task run, a Candidate, …); an event of a job, run,
+    // review or catalogue entry carries none (every account sees it). See
+    // `belay_domain::access`.
     let sql = if belay_domain::access::event_is_owned(kind) {
         OWNED_INSERT
     } else {
@@ -56,6 +57,7 @@ const OWNED_INSERT: &str = "insert into events (entity, kind, payload, at, accou
     (select p.account_id from changes c join projects p on p.id = c.project_id where c.id = $1), \
     (select p.account_id from task_runs r join tasks t on t.id = r.task_id join changes c on c.id = t.change_id \
         join projects p on p.id = c.project_id where r.id = $1), \
+    (select p.account_id from candidates k join projects p on p.id = k.project_id where k.id = $1), \
     (select e.account_id from edit_sessions e where e.id = $1), \
     (select g.account_id from gg_configs g where g.id = $1), \
     (select a.id from accounts a where a.id = $1), \

@@ -182,7 +182,10 @@ on_both!(
         let w = world(&s).await;
         let bad = conflict(&w, ConflictStatus::ForkRequired, "src/a.ts");
         match s.record_conflict(&w.alice, &w.change, &bad, &w.paths).await {
-            Err(StoreError::Invalid(v)) => assert_eq!(v.field, "sides[1].paths[0]"),
+            Err(StoreError::Invalid(v)) => assert_eq!(
+                (v.field.as_str(), v.refused),
+                ("sides[1].paths[0]", belay_domain::validation::Refused::Conflict)
+            ),
             other => panic!("{other:?}"),
         }
         let good = conflict(&w, ConflictStatus::ForkRequired, "src/b.ts");

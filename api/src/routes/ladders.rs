@@ -462,8 +462,9 @@ async fn put_outcome(s: &AppState, account_id: &str, id: &str, input: OutcomeInp
         .board
         .override_target(&input.combination, &input.rung_id, input.outcome)
         .map_err(|e| match e {
-            OverrideRefusal::UnknownClimber => ApiError::invalid("combination", "is not a climber of this ladder"),
-            OverrideRefusal::UnknownRung => ApiError::invalid("rungId", "is not a rung of this ladder"),
+            OverrideRefusal::UnknownClimber | OverrideRefusal::UnknownRung => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
+            }
             OverrideRefusal::Undecided => ApiError::new(StatusCode::CONFLICT, "rung_undecided", e.to_string()),
         })?;
     ladders::put_override(&mut tx, id, &row).await?;
