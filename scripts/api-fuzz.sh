@@ -78,7 +78,7 @@ belay_log "api-fuzz: schemathesis $("$st" --version | awk '{print $NF}') against
 reports=${BELAY_FUZZ_REPORT_DIR:-$work/reports}
 status=0
 # schemathesis keeps a cache in its working directory: give it this run's own.
-(cd "$work" && "$st" run "$url/v1/openapi.json" \
+(cd "$work" && "$st" --config-file "$here/schemathesis.toml" run "$url/v1/openapi.json" \
     --checks all \
     --phases examples,coverage,fuzzing,stateful \
     --header "Authorization: Bearer $token" \

@@ -342,6 +342,19 @@ fn rules() -> Vec<(String, Value)> {
         schema("Threshold", "/oneOf/1"),
         json!({"additionalProperties": false, "properties": {"of": {"exclusiveMinimum": 0, "maximum": 1}}}),
     ));
+    // Steering changes something: at least one of its three fields is not null.
+    rules.push((
+        schema("SteeringInput", ""),
+        json!({"anyOf": [
+            {"required": ["priority"], "properties": {"priority": {"type": "integer"}}},
+            {"required": ["focused"], "properties": {"focused": {"type": "boolean"}}},
+            {"required": ["held"], "properties": {"held": {"type": "boolean"}}},
+        ]}),
+    ));
+    rules.push((
+        schema("SteeringInput", "/properties/priority"),
+        json!({"minimum": -belay_domain::ladder::MAX_PRIORITY, "maximum": belay_domain::ladder::MAX_PRIORITY}),
+    ));
     rules.push((
         schema("OutcomeInput", ""),
         json!({"required": ["combination", "rungId", "outcome"]}),

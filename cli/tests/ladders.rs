@@ -967,13 +967,14 @@ async fn bad_input_on_every_endpoint_is_a_4xx_naming_the_field_and_another_accou
     }
     assert_eq!(b.get(&format!("/v1/ladders/{id}")).await, l, "nothing changed");
     // Steering.
-    for (body, field) in [
-        (json!({"combination": harness("x"), "priority": 5000}), "priority"),
-        (json!({"combination": harness("nobody"), "held": true}), "combination"),
-        (json!({"combination": harness("x"), "held": "yes"}), "held"),
+    for (body, status, field) in [
+        (json!({"combination": harness("x"), "priority": 5000}), 422, "priority"),
+        (json!({"combination": harness("nobody"), "held": true}), 409, "combination"),
+        (json!({"combination": harness("x"), "held": "yes"}), 422, "held"),
+        (json!({"combination": harness("x"), "held": null}), 422, "body"),
     ] {
         let (s, v) = b.post(&format!("/v1/ladders/{id}/climbers"), body.clone()).await;
-        assert_eq!(s, 422, "{body} → {v}");
+        assert_eq!(s, status, "{body} → {v}");
         assert!(v["error"]["message"].as_str().unwrap().contains(field), "{v}");
     }
     assert_eq!(board(&b, &id).await["climbers"][0]["steering"]["priority"], 0);

@@ -406,7 +406,7 @@ impl SteeringInput {
         }
         let key = ClimberKey::of(&self.combination);
         if !climbers.iter().any(|c| ClimberKey::of(c) == key) {
-            return Err(ValidationError::new(
+            return Err(ValidationError::conflict(
                 "combination",
                 format!("{} is not a climber of this ladder", key.0),
             ));
@@ -675,7 +675,8 @@ mod tests {
             combination: harness("cc", "other"),
             ..hold.clone()
         };
-        assert_eq!(stranger.validate(&climbers).unwrap_err().field, "combination");
+        let err = stranger.validate(&climbers).unwrap_err();
+        assert_eq!((err.field.as_str(), err.refused), ("combination", Refused::Conflict));
         let nothing = SteeringInput {
             held: None,
             ..hold.clone()

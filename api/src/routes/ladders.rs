@@ -85,8 +85,8 @@ async fn check_ladder(tx: &mut Tx, account_id: &str, input: LadderInput) -> ApiR
 #[utoipa::path(post, path = "/v1/ladders", tag = "ladders", request_body = LadderInput,
     responses((status = 201, body = Ladder),
         (status = 403, body = ErrorBody, description = "A gg combination names a configuration the caller does not own (`gg_config_not_owned`)"),
-        (status = 409, body = ErrorBody, description = "A group pointer names no combo group of this account (`invalid_group_pointer`)"),
-        (status = 422, body = ErrorBody, description = "Bad input, named; a performance or game jam rung, with why nobody could clear it")))]
+        (status = 409, body = ErrorBody, description = "A group pointer names no combo group of this account (`invalid_group_pointer`); a performance or game jam rung, with why nobody could clear it; a rung id (`conflict`)"),
+        (status = 422, body = ErrorBody, description = "Bad input, named; a count threshold above a rung's runs (the one rule of this body JSON Schema cannot state)")))]
 pub async fn create(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -130,8 +130,8 @@ pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
 #[utoipa::path(put, path = "/v1/ladders/{id}", tag = "ladders", params(("id" = String, Path)), request_body = LadderInput,
     responses((status = 200, body = Ladder), (status = 404, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "A gg combination names a configuration the caller does not own (`gg_config_not_owned`)"),
-        (status = 409, body = ErrorBody, description = "A group pointer names no combo group of this account (`invalid_group_pointer`)"),
-        (status = 422, body = ErrorBody)))]
+        (status = 409, body = ErrorBody, description = "A group pointer names no combo group of this account (`invalid_group_pointer`); a performance or game jam rung; a rung id that is not a rung of this ladder (`conflict`)"),
+        (status = 422, body = ErrorBody, description = "Bad input, named; a count threshold above a rung's runs")))]
 pub async fn update(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -181,7 +181,8 @@ pub async fn delete(Caller(a): Caller, State(s): State<AppState>, Path(id): Path
 /// in the new order, it has not advanced past.
 #[utoipa::path(post, path = "/v1/ladders/{id}/rungs/order", tag = "ladders", params(("id" = String, Path)), request_body = RungOrderInput,
     responses((status = 200, body = Ladder), (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "Not a permutation of the current rung ids: nothing changed")))]
+        (status = 409, body = ErrorBody, description = "An id of no rung of this ladder, or a rung left out (`conflict`): nothing changed"),
+        (status = 422, body = ErrorBody, description = "An id listed twice: nothing changed")))]
 pub async fn reorder(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -214,7 +215,9 @@ pub struct ClimberSteering {
 /// Sets a climber's steering (`priority` -1000..=1000, higher first; `focused`, the tiebreak;
 /// `held`, stop where it stands), keyed by its combination; an absent field keeps its value.
 #[utoipa::path(post, path = "/v1/ladders/{id}/climbers", tag = "ladders", params(("id" = String, Path)), request_body = SteeringInput,
-    responses((status = 200, body = ClimberSteering), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = ClimberSteering), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The combination is not a climber of this ladder (`conflict`)"),
+        (status = 422, body = ErrorBody)))]
 pub async fn steer(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -412,7 +415,7 @@ pub async fn queue(
 /// gate's verdict; `outcome: null` clears it and restores the gate's verdict.
 #[utoipa::path(post, path = "/v1/ladders/{id}/outcomes", tag = "ladders", params(("id" = String, Path)), request_body = OutcomeInput,
     responses((status = 200, body = LadderProgress), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "The gate has not decided the rung (`rung_undecided`): hold the climber instead"),
+        (status = 409, body = ErrorBody, description = "The gate has not decided the rung (`rung_undecided`): hold the climber instead; a combination not a climber or a rung id not of this ladder (`conflict`)"),
         (status = 422, body = ErrorBody)))]
 pub async fn set_outcome(
     Caller(a): Caller,
@@ -435,7 +438,9 @@ pub struct ClearOutcome {
 
 /// Clears an override: the gate's own verdict governs again.
 #[utoipa::path(delete, path = "/v1/ladders/{id}/outcomes", tag = "ladders", params(("id" = String, Path)), request_body = ClearOutcome,
-    responses((status = 200, body = LadderProgress), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = LadderProgress), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "A combination not a climber or a rung id not of this ladder (`conflict`)"),
+        (status = 422, body = ErrorBody)))]
 pub async fn clear_outcome(
     Caller(a): Caller,
     State(s): State<AppState>,
