@@ -117,7 +117,8 @@ async fn verify_ui_change(b: &Belay, project: &str, goal: &str, edits: &[Value])
     let deadline = Instant::now() + Duration::from_secs(400);
     loop {
         let k = b.get(&format!("/v1/candidates/{id}")).await;
-        if ["verified", "rejected", "stale"].contains(&k["status"].as_str().unwrap_or_default()) {
+        // A verified low-risk Candidate is promoted by itself, perhaps before it is read.
+        if ["verified", "rejected", "stale", "promoted"].contains(&k["status"].as_str().unwrap_or_default()) {
             return k;
         }
         assert!(Instant::now() < deadline, "candidate never finished: {k}");
@@ -173,7 +174,10 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
         &about_page("<h1>About</h1><p>Todos, kept simply.</p><form method=\"get\" action=\"/\"><input type=\"text\" name=\"q\"><button>Find</button></form><a href=\"/\">Home</a>"),
     )
     .await;
-    assert_eq!(k["status"], "verified", "{k:#}");
+    assert!(
+        ["verified", "promoted"].contains(&k["status"].as_str().unwrap()),
+        "{k:#}"
+    );
     let e = browser_evidence(&k);
     assert_eq!(
         (e["status"].as_str(), e["coverage"].as_str()),

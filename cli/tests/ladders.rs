@@ -969,7 +969,11 @@ async fn bad_input_on_every_endpoint_is_a_4xx_naming_the_field_and_another_accou
     // Steering.
     for (body, status, field) in [
         (json!({"combination": harness("x"), "priority": 5000}), 422, "priority"),
-        (json!({"combination": harness("nobody"), "held": true}), 409, "combination"),
+        (
+            json!({"combination": harness("nobody"), "held": true}),
+            409,
+            "combination",
+        ),
         (json!({"combination": harness("x"), "held": "yes"}), 422, "held"),
         (json!({"combination": harness("x"), "held": null}), 422, "body"),
     ] {

@@ -367,7 +367,14 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     // Another account sees none of it: the project's, the Changes' and the Candidates' events
     // are the owner's alone.
     let mine = b.get("/v1/events?limit=1000").await;
-    let source_lane = ["candidate.", "approval.", "canonical.", "release.", "repair.", "verification."];
+    let source_lane = [
+        "candidate.",
+        "approval.",
+        "canonical.",
+        "release.",
+        "repair.",
+        "verification.",
+    ];
     let of_lane = |events: &Value| {
         events
             .as_array()
@@ -380,7 +387,11 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     let other = common::create_operator(&b.database_url, "other");
     let (s, theirs) = b.request("GET", "/v1/events?limit=1000", Some(&other), None).await;
     assert_eq!(s, 200);
-    assert_eq!(of_lane(&theirs), 0, "another account saw the owner's events: {theirs:#}");
+    assert_eq!(
+        of_lane(&theirs),
+        0,
+        "another account saw the owner's events: {theirs:#}"
+    );
     for entity in [&project, &kb2] {
         let (_, one) = b
             .request("GET", &format!("/v1/events?entity={entity}"), Some(&other), None)

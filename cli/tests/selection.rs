@@ -134,6 +134,12 @@ async fn task(b: &Belay, change: &str, key: &str, resources: &[&str], files: &[(
 async fn wait_done(b: &Belay, ids: &[String], change: &str) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
+        // The receipt first: the selection's rejections commit with it, so Candidates read after
+        // it show them (read before it, all three may still be `verified`).
+        let receipts = b.get(&format!("/v1/changes/{change}/receipts")).await;
+        let selected = receipts
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x["kind"] == "CANDIDATE_SELECTION"));
         let all: Vec<Value> = {
             let mut v = Vec::new();
             for id in ids {
@@ -144,16 +150,25 @@ async fn wait_done(b: &Belay, ids: &[String], change: &str) -> Vec<Value> {
         let gated = all
             .iter()
             .all(|k| ["verified", "rejected", "promoted"].contains(&k["status"].as_str().unwrap_or_default()));
-        let receipts = b.get(&format!("/v1/changes/{change}/receipts")).await;
-        let selected = receipts
-            .as_array()
-            .is_some_and(|r| r.iter().any(|x| x["kind"] == "CANDIDATE_SELECTION"));
         if gated && selected {
             return all;
         }
         assert!(Instant::now() < deadline, "selection never happened: {all:#?}");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// The Change's sibling-selection receipt, and all its receipts.
+async fn selection_receipt(b: &Belay, change: &str) -> (Value, Value) {
+    let receipts = b.get(&format!("/v1/changes/{change}/receipts")).await;
+    let sel = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "CANDIDATE_SELECTION")
+        .cloned()
+        .unwrap_or_else(|| panic!("no selection receipt: {receipts:#}"));
+    (sel, receipts)
 }
 
 /// Waits until the Candidate has the status.
@@ -390,6 +405,28 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
 
     replays(&b, "verification-selected-v1", &format!("verify-{}", ids[0])).await;
     replays(&b, "verification-selected-v1-sibling", &format!("verify-{}", ids[1])).await;
+    // The one workflow whose selection picked the winner handed it on behind the marker
+    // `selected-winner-ready` (read the winner's facts, started its promotion); its history is
+    // recorded for the replay suite.
+    let mut handed_on = Vec::new();
+    for id in &ids {
+        let h = common::completed_history(&b, &format!("verify-{id}")).await;
+        let patches = belay_worker::replay::patches(&h).unwrap();
+        if patches
+            .iter()
+            .any(|p| p == belay_workflows::promotion::SELECTED_WINNER_READY_PATCH)
+        {
+            handed_on.push(h);
+        }
+    }
+    assert_eq!(
+        handed_on.len(),
+        1,
+        "exactly one workflow ran the selection that picked the winner"
+    );
+    let h = handed_on.pop().unwrap();
+    assert!(String::from_utf8_lossy(&h).contains("db.winner_facts"));
+    common::replays_json("verification-selected-winner-ready", h).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -423,7 +460,10 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
     let project = sample_project(&b).await;
 
     let mut outcomes = Vec::new();
-    for criterion in ["A helper for the todos exists", "Some helper for the todos exists"] {
+    for (round, criterion) in ["A helper for the todos exists", "Some helper for the todos exists"]
+        .into_iter()
+        .enumerate()
+    {
         let (s, c) = b
             .post(
                 &format!("/v1/projects/{project}/changes"),
@@ -432,8 +472,14 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
             .await;
         assert_eq!(s, 201, "{c}");
         let c = c["id"].as_str().unwrap().to_string();
-        let (t1, cs1) = task(&b, &c, "t1", &[], &[("src/stats.ts", STATS)]).await;
-        let (t2, cs2) = task(&b, &c, "t2", &[], &[("src/export.ts", EXPORT)]).await;
+        // The first round's winner is on canonical by the second: the second writes the files
+        // anew, so each side still changes them.
+        let (stats, export) = (
+            format!("{STATS}// round {round}\n"),
+            format!("{EXPORT}// round {round}\n"),
+        );
+        let (t1, cs1) = task(&b, &c, "t1", &[], &[("src/stats.ts", stats.as_str())]).await;
+        let (t2, cs2) = task(&b, &c, "t2", &[], &[("src/export.ts", export.as_str())]).await;
         let side =
             |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
         let (s, v) = b
@@ -453,22 +499,26 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
             .collect();
         assert_eq!(ids.len(), 2, "one Candidate per side: {round:#}");
         let all = wait_done(&b, &ids, &c).await;
+        // A picked winner is promoted before the next Change starts: canonical moving under the
+        // next Change's Candidates would make them stale (and recomposed), which is not what this
+        // test is about.
+        let (sel, _) = selection_receipt(&b, &c).await;
+        if let Some(w) = sel["outcome"]["winner"].as_str() {
+            wait_status(&b, w, "promoted").await;
+        }
         outcomes.push((c, ids, all));
     }
     let (c, _, all) = &outcomes[0];
-    let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
-    let sel = receipts
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["kind"] == "CANDIDATE_SELECTION")
-        .unwrap();
+    let (sel, receipts) = selection_receipt(&b, c).await;
     assert_eq!(sel["outcome"]["decidedBy"], "judge", "{receipts:#}");
     let winner = sel["outcome"]["winner"].as_str().unwrap();
     wait_status(&b, winner, "promoted").await;
     for k in all {
         if k["id"] == winner {
-            assert!(["verified", "promoted"].contains(&k["status"].as_str().unwrap()), "{k:#}");
+            assert!(
+                ["verified", "promoted"].contains(&k["status"].as_str().unwrap()),
+                "{k:#}"
+            );
         } else {
             assert_eq!(k["status"], "rejected", "{k:#}");
             assert!(
@@ -484,13 +534,7 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
     let (c, _, all) = &outcomes[1];
     let change = b.get(&format!("/v1/changes/{c}")).await;
     assert_eq!(change["status"], "awaiting_approval", "{change:#}");
-    let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
-    let sel = receipts
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["kind"] == "CANDIDATE_SELECTION")
-        .unwrap();
+    let (sel, receipts) = selection_receipt(&b, c).await;
     assert_eq!(sel["outcome"]["decidedBy"], "person", "{receipts:#}");
     assert!(sel["outcome"]["winner"].is_null());
     assert!(

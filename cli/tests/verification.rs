@@ -217,7 +217,10 @@ async fn two_stacked_api_tasks_compose_in_work_graph_order_and_every_planned_che
     .await;
 
     let k = verify(&b, &c).await;
-    assert_eq!(k["status"], "verified", "{k:#}");
+    assert!(
+        ["verified", "promoted"].contains(&k["status"].as_str().unwrap()),
+        "{k:#}"
+    );
     let ids: Vec<&str> = k["changeSetIds"]
         .as_array()
         .unwrap()
@@ -333,7 +336,11 @@ async fn two_stacked_api_tasks_compose_in_work_graph_order_and_every_planned_che
     )
     .await;
     let k3 = verify(&b, &c3).await;
-    assert_eq!(k3["status"], "verified", "{k3:#}");
+    // Low risk and no criteria: verified, then promoted by itself (perhaps before it is read).
+    assert!(
+        ["verified", "promoted"].contains(&k3["status"].as_str().unwrap()),
+        "{k3:#}"
+    );
     let browser = k3["plan"]["checks"]
         .as_array()
         .unwrap()
@@ -712,7 +719,8 @@ async fn budget_build_security_procedure_and_stale_gaps_and_a_killed_worker_leav
         &c,
         "a",
         &[],
-        &[edit("src/store.ts", "// An in-memory store", "// Kept in memory")],
+        // A new file: the Candidate above may have moved canonical's src/store.ts already.
+        &[write("src/budget.ts", "export const budget = 0;\n")],
         &[],
     )
     .await;

@@ -494,13 +494,22 @@ mod tests {
             ("sides[0].taskId".into(), Conflict)
         );
         assert_eq!(
-            refused(vec![t1(&["cs_a"], &["src/app.ts"], &[]), t1(&["cs_a"], &["src/app.ts"], &[])]),
+            refused(vec![
+                t1(&["cs_a"], &["src/app.ts"], &[]),
+                t1(&["cs_a"], &["src/app.ts"], &[])
+            ]),
             ("sides[1].taskId".into(), Conflict)
         );
         // What the body gets wrong by itself (422), checked before any citation: even a side of
         // an unknown Task is refused for its empty citations first.
-        assert_eq!(refused(vec![t1(&["cs_a"], &[], &[]), t2_app()]), ("sides[0].paths".into(), Invalid));
-        assert_eq!(refused(vec![t1(&["cs_a"], &["src/app.ts"], &[])]), ("sides".into(), Invalid));
+        assert_eq!(
+            refused(vec![t1(&["cs_a"], &[], &[]), t2_app()]),
+            ("sides[0].paths".into(), Invalid)
+        );
+        assert_eq!(
+            refused(vec![t1(&["cs_a"], &["src/app.ts"], &[])]),
+            ("sides".into(), Invalid)
+        );
         assert_eq!(
             refused(vec![side("task_t9", &[], &["src/app.ts"], &[]), t2_app()]),
             ("sides[0].changeSetIds".into(), Invalid)

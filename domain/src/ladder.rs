@@ -506,7 +506,11 @@ mod tests {
     fn a_performance_rung_is_refused_because_nobody_could_ever_clear_it() {
         let err = ladder(serde_json::json!({"name": "x", "rungs": [rung("snake"), rung("bench")]})).unwrap_err();
         assert_eq!(err.field, "rungs[1].version");
-        assert_eq!(err.refused, Refused::Conflict, "the catalogue, not the body, rules it out");
+        assert_eq!(
+            err.refused,
+            Refused::Conflict,
+            "the catalogue, not the body, rules it out"
+        );
         assert!(err.rule.contains("nobody could ever clear"), "{}", err.rule);
         assert!(err.rule.contains("coverage plan"), "{}", err.rule);
     }

@@ -43,6 +43,7 @@ const HISTORIES: &[&str] = &[
     "verification-selected-v1",
     "verification-selected-v1-sibling",
     "verification-browser-v1",
+    "verification-selected-winner-ready",
 ];
 
 fn dir() -> std::path::PathBuf {
@@ -100,6 +101,24 @@ async fn a_verification_before_it_handed_its_winner_on_still_replays() {
     // it, the workflow reads the winner's facts and takes its next step. Both must replay.
     let before = std::fs::read_to_string(dir().join("verification-verified.json")).unwrap();
     let after = std::fs::read_to_string(dir().join("verification-winner-ready.json")).unwrap();
+    assert!(!before.contains("db.winner_facts"));
+    assert!(after.contains("db.winner_facts"));
+    belay_worker::replay::replay_json(before.as_bytes()).await.unwrap();
+    belay_worker::replay::replay_json(after.as_bytes()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_selection_before_it_handed_its_winner_on_still_replays() {
+    // Before the marker `selected-winner-ready` a selected winner's workflow ended after the
+    // selection; after it, the workflow reads the winner's facts and takes its next step.
+    let before = std::fs::read_to_string(dir().join("verification-selected-v1.json")).unwrap();
+    let after = std::fs::read_to_string(dir().join("verification-selected-winner-ready.json")).unwrap();
+    let marker = belay_workflows::promotion::SELECTED_WINNER_READY_PATCH.to_owned();
+    let before_patches = belay_worker::replay::patches(before.as_bytes()).unwrap();
+    let after_patches = belay_worker::replay::patches(after.as_bytes()).unwrap();
+    assert!(before_patches.contains(&belay_workflows::selection::SIBLING_SELECTION.to_owned()));
+    assert!(!before_patches.contains(&marker), "{before_patches:?}");
+    assert!(after_patches.contains(&marker), "{after_patches:?}");
     assert!(!before.contains("db.winner_facts"));
     assert!(after.contains("db.winner_facts"));
     belay_worker::replay::replay_json(before.as_bytes()).await.unwrap();

@@ -540,6 +540,12 @@ fn account(database_url: &str, name: &str, operator: bool) -> String {
 /// of that name exists: recorded histories are append-only (see the worker crate's replay test), so
 /// a change to a workflow's commands records under a new name (`…-v3`) and the old file stays.
 pub async fn replays(b: &Belay, name: &str, workflow_id: &str) -> Vec<u8> {
+    let json = completed_history(b, workflow_id).await;
+    replays_json(name, json).await
+}
+
+/// The history of a workflow that completed, as JSON.
+pub async fn completed_history(b: &Belay, workflow_id: &str) -> Vec<u8> {
     let client = belay_client::connect(&b.temporal.address, "default", "test")
         .await
         .unwrap();
@@ -550,6 +556,11 @@ pub async fn replays(b: &Belay, name: &str, workflow_id: &str) -> Vec<u8> {
         String::from_utf8_lossy(&json).contains("WorkflowExecutionCompletedEventAttributes"),
         "{workflow_id} never completed"
     );
+    json
+}
+
+/// [`replays`] for a history already fetched.
+pub async fn replays_json(name: &str, json: Vec<u8>) -> Vec<u8> {
     belay_worker::replay::replay_json(&json)
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
