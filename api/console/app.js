@@ -485,17 +485,29 @@ function tallyLabel(t) {
   return `passing ${t.passing} of ${t.required} needed · completed ${t.completed}, judged ${t.judged}, unjudged ${t.unjudged}, pending ${t.pending}`;
 }
 
+// The five statuses, and whose move each one is (the spec's table).
+const STATUSES = {
+  climbing: "runs are still to complete on the current rung; the ladder's move",
+  awaitingReview: "the rung ran everything it was going to; nothing will move until you look",
+  walled: "the current rung was failed; yours, if you disagree",
+  held: "stopped by hand; yours",
+  toppedOut: "every rung cleared; it is done",
+};
+
 function standingCell(l, climber, rung, standings, onchange) {
   const here = climber.currentRung === rung.rungId;
   const parts = [];
-  if (here) parts.push(h("div", { class: "status", dataset: { status: climber.status } }, `▶ ${climber.status}`));
+  if (here) parts.push(h("div", { class: "status", dataset: { status: climber.status }, title: STATUSES[climber.status] || "" }, `▶ ${climber.status}`));
   for (const st of standings) {
-    const verdict = h("div", { class: "verdict", dataset: { verdict: st.verdict, stale: st.stale ? "true" : "false", recorded: st.recorded ? "true" : "false" } },
-      h("strong", {}, st.verdict),
-      st.override ? h("span", { class: "tag override" }, ` override: ${st.override}`) : null,
-      st.override && st.override !== st.verdict ? h("span", { class: "muted" }, ` (gate: ${st.verdict})`) : null,
-      !st.recorded && !st.stale && st.verdict !== "undecided" ? h("span", { class: "tag live", title: "computed live; the next top-up records it" }, " recorded: false") : null,
-      st.stale ? h("span", { class: "tag stale" }, ` stale (decided on ${st.version})`) : null);
+    // The gate's verdict first; an override sits beside it, never over it.
+    const verdict = h("div", {
+      class: "verdict",
+      dataset: { verdict: st.verdict, outcome: st.outcome, override: st.override || "", stale: st.stale ? "true" : "false", recorded: st.recorded ? "true" : "false" },
+    },
+    h("span", { class: "gate" }, "gate: ", h("strong", {}, st.verdict)),
+    st.override ? h("span", { class: "tag override", title: "a reviewer's override, stored beside the gate's verdict" }, ` override: ${st.override}`) : null,
+    !st.recorded && !st.stale && st.verdict !== "undecided" ? h("span", { class: "tag live", title: "computed live; the next top-up records it" }, " recorded: false") : null,
+    st.stale ? h("span", { class: "tag stale" }, ` stale: decided on ${st.version}`) : null);
     parts.push(verdict);
     if (st.tally) parts.push(h("div", { class: "tally muted" }, tallyLabel(st.tally)));
     if (!st.stale && st.verdict !== "undecided") {
@@ -504,8 +516,8 @@ function standingCell(l, climber, rung, standings, onchange) {
         await onchange();
       });
       parts.push(h("div", { class: "row" },
-        h("button", { type: "button", class: "promote", onclick: () => post("advance") }, "Promote"), " ",
-        h("button", { type: "button", class: "wall", onclick: () => post("wall") }, "Wall"), " ",
+        st.outcome === "wall" ? h("button", { type: "button", class: "promote", onclick: () => post("advance") }, "Promote past the wall") : null,
+        st.outcome === "advance" ? h("button", { type: "button", class: "wall", onclick: () => post("wall") }, "Wall here") : null, " ",
         st.override ? h("button", {
           type: "button",
           class: "clear-override",
@@ -542,7 +554,7 @@ async function ladderPage(id) {
   const head = h("tr", {}, h("th", {}, "Rung"),
     progress.climbers.map((c) => h("th", { dataset: { climber: c.climberKey } },
       h("div", {}, comboLabel(c.combination)),
-      h("div", { class: "climber-status", dataset: { status: c.status } }, c.status),
+      h("div", { class: "climber-status", dataset: { status: c.status }, title: STATUSES[c.status] || "" }, c.status),
       c.unlaunchable ? h("div", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`) : null,
       steeringControls(ladder, c, reload))));
   const rows = progress.rungs.map((r, i) => h("tr", { dataset: { rung: r.rungId } },
@@ -558,6 +570,16 @@ async function ladderPage(id) {
     }),
   }, progress.enabled ? "Stop spending on this climb" : "Start spending on this climb");
   const answerBox = h("div", { id: "answer-box" });
+  const axis = h("select", {
+    id: "outer-axis",
+    "aria-label": "outer axis",
+    onchange: (e) => act(async () => {
+      await api("PUT", `/v1/ladders/${id}`, ladderInput(ladder, { outerAxis: e.target.value }));
+      await reload();
+    }),
+  }, Object.entries(AXIS_LABELS).map(([v, label]) => h("option", { value: v, selected: v === progress.outerAxis }, label)));
+  const legend = h("p", { class: "muted", id: "statuses" }, Object.entries(STATUSES).map(([k, v], i) =>
+    h("span", {}, i ? " · " : "", h("strong", {}, k), `: ${v}`)));
   const controls = h("div", { class: "controls" },
     enable,
     h("button", {
@@ -565,7 +587,9 @@ async function ladderPage(id) {
       id: "top-up-now",
       onclick: () => act(async () => {
         const a = await api("POST", `/v1/ladders/${id}/topup`, {});
-        answerBox.replaceChildren(topUpAnswer(a));
+        const answer = topUpAnswer(a);
+        answer.append(h("p", { id: "recorded" }, `Verdicts written down: ${a.recorded}; queued runs an early stop cancelled: ${a.cancelled.length}.`));
+        answerBox.replaceChildren(answer);
       }),
     }, "Top up now"),
     h("button", {
@@ -576,14 +600,14 @@ async function ladderPage(id) {
         answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt cancelled ${r.cancelled} queued or pending jobs.`));
       }),
     }, "Halt"),
-    h("span", { id: "outer-axis" }, AXIS_LABELS[progress.outerAxis] || progress.outerAxis),
+    h("label", {}, "Order ", axis),
     h("span", { class: "muted" }, `buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review`));
   setMain(
     h("h1", {}, `Ladder ${ladder.name}`),
     h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ",
       `gate: ${ladder.gate.floor} or better, ${ladder.gate.threshold.kind === "count" ? `${ladder.gate.threshold.runs} run(s)` : `${ladder.gate.threshold.of} of the runs`}`,
       ladder.earlyStop ? " · early stop" : ""),
-    controls, answerBox,
+    controls, legend, answerBox,
     h("table", { id: "board" }, h("thead", {}, head), h("tbody", {}, rows)));
 }
 
@@ -631,16 +655,11 @@ function candidateRow(k) {
 }
 
 async function changePage(id) {
-  const [change, candidates] = await Promise.all([
+  const [change, candidates, receipts] = await Promise.all([
     api("GET", `/v1/changes/${id}`),
     api("GET", `/v1/changes/${id}/candidates`),
+    api("GET", `/v1/changes/${id}/receipts`),
   ]);
-  let receipts = null;
-  try {
-    receipts = await api("GET", `/v1/changes/${id}/receipts`);
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 404 && err.code === "not_found" && /route/.test(err.message))) throw err;
-  }
   setMain(
     h("h1", {}, `Change: ${change.goal}`),
     h("p", {}, link(`/projects/${change.projectId}`, "Project"), " · status ", h("strong", { id: "change-status" }, change.status),
@@ -650,7 +669,7 @@ async function changePage(id) {
       : h("table", { id: "candidates" },
         h("thead", {}, h("tr", {}, ["Candidate", "Status", "Reason", "Base generation", "ChangeSets"].map((t) => h("th", {}, t)))),
         h("tbody", {}, candidates.map(candidateRow))),
-    receipts === null ? null : h("div", {},
+    h("div", {},
       h("h2", {}, "Decision Receipts"),
       receipts.length === 0 ? h("p", { class: "muted" }, "No decisions recorded yet.")
         : h("ol", { id: "receipts" }, receipts.map((r) => h("li", {},
@@ -663,26 +682,40 @@ function evidenceClass(e) {
   return e.status === "pass" && e.coverage === "checked_supported" ? "ok" : "gap";
 }
 
-async function evidenceRow(k, e) {
-  const extras = [];
-  if (e.kind === "browser") {
-    try {
-      const shots = await api("GET", `/v1/candidates/${k.id}/evidence/${e.id}/screenshots`);
-      for (const s of shots) {
-        const resp = await fetch(s.url, { headers: { Authorization: "Bearer " + token() } });
-        if (!resp.ok) continue;
-        const u = URL.createObjectURL(await resp.blob());
-        extras.push(h("figure", {}, h("img", { src: u, class: "screenshot", alt: `screenshot ${s.name}`, width: 320 }),
-          h("figcaption", { class: "muted" }, `${s.name} · sha256 ${s.sha256.slice(0, 16)}…`)));
-      }
-    } catch (err) {
-      if (!(err instanceof ApiError && err.status === 404)) throw err;
-    }
+// The commands a check ran and the tail of their output; open on a gap, folded on a pass.
+async function outputView(k, e) {
+  const out = await api("GET", `/v1/candidates/${k.id}/evidence/${e.id}/output`);
+  return out.parts.map((p) => h("details", { class: "output", open: evidenceClass(e) === "gap", dataset: { part: p.label } },
+    h("summary", {}, p.label === "output" ? "output" : p.label,
+      p.command ? h("span", {}, " of ", h("code", {}, p.command)) : null,
+      p.exitCode !== null && p.exitCode !== undefined ? ` · exit ${p.exitCode}` : "",
+      p.timedOut ? " · timed out" : ""),
+    h("pre", { class: "tail" }, p.tail || "(no output)")));
+}
+
+async function screenshotsView(k, e) {
+  const figures = [];
+  const shots = await api("GET", `/v1/candidates/${k.id}/evidence/${e.id}/screenshots`);
+  for (const s of shots) {
+    const resp = await fetch(s.url, { headers: { Authorization: "Bearer " + token() } });
+    if (!resp.ok) throw new ApiError(resp.status, "screenshot", `screenshot ${s.index} answered ${resp.status}`);
+    const u = URL.createObjectURL(await resp.blob());
+    figures.push(h("figure", {}, h("img", { src: u, class: "screenshot", alt: `screenshot ${s.name}`, width: 320 }),
+      h("figcaption", { class: "muted" }, `${s.name} · sha256 ${s.sha256.slice(0, 16)}…`)));
   }
-  return h("tr", { class: `evidence ${evidenceClass(e)}`, dataset: { check: e.checkId, status: e.status, coverage: e.coverage } },
+  return figures.length ? h("div", { class: "screenshots" }, figures) : null;
+}
+
+async function evidenceRow(k, e) {
+  const [output, shots] = await Promise.all([
+    outputView(k, e),
+    e.checkId === "browser" ? screenshotsView(k, e) : null,
+  ]);
+  const cls = evidenceClass(e);
+  return h("tr", { class: `evidence ${cls}`, dataset: { check: e.checkId, status: e.status, coverage: e.coverage } },
     h("td", {}, e.checkId),
-    h("td", {}, `${e.status} × ${e.coverage}`),
-    h("td", {}, e.summary, extras.length ? h("div", { class: "screenshots" }, extras) : null),
+    h("td", {}, cls === "gap" ? h("span", { class: "tag gap" }, "gap") : h("span", { class: "tag ok" }, "satisfied"), ` ${e.status} × ${e.coverage}`),
+    h("td", {}, e.summary, output, shots),
     h("td", { class: "n" }, `${(e.durationMs / 1000).toFixed(1)} s`),
     h("td", { class: "n" }, e.attempt));
 }
@@ -698,6 +731,10 @@ function acceptanceView(k) {
         h("td", {}, c.citation ? h("span", {}, h("code", {}, c.citation.path), ": “", c.citation.quote, "”") : (c.reason || "")))))));
 }
 
+function promotionLabel(p) {
+  return `Promotion: ${p.outcome}` + (p.generation !== undefined && p.generation !== null ? `; canonical is at generation ${p.generation}` : "") + ".";
+}
+
 async function candidatePage(id) {
   const k = await api("GET", `/v1/candidates/${id}`);
   let promotability = null;
@@ -706,8 +743,7 @@ async function candidatePage(id) {
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 404)) throw err;
   }
-  const rows = [];
-  for (const e of k.evidence) rows.push(await evidenceRow(k, e));
+  const rows = await Promise.all(k.evidence.map((e) => evidenceRow(k, e)));
   const answerBox = h("div", { id: "answer-box" });
   const decision = [];
   if (k.composedTree && promotability && promotability.approvalGates && promotability.approvalGates.length) {
@@ -717,7 +753,7 @@ async function candidatePage(id) {
       if (reason.value.trim()) body.reason = reason.value.trim();
       const r = await api("POST", `/v1/candidates/${id}/approvals`, body);
       answerBox.replaceChildren(h("div", { class: "answer", id: "decision-answer" },
-        `Recorded: ${r.approval.status}.`, r.promotion ? ` Promotion: ${JSON.stringify(r.promotion)}` : ""));
+        `Recorded: ${r.approval.status}.`, r.promotion ? ` ${promotionLabel(r.promotion)}` : ""));
     });
     decision.push(h("div", { class: "controls", id: "approval" },
       h("p", {}, "Approve or reject the exact composed tree ", h("code", { id: "composed-tree" }, k.composedTree), "."),
@@ -730,9 +766,11 @@ async function candidatePage(id) {
     id: "promote",
     onclick: () => act(async () => {
       const r = await api("POST", `/v1/candidates/${id}/promote`);
-      const blocks = r.blocks ? h("ul", { id: "blocks" }, r.blocks.map((b) => h("li", {}, JSON.stringify(b)))) : null;
-      answerBox.replaceChildren(h("div", { class: "answer", id: "promote-answer" }, `Promotion: ${r.outcome}`,
-        r.generation !== undefined ? ` (canonical generation ${r.generation})` : "", blocks));
+      const blocks = r.blocks ? h("ul", { id: "blocks" }, r.blocks.map((b) => {
+        const { code, ...rest } = b;
+        return h("li", { class: "gap" }, h("strong", {}, code), Object.keys(rest).length ? ` ${JSON.stringify(rest)}` : "");
+      })) : null;
+      answerBox.replaceChildren(h("div", { class: "answer", id: "promote-answer" }, promotionLabel(r), blocks));
     }),
   }, "Promote");
   setMain(
@@ -783,6 +821,13 @@ const ROUTES = [
   [/^\/approvals$/, approvalsPage],
 ];
 
+// Marks when the rendered page has been painted: a frame callback runs just before the next
+// paint, and a task queued from it runs just after. `belay bench console` reads the marks.
+function markPainted(path) {
+  performance.mark(`belay:ready ${path}`);
+  requestAnimationFrame(() => setTimeout(() => performance.mark(`belay:painted ${path}`), 0));
+}
+
 async function render() {
   showError(null);
   const path = location.pathname;
@@ -797,6 +842,7 @@ async function render() {
       document.body.removeAttribute("data-ready");
       await act(() => page(...m.slice(1)));
       document.body.dataset.ready = path;
+      markPainted(path);
       return;
     }
   }
