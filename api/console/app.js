@@ -52,7 +52,7 @@ function h(tag, attrs, ...children) {
     else if (v === true) el.setAttribute(k, "");
     else el.setAttribute(k, String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -88,9 +88,10 @@ async function act(fn) {
   }
 }
 
+// As h()'s children: arrays are spread, and null, undefined and false leave nothing.
 function setMain(...children) {
   const main = document.getElementById("main");
-  main.replaceChildren(...children);
+  main.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
 }
 
 function navigate(path) {

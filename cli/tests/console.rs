@@ -229,6 +229,7 @@ impl Console {
             .find_element(css)
             .await
             .unwrap_or_else(|e| panic!("no {css}: {e}"));
+        el.focus().await.unwrap();
         el.type_str(text).await.unwrap();
     }
 
@@ -1104,14 +1105,19 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
     c.click(&format!("a[href='/candidates/{ka}']")).await;
     c.ready(&format!("/candidates/{ka}")).await;
     let tree = approvable["composedTree"].as_str().unwrap();
-    assert_eq!(c.text("#composed-tree").await, tree);
+    c.screenshot("candidate-awaiting-approval").await;
+    assert_eq!(c.text("#composed-tree").await, tree, "{}", c.text("main").await);
     assert_eq!(
         c.text("tr[data-precondition=approval_granted_or_not_required] td:nth-child(2)")
             .await,
         "not satisfied"
     );
-    c.screenshot("candidate-awaiting-approval").await;
     c.type_into("#approval-reason", "read it; ship it").await;
+    assert_eq!(
+        c.eval::<String>("document.querySelector('#approval-reason').value")
+            .await,
+        "read it; ship it"
+    );
     c.click("#grant").await;
     c.until("the decision answer", "!!document.querySelector('#decision-answer')")
         .await;
@@ -1128,7 +1134,8 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
         .unwrap_or_else(|| panic!("no granted approval: {approvals}"));
     assert_eq!(
         (a["tree"].as_str(), a["decisionReason"].as_str()),
-        (Some(tree), Some("read it; ship it"))
+        (Some(tree), Some("read it; ship it")),
+        "{a}"
     );
     c.click("#promote").await;
     c.until("the promotion answer", "!!document.querySelector('#promote-answer')")
