@@ -171,33 +171,72 @@ async function plansPage() {
         h("tbody", {}, rows)));
 }
 
+// Long tables are shown a screenful first: the first rows go in with the page, the rest in
+// chunks after it has painted, so a 10,000-row matrix does not hold the page blank while it is
+// built. `render` waits for every table still filling before it marks the page complete.
+const FIRST_ROWS = 100;
+const CHUNK_ROWS = 1000;
+let filling = [];
+
+function fillRows(tbody, n, make, before, first = FIRST_ROWS, chunk = CHUNK_ROWS) {
+  const add = (from, to) => {
+    const f = document.createDocumentFragment();
+    for (let i = from; i < to; i++) f.append(make(i));
+    tbody.insertBefore(f, before || null);
+  };
+  let at = Math.min(first, n);
+  add(0, at);
+  if (at >= n) return;
+  filling.push(new Promise((resolve) => {
+    const step = () => {
+      const to = Math.min(at + chunk, n);
+      add(at, to);
+      at = to;
+      if (at < n) setTimeout(step, 0); else resolve();
+    };
+    requestAnimationFrame(() => setTimeout(step, 0));
+  }));
+}
+
+// One matrix row, cloned from a template and filled in: ten thousand of them are built on the
+// plan page, where h()'s generality costs more than the rows.
+let matrixRowTemplate = null;
+const MATRIX_COLS = [null, null, null, "completed", "inFlight", "pending", "unreviewed", "remaining", null];
+
+function matrixRow(c) {
+  if (!matrixRowTemplate) {
+    matrixRowTemplate = h("tr", {}, MATRIX_COLS.map((col, i) =>
+      h("td", { class: i >= 2 && i <= 7 ? "n" : null, dataset: col ? { col } : null })));
+  }
+  const tr = matrixRowTemplate.cloneNode(true);
+  tr.dataset.cell = c.cellKey;
+  const td = tr.children;
+  td[0].textContent = pinLabel(c.case);
+  td[1].textContent = comboLabel(c.combination);
+  td[2].textContent = c.desired;
+  td[3].textContent = c.completed;
+  td[4].textContent = c.inFlight;
+  td[5].textContent = c.pending;
+  td[6].textContent = c.unreviewed;
+  td[7].textContent = c.remaining;
+  if (c.stale) td[8].append(h("span", { class: "tag stale", title: `latest version ${c.latestVersion}` }, `stale: ${c.latestVersion} is out`));
+  if (c.unlaunchable) td[8].append(h("span", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`));
+  return tr;
+}
+
 function matrixTable(m) {
   const head = ["Case", "Combination", "Desired", "Completed", "In flight", "Pending", "Unreviewed", "Remaining", "Notes"];
-  const body = document.createDocumentFragment();
-  for (const c of m.cells) {
-    const notes = [];
-    if (c.stale) notes.push(h("span", { class: "tag stale", title: `latest version ${c.latestVersion}` }, `stale: ${c.latestVersion} is out`));
-    if (c.unlaunchable) notes.push(h("span", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`));
-    body.append(h("tr", { dataset: { cell: c.cellKey } },
-      h("td", {}, pinLabel(c.case)),
-      h("td", {}, comboLabel(c.combination)),
-      h("td", { class: "n" }, c.desired),
-      h("td", { class: "n", dataset: { col: "completed" } }, c.completed),
-      h("td", { class: "n", dataset: { col: "inFlight" } }, c.inFlight),
-      h("td", { class: "n", dataset: { col: "pending" } }, c.pending),
-      h("td", { class: "n", dataset: { col: "unreviewed" } }, c.unreviewed),
-      h("td", { class: "n", dataset: { col: "remaining" } }, c.remaining),
-      h("td", {}, notes)));
-  }
   const t = m.totals || {};
   const totals = h("tr", { class: "totals", id: "totals" },
     h("td", { colspan: 2 }, `Plan totals (${m.cells.length} cells)`),
     ["desired", "completed", "inFlight", "pending", "unreviewed", "remaining"].map((k) =>
       h("td", { class: "n", dataset: { col: k } }, t[k] === undefined ? "" : t[k])),
     h("td", {}, ""));
+  const body = h("tbody", {}, totals);
+  fillRows(body, m.cells.length, (i) => matrixRow(m.cells[i]), totals);
   return h("table", { id: "matrix" },
     h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
-    h("tbody", {}, body, totals));
+    body);
 }
 
 function topUpAnswer(a) {
@@ -558,10 +597,16 @@ async function ladderPage(id) {
       h("div", { class: "climber-status", dataset: { status: c.status }, title: STATUSES[c.status] || "" }, c.status),
       c.unlaunchable ? h("div", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`) : null,
       steeringControls(ladder, c, reload))));
-  const rows = progress.rungs.map((r, i) => h("tr", { dataset: { rung: r.rungId } },
-    h("th", {}, `${i + 1}. ${pinLabel(r.case)} · ${r.runs} runs`,
-      r.behind ? h("div", { class: "tag stale" }, `pin behind: ${r.latestVersion} is out`) : null),
-    progress.climbers.map((c) => standingCell(ladder, c, r, c.rungs.filter((st) => st.rungId === r.rungId), reload))));
+  // Rows of rungs; the board fills a screenful first when it is large.
+  const perRow = Math.max(1, progress.climbers.length);
+  const rows = h("tbody", {});
+  const rungRow = (i) => {
+    const r = progress.rungs[i];
+    return h("tr", { dataset: { rung: r.rungId } },
+      h("th", {}, `${i + 1}. ${pinLabel(r.case)} · ${r.runs} runs`,
+        r.behind ? h("div", { class: "tag stale" }, `pin behind: ${r.latestVersion} is out`) : null),
+      progress.climbers.map((c) => standingCell(ladder, c, r, c.rungs.filter((st) => st.rungId === r.rungId), reload)));
+  };
   const enable = h("button", {
     type: "button",
     id: "enable",
@@ -609,7 +654,9 @@ async function ladderPage(id) {
       `gate: ${ladder.gate.floor} or better, ${ladder.gate.threshold.kind === "count" ? `${ladder.gate.threshold.runs} run(s)` : `${ladder.gate.threshold.of} of the runs`}`,
       ladder.earlyStop ? " · early stop" : ""),
     controls, legend, answerBox,
-    h("table", { id: "board" }, h("thead", {}, head), h("tbody", {}, rows)));
+    h("table", { id: "board" }, h("thead", {}, head), rows));
+  // A rung's row holds one cell per climber: a screenful is FIRST_ROWS cells' worth of rungs.
+  fillRows(rows, progress.rungs.length, rungRow, null, Math.ceil(FIRST_ROWS / perRow), Math.ceil(CHUNK_ROWS / perRow));
 }
 
 // ---- projects, Changes and Candidates ------------------------------------------------------
@@ -824,9 +871,8 @@ const ROUTES = [
 
 // Marks when the rendered page has been painted: a frame callback runs just before the next
 // paint, and a task queued from it runs just after. `belay bench console` reads the marks.
-function markPainted(path) {
-  performance.mark(`belay:ready ${path}`);
-  requestAnimationFrame(() => setTimeout(() => performance.mark(`belay:painted ${path}`), 0));
+function markPainted(path, what = "painted") {
+  requestAnimationFrame(() => setTimeout(() => performance.mark(`belay:${what} ${path}`), 0));
 }
 
 async function render() {
@@ -841,9 +887,16 @@ async function render() {
     if (m) {
       document.body.dataset.page = page.name;
       document.body.removeAttribute("data-ready");
+      document.body.removeAttribute("data-complete");
+      filling = [];
       await act(() => page(...m.slice(1)));
       document.body.dataset.ready = path;
       markPainted(path);
+      const rest = filling;
+      filling = [];
+      await Promise.all(rest);
+      markPainted(path, "complete");
+      if (document.body.dataset.ready === path) document.body.dataset.complete = path;
       return;
     }
   }

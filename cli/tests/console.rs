@@ -1155,3 +1155,63 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
     c.assert_clean("after the approval");
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_long_matrix_shows_its_first_rows_with_the_page_and_every_row_in_the_apis_order_after() {
+    let b = Belay::start().await;
+    b.catalogue().await;
+    let mut cases = vec![json!({"slug": "c", "version": "1.0.0", "variant": "default"})];
+    for i in 0..14 {
+        let slug = format!("k{i:02}");
+        let (s, v) = b
+            .post(
+                "/v1/test-cases",
+                json!({"slug": slug, "version": "1.0.0", "testType": "standard", "variants": ["default"]}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+        cases.push(json!({"slug": slug, "version": "1.0.0", "variant": "default"}));
+    }
+    let combos: Vec<Value> = (0..10)
+        .map(|h| json!({"kind": "harness", "harness": format!("h{h}"), "model": "m"}))
+        .collect();
+    let (s, plan) = b
+        .post(
+            "/v1/coverage-plans",
+            json!({"name": "wide", "cases": cases, "combinations": combos, "runsPerCell": 1,
+                   "paused": true, "autoTopUp": false}),
+        )
+        .await;
+    assert_eq!(s, 201, "{plan}");
+    let plan = plan["id"].as_str().unwrap().to_string();
+    let c = Console::open(&b.url).await;
+    c.sign_in(&b.token).await;
+    c.visit(&format!("/plans/{plan}")).await;
+    // Rendered: the totals and at least the first screenful are in; the rest follows.
+    assert_eq!(c.text("#totals td").await, "Plan totals (150 cells)");
+    assert!(c.count("#matrix tr[data-cell]").await >= 100);
+    c.until(
+        "every row",
+        &format!("document.body.dataset.complete === {}", json!(format!("/plans/{plan}"))),
+    )
+    .await;
+    let shown: Vec<String> = c
+        .eval("[...document.querySelectorAll('#matrix tr[data-cell]')].map((r) => r.dataset.cell)")
+        .await;
+    let m = b.get(&format!("/v1/coverage-plans/{plan}/coverage")).await;
+    let want: Vec<String> = m["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cellKey"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(shown, want, "every cell, in the API's order");
+    assert_eq!(
+        c.eval::<String>("document.querySelector('#matrix tbody').lastElementChild.id")
+            .await,
+        "totals"
+    );
+    c.screenshot("plan-long-matrix").await;
+    c.assert_clean("after the long matrix");
+    c.close().await;
+}
