@@ -839,6 +839,8 @@ async function candidatePage(id) {
         h("tr", { class: p.satisfied ? "ok" : "gap", dataset: { precondition: p.precondition } },
           h("td", {}, p.precondition), h("td", {}, p.satisfied ? "satisfied" : "not satisfied"), h("td", {}, p.detail)))))) : null,
     decision, h("div", { class: "controls" }, promote), answerBox);
+  // An open output shows its last lines: that is where a failure says why.
+  for (const pre of document.querySelectorAll("details.output[open] pre.tail")) pre.scrollTop = pre.scrollHeight;
 }
 
 async function approvalsPage() {

@@ -817,7 +817,7 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
     let passed = cell(&y, &rungs[0]);
     assert_eq!(c.count(&format!("{passed} button.wall")).await, 1);
     assert_eq!(c.count(&format!("{passed} button.promote")).await, 0);
-    assert!(c.text(&format!("{}", cell(&y, &rungs[1]))).await.starts_with("▶ "));
+    assert!(c.text(&cell(&y, &rungs[1])).await.starts_with("▶ "));
     c.screenshot("ladder-walled").await;
 
     // Promote past the wall: x moves on to rung two, and the override sits beside the gate's
