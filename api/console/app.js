@@ -52,7 +52,7 @@ function h(tag, attrs, ...children) {
     else if (v === true) el.setAttribute(k, "");
     else el.setAttribute(k, String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -88,9 +88,10 @@ async function act(fn) {
   }
 }
 
+// As h()'s children: arrays are spread, and null, undefined and false leave nothing.
 function setMain(...children) {
   const main = document.getElementById("main");
-  main.replaceChildren(...children);
+  main.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
 }
 
 function navigate(path) {
@@ -170,33 +171,72 @@ async function plansPage() {
         h("tbody", {}, rows)));
 }
 
+// Long tables are shown a screenful first: the first rows go in with the page, the rest in
+// chunks after it has painted, so a 10,000-row matrix does not hold the page blank while it is
+// built. `render` waits for every table still filling before it marks the page complete.
+const FIRST_ROWS = 100;
+const CHUNK_ROWS = 1000;
+let filling = [];
+
+function fillRows(tbody, n, make, before, first = FIRST_ROWS, chunk = CHUNK_ROWS) {
+  const add = (from, to) => {
+    const f = document.createDocumentFragment();
+    for (let i = from; i < to; i++) f.append(make(i));
+    tbody.insertBefore(f, before || null);
+  };
+  let at = Math.min(first, n);
+  add(0, at);
+  if (at >= n) return;
+  filling.push(new Promise((resolve) => {
+    const step = () => {
+      const to = Math.min(at + chunk, n);
+      add(at, to);
+      at = to;
+      if (at < n) setTimeout(step, 0); else resolve();
+    };
+    requestAnimationFrame(() => setTimeout(step, 0));
+  }));
+}
+
+// One matrix row, cloned from a template and filled in: ten thousand of them are built on the
+// plan page, where h()'s generality costs more than the rows.
+let matrixRowTemplate = null;
+const MATRIX_COLS = [null, null, null, "completed", "inFlight", "pending", "unreviewed", "remaining", null];
+
+function matrixRow(c) {
+  if (!matrixRowTemplate) {
+    matrixRowTemplate = h("tr", {}, MATRIX_COLS.map((col, i) =>
+      h("td", { class: i >= 2 && i <= 7 ? "n" : null, dataset: col ? { col } : null })));
+  }
+  const tr = matrixRowTemplate.cloneNode(true);
+  tr.dataset.cell = c.cellKey;
+  const td = tr.children;
+  td[0].textContent = pinLabel(c.case);
+  td[1].textContent = comboLabel(c.combination);
+  td[2].textContent = c.desired;
+  td[3].textContent = c.completed;
+  td[4].textContent = c.inFlight;
+  td[5].textContent = c.pending;
+  td[6].textContent = c.unreviewed;
+  td[7].textContent = c.remaining;
+  if (c.stale) td[8].append(h("span", { class: "tag stale", title: `latest version ${c.latestVersion}` }, `stale: ${c.latestVersion} is out`));
+  if (c.unlaunchable) td[8].append(h("span", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`));
+  return tr;
+}
+
 function matrixTable(m) {
   const head = ["Case", "Combination", "Desired", "Completed", "In flight", "Pending", "Unreviewed", "Remaining", "Notes"];
-  const body = document.createDocumentFragment();
-  for (const c of m.cells) {
-    const notes = [];
-    if (c.stale) notes.push(h("span", { class: "tag stale", title: `latest version ${c.latestVersion}` }, `stale: ${c.latestVersion} is out`));
-    if (c.unlaunchable) notes.push(h("span", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`));
-    body.append(h("tr", { dataset: { cell: c.cellKey } },
-      h("td", {}, pinLabel(c.case)),
-      h("td", {}, comboLabel(c.combination)),
-      h("td", { class: "n" }, c.desired),
-      h("td", { class: "n", dataset: { col: "completed" } }, c.completed),
-      h("td", { class: "n", dataset: { col: "inFlight" } }, c.inFlight),
-      h("td", { class: "n", dataset: { col: "pending" } }, c.pending),
-      h("td", { class: "n", dataset: { col: "unreviewed" } }, c.unreviewed),
-      h("td", { class: "n", dataset: { col: "remaining" } }, c.remaining),
-      h("td", {}, notes)));
-  }
   const t = m.totals || {};
   const totals = h("tr", { class: "totals", id: "totals" },
     h("td", { colspan: 2 }, `Plan totals (${m.cells.length} cells)`),
     ["desired", "completed", "inFlight", "pending", "unreviewed", "remaining"].map((k) =>
       h("td", { class: "n", dataset: { col: k } }, t[k] === undefined ? "" : t[k])),
     h("td", {}, ""));
+  const body = h("tbody", {}, totals);
+  fillRows(body, m.cells.length, (i) => matrixRow(m.cells[i]), totals);
   return h("table", { id: "matrix" },
     h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
-    h("tbody", {}, body, totals));
+    body);
 }
 
 function topUpAnswer(a) {
@@ -485,17 +525,29 @@ function tallyLabel(t) {
   return `passing ${t.passing} of ${t.required} needed · completed ${t.completed}, judged ${t.judged}, unjudged ${t.unjudged}, pending ${t.pending}`;
 }
 
+// The five statuses, and whose move each one is (the spec's table).
+const STATUSES = {
+  climbing: "runs are still to complete on the current rung; the ladder's move",
+  awaitingReview: "the rung ran everything it was going to; nothing will move until you look",
+  walled: "the current rung was failed; yours, if you disagree",
+  held: "stopped by hand; yours",
+  toppedOut: "every rung cleared; it is done",
+};
+
 function standingCell(l, climber, rung, standings, onchange) {
   const here = climber.currentRung === rung.rungId;
   const parts = [];
-  if (here) parts.push(h("div", { class: "status", dataset: { status: climber.status } }, `▶ ${climber.status}`));
+  if (here) parts.push(h("div", { class: "status", dataset: { status: climber.status }, title: STATUSES[climber.status] || "" }, `▶ ${climber.status}`));
   for (const st of standings) {
-    const verdict = h("div", { class: "verdict", dataset: { verdict: st.verdict, stale: st.stale ? "true" : "false", recorded: st.recorded ? "true" : "false" } },
-      h("strong", {}, st.verdict),
-      st.override ? h("span", { class: "tag override" }, ` override: ${st.override}`) : null,
-      st.override && st.override !== st.verdict ? h("span", { class: "muted" }, ` (gate: ${st.verdict})`) : null,
-      !st.recorded && !st.stale && st.verdict !== "undecided" ? h("span", { class: "tag live", title: "computed live; the next top-up records it" }, " recorded: false") : null,
-      st.stale ? h("span", { class: "tag stale" }, ` stale (decided on ${st.version})`) : null);
+    // The gate's verdict first; an override sits beside it, never over it.
+    const verdict = h("div", {
+      class: "verdict",
+      dataset: { verdict: st.verdict, outcome: st.outcome, override: st.override || "", stale: st.stale ? "true" : "false", recorded: st.recorded ? "true" : "false" },
+    },
+    h("span", { class: "gate" }, "gate: ", h("strong", {}, st.verdict)),
+    st.override ? h("span", { class: "tag override", title: "a reviewer's override, stored beside the gate's verdict" }, ` override: ${st.override}`) : null,
+    !st.recorded && !st.stale && st.verdict !== "undecided" ? h("span", { class: "tag live", title: "computed live; the next top-up records it" }, " recorded: false") : null,
+    st.stale ? h("span", { class: "tag stale" }, ` stale: decided on ${st.version}`) : null);
     parts.push(verdict);
     if (st.tally) parts.push(h("div", { class: "tally muted" }, tallyLabel(st.tally)));
     if (!st.stale && st.verdict !== "undecided") {
@@ -504,8 +556,8 @@ function standingCell(l, climber, rung, standings, onchange) {
         await onchange();
       });
       parts.push(h("div", { class: "row" },
-        h("button", { type: "button", class: "promote", onclick: () => post("advance") }, "Promote"), " ",
-        h("button", { type: "button", class: "wall", onclick: () => post("wall") }, "Wall"), " ",
+        st.outcome === "wall" ? h("button", { type: "button", class: "promote", onclick: () => post("advance") }, "Promote past the wall") : null,
+        st.outcome === "advance" ? h("button", { type: "button", class: "wall", onclick: () => post("wall") }, "Wall here") : null, " ",
         st.override ? h("button", {
           type: "button",
           class: "clear-override",
@@ -542,13 +594,19 @@ async function ladderPage(id) {
   const head = h("tr", {}, h("th", {}, "Rung"),
     progress.climbers.map((c) => h("th", { dataset: { climber: c.climberKey } },
       h("div", {}, comboLabel(c.combination)),
-      h("div", { class: "climber-status", dataset: { status: c.status } }, c.status),
+      h("div", { class: "climber-status", dataset: { status: c.status }, title: STATUSES[c.status] || "" }, c.status),
       c.unlaunchable ? h("div", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`) : null,
       steeringControls(ladder, c, reload))));
-  const rows = progress.rungs.map((r, i) => h("tr", { dataset: { rung: r.rungId } },
-    h("th", {}, `${i + 1}. ${pinLabel(r.case)} · ${r.runs} runs`,
-      r.behind ? h("div", { class: "tag stale" }, `pin behind: ${r.latestVersion} is out`) : null),
-    progress.climbers.map((c) => standingCell(ladder, c, r, c.rungs.filter((st) => st.rungId === r.rungId), reload))));
+  // Rows of rungs; the board fills a screenful first when it is large.
+  const perRow = Math.max(1, progress.climbers.length);
+  const rows = h("tbody", {});
+  const rungRow = (i) => {
+    const r = progress.rungs[i];
+    return h("tr", { dataset: { rung: r.rungId } },
+      h("th", {}, `${i + 1}. ${pinLabel(r.case)} · ${r.runs} runs`,
+        r.behind ? h("div", { class: "tag stale" }, `pin behind: ${r.latestVersion} is out`) : null),
+      progress.climbers.map((c) => standingCell(ladder, c, r, c.rungs.filter((st) => st.rungId === r.rungId), reload)));
+  };
   const enable = h("button", {
     type: "button",
     id: "enable",
@@ -558,6 +616,16 @@ async function ladderPage(id) {
     }),
   }, progress.enabled ? "Stop spending on this climb" : "Start spending on this climb");
   const answerBox = h("div", { id: "answer-box" });
+  const axis = h("select", {
+    id: "outer-axis",
+    "aria-label": "outer axis",
+    onchange: (e) => act(async () => {
+      await api("PUT", `/v1/ladders/${id}`, ladderInput(ladder, { outerAxis: e.target.value }));
+      await reload();
+    }),
+  }, Object.entries(AXIS_LABELS).map(([v, label]) => h("option", { value: v, selected: v === progress.outerAxis }, label)));
+  const legend = h("p", { class: "muted", id: "statuses" }, Object.entries(STATUSES).map(([k, v], i) =>
+    h("span", {}, i ? " · " : "", h("strong", {}, k), `: ${v}`)));
   const controls = h("div", { class: "controls" },
     enable,
     h("button", {
@@ -565,7 +633,9 @@ async function ladderPage(id) {
       id: "top-up-now",
       onclick: () => act(async () => {
         const a = await api("POST", `/v1/ladders/${id}/topup`, {});
-        answerBox.replaceChildren(topUpAnswer(a));
+        const answer = topUpAnswer(a);
+        answer.append(h("p", { id: "recorded" }, `Verdicts written down: ${a.recorded}; queued runs an early stop cancelled: ${a.cancelled.length}.`));
+        answerBox.replaceChildren(answer);
       }),
     }, "Top up now"),
     h("button", {
@@ -576,15 +646,17 @@ async function ladderPage(id) {
         answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt cancelled ${r.cancelled} queued or pending jobs.`));
       }),
     }, "Halt"),
-    h("span", { id: "outer-axis" }, AXIS_LABELS[progress.outerAxis] || progress.outerAxis),
+    h("label", {}, "Order ", axis),
     h("span", { class: "muted" }, `buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review`));
   setMain(
     h("h1", {}, `Ladder ${ladder.name}`),
     h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ",
       `gate: ${ladder.gate.floor} or better, ${ladder.gate.threshold.kind === "count" ? `${ladder.gate.threshold.runs} run(s)` : `${ladder.gate.threshold.of} of the runs`}`,
       ladder.earlyStop ? " · early stop" : ""),
-    controls, answerBox,
-    h("table", { id: "board" }, h("thead", {}, head), h("tbody", {}, rows)));
+    controls, legend, answerBox,
+    h("table", { id: "board" }, h("thead", {}, head), rows));
+  // A rung's row holds one cell per climber: a screenful is FIRST_ROWS cells' worth of rungs.
+  fillRows(rows, progress.rungs.length, rungRow, null, Math.ceil(FIRST_ROWS / perRow), Math.ceil(CHUNK_ROWS / perRow));
 }
 
 // ---- projects, Changes and Candidates ------------------------------------------------------
@@ -631,16 +703,11 @@ function candidateRow(k) {
 }
 
 async function changePage(id) {
-  const [change, candidates] = await Promise.all([
+  const [change, candidates, receipts] = await Promise.all([
     api("GET", `/v1/changes/${id}`),
     api("GET", `/v1/changes/${id}/candidates`),
+    api("GET", `/v1/changes/${id}/receipts`),
   ]);
-  let receipts = null;
-  try {
-    receipts = await api("GET", `/v1/changes/${id}/receipts`);
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 404 && err.code === "not_found" && /route/.test(err.message))) throw err;
-  }
   setMain(
     h("h1", {}, `Change: ${change.goal}`),
     h("p", {}, link(`/projects/${change.projectId}`, "Project"), " · status ", h("strong", { id: "change-status" }, change.status),
@@ -650,7 +717,7 @@ async function changePage(id) {
       : h("table", { id: "candidates" },
         h("thead", {}, h("tr", {}, ["Candidate", "Status", "Reason", "Base generation", "ChangeSets"].map((t) => h("th", {}, t)))),
         h("tbody", {}, candidates.map(candidateRow))),
-    receipts === null ? null : h("div", {},
+    h("div", {},
       h("h2", {}, "Decision Receipts"),
       receipts.length === 0 ? h("p", { class: "muted" }, "No decisions recorded yet.")
         : h("ol", { id: "receipts" }, receipts.map((r) => h("li", {},
@@ -663,26 +730,40 @@ function evidenceClass(e) {
   return e.status === "pass" && e.coverage === "checked_supported" ? "ok" : "gap";
 }
 
-async function evidenceRow(k, e) {
-  const extras = [];
-  if (e.kind === "browser") {
-    try {
-      const shots = await api("GET", `/v1/candidates/${k.id}/evidence/${e.id}/screenshots`);
-      for (const s of shots) {
-        const resp = await fetch(s.url, { headers: { Authorization: "Bearer " + token() } });
-        if (!resp.ok) continue;
-        const u = URL.createObjectURL(await resp.blob());
-        extras.push(h("figure", {}, h("img", { src: u, class: "screenshot", alt: `screenshot ${s.name}`, width: 320 }),
-          h("figcaption", { class: "muted" }, `${s.name} · sha256 ${s.sha256.slice(0, 16)}…`)));
-      }
-    } catch (err) {
-      if (!(err instanceof ApiError && err.status === 404)) throw err;
-    }
+// The commands a check ran and the tail of their output; open on a gap, folded on a pass.
+async function outputView(k, e) {
+  const out = await api("GET", `/v1/candidates/${k.id}/evidence/${e.id}/output`);
+  return out.parts.map((p) => h("details", { class: "output", open: evidenceClass(e) === "gap", dataset: { part: p.label } },
+    h("summary", {}, p.label === "output" ? "output" : p.label,
+      p.command ? h("span", {}, " of ", h("code", {}, p.command)) : null,
+      p.exitCode !== null && p.exitCode !== undefined ? ` · exit ${p.exitCode}` : "",
+      p.timedOut ? " · timed out" : ""),
+    h("pre", { class: "tail" }, p.tail || "(no output)")));
+}
+
+async function screenshotsView(k, e) {
+  const figures = [];
+  const shots = await api("GET", `/v1/candidates/${k.id}/evidence/${e.id}/screenshots`);
+  for (const s of shots) {
+    const resp = await fetch(s.url, { headers: { Authorization: "Bearer " + token() } });
+    if (!resp.ok) throw new ApiError(resp.status, "screenshot", `screenshot ${s.index} answered ${resp.status}`);
+    const u = URL.createObjectURL(await resp.blob());
+    figures.push(h("figure", {}, h("img", { src: u, class: "screenshot", alt: `screenshot ${s.name}`, width: 320 }),
+      h("figcaption", { class: "muted" }, `${s.name} · sha256 ${s.sha256.slice(0, 16)}…`)));
   }
-  return h("tr", { class: `evidence ${evidenceClass(e)}`, dataset: { check: e.checkId, status: e.status, coverage: e.coverage } },
+  return figures.length ? h("div", { class: "screenshots" }, figures) : null;
+}
+
+async function evidenceRow(k, e) {
+  const [output, shots] = await Promise.all([
+    outputView(k, e),
+    e.checkId === "browser" ? screenshotsView(k, e) : null,
+  ]);
+  const cls = evidenceClass(e);
+  return h("tr", { class: `evidence ${cls}`, dataset: { check: e.checkId, status: e.status, coverage: e.coverage } },
     h("td", {}, e.checkId),
-    h("td", {}, `${e.status} × ${e.coverage}`),
-    h("td", {}, e.summary, extras.length ? h("div", { class: "screenshots" }, extras) : null),
+    h("td", {}, cls === "gap" ? h("span", { class: "tag gap" }, "gap") : h("span", { class: "tag ok" }, "satisfied"), ` ${e.status} × ${e.coverage}`),
+    h("td", {}, e.summary, output, shots),
     h("td", { class: "n" }, `${(e.durationMs / 1000).toFixed(1)} s`),
     h("td", { class: "n" }, e.attempt));
 }
@@ -698,6 +779,10 @@ function acceptanceView(k) {
         h("td", {}, c.citation ? h("span", {}, h("code", {}, c.citation.path), ": “", c.citation.quote, "”") : (c.reason || "")))))));
 }
 
+function promotionLabel(p) {
+  return `Promotion: ${p.outcome}` + (p.generation !== undefined && p.generation !== null ? `; canonical is at generation ${p.generation}` : "") + ".";
+}
+
 async function candidatePage(id) {
   const k = await api("GET", `/v1/candidates/${id}`);
   let promotability = null;
@@ -706,8 +791,7 @@ async function candidatePage(id) {
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 404)) throw err;
   }
-  const rows = [];
-  for (const e of k.evidence) rows.push(await evidenceRow(k, e));
+  const rows = await Promise.all(k.evidence.map((e) => evidenceRow(k, e)));
   const answerBox = h("div", { id: "answer-box" });
   const decision = [];
   if (k.composedTree && promotability && promotability.approvalGates && promotability.approvalGates.length) {
@@ -717,7 +801,7 @@ async function candidatePage(id) {
       if (reason.value.trim()) body.reason = reason.value.trim();
       const r = await api("POST", `/v1/candidates/${id}/approvals`, body);
       answerBox.replaceChildren(h("div", { class: "answer", id: "decision-answer" },
-        `Recorded: ${r.approval.status}.`, r.promotion ? ` Promotion: ${JSON.stringify(r.promotion)}` : ""));
+        `Recorded: ${r.approval.status}.`, r.promotion ? ` ${promotionLabel(r.promotion)}` : ""));
     });
     decision.push(h("div", { class: "controls", id: "approval" },
       h("p", {}, "Approve or reject the exact composed tree ", h("code", { id: "composed-tree" }, k.composedTree), "."),
@@ -730,9 +814,11 @@ async function candidatePage(id) {
     id: "promote",
     onclick: () => act(async () => {
       const r = await api("POST", `/v1/candidates/${id}/promote`);
-      const blocks = r.blocks ? h("ul", { id: "blocks" }, r.blocks.map((b) => h("li", {}, JSON.stringify(b)))) : null;
-      answerBox.replaceChildren(h("div", { class: "answer", id: "promote-answer" }, `Promotion: ${r.outcome}`,
-        r.generation !== undefined ? ` (canonical generation ${r.generation})` : "", blocks));
+      const blocks = r.blocks ? h("ul", { id: "blocks" }, r.blocks.map((b) => {
+        const { code, ...rest } = b;
+        return h("li", { class: "gap" }, h("strong", {}, code), Object.keys(rest).length ? ` ${JSON.stringify(rest)}` : "");
+      })) : null;
+      answerBox.replaceChildren(h("div", { class: "answer", id: "promote-answer" }, promotionLabel(r), blocks));
     }),
   }, "Promote");
   setMain(
@@ -753,6 +839,8 @@ async function candidatePage(id) {
         h("tr", { class: p.satisfied ? "ok" : "gap", dataset: { precondition: p.precondition } },
           h("td", {}, p.precondition), h("td", {}, p.satisfied ? "satisfied" : "not satisfied"), h("td", {}, p.detail)))))) : null,
     decision, h("div", { class: "controls" }, promote), answerBox);
+  // An open output shows its last lines: that is where a failure says why.
+  for (const pre of document.querySelectorAll("details.output[open] pre.tail")) pre.scrollTop = pre.scrollHeight;
 }
 
 async function approvalsPage() {
@@ -783,6 +871,12 @@ const ROUTES = [
   [/^\/approvals$/, approvalsPage],
 ];
 
+// Marks when the rendered page has been painted: a frame callback runs just before the next
+// paint, and a task queued from it runs just after. `belay bench console` reads the marks.
+function markPainted(path, what = "painted") {
+  requestAnimationFrame(() => setTimeout(() => performance.mark(`belay:${what} ${path}`), 0));
+}
+
 async function render() {
   showError(null);
   const path = location.pathname;
@@ -795,8 +889,16 @@ async function render() {
     if (m) {
       document.body.dataset.page = page.name;
       document.body.removeAttribute("data-ready");
+      document.body.removeAttribute("data-complete");
+      filling = [];
       await act(() => page(...m.slice(1)));
       document.body.dataset.ready = path;
+      markPainted(path);
+      const rest = filling;
+      filling = [];
+      await Promise.all(rest);
+      markPainted(path, "complete");
+      if (document.body.dataset.ready === path) document.body.dataset.complete = path;
       return;
     }
   }

@@ -163,6 +163,7 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(conflicts::receipts))
         .routes(utoipa_axum::routes!(screenshots::list))
         .routes(utoipa_axum::routes!(screenshots::get))
+        .routes(utoipa_axum::routes!(evidence::output))
 }
 
 /// The smart-HTTP git endpoint of `state`, if it has one.

@@ -135,6 +135,14 @@ pub enum BenchCommand {
         #[arg(long)]
         bun: Option<std::path::PathBuf>,
     },
+    /// The console's matrix page of a 10,000-cell plan and its ladder board of 50 × 100 in a
+    /// headless Chromium: time to the page painted and its weight, against the API call behind
+    /// each (starts its own Temporal dev server).
+    Console {
+        /// Timed page loads of each page.
+        #[arg(long, default_value_t = 5)]
+        samples: usize,
+    },
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -178,6 +186,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Ladder { postgres_url, samples } => crate::bench_ladder::ladder(postgres_url, samples).await,
+        BenchCommand::Console { samples } => crate::bench_console::console(samples).await,
         BenchCommand::Selection { samples } => crate::bench_selection::selection(samples).await,
         BenchCommand::Browser { runs, app, bun } => {
             let app = app.unwrap_or_else(crate::bench_verify::default_app_dir);

@@ -123,7 +123,20 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
     std::fs::create_dir_all(&dir)?;
     let store = crate::bench::fresh_store(&dir, postgres, "coverage").await?;
     let client = belay_client::connect(address, "default", "belay-bench").await?;
-    catalogue(&store).await?;
+    let (account, token) = seed(label, &store).await?;
+
+    let measure = |api: String| {
+        let (store, client) = (store.clone(), client.clone());
+        async move { measure(label, &store, &client, &api, &token, &account.id, samples).await }
+    };
+    let figures = run_stack(&store, &client, &dir, measure).await;
+    store.close().await;
+    figures
+}
+
+/// The catalogue, an account and the 10,000 cells' runs and jobs; the account and its token.
+pub(crate) async fn seed(label: &str, store: &Store) -> anyhow::Result<(belay_store::accounts::Account, String)> {
+    catalogue(store).await?;
     let (account, token) = store.create_account("bench").await?;
     let cases: Vec<CasePin> = (0..CASES).map(pin).collect();
     let combos: Vec<Combination> = (0..HARNESSES)
@@ -141,14 +154,17 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
         cells.len() * JOBS_PER_CELL,
         t.elapsed().as_secs_f64()
     );
+    Ok((account, token))
+}
 
-    let measure = |api: String| {
-        let (store, client) = (store.clone(), client.clone());
-        async move { measure(label, &store, &client, &api, &token, &account.id, samples).await }
-    };
-    let figures = run_stack(&store, &client, &dir, measure).await;
-    store.close().await;
-    figures
+/// The plan of every seeded cell (100 cases × 100 combinations), as `POST /v1/coverage-plans` takes it.
+pub(crate) fn plan_body() -> Value {
+    let cases: Vec<Value> = (0..CASES).map(|i| json!(pin(i))).collect();
+    let combos: Vec<Value> = (0..HARNESSES)
+        .flat_map(|h| (0..MODELS).map(move |m| json!(combo(h, m))))
+        .collect();
+    json!({"name": "bench", "cases": cases, "combinations": combos, "runsPerCell": DESIRED,
+           "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false})
 }
 
 /// Serves the API and the workflows and db pools in this process over `store`, runs `measure`
@@ -225,19 +241,7 @@ async fn measure(
             anyhow::Ok(v)
         }
     };
-    let cases: Vec<Value> = (0..CASES).map(|i| json!(pin(i))).collect();
-    let combos: Vec<Value> = (0..HARNESSES)
-        .flat_map(|h| (0..MODELS).map(move |m| json!(combo(h, m))))
-        .collect();
-    let plan = call(
-        reqwest::Method::POST,
-        "/v1/coverage-plans".into(),
-        Some(
-            json!({"name": "bench", "cases": cases, "combinations": combos, "runsPerCell": DESIRED,
-                    "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false}),
-        ),
-    )
-    .await?;
+    let plan = call(reqwest::Method::POST, "/v1/coverage-plans".into(), Some(plan_body())).await?;
     let id = plan["id"].as_str().context("plan id")?.to_string();
 
     // 1. The matrix through the API against the raw grouped counts.

@@ -51,7 +51,20 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
     std::fs::create_dir_all(&dir)?;
     let store = crate::bench::fresh_store(&dir, postgres, "ladder").await?;
     let client = belay_client::connect(address, "default", "belay-bench").await?;
-    catalogue(&store).await?;
+    let (account, token) = seed(label, &store).await?;
+    let measure = |api: String| {
+        let store = store.clone();
+        async move { measure(label, &store, &api, &token, &account.id, samples).await }
+    };
+    let figures = run_stack(&store, &client, &dir, measure).await;
+    store.close().await;
+    figures
+}
+
+/// The catalogue, an account and the runs of every cell but each climber's own rung (half of
+/// them reviewed); the account and its token.
+pub(crate) async fn seed(label: &str, store: &Store) -> anyhow::Result<(belay_store::accounts::Account, String)> {
+    catalogue(store).await?;
     let (account, token) = store.create_account("bench").await?;
     let rungs: Vec<CasePin> = (0..RUNGS).map(pin).collect();
     let climbers: Vec<Combination> = (0..HARNESSES)
@@ -73,13 +86,17 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
         cells.len() * RUNS_PER_CELL,
         t.elapsed().as_secs_f64()
     );
-    let measure = |api: String| {
-        let store = store.clone();
-        async move { measure(label, &store, &api, &token, &account.id, samples).await }
-    };
-    let figures = run_stack(&store, &client, &dir, measure).await;
-    store.close().await;
-    figures
+    Ok((account, token))
+}
+
+/// The ladder of the seeded rungs and climbers, as `POST /v1/ladders` takes it.
+pub(crate) fn ladder_body() -> Value {
+    let rungs: Vec<Value> = (0..RUNGS).map(|i| json!(pin(i))).collect();
+    let climbers: Vec<Value> = (0..HARNESSES)
+        .flat_map(|h| (0..MODELS).map(move |m| json!(combo(h, m))))
+        .collect();
+    json!({"name": "bench", "rungs": rungs, "combinations": climbers, "runsPerCell": RUNS_PER_CELL,
+           "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false})
 }
 
 async fn measure(
@@ -104,19 +121,7 @@ async fn measure(
             anyhow::Ok(v)
         }
     };
-    let rungs: Vec<Value> = (0..RUNGS).map(|i| json!(pin(i))).collect();
-    let climbers: Vec<Value> = (0..HARNESSES)
-        .flat_map(|h| (0..MODELS).map(move |m| json!(combo(h, m))))
-        .collect();
-    let ladder = call(
-        reqwest::Method::POST,
-        "/v1/ladders".into(),
-        Some(
-            json!({"name": "bench", "rungs": rungs, "combinations": climbers, "runsPerCell": RUNS_PER_CELL,
-                    "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false}),
-        ),
-    )
-    .await?;
+    let ladder = call(reqwest::Method::POST, "/v1/ladders".into(), Some(ladder_body())).await?;
     let id = ladder["id"].as_str().context("ladder id")?.to_string();
 
     // 1. The board through the API against the raw queries it is built from.

@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_browser;
+mod bench_console;
 mod bench_coverage;
 mod bench_hardening;
 mod bench_ladder;

@@ -181,6 +181,38 @@ impl Console {
         .await;
     }
 
+    /// Opens `path` and waits until the console has rendered it.
+    async fn visit(&self, path: &str) {
+        self.page.goto(format!("{}{path}", self.base)).await.unwrap();
+        self.ready(path).await;
+    }
+
+    /// Signs in with `token` on the sign-in page.
+    async fn sign_in(&self, token: &str) {
+        self.visit("/sign-in").await;
+        self.type_into("#token", token).await;
+        self.click("button[type=submit]").await;
+        self.ready("/plans").await;
+    }
+
+    /// Sets a `<select>` (or input) to `value` as a person would, firing `change`.
+    async fn choose(&self, css: &str, value: &str) {
+        let done: bool = self
+            .eval(&format!(
+                "(() => {{ const s = document.querySelector({}); if (!s) return false; s.value = {}; \
+                  s.dispatchEvent(new Event('change', {{bubbles: true}})); return true; }})()",
+                json!(css),
+                json!(value)
+            ))
+            .await;
+        assert!(done, "no {css}");
+    }
+
+    async fn count(&self, css: &str) -> usize {
+        self.eval(&format!("document.querySelectorAll({}).length", json!(css)))
+            .await
+    }
+
     async fn click(&self, css: &str) {
         self.page
             .find_element(css)
@@ -197,6 +229,7 @@ impl Console {
             .find_element(css)
             .await
             .unwrap_or_else(|e| panic!("no {css}: {e}"));
+        el.focus().await.unwrap();
         el.type_str(text).await.unwrap();
     }
 
@@ -612,5 +645,573 @@ async fn the_console_shows_the_api_error_as_stated_and_changes_nothing() {
     c.until("the error", "!document.querySelector('#error').hidden").await;
     assert!(c.text("#error").await.starts_with("401 "), "{}", c.text("#error").await);
     assert_eq!(c.eval::<String>("location.pathname").await, "/sign-in");
+    c.close().await;
+}
+
+const OK_SCRIPT: &str = r#"printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFEST""#;
+
+fn climber_of<'a>(board: &'a Value, harness: &str) -> &'a Value {
+    board["climbers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["combination"]["harness"] == harness)
+        .unwrap_or_else(|| panic!("no climber on {harness} in {board}"))
+}
+
+/// The live standing of `climber` on `rung`.
+fn standing_on<'a>(climber: &'a Value, rung: &str) -> &'a Value {
+    climber["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["rungId"] == rung && s["stale"] == false)
+        .unwrap_or_else(|| panic!("no standing on {rung} in {climber}"))
+}
+
+/// The board's cell of a climber on a rung, as a CSS selector.
+fn cell(climber: &str, rung: &str) -> String {
+    format!("td[data-climber={}][data-rung={}]", json!(climber), json!(rung))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_beside_the_gates_verdict() {
+    let b = Belay::start().await;
+    b.catalogue().await;
+    let (s, v) = b
+        .post(
+            "/v1/test-cases",
+            json!({"slug": "d", "version": "1.0.0", "testType": "standard", "variants": ["default"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    b.harness("x", 4, OK_SCRIPT).await;
+    b.harness("y", 4, OK_SCRIPT).await;
+    let (s, l) = b
+        .post(
+            "/v1/ladders",
+            json!({"name": "climb",
+                   "rungs": [{"slug": "c", "version": "1.0.0", "variant": "default"},
+                             {"slug": "d", "version": "1.0.0", "variant": "default"}],
+                   "combinations": [{"kind": "harness", "harness": "x", "model": "m"},
+                                    {"kind": "harness", "harness": "y", "model": "m"}],
+                   "runsPerCell": 1, "autoTopUp": false, "bufferTarget": {"kind": "unbounded"}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{l}");
+    let id = l["id"].as_str().unwrap().to_string();
+    let rungs: Vec<String> = l["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    let board = b.get(&format!("/v1/ladders/{id}/progress")).await;
+    let (x, y) = (
+        climber_of(&board, "x")["climberKey"].as_str().unwrap().to_string(),
+        climber_of(&board, "y")["climberKey"].as_str().unwrap().to_string(),
+    );
+
+    let c = Console::open(&b.url).await;
+    c.sign_in(&b.token).await;
+    c.click("a[href='/ladders']").await;
+    c.ready("/ladders").await;
+    assert!(
+        c.text("#ladders").await.contains("Rung by rung"),
+        "{}",
+        c.text("#ladders").await
+    );
+    c.click(&format!("a[href='/ladders/{id}']")).await;
+    c.ready(&format!("/ladders/{id}")).await;
+    // A new ladder is disabled: opening the board enqueued nothing, and the board says how to
+    // start spending. The outer axis reads as the console's words; the five statuses are named.
+    assert_eq!(c.text("#enable").await, "Start spending on this climb");
+    assert_eq!(
+        b.get(&format!("/v1/jobs?origin=ladder:{id}"))
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    assert_eq!(
+        c.eval::<String>("document.querySelector('#outer-axis').selectedOptions[0].textContent")
+            .await,
+        "Rung by rung"
+    );
+    let legend = c.text("#statuses").await;
+    for status in ["climbing", "awaitingReview", "walled", "held", "toppedOut"] {
+        assert!(legend.contains(status), "{legend}");
+    }
+    c.screenshot("ladder-disabled").await;
+
+    // Start spending: rung one launches for both climbers.
+    c.click("#enable").await;
+    c.until(
+        "the enabled board",
+        "document.querySelector('#enable') && document.querySelector('#enable').textContent === 'Stop spending on this climb'",
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let runs: Vec<(String, String)> = loop {
+        let mut runs = Vec::new();
+        for j in b.get(&format!("/v1/jobs?origin=ladder:{id}")).await.as_array().unwrap() {
+            if j["status"] == "completed" {
+                let r = b.get(&format!("/v1/runs?jobId={}", j["id"].as_str().unwrap())).await;
+                if let Some(run) = r[0]["id"].as_str() {
+                    runs.push((
+                        j["combination"]["harness"].as_str().unwrap().to_string(),
+                        run.to_string(),
+                    ));
+                }
+            }
+        }
+        if runs.len() == 2 {
+            break runs;
+        }
+        assert!(Instant::now() < deadline, "rung one did not run: {runs:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Before any review both climbers wait on the reviewer.
+    c.visit(&format!("/ladders/{id}")).await;
+    assert_eq!(
+        c.text(&format!("th[data-climber={}] .climber-status", json!(x))).await,
+        "awaitingReview"
+    );
+    c.screenshot("ladder-awaiting-review").await;
+    // x's run is broken, y's great: x walls at rung one, y moves on.
+    for (harness, run) in &runs {
+        let rating = if harness == "x" { "broken" } else { "great" };
+        let (s, v) = b
+            .post(&format!("/v1/runs/{run}/review"), json!({"ratings": {"code": rating}}))
+            .await;
+        assert_eq!(s, 200, "{v}");
+    }
+    c.visit(&format!("/ladders/{id}")).await;
+    let board = b.get(&format!("/v1/ladders/{id}/progress")).await;
+    assert_eq!(climber_of(&board, "x")["status"], "walled", "{board}");
+    let wall = cell(&x, &rungs[0]);
+    assert_eq!(
+        c.text(&format!("th[data-climber={}] .climber-status", json!(x))).await,
+        "walled"
+    );
+    assert_eq!(c.text(&format!("{wall} .status")).await, "▶ walled");
+    assert_eq!(
+        c.eval::<Value>(&format!(
+            "(() => {{ const v = document.querySelector({}).dataset; return [v.verdict, v.outcome, v.override, v.recorded]; }})()",
+            json!(format!("{wall} .verdict"))
+        ))
+        .await,
+        json!(["wall", "wall", "", "false"])
+    );
+    // The tally behind the verdict, as the API states it; computed live, so marked unrecorded.
+    let tally = c.text(&format!("{wall} .tally")).await;
+    assert_eq!(
+        tally, "passing 0 of 1 needed · completed 1, judged 1, unjudged 0, pending 0",
+        "{tally}"
+    );
+    assert_eq!(c.text(&format!("{wall} .tag.live")).await.trim(), "recorded: false");
+    assert_eq!(c.count(&format!("{wall} button.promote")).await, 1);
+    assert_eq!(c.count(&format!("{wall} button.wall")).await, 0);
+    // y cleared rung one: the gate's advance can be walled by hand, not promoted again.
+    let passed = cell(&y, &rungs[0]);
+    assert_eq!(c.count(&format!("{passed} button.wall")).await, 1);
+    assert_eq!(c.count(&format!("{passed} button.promote")).await, 0);
+    assert!(c.text(&cell(&y, &rungs[1])).await.starts_with("▶ "));
+    c.screenshot("ladder-walled").await;
+
+    // Promote past the wall: x moves on to rung two, and the override sits beside the gate's
+    // wall, which is still the gate's verdict.
+    c.click(&format!("{wall} button.promote")).await;
+    c.until(
+        "the override on the board",
+        &format!(
+            "(() => {{ const v = document.querySelector({}); return !!v && v.dataset.override === 'advance'; }})()",
+            json!(format!("{wall} .verdict"))
+        ),
+    )
+    .await;
+    let shown = c.text(&format!("{wall} .verdict")).await;
+    assert!(shown.starts_with("gate: wall override: advance"), "{shown}");
+    assert_eq!(
+        c.count(&format!("{wall} .status")).await,
+        0,
+        "x no longer stands on rung one"
+    );
+    assert!(
+        c.text(&cell(&x, &rungs[1])).await.starts_with("▶ "),
+        "x stands on rung two"
+    );
+    let board = b.get(&format!("/v1/ladders/{id}/progress")).await;
+    let cx = climber_of(&board, "x");
+    assert_eq!(cx["currentRung"], rungs[1].as_str(), "{cx}");
+    let st = standing_on(cx, &rungs[0]);
+    assert_eq!(
+        (st["verdict"].clone(), st["override"].clone(), st["outcome"].clone()),
+        (json!("wall"), json!("advance"), json!("advance")),
+        "{st}"
+    );
+    assert_eq!(c.count(&format!("{wall} button.clear-override")).await, 1);
+    c.screenshot("ladder-promoted-past-the-wall").await;
+
+    // Top up now records the verdicts (no more `recorded: false`) and launches rung two for both;
+    // the override survives it.
+    c.click("#top-up-now").await;
+    c.until("the top-up answer", "!!document.querySelector('#topup-answer')")
+        .await;
+    assert!(
+        c.text("#topup-answer").await.contains("enqueued: 2"),
+        "{}",
+        c.text("#topup-answer").await
+    );
+    c.visit(&format!("/ladders/{id}")).await;
+    assert_eq!(c.count(".tag.live").await, 0, "every decided verdict is recorded now");
+    assert_eq!(
+        c.eval::<String>(&format!(
+            "document.querySelector({}).dataset.override",
+            json!(format!("{wall} .verdict"))
+        ))
+        .await,
+        "advance"
+    );
+
+    // Steering and hold: y held, x prioritised and focused.
+    c.click(&format!("th[data-climber={}] input.held", json!(y))).await;
+    c.until(
+        "y held",
+        &format!(
+            "(() => {{ const s = document.querySelector({}); return !!s && s.textContent === 'held'; }})()",
+            json!(format!("th[data-climber={}] .climber-status", json!(y)))
+        ),
+    )
+    .await;
+    c.choose(&format!("th[data-climber={}] input.priority", json!(x)), "5")
+        .await;
+    let wait = Instant::now() + Duration::from_secs(30);
+    loop {
+        let board = b.get(&format!("/v1/ladders/{id}/progress")).await;
+        if climber_of(&board, "x")["steering"]["priority"] == 5 {
+            assert_eq!(climber_of(&board, "y")["status"], "held", "{board}");
+            assert_eq!(climber_of(&board, "y")["steering"]["held"], true, "{board}");
+            break;
+        }
+        assert!(Instant::now() < wait, "the priority did not land: {board}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.ready(&format!("/ladders/{id}")).await;
+
+    // Model by model: the outer axis is changed with the console's words.
+    c.choose("#outer-axis", "combination").await;
+    let wait = Instant::now() + Duration::from_secs(30);
+    while b.get(&format!("/v1/ladders/{id}")).await["outerAxis"] != "combination" {
+        assert!(Instant::now() < wait, "the outer axis did not change");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.until(
+        "Model by model",
+        "document.body.dataset.ready && document.querySelector('#outer-axis') && document.querySelector('#outer-axis').selectedOptions[0].textContent === 'Model by model'",
+    )
+    .await;
+
+    // A newer version of rung one's case: the pin is marked behind.
+    let (s, v) = b
+        .post(
+            "/v1/test-cases",
+            json!({"slug": "c", "version": "1.1.0", "testType": "standard", "variants": ["default"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    c.visit(&format!("/ladders/{id}")).await;
+    assert_eq!(
+        c.text(&format!("tr[data-rung={}] th .tag.stale", json!(rungs[0])))
+            .await,
+        "pin behind: 1.1.0 is out"
+    );
+    c.screenshot("ladder-board").await;
+    c.assert_clean("after the ladder board");
+    c.close().await;
+}
+
+/// A Change of `tier` with one Task whose run writes `edits` and publishes.
+async fn sample_change(b: &Belay, project: &str, goal: &str, tier: &str, edits: &[Value]) -> String {
+    let c = common::sample::change(
+        b,
+        project,
+        json!({"goal": goal, "acceptanceCriteria": [], "invariants": [], "riskTier": tier}),
+    )
+    .await;
+    common::sample::task(b, &c, "t1", edits).await;
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_approval_on_the_tree_moves_canonical() {
+    use common::sample::{sample_project, start_verification, wait_candidate, write};
+    let b = Belay::start_with_sandbox().await;
+    let project = sample_project(&b).await;
+    // A broken test and a restyle: `unit` fails, and the UI file plans the browser check, which
+    // takes its screenshots.
+    let broken = sample_change(
+        &b,
+        &project,
+        "Restyle and break a test",
+        "low",
+        &[
+            write("public/style.css", "body { font-family: serif; margin: 3rem; }\nh1 { font-size: 2rem; }\n"),
+            write(
+                "test/broken.test.ts",
+                "import { expect, test } from \"bun:test\";\n\ntest(\"the broken sum\", () => {\n  expect(1 + 1).toBe(3);\n});\n",
+            ),
+        ],
+    )
+    .await;
+    let risky = sample_change(
+        &b,
+        &project,
+        "Add bravo",
+        "high",
+        &[write("src/bravo.ts", "export const bravo = \"bravo\";\n")],
+    )
+    .await;
+    let kr = start_verification(&b, &broken).await;
+    let ka = start_verification(&b, &risky).await;
+    let rejected = wait_candidate(&b, &kr, &["verified", "rejected", "stale", "promoted"]).await;
+    assert_eq!(rejected["status"], "rejected", "{rejected:#}");
+    let approvable = wait_candidate(&b, &ka, &["verified", "rejected", "stale", "promoted"]).await;
+    assert_eq!(approvable["status"], "verified", "{approvable:#}");
+    let evidence = rejected["evidence"].as_array().unwrap().clone();
+    let failed = evidence
+        .iter()
+        .find(|e| e["status"] == "fail" && e["checkId"] == "unit")
+        .unwrap_or_else(|| panic!("no failed unit check: {rejected:#}"))
+        .clone();
+    let browser = evidence
+        .iter()
+        .find(|e| e["checkId"] == "browser")
+        .unwrap_or_else(|| panic!("no browser check: {rejected:#}"))
+        .clone();
+
+    // The output of an Evidence row through the API: the owner's, 404 to anyone else, in the
+    // document.
+    let out_path = format!("/v1/candidates/{kr}/evidence/{}/output", failed["id"].as_str().unwrap());
+    let out = b.get(&out_path).await;
+    let part = &out["parts"][0];
+    assert_eq!(
+        (out["checkId"].as_str(), part["label"].as_str()),
+        (Some("unit"), Some("output")),
+        "{out:#}"
+    );
+    assert_ne!(part["exitCode"], json!(0), "{out:#}");
+    let tail = part["tail"].as_str().unwrap().to_string();
+    assert!(tail.contains("the broken sum"), "{tail}");
+    let store = b.store().await;
+    let (_, bob) = store.create_account("bob").await.unwrap();
+    let (s, v) = b.request("GET", &out_path, Some(&bob), None).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (404, Some("not_found")), "{v}");
+    let (s, v) = b
+        .request(
+            "GET",
+            &format!("/v1/candidates/{kr}/evidence/ev_nope/output"),
+            Some(&b.token),
+            None,
+        )
+        .await;
+    assert_eq!(s, 404, "{v}");
+    let (s, _) = b.request("GET", &out_path, None, None).await;
+    assert_eq!(s, 401);
+    let doc = b.get("/v1/openapi.json").await;
+    assert!(
+        doc["paths"]["/v1/candidates/{id}/evidence/{evidenceId}/output"]["get"].is_object(),
+        "the route is in the document"
+    );
+    assert!(doc["components"]["schemas"]["EvidenceOutput"].is_object());
+
+    let c = Console::open(&b.url).await;
+    c.sign_in(&b.token).await;
+    c.visit(&format!("/projects/{project}")).await;
+    assert!(c.text("#canonical").await.starts_with("canonical generation 0"));
+    c.click(&format!("a[href='/changes/{broken}']")).await;
+    c.ready(&format!("/changes/{broken}")).await;
+    let row = format!("tr[data-candidate={}]", json!(kr));
+    assert_eq!(c.text(&format!("{row} .status")).await, "rejected");
+    assert!(c.text("main").await.contains("Decision Receipts"));
+    c.screenshot("change-rejected").await;
+    c.click(&format!("a[href='/candidates/{kr}']")).await;
+    c.ready(&format!("/candidates/{kr}")).await;
+    assert_eq!(c.text("#candidate-status").await, "rejected");
+
+    // Every Evidence row that is not a supported pass reads as a gap, and none of them is green.
+    let rows: Value = c
+        .eval(
+            "[...document.querySelectorAll('tr.evidence')].map((r) => ({check: r.dataset.check, status: r.dataset.status, \
+              coverage: r.dataset.coverage, gap: r.classList.contains('gap'), tag: r.querySelector('.tag').textContent, \
+              background: getComputedStyle(r.querySelector('td')).backgroundColor}))",
+        )
+        .await;
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), evidence.len(), "{rows:?}");
+    let ok_green = "rgb(243, 250, 245)";
+    for r in rows {
+        let supported = r["status"] == "pass" && r["coverage"] == "checked_supported";
+        assert_eq!(r["gap"], json!(!supported), "{r}");
+        if !supported {
+            assert_eq!(r["tag"], "gap", "{r}");
+            assert_ne!(r["background"], ok_green, "a gap shown green: {r}");
+        }
+    }
+    let gaps = rejected["gaps"].as_array().unwrap();
+    assert!(!gaps.is_empty());
+    assert_eq!(c.count("#gaps li.gap").await, gaps.len());
+    assert!(
+        c.text("#gaps").await.contains("unit: failed"),
+        "{}",
+        c.text("#gaps").await
+    );
+    // The failed check's output, open, as the API states it.
+    let failed_row = "tr.evidence[data-check=unit]";
+    assert!(
+        c.eval::<bool>(&format!("document.querySelector('{failed_row} details.output').open"))
+            .await
+    );
+    assert_eq!(c.text(&format!("{failed_row} pre.tail")).await, tail);
+    // The browser check's screenshots, as images that decoded.
+    let shots = b
+        .get(&format!(
+            "/v1/candidates/{kr}/evidence/{}/screenshots",
+            browser["id"].as_str().unwrap()
+        ))
+        .await;
+    let n = shots.as_array().unwrap().len();
+    assert!(n >= 1, "{shots}");
+    c.until(
+        "the screenshots decoded",
+        &format!(
+            "(() => {{ const i = [...document.querySelectorAll('tr.evidence[data-check=browser] img.screenshot')]; \
+               return i.length === {n} && i.every((x) => x.complete && x.naturalWidth > 0); }})()"
+        ),
+    )
+    .await;
+    c.screenshot("candidate-rejected").await;
+    // Promote lists what blocks it.
+    c.click("#promote").await;
+    c.until("the promotion answer", "!!document.querySelector('#promote-answer')")
+        .await;
+    assert!(c.text("#promote-answer").await.starts_with("Promotion: blocked."));
+    assert!(c.count("#blocks li.gap").await >= 1);
+
+    // What waits on a person: the high-risk Candidate, approved on its exact composed tree.
+    c.click("a[href='/approvals']").await;
+    c.ready("/approvals").await;
+    c.click(&format!("a[href='/candidates/{ka}']")).await;
+    c.ready(&format!("/candidates/{ka}")).await;
+    let tree = approvable["composedTree"].as_str().unwrap();
+    c.screenshot("candidate-awaiting-approval").await;
+    assert_eq!(c.text("#composed-tree").await, tree, "{}", c.text("main").await);
+    assert_eq!(
+        c.text("tr[data-precondition=approval_granted_or_not_required] td:nth-child(2)")
+            .await,
+        "not satisfied"
+    );
+    c.type_into("#approval-reason", "read it; ship it").await;
+    assert_eq!(
+        c.eval::<String>("document.querySelector('#approval-reason').value")
+            .await,
+        "read it; ship it"
+    );
+    c.click("#grant").await;
+    c.until("the decision answer", "!!document.querySelector('#decision-answer')")
+        .await;
+    assert_eq!(
+        c.text("#decision-answer").await,
+        "Recorded: granted. Promotion: promoted; canonical is at generation 1."
+    );
+    let approvals = b.get("/v1/approvals?status=granted").await;
+    let a = approvals
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["candidateId"] == ka.as_str())
+        .unwrap_or_else(|| panic!("no granted approval: {approvals}"));
+    assert_eq!(
+        (a["tree"].as_str(), a["decisionReason"].as_str()),
+        (Some(tree), Some("read it; ship it")),
+        "{a}"
+    );
+    c.click("#promote").await;
+    c.until("the promotion answer", "!!document.querySelector('#promote-answer')")
+        .await;
+    assert!(
+        c.text("#promote-answer")
+            .await
+            .starts_with("Promotion: alreadyPromoted"),
+        "{}",
+        c.text("#promote-answer").await
+    );
+    c.visit(&format!("/projects/{project}")).await;
+    let canonical = c.text("#canonical").await;
+    assert!(canonical.starts_with("canonical generation 1 at "), "{canonical}");
+    assert_eq!(b.get(&format!("/v1/projects/{project}")).await["generation"], 1);
+    c.screenshot("project-promoted").await;
+    c.assert_clean("after the approval");
+    c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_long_matrix_shows_its_first_rows_with_the_page_and_every_row_in_the_apis_order_after() {
+    let b = Belay::start().await;
+    b.catalogue().await;
+    let mut cases = vec![json!({"slug": "c", "version": "1.0.0", "variant": "default"})];
+    for i in 0..14 {
+        let slug = format!("k{i:02}");
+        let (s, v) = b
+            .post(
+                "/v1/test-cases",
+                json!({"slug": slug, "version": "1.0.0", "testType": "standard", "variants": ["default"]}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+        cases.push(json!({"slug": slug, "version": "1.0.0", "variant": "default"}));
+    }
+    let combos: Vec<Value> = (0..10)
+        .map(|h| json!({"kind": "harness", "harness": format!("h{h}"), "model": "m"}))
+        .collect();
+    let (s, plan) = b
+        .post(
+            "/v1/coverage-plans",
+            json!({"name": "wide", "cases": cases, "combinations": combos, "runsPerCell": 1,
+                   "paused": true, "autoTopUp": false}),
+        )
+        .await;
+    assert_eq!(s, 201, "{plan}");
+    let plan = plan["id"].as_str().unwrap().to_string();
+    let c = Console::open(&b.url).await;
+    c.sign_in(&b.token).await;
+    c.visit(&format!("/plans/{plan}")).await;
+    // Rendered: the totals and at least the first screenful are in; the rest follows.
+    assert_eq!(c.text("#totals td").await, "Plan totals (150 cells)");
+    assert!(c.count("#matrix tr[data-cell]").await >= 100);
+    c.until(
+        "every row",
+        &format!("document.body.dataset.complete === {}", json!(format!("/plans/{plan}"))),
+    )
+    .await;
+    let shown: Vec<String> = c
+        .eval("[...document.querySelectorAll('#matrix tr[data-cell]')].map((r) => r.dataset.cell)")
+        .await;
+    let m = b.get(&format!("/v1/coverage-plans/{plan}/coverage")).await;
+    let want: Vec<String> = m["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cellKey"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(shown, want, "every cell, in the API's order");
+    assert_eq!(
+        c.eval::<String>("document.querySelector('#matrix tbody').lastElementChild.id")
+            .await,
+        "totals"
+    );
+    c.screenshot("plan-long-matrix").await;
+    c.assert_clean("after the long matrix");
     c.close().await;
 }

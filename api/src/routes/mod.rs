@@ -8,6 +8,7 @@ pub mod conflicts;
 pub mod coverage;
 pub mod edit_sessions;
 pub mod events;
+pub mod evidence;
 pub mod health;
 pub mod jobs;
 pub mod ladders;

@@ -35,30 +35,13 @@ pub struct Png(pub Vec<u8>);
 
 /// The browser Evidence's object, when the caller may read the Candidate.
 async fn evidence_object(s: &AppState, account: &str, id: &str, evidence_id: &str) -> ApiResult<serde_json::Value> {
-    s.store
-        .get_candidate(account, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("candidate {id} not found")))?;
-    let row = s
-        .store
-        .list_evidence(id)
-        .await?
-        .into_iter()
-        .find(|r| r.evidence.id.as_str() == evidence_id && r.evidence.check_id == CheckId::Browser)
-        .ok_or_else(|| ApiError::not_found(format!("browser evidence {evidence_id} not found on candidate {id}")))?;
-    let key = row
-        .object_key
-        .ok_or_else(|| ApiError::not_found(format!("evidence {evidence_id} has no object")))?;
-    let got = s
-        .objects
-        .get(&object_store::path::Path::from(key.as_str()))
-        .await
-        .map_err(|_| ApiError::not_found(format!("the object of evidence {evidence_id} is gone")))?;
-    let bytes = got
-        .bytes()
-        .await
-        .map_err(|_| ApiError::not_found(format!("the object of evidence {evidence_id} is gone")))?;
-    Ok(serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+    let (row, object) = super::evidence::evidence_object(s, account, id, evidence_id).await?;
+    if row.evidence.check_id != CheckId::Browser {
+        return Err(ApiError::not_found(format!(
+            "browser evidence {evidence_id} not found on candidate {id}"
+        )));
+    }
+    Ok(object)
 }
 
 fn listed(object: &serde_json::Value, id: &str, evidence_id: &str) -> Vec<(ScreenshotView, String)> {

@@ -1,0 +1,266 @@
+//! `belay bench console`: the console's two heaviest pages in a real headless Chromium, against
+//! the API call behind each, on the data the coverage and ladder benches seed (SQLite, a real
+//! API, Temporal dev server and worker pools in this process):
+//!
+//! - the matrix page of a 10,000-cell plan (`/plans/{id}`), against `POST …/open`, the call that
+//!   answers its matrix;
+//! - the ladder board of 50 rungs × 100 climbers (`/ladders/{id}`), against `GET …/progress`.
+//!
+//! For each: the time from navigation to the page painted with its first screenful of rows, and
+//! to every row in and painted (the console marks both; the shell's first contentful paint is
+//! reported beside them), against the same call made alone by
+//! `fetch` in the same browser and timed until its whole answer has arrived; and the page's weight (every
+//! byte the page loaded: the console's own files and the API's answers) against the bytes of that
+//! one answer. The ratios say what the page adds to the API's own time and size.
+
+use crate::bench_coverage::{plan_body, run_stack, stats};
+use crate::bench_ladder::ladder_body;
+use anyhow::{Context, bail, ensure};
+use chromiumoxide::browser::{Browser, BrowserConfig};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy)]
+enum Screen {
+    Matrix,
+    Board,
+}
+
+impl Screen {
+    fn label(self) -> &'static str {
+        match self {
+            Screen::Matrix => "matrix page (10,000 cells)",
+            Screen::Board => "ladder board (50 rungs × 100 climbers)",
+        }
+    }
+}
+
+pub async fn console(samples: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
+    let port = crate::bench::free_port()?;
+    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, crate::bench::free_port()?).await?;
+    let address = format!("127.0.0.1:{port}");
+    let result = async {
+        let (mut browser, handler) = launch(&dir.path().join("profile")).await?;
+        let mut r = screen(Screen::Matrix, dir.path(), &address, &browser, samples).await;
+        if r.is_ok() {
+            r = screen(Screen::Board, dir.path(), &address, &browser, samples).await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), browser.close()).await;
+        let _ = browser.kill().await;
+        let _ = browser.wait().await;
+        handler.abort();
+        r
+    }
+    .await;
+    server.stop().await;
+    result
+}
+
+async fn launch(profile: &Path) -> anyhow::Result<(Browser, tokio::task::JoinHandle<()>)> {
+    let chromium = belay_browser::BrowserConfig::from_env().chromium;
+    let config = BrowserConfig::builder()
+        .chrome_executable(chromium)
+        .no_sandbox()
+        .user_data_dir(profile)
+        .launch_timeout(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(120))
+        .window_size(1280, 900)
+        .viewport(None)
+        .args([
+            "disable-gpu",
+            "no-first-run",
+            "disable-background-networking",
+            "disable-component-update",
+            "disable-sync",
+            "disable-dev-shm-usage",
+        ])
+        .build()
+        .map_err(anyhow::Error::msg)?;
+    let (browser, mut handler) = Browser::launch(config).await.context("launching Chromium")?;
+    let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
+    Ok((browser, handler))
+}
+
+async fn screen(which: Screen, dir: &Path, address: &str, browser: &Browser, samples: usize) -> anyhow::Result<()> {
+    let name = match which {
+        Screen::Matrix => "matrix",
+        Screen::Board => "board",
+    };
+    let dir = dir.join(name);
+    std::fs::create_dir_all(&dir)?;
+    let store = crate::bench::fresh_store(&dir, None, name).await?;
+    let client = belay_client::connect(address, "default", "belay-bench").await?;
+    let (_, token) = match which {
+        Screen::Matrix => crate::bench_coverage::seed(name, &store).await?,
+        Screen::Board => crate::bench_ladder::seed(name, &store).await?,
+    };
+    let measure = |api: String| async move { measure(which, &api, &token, browser, samples).await };
+    let figures = run_stack(&store, &client, &dir, measure).await;
+    store.close().await;
+    figures
+}
+
+/// What one load of the page measured.
+struct Load {
+    /// Navigation to the page painted with its first screenful of rows.
+    painted: f64,
+    /// Navigation to every row in and painted.
+    complete: f64,
+    first_paint: f64,
+    /// Bytes of the console's own files (shell, script, style, icon).
+    own: u64,
+    /// Bytes of the API's answers the page fetched.
+    answers: u64,
+    /// The call behind the page, as timed inside the page.
+    call_in_page: f64,
+}
+
+async fn measure(which: Screen, api: &str, token: &str, browser: &Browser, samples: usize) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let (create, body) = match which {
+        Screen::Matrix => ("/v1/coverage-plans", plan_body()),
+        Screen::Board => ("/v1/ladders", ladder_body()),
+    };
+    let resp = http
+        .post(format!("{api}{create}"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await?;
+    ensure!(resp.status().is_success(), "POST {create}: {}", resp.status());
+    let id = resp.json::<Value>().await?["id"].as_str().context("an id")?.to_string();
+    let (page_path, method, call, rendered) = match which {
+        Screen::Matrix => (
+            format!("/plans/{id}"),
+            reqwest::Method::POST,
+            format!("/v1/coverage-plans/{id}/open"),
+            ("#matrix tr[data-cell]", 10_000),
+        ),
+        Screen::Board => (
+            format!("/ladders/{id}"),
+            reqwest::Method::GET,
+            format!("/v1/ladders/{id}/progress"),
+            ("#board td[data-climber]", 5_000),
+        ),
+    };
+
+    // The page's tab, signed in once (the token in the tab's session).
+    let page = browser.new_page("about:blank").await?;
+    page.goto(format!("{api}/sign-in")).await?;
+    page.evaluate(format!("sessionStorage.setItem('belay.token', {})", json!(token)))
+        .await?;
+
+    // The call alone, made by `fetch` in the same browser and timed until its whole answer has
+    // arrived: the same client and network stack as the page's, without the page.
+    let v: Value = page
+        .evaluate(format!(
+            "(async () => {{ const times = []; let bytes = 0; \
+               for (let i = 0; i < {n}; i++) {{ const t = performance.now(); \
+                 const r = await fetch({call}, {{ method: {method}, headers: {{ Authorization: 'Bearer ' + sessionStorage.getItem('belay.token') }} }}); \
+                 if (!r.ok) throw new Error('answered ' + r.status); \
+                 bytes = (await r.arrayBuffer()).byteLength; times.push(performance.now() - t); }} \
+               return {{ times, bytes }}; }})()",
+            n = samples + 2,
+            call = json!(call),
+            method = json!(method.as_str()),
+        ))
+        .await?
+        .into_value()?;
+    let alone: Vec<f64> = v["times"]
+        .as_array()
+        .context("times")?
+        .iter()
+        .skip(2)
+        .filter_map(Value::as_f64)
+        .collect();
+    let answer_bytes = v["bytes"].as_u64().context("bytes")?;
+
+    let mut loads = Vec::new();
+    for i in 0..samples + 1 {
+        page.goto(format!("{api}{page_path}")).await?;
+        let mark = json!(format!("belay:painted {page_path}"));
+        let complete = json!(format!("belay:complete {page_path}"));
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let done: bool = page
+                .evaluate(format!("performance.getEntriesByName({complete}).length > 0"))
+                .await?
+                .into_value()?;
+            if done {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("{page_path} was not painted in 300 s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let v: Value = page
+            .evaluate(format!(
+                "(() => {{ const size = (e) => e.transferSize || e.encodedBodySize || 0; \
+                   const res = performance.getEntriesByType('resource'); \
+                   const nav = performance.getEntriesByType('navigation')[0]; \
+                   const own = size(nav) + res.filter((e) => new URL(e.name).pathname.startsWith('/console/')).reduce((a, e) => a + size(e), 0); \
+                   const answers = res.filter((e) => new URL(e.name).pathname.startsWith('/v1/')).reduce((a, e) => a + size(e), 0); \
+                   const call = res.find((e) => new URL(e.name).pathname === {call}); \
+                   const fcp = performance.getEntriesByName('first-contentful-paint')[0]; \
+                   return {{ painted: performance.getEntriesByName({mark})[0].startTime, \
+                     complete: performance.getEntriesByName({complete})[0].startTime, \
+                     firstPaint: fcp ? fcp.startTime : -1, own, answers, \
+                     callInPage: call ? call.responseEnd - call.startTime : -1, \
+                     rendered: document.querySelectorAll({sel}).length, \
+                     error: document.querySelector('#error').hidden ? null : document.querySelector('#error').textContent }}; }})()",
+                call = json!(call),
+                sel = json!(rendered.0),
+            ))
+            .await?
+            .into_value()?;
+        ensure!(v["error"].is_null(), "{page_path} showed an error: {}", v["error"]);
+        ensure!(
+            v["rendered"].as_u64() == Some(rendered.1),
+            "{page_path} rendered {} of {} {}",
+            v["rendered"],
+            rendered.1,
+            rendered.0
+        );
+        if i >= 1 {
+            loads.push(Load {
+                painted: v["painted"].as_f64().context("painted")?,
+                complete: v["complete"].as_f64().context("complete")?,
+                first_paint: v["firstPaint"].as_f64().unwrap_or(-1.0),
+                own: v["own"].as_u64().unwrap_or(0),
+                answers: v["answers"].as_u64().unwrap_or(0),
+                call_in_page: v["callInPage"].as_f64().unwrap_or(-1.0),
+            });
+        }
+    }
+    let _ = page.close().await;
+
+    let (a50, a95) = stats(alone);
+    let (p50, p95) = stats(loads.iter().map(|l| l.painted).collect());
+    let (w50, w95) = stats(loads.iter().map(|l| l.complete).collect());
+    let (f50, _) = stats(loads.iter().map(|l| l.first_paint).collect());
+    let (c50, _) = stats(loads.iter().map(|l| l.call_in_page).collect());
+    let last = loads.last().context("a load")?;
+    let kib = |b: u64| b as f64 / 1024.0;
+    println!(
+        "{}: first paint of its rows median {p50:.0} ms, p95 {p95:.0} ms; every row painted median {w50:.0} ms, p95 {w95:.0} ms (the shell's first contentful paint {f50:.0} ms; {method} {} inside the page {c50:.0} ms); the call alone (fetch in the same browser) median {a50:.0} ms, p95 {a95:.0} ms; ratios {:.2} and {:.2}",
+        which.label(),
+        call.replace(&id, "{id}"),
+        p50 / a50,
+        w50 / a50
+    );
+    println!(
+        "{}: page weight {:.0} KiB (the console's own files {:.0} KiB, the API's answers {:.0} KiB); the call's answer {:.0} KiB; ratio {:.2}",
+        which.label(),
+        kib(last.own + last.answers),
+        kib(last.own),
+        kib(last.answers),
+        kib(answer_bytes),
+        (last.own + last.answers) as f64 / answer_bytes as f64
+    );
+    Ok(())
+}
