@@ -157,6 +157,20 @@ pub async fn selection(samples: usize) -> anyhow::Result<()> {
     assembly(dir.path(), samples).await
 }
 
+/// What the bench's worker pools run on: `client`, `store`, and under `dir` the git root
+/// `git/belay`, the objects `objects` and the work root `work`; no Sandbox.
+pub(crate) fn worker_deps(client: &temporalio_client::Client, store: &Store, dir: &Path) -> anyhow::Result<WorkerDeps> {
+    Ok(WorkerDeps {
+        client: client.clone(),
+        store: store.clone(),
+        objects: object_store_at(&dir.join("objects"))?,
+        work_root: dir.join("work"),
+        dispatcher: Default::default(),
+        sandbox: None,
+        git_root: dir.join("git").join("belay"),
+    })
+}
+
 /// Runs `measure` against the worker pools `pools` over `store`, on a Temporal dev server of its
 /// own under `dir` (the pools' git root `dir/git/belay`, objects `dir/objects`); the pools and the
 /// server stop when it ends.
@@ -171,15 +185,7 @@ pub(crate) async fn with_pools<T>(
     let server = crate::temporal::DevServer::start(&bin, dir, port, crate::bench::free_port()?).await?;
     let result = async {
         let client = belay_client::connect(&format!("127.0.0.1:{port}"), "default", "belay-bench").await?;
-        let deps = WorkerDeps {
-            client: client.clone(),
-            store: store.clone(),
-            objects: object_store_at(&dir.join("objects"))?,
-            work_root: dir.join("work"),
-            dispatcher: Default::default(),
-            sandbox: None,
-            git_root: dir.join("git").join("belay"),
-        };
+        let deps = worker_deps(&client, store, dir)?;
         let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
         let measured = async {
             let r = measure(&client).await;

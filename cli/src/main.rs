@@ -6,6 +6,7 @@ mod bench_browser;
 mod bench_coverage;
 mod bench_hardening;
 mod bench_ladder;
+mod bench_promote;
 mod bench_selection;
 mod bench_source;
 mod bench_verify;
