@@ -176,7 +176,7 @@ where
     let api_task = tokio::spawn(belay_api::serve(listener, state, async move {
         let _ = api_stop.wait_for(|s| *s).await;
     }));
-    let deps = crate::bench_selection::worker_deps(&client, &store, dir)?;
+    let deps = crate::bench_selection::worker_deps(client, store, dir)?;
     let mut worker_stop = stop_rx.clone();
     let measure = async {
         let r = measure(api).await;
