@@ -9,13 +9,12 @@
 //!   run recorded, against 1,000 bare one-activity workflows kept 100 in flight on the same server.
 //! - `dev-start`: `belay dev` cold start to ready, and the resident memory of its process tree.
 
-use crate::serve::object_store_at;
 use anyhow::{Context, bail};
 use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType};
 use belay_domain::job::{CasePin, Combination, JobStatus};
 use belay_store::Store;
 use belay_store::jobs::NewJob;
-use belay_worker::{Pool, WorkerDeps};
+use belay_worker::Pool;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -122,6 +121,15 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         samples: usize,
     },
+    /// Promotion of a verified Candidate (PromotionWorkflow: preconditions, compare-and-swap,
+    /// fast-forward, file index and code manifest) against `git push` of the same fast-forward to
+    /// a bare repository plus a bare one-activity workflow (starts its own Temporal dev server).
+    Promote {
+        #[arg(long, default_value_t = 50_000)]
+        files: usize,
+        #[arg(long, default_value_t = 10)]
+        samples: usize,
+    },
     /// The whole browser check on the sample app grown to 8 pages (real Chromium, the app served
     /// by Bun): wall time and where it went, and the interceptor's added latency per request
     /// against a direct fetch of the same URL.
@@ -188,6 +196,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Ladder { postgres_url, samples } => crate::bench_ladder::ladder(postgres_url, samples).await,
         BenchCommand::Console { samples } => crate::bench_console::console(samples).await,
         BenchCommand::Selection { samples } => crate::bench_selection::selection(samples).await,
+        BenchCommand::Promote { files, samples } => crate::bench_promote::promote(files, samples).await,
         BenchCommand::Browser { runs, app, bun } => {
             let app = app.unwrap_or_else(crate::bench_verify::default_app_dir);
             let bun = bun.unwrap_or_else(crate::bench_browser::default_bun);
@@ -383,15 +392,7 @@ async fn lane_with_server(dir: &Path, port: u16, measure: Measure) -> anyhow::Re
             }),
         })
         .await?;
-    let deps = WorkerDeps {
-        client: client.clone(),
-        store: store.clone(),
-        objects: object_store_at(&dir.join("objects"))?,
-        work_root: dir.join("work"),
-        dispatcher: Default::default(),
-        sandbox: None,
-        git_root: dir.join("git").join("belay"),
-    };
+    let deps = crate::bench_selection::worker_deps(&client, &store, dir)?;
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let measure = async {
         let r = match measure {

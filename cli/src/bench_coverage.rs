@@ -15,7 +15,7 @@ use belay_domain::coverage::{OuterAxis, cross};
 use belay_domain::job::{CasePin, Combination, JobStatus, Origin};
 use belay_store::Store;
 use belay_store::jobs::NewJob;
-use belay_worker::{Pool, WorkerDeps};
+use belay_worker::Pool;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Instant;
@@ -192,15 +192,7 @@ where
     let api_task = tokio::spawn(belay_api::serve(listener, state, async move {
         let _ = api_stop.wait_for(|s| *s).await;
     }));
-    let deps = WorkerDeps {
-        client: client.clone(),
-        store: store.clone(),
-        objects: object_store_at(&dir.join("objects"))?,
-        work_root: dir.join("work"),
-        dispatcher: Default::default(),
-        sandbox: None,
-        git_root: dir.join("git").join("belay"),
-    };
+    let deps = crate::bench_selection::worker_deps(client, store, dir)?;
     let mut worker_stop = stop_rx.clone();
     let measure = async {
         let r = measure(api).await;

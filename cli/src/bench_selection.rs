@@ -10,9 +10,9 @@ use crate::bench_source::{git, grow};
 use crate::serve::object_store_at;
 use anyhow::{Context, bail, ensure};
 use belay_domain::candidate::CandidateStatus;
-use belay_domain::change::{ChangeInput, ChangeSetInput, RiskTier, TaskInput, TaskKind};
+use belay_domain::change::{Change, ChangeInput, ChangeSet, ChangeSetInput, RiskTier, Task, TaskInput, TaskKind};
 use belay_domain::conflict::{ConflictInput, ConflictSide, ConflictStatus};
-use belay_domain::project::ProjectInput;
+use belay_domain::project::{Project, ProjectInput};
 use belay_domain::selection_steps::SelectionStep;
 use belay_git::GitService;
 use belay_git::source_objects::SourceObjects;
@@ -25,7 +25,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-fn stats(mut v: Vec<f64>) -> (f64, f64) {
+pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
     let at = |p: f64| v[(((v.len() - 1) as f64) * p).round() as usize];
     (at(0.5), at(0.95))
@@ -33,22 +33,27 @@ fn stats(mut v: Vec<f64>) -> (f64, f64) {
 
 const C1: &str = "1111111111111111111111111111111111111111";
 
-/// A Change with a `fork_required` conflict and its round of three gated siblings.
-async fn gated_round(store: &Store, account: &str, i: usize) -> anyhow::Result<Vec<String>> {
+/// A project of `account` whose canonical `main` is at `commit` (tree `tree`).
+async fn ready_project(store: &Store, account: &str, name: &str, commit: &str, tree: &str) -> anyhow::Result<Project> {
     let p = store
         .create_project(
             account,
             &ProjectInput {
-                name: format!("p{i}"),
+                name: name.into(),
                 workspace_policy: None,
             },
         )
         .await?;
-    store.mark_project_provisioned(p.id.as_str(), C1, C1).await?;
-    let c = store
+    store.mark_project_provisioned(p.id.as_str(), commit, tree).await?;
+    Ok(p)
+}
+
+/// A low-risk Change of `project` with no acceptance criteria.
+pub(crate) async fn low_risk_change(store: &Store, account: &str, project: &str) -> anyhow::Result<Change> {
+    Ok(store
         .create_change(
             account,
-            p.id.as_str(),
+            project,
             &ChangeInput {
                 goal: "g".into(),
                 acceptance_criteria: vec![],
@@ -56,35 +61,53 @@ async fn gated_round(store: &Store, account: &str, i: usize) -> anyhow::Result<V
                 risk_tier: Some(RiskTier::Low),
             },
         )
+        .await?)
+}
+
+/// Task `key` of `change` with one run that published one ChangeSet at `commit`.
+pub(crate) async fn published_task(
+    store: &Store,
+    account: &str,
+    change: &str,
+    key: &str,
+    commit: &str,
+) -> anyhow::Result<(Task, ChangeSet)> {
+    let t = store
+        .add_task(
+            account,
+            change,
+            &TaskInput {
+                key: key.into(),
+                kind: TaskKind::Implement,
+                title: key.into(),
+                semantic_resources: vec![],
+                dependencies: vec![],
+            },
+        )
         .await?;
+    let run = store.start_task_run(account, t.id.as_str()).await?;
+    let cs = store
+        .record_change_set(
+            account,
+            run.id.as_str(),
+            &ChangeSetInput {
+                commit: commit.into(),
+                contract_changes: vec![],
+                data_changes: vec![],
+            },
+        )
+        .await?;
+    Ok((t, cs))
+}
+
+/// A Change with a `fork_required` conflict and its round of three gated siblings.
+async fn gated_round(store: &Store, account: &str, i: usize) -> anyhow::Result<Vec<String>> {
+    let p = ready_project(store, account, &format!("p{i}"), C1, C1).await?;
+    let c = low_risk_change(store, account, p.id.as_str()).await?;
     let mut sides = Vec::new();
     let mut paths = BTreeMap::new();
     for key in ["a", "b"] {
-        let t = store
-            .add_task(
-                account,
-                c.id.as_str(),
-                &TaskInput {
-                    key: key.into(),
-                    kind: TaskKind::Implement,
-                    title: key.into(),
-                    semantic_resources: vec![],
-                    dependencies: vec![],
-                },
-            )
-            .await?;
-        let run = store.start_task_run(account, t.id.as_str()).await?;
-        let cs = store
-            .record_change_set(
-                account,
-                run.id.as_str(),
-                &ChangeSetInput {
-                    commit: C1.into(),
-                    contract_changes: vec![],
-                    data_changes: vec![],
-                },
-            )
-            .await?;
+        let (t, cs) = published_task(store, account, c.id.as_str(), key, C1).await?;
         let path = format!("src/{key}.ts");
         paths.insert(cs.id.to_string(), vec![path.clone()]);
         sides.push(ConflictSide {
@@ -124,21 +147,20 @@ async fn gated_round(store: &Store, account: &str, i: usize) -> anyhow::Result<V
 pub async fn selection(samples: usize) -> anyhow::Result<()> {
     let samples = samples.max(3);
     let dir = tempfile::tempdir()?;
-    let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
-    let port = crate::bench::free_port()?;
-    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, crate::bench::free_port()?).await?;
-    let address = format!("127.0.0.1:{port}");
-    let result = selection_on(dir.path(), &address, samples).await;
-    server.stop().await;
+    let store = crate::bench::fresh_store(dir.path(), None, "selection").await?;
+    let result = with_pools(dir.path(), &store, &[Pool::Workflows, Pool::Db], async |client| {
+        selection_on(client, &store, samples).await
+    })
+    .await;
+    store.close().await;
     result?;
     assembly(dir.path(), samples).await
 }
 
-async fn selection_on(dir: &Path, address: &str, samples: usize) -> anyhow::Result<()> {
-    let store = crate::bench::fresh_store(dir, None, "selection").await?;
-    let client = belay_client::connect(address, "default", "belay-bench").await?;
-    let (account, _) = store.create_account("bench").await?;
-    let deps = WorkerDeps {
+/// What the bench's worker pools run on: `client`, `store`, and under `dir` the git root
+/// `git/belay`, the objects `objects` and the work root `work`; no Sandbox.
+pub(crate) fn worker_deps(client: &temporalio_client::Client, store: &Store, dir: &Path) -> anyhow::Result<WorkerDeps> {
+    Ok(WorkerDeps {
         client: client.clone(),
         store: store.clone(),
         objects: object_store_at(&dir.join("objects"))?,
@@ -146,65 +168,91 @@ async fn selection_on(dir: &Path, address: &str, samples: usize) -> anyhow::Resu
         dispatcher: Default::default(),
         sandbox: None,
         git_root: dir.join("git").join("belay"),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut worker_stop = stop_rx.clone();
-    let measure = async {
-        let r = async {
-            let (mut sel, mut floor) = (Vec::new(), Vec::new());
-            for i in 0..samples + 3 {
-                let ids = gated_round(&store, &account.id, i).await?;
-                let claimant = format!("verify-{}", ids[2]);
-                let t = Instant::now();
-                match store.claim_selection(&ids[2], &claimant).await? {
-                    SelectionStep::Claimed { .. } => {}
-                    other => bail!("the claim answered {other:?}"),
-                }
-                store.apply_selection(&ids[2], &claimant, None).await?;
-                let a = t.elapsed().as_secs_f64() * 1000.0;
-                let t = Instant::now();
-                let h = client
-                    .start_workflow(
-                        belay_workflows::probe::ProbeWorkflow::run,
-                        format!("p{i}"),
-                        temporalio_client::WorkflowStartOptions::new(
-                            belay_workflows::queues::WORKFLOWS,
-                            format!("probe-sel-{}-{i}", std::process::id()),
-                        )
-                        .build(),
-                    )
-                    .await?;
-                let _: String = h
-                    .get_result(temporalio_client::WorkflowGetResultOptions::default())
-                    .await?;
-                let b = t.elapsed().as_secs_f64() * 1000.0;
-                if i >= 3 {
-                    sel.push(a);
-                    floor.push(b);
-                }
-            }
-            let (s50, s95) = stats(sel);
-            let (f50, f95) = stats(floor);
-            println!(
-                "selection among 3 gated siblings (claim, rank, apply; sqlite): median {s50:.1} ms, p95 {s95:.1} ms; \
-                 bare one-activity workflow median {f50:.1} ms, p95 {f95:.1} ms; ratio {:.2}",
-                s50 / f50
-            );
-            Ok(())
+    })
+}
+
+/// Runs `measure` against the worker pools `pools` over `store`, on a Temporal dev server of its
+/// own under `dir` (the pools' git root `dir/git/belay`, objects `dir/objects`); the pools and the
+/// server stop when it ends.
+pub(crate) async fn with_pools<T>(
+    dir: &Path,
+    store: &Store,
+    pools: &[Pool],
+    measure: impl AsyncFnOnce(&temporalio_client::Client) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let bin = crate::temporal::find_or_install(&dir.join("tools")).await?;
+    let port = crate::bench::free_port()?;
+    let server = crate::temporal::DevServer::start(&bin, dir, port, crate::bench::free_port()?).await?;
+    let result = async {
+        let client = belay_client::connect(&format!("127.0.0.1:{port}"), "default", "belay-bench").await?;
+        let deps = worker_deps(&client, store, dir)?;
+        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        let measured = async {
+            let r = measure(&client).await;
+            let _ = stop_tx.send(true);
+            r
+        };
+        let (pools, figures) = tokio::join!(
+            belay_worker::run_pools(pools, deps, async move {
+                let _ = stop_rx.wait_for(|s| *s).await;
+            }),
+            measured
+        );
+        pools?;
+        figures
+    }
+    .await;
+    server.stop().await;
+    result
+}
+
+/// One bare one-activity workflow, start to result, in milliseconds: the floor of the
+/// orchestration benches.
+pub(crate) async fn bare_workflow_ms(client: &temporalio_client::Client, id: String) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    let h = client
+        .start_workflow(
+            belay_workflows::probe::ProbeWorkflow::run,
+            id.clone(),
+            temporalio_client::WorkflowStartOptions::new(belay_workflows::queues::WORKFLOWS, id.clone()).build(),
+        )
+        .await?;
+    let out: String = h
+        .get_result(temporalio_client::WorkflowGetResultOptions::default())
+        .await?;
+    ensure!(out == id, "the bare workflow answered {out}");
+    Ok(t.elapsed().as_secs_f64() * 1000.0)
+}
+
+async fn selection_on(client: &temporalio_client::Client, store: &Store, samples: usize) -> anyhow::Result<()> {
+    let (account, _) = store.create_account("bench").await?;
+    let (mut sel, mut floor) = (Vec::new(), Vec::new());
+    for i in 0..samples + 3 {
+        let ids = gated_round(store, &account.id, i).await?;
+        let claimant = format!("verify-{}", ids[2]);
+        let t = Instant::now();
+        match store.claim_selection(&ids[2], &claimant).await? {
+            SelectionStep::Claimed { .. } => {}
+            other => bail!("the claim answered {other:?}"),
         }
-        .await;
-        let _ = stop_tx.send(true);
-        r
-    };
-    let (pools, figures) = tokio::join!(
-        belay_worker::run_pools(&[Pool::Workflows, Pool::Db], deps, async move {
-            let _ = worker_stop.wait_for(|s| *s).await;
-        }),
-        measure
+        store.apply_selection(&ids[2], &claimant, None).await?;
+        let a = t.elapsed().as_secs_f64() * 1000.0;
+        let b = bare_workflow_ms(client, format!("probe-sel-{}-{i}", std::process::id())).await?;
+        if i >= 3 {
+            sel.push(a);
+            floor.push(b);
+        }
+    }
+    let n = sel.len();
+    let (s50, s95) = stats(sel);
+    let (f50, f95) = stats(floor);
+    println!(
+        "selection among 3 gated siblings (claim, rank, apply; sqlite): median {s50:.1} ms, p95 {s95:.1} ms; \
+         bare one-activity workflow median {f50:.1} ms, p95 {f95:.1} ms; ratio median {:.2}, p95 {:.2} ({n} samples)",
+        s50 / f50,
+        s95 / f95
     );
-    store.close().await;
-    pools?;
-    figures
+    Ok(())
 }
 
 /// The input assembly of a Candidate changing 24 files of a 2,000-file app.
@@ -220,7 +268,9 @@ async fn assembly(dir: &Path, samples: usize) -> anyhow::Result<()> {
     svc.fork(PROJECT, &fork).await?;
     let files: Vec<(String, Option<Vec<u8>>)> = (0..24)
         .map(|i| {
-            let body: String = (0..80)
+            // 20 lines each: the patch and the 24 files fit under the 60,000-character cap (at
+            // 80 lines the patch alone passes it, is cut, and no file is given).
+            let body: String = (0..20)
                 .map(|l| format!("export const v{i}_{l} = {l}; // line {l}\n"))
                 .collect();
             (format!("src/feature/f{i}.ts"), Some(body.into_bytes()))
@@ -238,7 +288,8 @@ async fn assembly(dir: &Path, samples: usize) -> anyhow::Result<()> {
         composed: composed.clone(),
     };
     let fork_path = svc.repo_path(&fork)?;
-    let (mut ours, mut direct) = (Vec::new(), Vec::new());
+    let (mut ours, mut direct, mut index) = (Vec::new(), Vec::new(), Vec::new());
+    let mut chars = 0;
     for i in 0..samples + 2 {
         let t = Instant::now();
         let input = belay_activities::selection::acceptance_source(&svc, &sources, &req)
@@ -246,10 +297,23 @@ async fn assembly(dir: &Path, samples: usize) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         let a = t.elapsed().as_secs_f64() * 1000.0;
         ensure!(
-            input.parts.len() == 25,
-            "the input has {} parts, not the patch and 24 files",
-            input.parts.len()
+            input.parts.len() == 25 && input.skipped.is_empty() && input.parts.iter().all(|p| !p.truncated),
+            "the input has {} parts ({} characters, truncated: {:?}), skipped {:?}; not the patch and 24 whole files",
+            input.parts.len(),
+            input.chars(),
+            input
+                .parts
+                .iter()
+                .filter(|p| p.truncated)
+                .map(|p| &p.path)
+                .collect::<Vec<_>>(),
+            input.skipped
         );
+        chars = input.chars();
+        // The largest piece of the assembly: the composed tree's file index.
+        let t = Instant::now();
+        svc.file_index(&fork, &composed).await?;
+        let ix = t.elapsed().as_secs_f64() * 1000.0;
         let t = Instant::now();
         let mut child = Command::new("git")
             .arg("-C")
@@ -269,16 +333,20 @@ async fn assembly(dir: &Path, samples: usize) -> anyhow::Result<()> {
         if i >= 2 {
             ours.push(a);
             direct.push(b);
+            index.push(ix);
         }
     }
     let _ = git(&fork_path, &["rev-parse", &composed])?;
+    let n = ours.len();
     let (o50, o95) = stats(ours);
     let (d50, d95) = stats(direct);
+    let (i50, _) = stats(index);
     println!(
-        "acceptance input assembly for a 24-file Candidate (patch + composedFileOrder from the fork): median {o50:.1} ms, \
-         p95 {o95:.1} ms; reading the 24 files from the fork directly (git cat-file --batch): median {d50:.1} ms, \
-         p95 {d95:.1} ms; ratio {:.2}",
-        o50 / d50
+        "acceptance input assembly for a 24-file Candidate of a 2,000-file tree (patch + composedFileOrder from the fork): \
+         median {o50:.1} ms (the file index of the composed tree alone {i50:.1} ms), p95 {o95:.1} ms; reading the 24 files from the fork directly (git cat-file --batch): median {d50:.1} ms, \
+         p95 {d95:.1} ms; ratio median {:.2}, p95 {:.2} ({n} samples; the input {chars} characters in 25 parts)",
+        o50 / d50,
+        o95 / d95
     );
     Ok(())
 }

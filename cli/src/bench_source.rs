@@ -21,6 +21,22 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
+/// `git clone --bare` of `from` to `to`.
+pub(crate) fn clone_bare(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let parent = to.parent().context("a clone target without a parent")?;
+    git(
+        parent,
+        &[
+            "clone",
+            "--bare",
+            "--quiet",
+            from.to_str().context("path")?,
+            to.to_str().context("path")?,
+        ],
+    )
+    .map(drop)
+}
+
 /// Adds `files` small source files to canonical `main` in one commit (git fast-import).
 pub(crate) fn grow(repo: &Path, files: usize) -> anyhow::Result<String> {
     let mut script = Vec::new();
@@ -82,16 +98,7 @@ pub async fn source(files: usize, runs: usize) -> anyhow::Result<()> {
             fork.push(started.elapsed());
             let target = svc.root().join(format!("clone-{r}.git"));
             let started = Instant::now();
-            git(
-                svc.root(),
-                &[
-                    "clone",
-                    "--bare",
-                    "--quiet",
-                    canonical.to_str().context("path")?,
-                    target.to_str().context("path")?,
-                ],
-            )?;
+            clone_bare(&canonical, &target)?;
             clone.push(started.elapsed());
         }
         let (fork, clone) = (median(fork), median(clone));

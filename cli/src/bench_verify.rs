@@ -3,7 +3,7 @@
 //! their workspace forks, merge them in order), against `git merge-tree --write-tree` of the same
 //! three tips with their objects already in one repository.
 
-use crate::bench_source::{git, grow, median, ms};
+use crate::bench_source::{clone_bare, git, grow, median, ms};
 use anyhow::{Context, bail};
 use belay_git::{GitService, StackedFork, StackedTip};
 use std::time::{Duration, Instant};
@@ -40,16 +40,7 @@ pub async fn verify(files: usize, runs: usize) -> anyhow::Result<()> {
     }
     // git's side: one repository holding every tip's objects.
     let scratch = dir.path().join("scratch.git");
-    git(
-        dir.path(),
-        &[
-            "clone",
-            "--bare",
-            "--quiet",
-            canonical.to_str().context("path")?,
-            scratch.to_str().context("path")?,
-        ],
-    )?;
+    clone_bare(&canonical, &scratch)?;
     for tip in &tips {
         let from = svc.repo_path(&tip.fork)?;
         git(
