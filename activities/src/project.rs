@@ -28,7 +28,7 @@ impl GitActivities {
         let p = self.git.provision(&project_id).await.map_err(git_error)?;
         let files = self.git.file_index(&p.repo, &p.commit).await.map_err(git_error)?;
         self.sources
-            .write_tree(&self.git, &p.repo, &project_id, &p.tree, &files)
+            .write_tree(&self.git, &p.repo, &project_id, &p.tree, &files, None)
             .await
             .map_err(source_error)?;
         Ok(ProvisionedSource {

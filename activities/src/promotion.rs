@@ -298,7 +298,14 @@ impl PromotionGitActivities {
             .await
             .map_err(git_error)?;
         self.sources
-            .write_tree(&self.git, &canonical, input.project_id.as_str(), &input.tree, &files)
+            .write_tree(
+                &self.git,
+                &canonical,
+                input.project_id.as_str(),
+                &input.tree,
+                &files,
+                input.base_tree.as_deref(),
+            )
             .await
             .map(drop)
             .map_err(source_error)

@@ -120,6 +120,10 @@ pub struct SourcesRequest {
     pub project_id: ProjectId,
     pub commit: String,
     pub tree: String,
+    /// The tree canonical held before: the blobs its stored index lists are already stored, so
+    /// the sync checks only the others. Absent in histories recorded before it was sent.
+    #[serde(default)]
+    pub base_tree: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -515,6 +519,7 @@ impl PromotionWorkflow {
                 project_id: k.project_id.clone(),
                 commit,
                 tree,
+                base_tree: Some(k.base_tree.clone()),
             },
             options::git(Duration::from_secs(600)),
         )

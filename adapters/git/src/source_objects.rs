@@ -93,6 +93,10 @@ pub struct TreeWritten {
     pub blobs_present: usize,
     /// Blobs over [`BLOB_STORE_LIMIT_BYTES`], listed but not stored.
     pub blobs_too_large: usize,
+    /// Blobs whose presence in the object store was checked (those the base tree's index did not
+    /// already list).
+    #[serde(default)]
+    pub blobs_checked: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,6 +176,7 @@ impl SourceObjects {
         project: &str,
         tree: &str,
         files: &[FileEntry],
+        base: Option<&str>,
     ) -> Result<TreeWritten> {
         let index_key = Self::index_key(project, tree)?;
         let code_key = Self::code_key(project, tree)?;
@@ -181,6 +186,7 @@ impl SourceObjects {
             blobs_stored: 0,
             blobs_present: 0,
             blobs_too_large: 0,
+            blobs_checked: 0,
         };
 
         let mut blobs = BTreeSet::new();
@@ -191,7 +197,19 @@ impl SourceObjects {
                 blobs.insert(f.blob.as_str());
             }
         }
+        // A stored index is written after every blob it lists (up to the limit): a base tree's
+        // blobs are there already, and only the others are checked.
+        if let Some(base) = base.filter(|b| *b != tree)
+            && let Some(known) = self.read_index(project, base).await?
+        {
+            for f in known.files.iter().filter(|f| f.size <= BLOB_STORE_LIMIT_BYTES) {
+                if blobs.remove(f.blob.as_str()) {
+                    written.blobs_present += 1;
+                }
+            }
+        }
         let blobs: Vec<&str> = blobs.into_iter().collect();
+        written.blobs_checked = blobs.len();
         for batch in blobs.chunks(BLOB_BATCH) {
             // The futures are collected first: a closure held across an await would make this
             // future's Send-ness unprovable for callers that need Send (Temporal activities).
@@ -450,7 +468,7 @@ mod tests {
 
         let w = f
             .objects
-            .write_tree(&f.git, PROJECT, PROJECT, &tree, &index)
+            .write_tree(&f.git, PROJECT, PROJECT, &tree, &index, None)
             .await
             .unwrap();
         assert_eq!(w.index_key, format!("source/{PROJECT}/{tree}/index.json"));
@@ -490,13 +508,88 @@ mod tests {
         let next_index = f.git.file_index(PROJECT, &next).await.unwrap();
         let again = f
             .objects
-            .write_tree(&f.git, PROJECT, PROJECT, &next_tree, &next_index)
+            .write_tree(&f.git, PROJECT, PROJECT, &next_tree, &next_index, None)
             .await
             .unwrap();
         assert_eq!(
-            (again.blobs_stored, again.blobs_present),
-            (1, 2),
-            "only the new blob is copied"
+            (again.blobs_stored, again.blobs_present, again.blobs_checked),
+            (1, 2, 3),
+            "only the new blob is copied; without a base every blob is checked"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_its_base_tree_a_sync_checks_only_the_blobs_the_base_index_does_not_list() {
+        let f = fixture();
+        let p = f.git.provision(PROJECT).await.unwrap();
+        let base = f
+            .git
+            .commit_files(
+                PROJECT,
+                &p.commit,
+                vec![
+                    ("src/a.rs".into(), Some(b"a\n".to_vec())),
+                    ("src/b.rs".into(), Some(b"b\n".to_vec())),
+                ],
+                "base",
+            )
+            .await
+            .unwrap();
+        let base_tree = tree_of(&f, &base).await;
+        let base_index = f.git.file_index(PROJECT, &base).await.unwrap();
+        let first = f
+            .objects
+            .write_tree(
+                &f.git,
+                PROJECT,
+                PROJECT,
+                &base_tree,
+                &base_index,
+                Some("0000000000000000000000000000000000000000"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (first.blobs_stored, first.blobs_checked),
+            (3, 3),
+            "a base without a stored index vouches for nothing"
+        );
+
+        let next = f
+            .git
+            .commit_files(
+                PROJECT,
+                &base,
+                vec![
+                    ("src/b.rs".into(), Some(b"b2\n".to_vec())),
+                    ("src/c.rs".into(), Some(b"c\n".to_vec())),
+                ],
+                "next",
+            )
+            .await
+            .unwrap();
+        let next_tree = tree_of(&f, &next).await;
+        let next_index = f.git.file_index(PROJECT, &next).await.unwrap();
+        let w = f
+            .objects
+            .write_tree(&f.git, PROJECT, PROJECT, &next_tree, &next_index, Some(&base_tree))
+            .await
+            .unwrap();
+        assert_eq!(
+            (w.blobs_stored, w.blobs_present, w.blobs_checked),
+            (2, 2, 2),
+            "the two unchanged blobs are known from the base's index; the two new ones are checked and stored"
+        );
+        let code: BTreeMap<String, String> = serde_json::from_slice(&read(&f, &w.code_key).unwrap()).unwrap();
+        for path in ["src/a.rs", "src/b.rs", "src/c.rs", ".gitignore"] {
+            assert!(
+                read(&f, &format!("source/{PROJECT}/blobs/{}", code[path])).is_some(),
+                "{path}'s blob is stored"
+            );
+        }
+        assert_eq!(
+            read(&f, &format!("source/{PROJECT}/blobs/{}", code["src/b.rs"])).unwrap(),
+            b"b2\n"
         );
     }
 
