@@ -254,6 +254,13 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// The plan's or ladder's id.
+    pub fn id(&self) -> &str {
+        match self {
+            Origin::Plan(id) | Origin::Ladder(id) => id,
+        }
+    }
+
     pub fn parse(s: &str) -> Result<Self, ValidationError> {
         let (kind, id) = s
             .split_once(':')

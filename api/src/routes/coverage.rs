@@ -520,7 +520,8 @@ pub async fn resume(
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HaltAnswer {
-    /// How many of the plan's jobs this call cancelled (0: there were none in those states).
+    /// How many of the plan's or ladder's jobs this call cancelled (0: there were none in those
+    /// states).
     pub cancelled: usize,
     pub job_ids: Vec<String>,
 }
@@ -533,13 +534,32 @@ async fn halt_plan(
     kind: &str,
 ) -> ApiResult<HaltAnswer> {
     set_paused(s, account_id, id, true, kind).await?;
-    let origin = Origin::Plan(id.to_string());
+    cancel_origin_jobs(
+        s,
+        account_id,
+        &Origin::Plan(id.to_string()),
+        statuses,
+        &format!("coverage_plan.{kind}"),
+    )
+    .await
+}
+
+/// The halt of a plan or a ladder once it is paused or disabled: cancels its jobs in `statuses`
+/// through the one cancel transition and records `event` on it, in one transaction, then tells
+/// the cancelled jobs' workflows.
+pub(crate) async fn cancel_origin_jobs(
+    s: &AppState,
+    account_id: &str,
+    origin: &Origin,
+    statuses: &[JobStatus],
+    event: &str,
+) -> ApiResult<HaltAnswer> {
     let mut tx = s.store.begin().await?;
-    let cancelled = coverage::cancel_origin(&mut tx, &origin, statuses).await?;
+    let cancelled = coverage::cancel_origin(&mut tx, origin, statuses).await?;
     belay_store::events::append_in(
         &mut tx,
-        id,
-        &format!("coverage_plan.{kind}"),
+        origin.id(),
+        event,
         &serde_json::json!({ "accountId": account_id, "cancelled": cancelled.len() }),
     )
     .await?;

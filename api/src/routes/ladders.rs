@@ -486,23 +486,14 @@ async fn halt_ladder(
     kind: &str,
 ) -> ApiResult<HaltAnswer> {
     set_enabled(s, account_id, id, false, kind).await?;
-    let origin = Origin::Ladder(id.to_string());
-    let mut tx = s.store.begin().await?;
-    let cancelled = coverage::cancel_origin(&mut tx, &origin, statuses).await?;
-    belay_store::events::append_in(
-        &mut tx,
-        id,
+    super::coverage::cancel_origin_jobs(
+        s,
+        account_id,
+        &Origin::Ladder(id.to_string()),
+        statuses,
         &format!("ladder.{kind}"),
-        &serde_json::json!({ "accountId": account_id, "cancelled": cancelled.len() }),
     )
-    .await?;
-    tx.commit().await?;
-    let pairs: Vec<(String, JobStatus)> = cancelled.iter().map(|(j, prev)| (j.id.clone(), *prev)).collect();
-    super::jobs::after_cancel(s, &pairs).await;
-    Ok(HaltAnswer {
-        cancelled: pairs.len(),
-        job_ids: pairs.into_iter().map(|(id, _)| id).collect(),
-    })
+    .await
 }
 
 /// Halts the ladder: disables it, then cancels its `queued` and `pending` jobs through the one
