@@ -1079,3 +1079,120 @@ async fn the_climb_runs_while_enabled_answers_its_board_query_and_ends_when_disa
     assert_eq!(s, 200);
     replays(&b, "ladder-climb-v1", &format!("ladder-{id}")).await;
 }
+
+/// The climb continues as new every `steps_per_run` board reads (200 in production; 2 here, by
+/// starting the climb with that input in place of the one enabling started), keeps its input
+/// across runs, answers its board query in the new run and still ends when the ladder is
+/// disabled. The run that continued as new replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_climb_continues_as_new_keeping_its_input_and_still_answers_its_board() {
+    use belay_workflows::ladder::{ClimbInput, LadderClimbWorkflow};
+    use temporalio_client::{
+        UntypedWorkflow, WorkflowDescribeOptions, WorkflowFetchHistoryOptions, WorkflowStartOptions,
+        WorkflowTerminateOptions,
+    };
+    let b = Belay::start().await;
+    b.catalogue().await;
+    b.harness("x", 5, OK_SCRIPT).await;
+    let l = ladder(
+        &b,
+        json!({"name": "long climb", "rungs": [case("c")], "combinations": [harness("x")], "runsPerCell": 1,
+               "autoTopUp": false, "bufferTarget": {"kind": "unbounded"}}),
+    )
+    .await;
+    let id = l["id"].as_str().unwrap().to_string();
+    enable(&b, &id).await;
+    runs_of(&b, &id, 1).await;
+    let client = belay_client::connect(&b.temporal.address, "default", "test")
+        .await
+        .unwrap();
+    let workflow_id = format!("ladder-{id}");
+    let current_run = || async {
+        client
+            .get_workflow_handle::<UntypedWorkflow>(workflow_id.clone())
+            .describe(WorkflowDescribeOptions::default())
+            .await
+            .unwrap()
+            .run_id()
+            .to_string()
+    };
+
+    // Replace the climb enabling started with one that continues as new every two reads.
+    client
+        .get_workflow_handle::<UntypedWorkflow>(workflow_id.clone())
+        .terminate(WorkflowTerminateOptions::builder().reason("shorter runs").build())
+        .await
+        .unwrap();
+    // The same input as the API's, read from the start of the run it replaces.
+    let started = belay_client::closed_history_json(&client, &workflow_id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let started: Value = serde_json::from_slice(&started).unwrap();
+    let payload = started["events"][0]["attributes"]["WorkflowExecutionStartedEventAttributes"]["input"]["payloads"][0]
+        ["data"]
+        .as_str()
+        .expect("the climb's input");
+    use base64::Engine as _;
+    let mut input: ClimbInput =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(payload).unwrap()).unwrap();
+    assert_eq!((input.ladder_id.as_str(), input.steps_per_run), (id.as_str(), None));
+    input.steps_per_run = Some(2);
+    let handle = client
+        .start_workflow(
+            LadderClimbWorkflow::run,
+            input,
+            WorkflowStartOptions::new(belay_workflows::queues::WORKFLOWS, workflow_id.clone()).build(),
+        )
+        .await
+        .unwrap();
+    let first = handle.run_id().unwrap_or_default().to_string();
+    assert!(!first.is_empty());
+
+    // Its first read, then one poke: two reads, so it continues as new; two more pokes and the
+    // second run (which kept `steps_per_run: 2`) does too.
+    let mut seen = vec![first.clone()];
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while seen.len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the climb continued as new {} times, not 2",
+            seen.len() - 1
+        );
+        let _ = belay_client::poke_climb(&client, &id).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = current_run().await;
+        if !seen.contains(&now) {
+            seen.push(now);
+        }
+    }
+
+    // The run that continued as new ended so, and its history replays.
+    let first_history = handle
+        .fetch_history(WorkflowFetchHistoryOptions::default())
+        .to_json()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&first_history);
+    assert!(
+        text.contains("WorkflowExecutionContinuedAsNewEventAttributes"),
+        "the first run did not continue as new"
+    );
+    common::replays_json("ladder-climb-continued-v1", first_history.clone()).await;
+
+    // The newest run answers where the climber stands.
+    wait_for("the new run's board", Duration::from_secs(60), || async {
+        match belay_client::climb_board(&client, &id).await {
+            Ok(board) => {
+                board.climbers.len() == 1
+                    && board.climbers[0].status == belay_domain::progress::ClimberStatus::AwaitingReview
+            }
+            Err(_) => false,
+        }
+    })
+    .await;
+
+    // Disabling ends the newest run.
+    let (s, _) = b.post(&format!("/v1/ladders/{id}/disable"), json!({})).await;
+    assert_eq!(s, 200);
+    replays(&b, "ladder-climb-v1", &workflow_id).await;
+}

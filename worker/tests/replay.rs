@@ -44,6 +44,7 @@ const HISTORIES: &[&str] = &[
     "verification-selected-v1-sibling",
     "verification-browser-v1",
     "verification-selected-winner-ready",
+    "ladder-climb-continued-v1",
 ];
 
 fn dir() -> std::path::PathBuf {
