@@ -15,7 +15,7 @@ use belay_git::{CasOutcome, GitService};
 use belay_store::Store;
 use belay_workflows::promotion::{
     ApprovalRequest, CandidateForkToSweep, CasRequest, CommitInFork, PromotionRowsFacts, PushRequest, Pushed,
-    SettleOlderRequest, SettledOlder, SourcesRequest, WinnerFacts,
+    ReleaseRequest, ReleasedRequest, SettleOlderRequest, SettledOlder, SourcesRequest, WinnerFacts,
 };
 use std::sync::Arc;
 use temporalio_macros::activities;
@@ -129,6 +129,27 @@ impl PromotionStoreActivities {
         })
     }
 
+    #[activity(definition = belay_workflows::promotion::promotion_definitions::Released)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id, generation = input.generation), err(Debug))]
+    pub async fn released(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ReleasedRequest,
+    ) -> Result<SettledOlder, ActivityError> {
+        let id = input.candidate_id.as_str();
+        self.store.mark_promotion_pushed(id).await.map_err(store_error)?;
+        self.store.mark_promotion_synced(id).await.map_err(store_error)?;
+        let s = self
+            .store
+            .settle_older_base(input.project_id.as_str(), input.generation)
+            .await
+            .map_err(store_error)?;
+        Ok(SettledOlder {
+            stale: s.stale,
+            recomposed: s.recomposed.into_iter().map(Into::into).collect(),
+        })
+    }
+
     #[activity(definition = belay_workflows::promotion::promotion_definitions::WinnerFacts)]
     pub async fn winner_facts(
         self: Arc<Self>,
@@ -229,6 +250,49 @@ impl PromotionGitActivities {
     #[activity(definition = belay_workflows::promotion::promotion_definitions::Push)]
     #[instrument(skip_all, fields(candidate.id = %input.candidate_id, commit = %input.commit), err(Debug))]
     pub async fn push(self: Arc<Self>, _ctx: ActivityContext, input: PushRequest) -> Result<Pushed, ActivityError> {
+        self.fast_forward(&input).await
+    }
+
+    #[activity(definition = belay_workflows::promotion::promotion_definitions::CanonicalHolds)]
+    pub async fn canonical_holds(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: Vec<(String, String)>,
+    ) -> Result<Vec<bool>, ActivityError> {
+        let mut out = Vec::with_capacity(input.len());
+        for (canonical, commit) in &input {
+            out.push(match self.git.main_contains(canonical, commit).await {
+                Ok(held) => held,
+                Err(belay_git::GitError::NotFound(_)) => false,
+                Err(e) => return Err(git_error(e)),
+            });
+        }
+        Ok(out)
+    }
+
+    #[activity(definition = belay_workflows::promotion::promotion_definitions::Sources)]
+    #[instrument(skip_all, fields(project.id = %input.project_id, tree = %input.tree), err(Debug))]
+    pub async fn sources(self: Arc<Self>, _ctx: ActivityContext, input: SourcesRequest) -> Result<(), ActivityError> {
+        self.sync_sources(&input).await
+    }
+
+    #[activity(definition = belay_workflows::promotion::promotion_definitions::Release)]
+    #[instrument(skip_all, fields(candidate.id = %input.push.candidate_id, commit = %input.push.commit), err(Debug))]
+    pub async fn release(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ReleaseRequest,
+    ) -> Result<Pushed, ActivityError> {
+        let pushed = self.fast_forward(&input.push).await?;
+        self.sync_sources(&input.sources).await?;
+        Ok(pushed)
+    }
+}
+
+impl PromotionGitActivities {
+    /// Copies the composed commit's objects into canonical and moves its `main` from the base to
+    /// the commit by a ref compare-and-swap (nothing when it is there already).
+    async fn fast_forward(&self, input: &PushRequest) -> Result<Pushed, ActivityError> {
         let canonical = canonical_repo(input.project_id.as_str()).map_err(fatal)?;
         if self
             .git
@@ -271,26 +335,8 @@ impl PromotionGitActivities {
         }
     }
 
-    #[activity(definition = belay_workflows::promotion::promotion_definitions::CanonicalHolds)]
-    pub async fn canonical_holds(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: Vec<(String, String)>,
-    ) -> Result<Vec<bool>, ActivityError> {
-        let mut out = Vec::with_capacity(input.len());
-        for (canonical, commit) in &input {
-            out.push(match self.git.main_contains(canonical, commit).await {
-                Ok(held) => held,
-                Err(belay_git::GitError::NotFound(_)) => false,
-                Err(e) => return Err(git_error(e)),
-            });
-        }
-        Ok(out)
-    }
-
-    #[activity(definition = belay_workflows::promotion::promotion_definitions::Sources)]
-    #[instrument(skip_all, fields(project.id = %input.project_id, tree = %input.tree), err(Debug))]
-    pub async fn sources(self: Arc<Self>, _ctx: ActivityContext, input: SourcesRequest) -> Result<(), ActivityError> {
+    /// Writes the file index and code manifest of the new tree.
+    async fn sync_sources(&self, input: &SourcesRequest) -> Result<(), ActivityError> {
         let canonical = canonical_repo(input.project_id.as_str()).map_err(fatal)?;
         let files = self
             .git

@@ -146,7 +146,19 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     let (s, v) = promote(&b, &k1).await;
     assert_eq!((s, v["outcome"].as_str()), (200, Some("alreadyPromoted")), "{v}");
     assert_eq!(project_row(&b, &project).await["generation"], 1);
-    replays(&b, "promotion-promoted", &format!("promote-{k1}-g0")).await;
+    // The release ran as one git and one database activity, behind its marker.
+    let h = common::completed_history(&b, &format!("promote-{k1}-g0")).await;
+    let patches = belay_worker::replay::patches(&h).unwrap();
+    assert!(
+        patches
+            .iter()
+            .any(|p| p == belay_workflows::promotion::ONE_STEP_RELEASE),
+        "{patches:?}"
+    );
+    let text = String::from_utf8_lossy(&h);
+    assert!(text.contains("git.promotion_release") && text.contains("db.promotion_released"));
+    assert!(!text.contains("git.promotion_sources") && !text.contains("db.promotion_pushed"));
+    common::replays_json("promotion-promoted-v2", h).await;
     replays(&b, "verification-winner-ready", &format!("verify-{k1}")).await;
 
     // Two high-risk Changes on one base: both wait for a person, with the spec's reason.

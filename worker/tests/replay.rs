@@ -45,6 +45,7 @@ const HISTORIES: &[&str] = &[
     "verification-browser-v1",
     "verification-selected-winner-ready",
     "ladder-climb-continued-v1",
+    "promotion-promoted-v2",
 ];
 
 fn dir() -> std::path::PathBuf {
