@@ -146,7 +146,8 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     let (s, v) = promote(&b, &k1).await;
     assert_eq!((s, v["outcome"].as_str()), (200, Some("alreadyPromoted")), "{v}");
     assert_eq!(project_row(&b, &project).await["generation"], 1);
-    // The release ran as one git and one database activity, behind its marker.
+    // The release ran as one git activity and the store steps as local activities (markers, no
+    // `db.` task-queue activity), behind the patch marker.
     let h = common::completed_history(&b, &format!("promote-{k1}-g0")).await;
     let patches = belay_worker::replay::patches(&h).unwrap();
     assert!(
@@ -156,8 +157,15 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
         "{patches:?}"
     );
     let text = String::from_utf8_lossy(&h);
-    assert!(text.contains("git.promotion_release") && text.contains("db.promotion_released"));
-    assert!(!text.contains("git.promotion_sources") && !text.contains("db.promotion_pushed"));
+    assert!(text.contains("git.promotion_release"), "no release activity");
+    assert!(
+        !text.contains("git.promotion_sources") && !text.contains("\"db.promotion_"),
+        "a release step ran as a task-queue activity"
+    );
+    assert!(
+        text.matches("MarkerRecordedEventAttributes").count() >= 4,
+        "the patch marker and three local store steps"
+    );
     common::replays_json("promotion-promoted-v2", h).await;
     replays(&b, "verification-winner-ready", &format!("verify-{k1}")).await;
 
@@ -420,9 +428,10 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_worker_lost_between_the_swap_and_the_fast_forward_is_repaired_by_the_retry() {
-    // Database activities on a worker of their own, which exits right after the swap commits.
-    let mut b = Belay::start_with_sandbox_env(&[], Some("workflows,git,sandbox")).await;
-    let crashing = b.start_extra_worker("db", &[("BELAY_FAILPOINT", "promotion-after-cas")]);
+    // The workflow worker (which runs promotion's store steps as local activities) on a process
+    // of its own, which exits right after the swap commits.
+    let mut b = Belay::start_with_sandbox_env(&[], Some("db,git,sandbox")).await;
+    let crashing = b.start_extra_worker("workflows", &[("BELAY_FAILPOINT", "promotion-after-cas")]);
     let project = sample_project(&b).await;
     let seeded = git(&repo(&b, &project), &["rev-parse", "main"]);
     let c = one_task_change(&b, &project, "echo", "low").await;
@@ -446,8 +455,9 @@ async fn a_worker_lost_between_the_swap_and_the_fast_forward_is_repaired_by_the_
     assert!(!source_object(&b, &project, &tree, "index.json").exists());
     b.kill_extra_worker(crashing);
 
-    // A db worker again; the retry pushes, answers alreadyPromoted and repairs the sync.
-    b.start_extra_worker("db", &[]);
+    // A workflow worker again: the promotion's retried swap answers alreadyPromoted, and it
+    // pushes and repairs the sync; a caller joins it and is answered alreadyPromoted.
+    b.start_extra_worker("workflows", &[]);
     let (s, v) = promote(&b, &k).await;
     assert_eq!((s, v["outcome"].as_str()), (200, Some("alreadyPromoted")), "{v}");
     assert_eq!(git(&repo(&b, &project), &["rev-parse", "main"]), composed);

@@ -218,12 +218,16 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
     for &pool in pools {
         let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));
         let options = match pool {
-            // The run lane's store steps (claim, start, mark running, complete, fail) and the
-            // dispatcher's run starts run as local activities of the workflow worker.
+            // The run lane's store steps (claim, start, mark running, complete, fail), the
+            // dispatcher's run starts and promotion's store steps (facts, compare-and-swap,
+            // released) run as local activities of the workflow worker.
             Pool::Workflows => register_every_workflow!(base)?
                 .register_activities(StoreActivities {
                     store: deps.store.clone(),
                     client: Some(deps.client.clone()),
+                })
+                .register_activities(belay_activities::promotion::PromotionStoreActivities {
+                    store: deps.store.clone(),
                 })
                 .register_activities(ClientActivities {
                     client: deps.client.clone(),
