@@ -338,22 +338,38 @@ impl PromotionGitActivities {
     /// Writes the file index and code manifest of the new tree.
     async fn sync_sources(&self, input: &SourcesRequest) -> Result<(), ActivityError> {
         let canonical = canonical_repo(input.project_id.as_str()).map_err(fatal)?;
+        let project = input.project_id.as_str();
+        let started = std::time::Instant::now();
+        // The base tree's stored index (when it was written): its blobs are stored already and
+        // their sizes known, so only the blobs the promotion brought are looked up and checked.
+        let known = match input.base_tree.as_deref().filter(|b| *b != input.tree) {
+            Some(base) => self.sources.read_index(project, base).await.map_err(source_error)?,
+            None => None,
+        };
+        let sizes = known
+            .iter()
+            .flat_map(|k| &k.files)
+            .map(|f| (f.blob.clone(), f.size))
+            .collect();
         let files = self
             .git
-            .file_index(&canonical, &input.commit)
+            .file_index_knowing(&canonical, &input.commit, sizes)
             .await
             .map_err(git_error)?;
-        self.sources
-            .write_tree(
-                &self.git,
-                &canonical,
-                input.project_id.as_str(),
-                &input.tree,
-                &files,
-                input.base_tree.as_deref(),
-            )
+        let indexed = started.elapsed();
+        let written = self
+            .sources
+            .write_tree_over(&self.git, &canonical, project, &input.tree, &files, known.as_ref())
             .await
-            .map(drop)
-            .map_err(source_error)
+            .map_err(source_error)?;
+        tracing::info!(
+            sources.files = files.len(),
+            sources.blobs_checked = written.blobs_checked,
+            sources.blobs_stored = written.blobs_stored,
+            sources.index_ms = indexed.as_millis() as u64,
+            sources.write_ms = (started.elapsed() - indexed).as_millis() as u64,
+            "source sync written"
+        );
+        Ok(())
     }
 }

@@ -27,11 +27,11 @@ impl GitService {
     pub async fn changed_paths(&self, repo: &str, old: &str, new: &str) -> Result<Vec<String>> {
         let (repo, old, new) = (repo.to_owned(), old.to_owned(), new.to_owned());
         self.blocking(move |root| {
-            let a: BTreeMap<String, String> = file_index(root, &repo, &old)?
+            let a: BTreeMap<String, String> = file_index(root, &repo, &old, &Default::default())?
                 .into_iter()
                 .map(|f| (f.path, f.blob))
                 .collect();
-            let b: BTreeMap<String, String> = file_index(root, &repo, &new)?
+            let b: BTreeMap<String, String> = file_index(root, &repo, &new, &Default::default())?
                 .into_iter()
                 .map(|f| (f.path, f.blob))
                 .collect();

@@ -325,8 +325,21 @@ impl GitService {
 
     /// Every file of `commit`'s tree (submodules left out), sorted by path.
     pub async fn file_index(&self, repo: &str, commit: &str) -> Result<Vec<FileEntry>> {
+        self.file_index_knowing(repo, commit, Default::default()).await
+    }
+
+    /// [`GitService::file_index`] taking the size of each blob in `known` (blob id to size, e.g.
+    /// from the file index of a tree this one grew from) instead of reading its object header:
+    /// only the blobs it does not list are looked up.
+    pub async fn file_index_knowing(
+        &self,
+        repo: &str,
+        commit: &str,
+        known: std::collections::HashMap<String, u64>,
+    ) -> Result<Vec<FileEntry>> {
         let (repo, commit) = (repo.to_owned(), commit.to_owned());
-        self.blocking(move |root| file_index(root, &repo, &commit)).await
+        self.blocking(move |root| file_index(root, &repo, &commit, &known))
+            .await
     }
 
     /// The contents of `blobs`, in order.
@@ -697,7 +710,12 @@ fn delete_repo(root: &Path, name: &str) -> Result<bool> {
     }
 }
 
-fn file_index(root: &Path, name: &str, commit: &str) -> Result<Vec<FileEntry>> {
+fn file_index(
+    root: &Path,
+    name: &str,
+    commit: &str,
+    known: &std::collections::HashMap<String, u64>,
+) -> Result<Vec<FileEntry>> {
     let repo = open(root, name)?;
     let id = parse_id(commit)?;
     require_commit(&repo, name, id)?;
@@ -711,10 +729,14 @@ fn file_index(root: &Path, name: &str, commit: &str) -> Result<Vec<FileEntry>> {
         if e.mode.is_tree() || e.mode.is_commit() {
             continue;
         }
-        let size = repo.find_header(e.oid).gix("read object header", name)?.size();
+        let blob = e.oid.to_string();
+        let size = match known.get(&blob) {
+            Some(size) => *size,
+            None => repo.find_header(e.oid).gix("read object header", name)?.size(),
+        };
         files.push(FileEntry {
             path: e.filepath.to_string(),
-            blob: e.oid.to_string(),
+            blob,
             size,
         });
     }
@@ -1460,6 +1482,52 @@ mod tests {
         assert_eq!(git(&cand, &["show", "main:src/f7.rs"]), "fn f7() {}\n");
         assert_eq!(svc.file_index("cand-1", &m.commit).await.unwrap().len(), 21);
         assert_eq!(git(&cand, &["rev-parse", "main^2"]).trim(), tip);
+    }
+
+    #[tokio::test]
+    async fn a_file_index_knowing_the_base_sizes_equals_the_full_one_and_reads_only_new_headers() {
+        let (_d, svc) = service();
+        let p = svc.provision(PROJECT).await.unwrap();
+        let files = (0..30)
+            .map(|i| (format!("src/f{i}.rs"), Some(vec![b'x'; i + 1])))
+            .collect();
+        let base = svc.commit_files(PROJECT, &p.commit, files, "base").await.unwrap();
+        let next = svc
+            .commit_files(
+                PROJECT,
+                &base,
+                vec![
+                    ("src/f3.rs".into(), Some(b"changed\n".to_vec())),
+                    ("src/new.rs".into(), Some(vec![b'y'; 100])),
+                    ("src/f4.rs".into(), None),
+                ],
+                "next",
+            )
+            .await
+            .unwrap();
+        let full = svc.file_index(PROJECT, &next).await.unwrap();
+        let known: std::collections::HashMap<String, u64> = svc
+            .file_index(PROJECT, &base)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.blob, f.size))
+            .collect();
+        assert_eq!(
+            svc.file_index_knowing(PROJECT, &next, known.clone()).await.unwrap(),
+            full
+        );
+        let size = |path: &str| full.iter().find(|f| f.path == path).map(|f| f.size);
+        assert_eq!(
+            (size("src/f3.rs"), size("src/new.rs"), size("src/f4.rs")),
+            (Some(8), Some(100), None)
+        );
+        // A listed blob's size is taken from the map, not read again.
+        let f9 = full.iter().find(|f| f.path == "src/f9.rs").unwrap();
+        let mut told = known;
+        told.insert(f9.blob.clone(), 999);
+        let index = svc.file_index_knowing(PROJECT, &next, told).await.unwrap();
+        assert_eq!(index.iter().find(|f| f.path == "src/f9.rs").unwrap().size, 999);
     }
 
     #[tokio::test]

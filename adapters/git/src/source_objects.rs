@@ -178,6 +178,25 @@ impl SourceObjects {
         files: &[FileEntry],
         base: Option<&str>,
     ) -> Result<TreeWritten> {
+        let known = match base.filter(|b| *b != tree) {
+            Some(base) => self.read_index(project, base).await?,
+            None => None,
+        };
+        self.write_tree_over(git, repo, project, tree, files, known.as_ref())
+            .await
+    }
+
+    /// [`SourceObjects::write_tree`] given the stored file index of the base tree (`known`)
+    /// already read: every blob it lists is stored, so only the others are checked.
+    pub async fn write_tree_over(
+        &self,
+        git: &GitService,
+        repo: &str,
+        project: &str,
+        tree: &str,
+        files: &[FileEntry],
+        known: Option<&FileIndex>,
+    ) -> Result<TreeWritten> {
         let index_key = Self::index_key(project, tree)?;
         let code_key = Self::code_key(project, tree)?;
         let mut written = TreeWritten {
@@ -188,7 +207,6 @@ impl SourceObjects {
             blobs_too_large: 0,
             blobs_checked: 0,
         };
-
         let mut blobs = BTreeSet::new();
         for f in files {
             if f.size > BLOB_STORE_LIMIT_BYTES {
@@ -199,9 +217,7 @@ impl SourceObjects {
         }
         // A stored index is written after every blob it lists (up to the limit): a base tree's
         // blobs are there already, and only the others are checked.
-        if let Some(base) = base.filter(|b| *b != tree)
-            && let Some(known) = self.read_index(project, base).await?
-        {
+        if let Some(known) = known.filter(|k| k.tree != tree) {
             for f in known.files.iter().filter(|f| f.size <= BLOB_STORE_LIMIT_BYTES) {
                 if blobs.remove(f.blob.as_str()) {
                     written.blobs_present += 1;
