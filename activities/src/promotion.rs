@@ -346,20 +346,16 @@ impl PromotionGitActivities {
             Some(base) => self.sources.read_index(project, base).await.map_err(source_error)?,
             None => None,
         };
-        let sizes = known
-            .iter()
-            .flat_map(|k| &k.files)
-            .map(|f| (f.blob.clone(), f.size))
-            .collect();
+        let known = known.map(std::sync::Arc::new);
         let files = self
             .git
-            .file_index_knowing(&canonical, &input.commit, sizes)
+            .file_index_knowing(&canonical, &input.commit, known.clone())
             .await
             .map_err(git_error)?;
         let indexed = started.elapsed();
         let written = self
             .sources
-            .write_tree_over(&self.git, &canonical, project, &input.tree, &files, known.as_ref())
+            .write_tree_over(&self.git, &canonical, project, &input.tree, &files, known.as_deref())
             .await
             .map_err(source_error)?;
         tracing::info!(

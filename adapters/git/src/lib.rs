@@ -25,10 +25,11 @@ use gix::objs::tree::{EntryKind, EntryMode};
 use gix::refs::Target;
 use gix::refs::transaction::PreviousValue;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use thiserror::Error;
 
 /// The one branch the service manages.
@@ -325,21 +326,28 @@ impl GitService {
 
     /// Every file of `commit`'s tree (submodules left out), sorted by path.
     pub async fn file_index(&self, repo: &str, commit: &str) -> Result<Vec<FileEntry>> {
-        self.file_index_knowing(repo, commit, Default::default()).await
+        self.file_index_knowing(repo, commit, None).await
     }
 
-    /// [`GitService::file_index`] taking the size of each blob in `known` (blob id to size, e.g.
-    /// from the file index of a tree this one grew from) instead of reading its object header:
-    /// only the blobs it does not list are looked up.
+    /// [`GitService::file_index`] taking the size of each blob listed in `known` (the stored file
+    /// index of a tree this one grew from) instead of reading its object header: only the blobs
+    /// it does not list are looked up.
     pub async fn file_index_knowing(
         &self,
         repo: &str,
         commit: &str,
-        known: std::collections::HashMap<String, u64>,
+        known: Option<Arc<source_objects::FileIndex>>,
     ) -> Result<Vec<FileEntry>> {
         let (repo, commit) = (repo.to_owned(), commit.to_owned());
-        self.blocking(move |root| file_index(root, &repo, &commit, &known))
-            .await
+        self.blocking(move |root| {
+            let sizes: HashMap<&str, u64> = known
+                .iter()
+                .flat_map(|k| &k.files)
+                .map(|f| (f.blob.as_str(), f.size))
+                .collect();
+            file_index(root, &repo, &commit, &sizes)
+        })
+        .await
     }
 
     /// The contents of `blobs`, in order.
@@ -710,12 +718,7 @@ fn delete_repo(root: &Path, name: &str) -> Result<bool> {
     }
 }
 
-fn file_index(
-    root: &Path,
-    name: &str,
-    commit: &str,
-    known: &std::collections::HashMap<String, u64>,
-) -> Result<Vec<FileEntry>> {
+fn file_index(root: &Path, name: &str, commit: &str, known: &HashMap<&str, u64>) -> Result<Vec<FileEntry>> {
     let repo = open(root, name)?;
     let id = parse_id(commit)?;
     require_commit(&repo, name, id)?;
@@ -730,7 +733,7 @@ fn file_index(
             continue;
         }
         let blob = e.oid.to_string();
-        let size = match known.get(&blob) {
+        let size = match known.get(blob.as_str()) {
             Some(size) => *size,
             None => repo.find_header(e.oid).gix("read object header", name)?.size(),
         };
@@ -1506,15 +1509,14 @@ mod tests {
             .await
             .unwrap();
         let full = svc.file_index(PROJECT, &next).await.unwrap();
-        let known: std::collections::HashMap<String, u64> = svc
-            .file_index(PROJECT, &base)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|f| (f.blob, f.size))
-            .collect();
+        let known = source_objects::FileIndex {
+            tree: String::new(),
+            files: svc.file_index(PROJECT, &base).await.unwrap(),
+        };
         assert_eq!(
-            svc.file_index_knowing(PROJECT, &next, known.clone()).await.unwrap(),
+            svc.file_index_knowing(PROJECT, &next, Some(Arc::new(known.clone())))
+                .await
+                .unwrap(),
             full
         );
         let size = |path: &str| full.iter().find(|f| f.path == path).map(|f| f.size);
@@ -1522,11 +1524,14 @@ mod tests {
             (size("src/f3.rs"), size("src/new.rs"), size("src/f4.rs")),
             (Some(8), Some(100), None)
         );
-        // A listed blob's size is taken from the map, not read again.
-        let f9 = full.iter().find(|f| f.path == "src/f9.rs").unwrap();
+        // A listed blob's size is taken from the index, not read again.
         let mut told = known;
-        told.insert(f9.blob.clone(), 999);
-        let index = svc.file_index_knowing(PROJECT, &next, told).await.unwrap();
+        let f9 = told.files.iter_mut().find(|f| f.path == "src/f9.rs").unwrap();
+        f9.size = 999;
+        let index = svc
+            .file_index_knowing(PROJECT, &next, Some(Arc::new(told)))
+            .await
+            .unwrap();
         assert_eq!(index.iter().find(|f| f.path == "src/f9.rs").unwrap().size, 999);
     }
 

@@ -21,7 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use object_store::path::Path as Key;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -80,6 +80,22 @@ type Result<T, E = SourceObjectsError> = std::result::Result<T, E>;
 pub struct FileIndex {
     pub tree: String,
     pub files: Vec<FileEntry>,
+}
+
+/// [`FileIndex`] as written, borrowing its files.
+#[derive(Serialize)]
+struct FileIndexRef<'a> {
+    tree: &'a str,
+    files: &'a [FileEntry],
+}
+
+/// `code.json` (path to blob) of files sorted by path, serialized as the map it is.
+struct CodeManifest<'a>(&'a [FileEntry]);
+
+impl Serialize for CodeManifest<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|f| (f.path.as_str(), f.blob.as_str())))
+    }
 }
 
 /// What writing one tree did.
@@ -207,24 +223,29 @@ impl SourceObjects {
             blobs_too_large: 0,
             blobs_checked: 0,
         };
-        let mut blobs = BTreeSet::new();
+        // A stored index is written after every blob it lists (up to the limit): a base tree's
+        // blobs are there already, and only the others are checked.
+        let stored: HashSet<&str> = known
+            .filter(|k| k.tree != tree)
+            .iter()
+            .flat_map(|k| &k.files)
+            .filter(|f| f.size <= BLOB_STORE_LIMIT_BYTES)
+            .map(|f| f.blob.as_str())
+            .collect();
+        let mut seen = HashSet::with_capacity(files.len());
+        let mut blobs = Vec::new();
         for f in files {
             if f.size > BLOB_STORE_LIMIT_BYTES {
                 written.blobs_too_large += 1;
-            } else {
-                blobs.insert(f.blob.as_str());
-            }
-        }
-        // A stored index is written after every blob it lists (up to the limit): a base tree's
-        // blobs are there already, and only the others are checked.
-        if let Some(known) = known.filter(|k| k.tree != tree) {
-            for f in known.files.iter().filter(|f| f.size <= BLOB_STORE_LIMIT_BYTES) {
-                if blobs.remove(f.blob.as_str()) {
+            } else if seen.insert(f.blob.as_str()) {
+                if stored.contains(f.blob.as_str()) {
                     written.blobs_present += 1;
+                } else {
+                    blobs.push(f.blob.as_str());
                 }
             }
         }
-        let blobs: Vec<&str> = blobs.into_iter().collect();
+        blobs.sort_unstable();
         written.blobs_checked = blobs.len();
         for batch in blobs.chunks(BLOB_BATCH) {
             // The futures are collected first: a closure held across an await would make this
@@ -257,13 +278,15 @@ impl SourceObjects {
             written.blobs_stored += missing.len();
         }
 
-        let code: BTreeMap<&str, &str> = files.iter().map(|f| (f.path.as_str(), f.blob.as_str())).collect();
-        self.put_json(&written.code_key, &code).await?;
-        let index = FileIndex {
-            tree: tree.to_owned(),
-            files: files.to_vec(),
-        };
-        self.put_json(&written.index_key, &index).await?;
+        // `files` from `file_index` are sorted by path already: the manifest is written from them
+        // in that order (a map's order), without building one.
+        if files.windows(2).all(|w| w[0].path < w[1].path) {
+            self.put_json(&written.code_key, &CodeManifest(files)).await?;
+        } else {
+            let code: BTreeMap<&str, &str> = files.iter().map(|f| (f.path.as_str(), f.blob.as_str())).collect();
+            self.put_json(&written.code_key, &code).await?;
+        }
+        self.put_json(&written.index_key, &FileIndexRef { tree, files }).await?;
         Ok(written)
     }
 
@@ -509,6 +532,19 @@ mod tests {
                 files: index.clone()
             }
         );
+        // The manifest is a map by path whatever order the files come in: the same bytes.
+        let written = read(&f, &w.code_key).unwrap();
+        let mut reversed = index.clone();
+        reversed.reverse();
+        f.objects
+            .write_tree(&f.git, PROJECT, PROJECT, &tree, &reversed, None)
+            .await
+            .unwrap();
+        assert_eq!(read(&f, &w.code_key).unwrap(), written);
+        f.objects
+            .write_tree(&f.git, PROJECT, PROJECT, &tree, &index, None)
+            .await
+            .unwrap();
 
         let next = f
             .git
