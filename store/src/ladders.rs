@@ -420,9 +420,11 @@ async fn gate_runs(
             format!(" where r.cell_key in ({})", marks.join(", "))
         })
         .unwrap_or_default();
+    // The gate only counts a cell's runs by (loaded, worst): read them grouped so.
     let sql = format!(
-        r#"select r.cell_key, r.loaded, v.worst
-           from runs r left join reviews v on v.run_id = r.id and v.account_id = $1{filter}"#
+        r#"select r.cell_key, r.loaded, v.worst, count(*) as n
+           from runs r left join reviews v on v.run_id = r.id and v.account_id = $1{filter}
+           group by r.cell_key, r.loaded, v.worst"#
     );
     let mut q = sqlx::query(&sql).bind(account_id);
     for k in keys.iter().flatten() {
@@ -435,10 +437,12 @@ async fn gate_runs(
             continue;
         }
         let worst: Option<String> = r.try_get("worst")?;
-        runs.entry(key).or_default().push(GateRun {
+        let run = GateRun {
             loaded: r.try_get::<i64, _>("loaded")? != 0,
             review: worst.map(|w| json::<Rating>(&w, "worst")).transpose()?,
-        });
+        };
+        let n = usize::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+        runs.entry(key).or_default().extend(std::iter::repeat_n(run, n));
     }
     let sql = format!(
         "select id, cell_key from jobs where origin = $1 and status in ({}) order by queue_seq",
@@ -665,12 +669,15 @@ pub async fn ladder_owner(tx: &mut Tx, ladder_id: &str) -> Result<Option<String>
 // ---- benchmarks ------------------------------------------------------------------------------
 
 impl crate::Store {
-    /// For `belay bench ladder` only: the raw queries a ladder's board is built from (every run
-    /// with the reviewer's review, the grouped in-flight jobs, the ladder's waiting jobs, its
-    /// verdict rows), nothing else. Returns the rows read.
+    /// For `belay bench ladder` only: the raw queries a ladder's board is built from (the runs
+    /// counted by cell, loaded and the reviewer's worst rating, the grouped in-flight jobs, the
+    /// ladder's waiting jobs, its verdict rows), nothing else. Returns the runs counted and the
+    /// other rows read.
     pub async fn bench_raw_ladder_reads(&self, account_id: &str, ladder_id: &str) -> Result<usize, StoreError> {
         let runs = sqlx::query(
-            "select r.cell_key, r.loaded, v.worst from runs r left join reviews v on v.run_id = r.id and v.account_id = $1",
+            r#"select r.cell_key, r.loaded, v.worst, count(*) as n
+               from runs r left join reviews v on v.run_id = r.id and v.account_id = $1
+               group by r.cell_key, r.loaded, v.worst"#,
         )
         .bind(account_id)
         .fetch_all(self.pool())
@@ -694,6 +701,10 @@ impl crate::Store {
         .bind(ladder_id)
         .fetch_all(self.pool())
         .await?;
-        Ok(runs.len() + jobs.len() + waiting.len() + verdicts.len())
+        let mut counted = 0usize;
+        for r in &runs {
+            counted += usize::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+        }
+        Ok(counted + jobs.len() + waiting.len() + verdicts.len())
     }
 }
