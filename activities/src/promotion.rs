@@ -118,15 +118,7 @@ impl PromotionStoreActivities {
         _ctx: ActivityContext,
         input: SettleOlderRequest,
     ) -> Result<SettledOlder, ActivityError> {
-        let s = self
-            .store
-            .settle_older_base(input.project_id.as_str(), input.generation)
-            .await
-            .map_err(store_error)?;
-        Ok(SettledOlder {
-            stale: s.stale,
-            recomposed: s.recomposed.into_iter().map(Into::into).collect(),
-        })
+        self.settle_older(input.project_id.as_str(), input.generation).await
     }
 
     #[activity(definition = belay_workflows::promotion::promotion_definitions::Released)]
@@ -139,15 +131,7 @@ impl PromotionStoreActivities {
         let id = input.candidate_id.as_str();
         self.store.mark_promotion_pushed(id).await.map_err(store_error)?;
         self.store.mark_promotion_synced(id).await.map_err(store_error)?;
-        let s = self
-            .store
-            .settle_older_base(input.project_id.as_str(), input.generation)
-            .await
-            .map_err(store_error)?;
-        Ok(SettledOlder {
-            stale: s.stale,
-            recomposed: s.recomposed.into_iter().map(Into::into).collect(),
-        })
+        self.settle_older(input.project_id.as_str(), input.generation).await
     }
 
     #[activity(definition = belay_workflows::promotion::promotion_definitions::WinnerFacts)]
@@ -223,6 +207,21 @@ impl SweepCandidateStoreActivities {
                 composed_commit: r.composed_commit,
             })
             .collect())
+    }
+}
+
+impl PromotionStoreActivities {
+    /// The project's older-base Candidates settled after a promotion to `generation`.
+    async fn settle_older(&self, project_id: &str, generation: i64) -> Result<SettledOlder, ActivityError> {
+        let s = self
+            .store
+            .settle_older_base(project_id, generation)
+            .await
+            .map_err(store_error)?;
+        Ok(SettledOlder {
+            stale: s.stale,
+            recomposed: s.recomposed.into_iter().map(Into::into).collect(),
+        })
     }
 }
 
