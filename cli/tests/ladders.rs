@@ -1046,28 +1046,33 @@ async fn bad_input_on_every_endpoint_is_a_4xx_naming_the_field_and_another_accou
     assert_eq!(b.get(&format!("/v1/ladders/{id}")).await["enabled"], false);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_climb_runs_while_enabled_answers_its_board_query_and_ends_when_disabled() {
-    let b = Belay::start().await;
+/// A ladder of one rung and one climber (harness `x`), enabled, with its one run completed, and a
+/// Temporal client to reach its climb: the climb tests' start.
+async fn climbing_ladder(b: &Belay, name: &str, early_stop: bool) -> (String, temporalio_client::Client) {
     b.catalogue().await;
     b.harness("x", 5, OK_SCRIPT).await;
     let l = ladder(
-        &b,
-        json!({"name": "climb", "rungs": [case("c")], "combinations": [harness("x")], "runsPerCell": 1,
-               "autoTopUp": false, "earlyStop": true, "bufferTarget": {"kind": "unbounded"}}),
+        b,
+        json!({"name": name, "rungs": [case("c")], "combinations": [harness("x")], "runsPerCell": 1,
+               "autoTopUp": false, "earlyStop": early_stop, "bufferTarget": {"kind": "unbounded"}}),
     )
     .await;
     let id = l["id"].as_str().unwrap().to_string();
-    enable(&b, &id).await;
-    runs_of(&b, &id, 1).await;
+    enable(b, &id).await;
+    runs_of(b, &id, 1).await;
     let client = belay_client::connect(&b.temporal.address, "default", "test")
         .await
         .unwrap();
-    // The run's end signals the climb, which then sees the rung waiting on the reviewer.
-    wait_for("the climb's board", Duration::from_secs(60), || async {
-        match belay_client::climb_board(&client, &id).await {
+    (id, client)
+}
+
+/// Waits until the climb's board query shows its one climber waiting on the reviewer, after at
+/// least `signals` signals in the running run.
+async fn wait_awaiting_review(client: &temporalio_client::Client, id: &str, what: &str, signals: u64) {
+    wait_for(what, Duration::from_secs(60), || async {
+        match belay_client::climb_board(client, id).await {
             Ok(board) => {
-                board.signals >= 1
+                board.signals >= signals
                     && board.climbers.len() == 1
                     && board.climbers[0].status == belay_domain::progress::ClimberStatus::AwaitingReview
             }
@@ -1075,6 +1080,14 @@ async fn the_climb_runs_while_enabled_answers_its_board_query_and_ends_when_disa
         }
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_climb_runs_while_enabled_answers_its_board_query_and_ends_when_disabled() {
+    let b = Belay::start().await;
+    let (id, client) = climbing_ladder(&b, "climb", true).await;
+    // The run's end signals the climb, which then sees the rung waiting on the reviewer.
+    wait_awaiting_review(&client, &id, "the climb's board", 1).await;
     let (s, _) = b.post(&format!("/v1/ladders/{id}/disable"), json!({})).await;
     assert_eq!(s, 200);
     replays(&b, "ladder-climb-v1", &format!("ladder-{id}")).await;
@@ -1092,20 +1105,7 @@ async fn the_climb_continues_as_new_keeping_its_input_and_still_answers_its_boar
         WorkflowTerminateOptions,
     };
     let b = Belay::start().await;
-    b.catalogue().await;
-    b.harness("x", 5, OK_SCRIPT).await;
-    let l = ladder(
-        &b,
-        json!({"name": "long climb", "rungs": [case("c")], "combinations": [harness("x")], "runsPerCell": 1,
-               "autoTopUp": false, "bufferTarget": {"kind": "unbounded"}}),
-    )
-    .await;
-    let id = l["id"].as_str().unwrap().to_string();
-    enable(&b, &id).await;
-    runs_of(&b, &id, 1).await;
-    let client = belay_client::connect(&b.temporal.address, "default", "test")
-        .await
-        .unwrap();
+    let (id, client) = climbing_ladder(&b, "long climb", false).await;
     let workflow_id = format!("ladder-{id}");
     let current_run = || async {
         client
@@ -1180,16 +1180,7 @@ async fn the_climb_continues_as_new_keeping_its_input_and_still_answers_its_boar
     common::replays_json("ladder-climb-continued-v1", first_history.clone()).await;
 
     // The newest run answers where the climber stands.
-    wait_for("the new run's board", Duration::from_secs(60), || async {
-        match belay_client::climb_board(&client, &id).await {
-            Ok(board) => {
-                board.climbers.len() == 1
-                    && board.climbers[0].status == belay_domain::progress::ClimberStatus::AwaitingReview
-            }
-            Err(_) => false,
-        }
-    })
-    .await;
+    wait_awaiting_review(&client, &id, "the new run's board", 0).await;
 
     // Disabling ends the newest run.
     let (s, _) = b.post(&format!("/v1/ladders/{id}/disable"), json!({})).await;
