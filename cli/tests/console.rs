@@ -1188,6 +1188,11 @@ async fn a_long_matrix_shows_its_first_rows_with_the_page_and_every_row_in_the_a
     c.sign_in(&b.token).await;
     c.visit(&format!("/plans/{plan}")).await;
     // Rendered: the totals and at least the first screenful are in; the rest follows.
+    c.until(
+        "the plan totals",
+        "(document.querySelector('#totals td') || {}).textContent === 'Plan totals (150 cells)'",
+    )
+    .await;
     assert_eq!(c.text("#totals td").await, "Plan totals (150 cells)");
     assert!(c.count("#matrix tr[data-cell]").await >= 100);
     c.until(
