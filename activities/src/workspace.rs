@@ -224,7 +224,7 @@ impl WorkspaceGitActivities {
                 .await
                 .map_err(git_error)?
             {
-                StackedFork::Ready { base, start } => Forked::Ready { fork, base, start },
+                StackedFork::Ready { base, start, .. } => Forked::Ready { fork, base, start },
                 StackedFork::Conflict { label, paths } => Forked::Conflict { label, paths },
             },
         )

@@ -53,11 +53,10 @@ pub async fn verify(files: usize, runs: usize) -> anyhow::Result<()> {
     for r in 0..runs {
         let fork = format!("cand-bench{r}");
         let started = Instant::now();
-        let composed = match svc.fork_stacked(PROJECT, &fork, &tips).await? {
-            StackedFork::Ready { start, .. } => start,
+        let tree = match svc.fork_stacked(PROJECT, &fork, &tips).await? {
+            StackedFork::Ready { tree, .. } => tree,
             StackedFork::Conflict { label, paths } => bail!("the bench's ChangeSets conflict: {label} {paths:?}"),
         };
-        let tree = svc.tree_of(&fork, &composed).await?;
         ours.push(started.elapsed());
 
         let started = Instant::now();

@@ -178,8 +178,9 @@ pub struct StackedTip {
 /// What [`GitService::fork_stacked`] made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StackedFork {
-    /// The fork's `main` is `start`: `base` (canonical `main` when forked) plus the merges.
-    Ready { base: String, start: String },
+    /// The fork's `main` is `start`: `base` (canonical `main` when forked) plus the merges;
+    /// `tree` is `start`'s tree.
+    Ready { base: String, start: String, tree: String },
     /// A stacked tip did not merge.
     Conflict { label: String, paths: Vec<String> },
 }
@@ -228,53 +229,16 @@ impl GitService {
 
     /// Forks `canonical` as `fork` and merges the stacked ChangeSet tips into the fork's `main`
     /// (each tip `(label, fork it lives in, commit)`, in order), copying the objects each tip
-    /// needs so the new fork borrows only from canonical. Idempotent: a retry finds the fork and,
-    /// when its `main` already holds canonical's, answers the start it recorded.
+    /// needs so the new fork borrows only from canonical.
+    ///
+    /// The fork is composed in a staging directory and moved into place with its `main` at the
+    /// merged commit, so a fork that exists is a finished one: a retry finds it and, when its
+    /// `main` holds canonical's, answers the start it holds; a retry after a crash part-way
+    /// starts over. A conflict leaves no fork. One blocking task opens each repository once.
     pub async fn fork_stacked(&self, canonical: &str, fork: &str, tips: &[StackedTip]) -> Result<StackedFork> {
-        let canonical_main = self
-            .head(canonical)
-            .await?
-            .ok_or_else(|| GitError::NoMain(canonical.to_owned()))?;
-        let base = match self.fork(canonical, fork).await {
-            Ok(info) => info.main,
-            Err(GitError::AlreadyExists { main, .. }) => {
-                // A retry after the fork's main moved to the start commit: that start stands.
-                if self.main_contains(fork, &canonical_main).await? {
-                    return Ok(StackedFork::Ready {
-                        base: canonical_main,
-                        start: main,
-                    });
-                }
-                return Err(GitError::AlreadyExists {
-                    repo: fork.to_owned(),
-                    main,
-                });
-            }
-            Err(e) => return Err(e),
-        };
-        if tips.is_empty() {
-            return Ok(StackedFork::Ready {
-                start: base.clone(),
-                base,
-            });
-        }
-        for tip in tips {
-            self.copy_objects(&tip.fork, fork, &tip.commit, Some(&base)).await?;
-        }
-        let labelled: Vec<(String, String)> = tips.iter().map(|t| (t.label.clone(), t.commit.clone())).collect();
-        let start = match self.merge_into(fork, &base, &labelled).await? {
-            MergeOutcome::Merged(m) => m.commit,
-            MergeOutcome::Conflict(c) => {
-                return Ok(StackedFork::Conflict {
-                    label: c.label,
-                    paths: c.paths,
-                });
-            }
-        };
-        if start != base {
-            self.cas_main(fork, &base, &start).await?;
-        }
-        Ok(StackedFork::Ready { base, start })
+        let (canonical, fork, tips) = (canonical.to_owned(), fork.to_owned(), tips.to_vec());
+        self.blocking(move |root| fork_stacked(root, &canonical, &fork, &tips))
+            .await
     }
 
     /// Creates `fork` from `source`'s `main`. The fork borrows canonical's objects even when
@@ -635,13 +599,111 @@ fn canonical_alternate(source_path: &Path, source: &str) -> Result<String> {
     }
 }
 
-fn create_fork(root: &Path, source: &str, fork: &str) -> Result<ForkInfo> {
+fn fork_stacked(root: &Path, canonical: &str, fork: &str, tips: &[StackedTip]) -> Result<StackedFork> {
+    let (_, base, alternate) = fork_source(root, canonical, fork)?;
+    let path = path_of(root, fork);
+    if path.exists() {
+        // A retry after the fork was moved into place: the start it holds stands.
+        let existing = open_path(&path, fork)?;
+        let main = main_of(&existing, fork)?;
+        let holds_base = match main {
+            Some(m) => {
+                m == base
+                    || existing
+                        .merge_base(m, base)
+                        .gix("find merge base", fork)?
+                        .map(|b| b.detach())
+                        == Some(base)
+            }
+            None => false,
+        };
+        return match main {
+            Some(m) if holds_base && canonical_alternate(&path, fork)? == alternate => Ok(StackedFork::Ready {
+                base: base.to_string(),
+                start: m.to_string(),
+                tree: commit_tree(&existing, fork, m)?.to_string(),
+            }),
+            other => Err(already_exists(fork, other)),
+        };
+    }
+    let (staging, dst) = staged_fork(root, fork, &alternate)?;
+    let mut copied = 0;
+    for tip in tips {
+        let src = open(root, &tip.fork)?;
+        copied += copy_missing(&src, &dst, parse_id(&tip.commit)?, Some(base), fork)?;
+    }
+    let labelled: Vec<(String, String)> = tips.iter().map(|t| (t.label.clone(), t.commit.clone())).collect();
+    let merged = match merge_in(&dst, fork, base, &labelled)? {
+        MergeOutcome::Merged(m) => m,
+        MergeOutcome::Conflict(c) => {
+            drop(dst);
+            std::fs::remove_dir_all(&staging).map_err(io_err("remove a staging directory", fork))?;
+            return Ok(StackedFork::Conflict {
+                label: c.label,
+                paths: c.paths,
+            });
+        }
+    };
+    let start = parse_id(&merged.commit)?;
+    dst.reference(
+        MAIN_REF,
+        start,
+        PreviousValue::MustNotExist,
+        format!("belay: fork of {canonical} with {} stacked", tips.len()),
+    )
+    .gix("create main", fork)?;
+    drop(dst);
+    std::fs::rename(&staging, &path).map_err(io_err("move the repository into place", fork))?;
+    tracing::info!(repo = fork, source = canonical, base = %base, start = %start, objects_copied = copied, "forked and composed repository");
+    Ok(StackedFork::Ready {
+        base: base.to_string(),
+        start: merged.commit,
+        tree: merged.tree,
+    })
+}
+
+/// A new bare repository for `fork` in its staging directory, borrowing through `alternate`;
+/// it is moved into place when it is complete.
+fn staged_fork(root: &Path, fork: &str, alternate: &str) -> Result<(PathBuf, gix::Repository)> {
+    let staging = fresh_staging(root, fork)?;
+    drop(gix::init_bare(&staging).gix("init bare repository", fork)?);
+    // Written before the first open, so the object database sees the alternate from the start.
+    std::fs::write(staging.join("objects/info/alternates"), format!("{alternate}\n"))
+        .map_err(io_err("write alternates", fork))?;
+    let dst = open_path(&staging, fork)?;
+    Ok((staging, dst))
+}
+
+fn already_exists(fork: &str, main: Option<ObjectId>) -> GitError {
+    GitError::AlreadyExists {
+        repo: fork.to_owned(),
+        main: main.map_or_else(|| "nothing".to_owned(), |m| m.to_string()),
+    }
+}
+
+fn commit_tree(repo: &gix::Repository, name: &str, commit: ObjectId) -> Result<ObjectId> {
+    Ok(repo
+        .find_commit(commit)
+        .gix("read commit", name)?
+        .tree_id()
+        .gix("read commit", name)?
+        .detach())
+}
+
+/// What forking `source` as `fork` starts from: the source repository, its `main` and the
+/// alternates line the fork gets. Canonical is no fork name.
+fn fork_source(root: &Path, source: &str, fork: &str) -> Result<(gix::Repository, ObjectId, String)> {
     if matches!(check_name(fork)?, RepoKind::Canonical) {
         return Err(GitError::NotAForkName(fork.to_owned()));
     }
     let src = open(root, source)?;
-    let source_main = main_of(&src, source)?.ok_or_else(|| GitError::NoMain(source.to_owned()))?;
+    let main = main_of(&src, source)?.ok_or_else(|| GitError::NoMain(source.to_owned()))?;
     let alternate = canonical_alternate(&path_of(root, source), source)?;
+    Ok((src, main, alternate))
+}
+
+fn create_fork(root: &Path, source: &str, fork: &str) -> Result<ForkInfo> {
+    let (src, source_main, alternate) = fork_source(root, source, fork)?;
     let path = path_of(root, fork);
     if path.exists() {
         let existing = open_path(&path, fork)?;
@@ -654,18 +716,10 @@ fn create_fork(root: &Path, source: &str, fork: &str) -> Result<ForkInfo> {
                 main: m.to_string(),
                 objects_copied: 0,
             }),
-            other => Err(GitError::AlreadyExists {
-                repo: fork.to_owned(),
-                main: other.map_or_else(|| "nothing".to_owned(), |m| m.to_string()),
-            }),
+            other => Err(already_exists(fork, other)),
         };
     }
-    let staging = fresh_staging(root, fork)?;
-    drop(gix::init_bare(&staging).gix("init bare repository", fork)?);
-    // Written before the first open, so the object database sees the alternate from the start.
-    std::fs::write(staging.join("objects/info/alternates"), format!("{alternate}\n"))
-        .map_err(io_err("write alternates", fork))?;
-    let dst = open_path(&staging, fork)?;
+    let (staging, dst) = staged_fork(root, fork, &alternate)?;
     let objects_copied = if dst.has_object(source_main) {
         0
     } else {
@@ -776,12 +830,15 @@ fn commit_files(root: &Path, name: &str, parent: &str, files: &[FileWrite], mess
 }
 
 fn merge_into(root: &Path, name: &str, base: &str, tips: &[(String, String)]) -> Result<MergeOutcome> {
-    let repo = open(root, name)?;
-    let mut current = parse_id(base)?;
-    require_commit(&repo, name, current)?;
+    merge_in(&open(root, name)?, name, parse_id(base)?, tips)
+}
+
+fn merge_in(repo: &gix::Repository, name: &str, base: ObjectId, tips: &[(String, String)]) -> Result<MergeOutcome> {
+    let mut current = base;
+    require_commit(repo, name, current)?;
     for (label, tip) in tips {
         let tip = parse_id(tip)?;
-        require_commit(&repo, name, tip)?;
+        require_commit(repo, name, tip)?;
         let contained = tip == current
             || repo
                 .merge_base(current, tip)
@@ -818,13 +875,9 @@ fn merge_into(root: &Path, name: &str, base: &str, tips: &[(String, String)]) ->
             }));
         }
         let tree = out.tree_merge.tree.write().gix("write merged tree", name)?.detach();
-        current = commit(&repo, name, &format!("Merge {label}"), tree, &[current, tip])?;
+        current = commit(repo, name, &format!("Merge {label}"), tree, &[current, tip])?;
     }
-    let tree = repo
-        .find_commit(current)
-        .gix("read commit", name)?
-        .tree_id()
-        .gix("read commit", name)?;
+    let tree = commit_tree(repo, name, current)?;
     Ok(MergeOutcome::Merged(Merged {
         commit: current.to_string(),
         tree: tree.to_string(),
@@ -1408,6 +1461,116 @@ mod tests {
             git(&path, &["rev-parse", &format!("{current}^{{tree}}")]).trim(),
             m.tree
         );
+    }
+
+    #[tokio::test]
+    async fn a_stacked_fork_appears_only_composed_and_a_retry_answers_the_start_it_holds() {
+        let (_d, svc) = service();
+        let p = svc.provision(PROJECT).await.unwrap();
+        let lines: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        let edit = |from: &str, to: &str| Some(lines.replace(from, to).into_bytes());
+        let base = svc
+            .commit_files(
+                PROJECT,
+                &p.commit,
+                vec![("notes.txt".into(), Some(lines.clone().into_bytes()))],
+                "base",
+            )
+            .await
+            .unwrap();
+        svc.cas_main(PROJECT, &p.commit, &base).await.unwrap();
+        // Each ChangeSet in a workspace fork of its own, as agents publish them.
+        let mut tips = Vec::new();
+        for (label, from, to) in [("t1", "line 2\n", "line two\n"), ("t2", "line 19\n", "line nineteen\n")] {
+            let ws = format!("ws-{label}");
+            svc.fork(PROJECT, &ws).await.unwrap();
+            let commit = svc
+                .commit_files(&ws, &base, vec![("notes.txt".into(), edit(from, to))], label)
+                .await
+                .unwrap();
+            tips.push(StackedTip {
+                label: label.into(),
+                fork: ws,
+                commit,
+            });
+        }
+
+        // A crash part-way left a staging directory: the compose starts over.
+        let staging = svc.root().join(".cand-1.git.tmp");
+        std::fs::create_dir_all(staging.join("objects")).unwrap();
+        std::fs::write(staging.join("HEAD"), "garbage").unwrap();
+        let StackedFork::Ready {
+            base: forked_at,
+            start,
+            tree,
+        } = svc.fork_stacked(PROJECT, "cand-1", &tips).await.unwrap()
+        else {
+            panic!("the two ChangeSets touch different lines");
+        };
+        assert_eq!(forked_at, base);
+        assert!(!staging.exists());
+        assert_eq!(svc.head("cand-1").await.unwrap().as_deref(), Some(start.as_str()));
+        assert_eq!(svc.tree_of("cand-1", &start).await.unwrap(), tree);
+        let path = svc.repo_path("cand-1").unwrap();
+        let text = git(&path, &["show", &format!("{start}:notes.txt")]);
+        assert!(
+            text.contains("line two\n") && text.contains("line nineteen\n"),
+            "{text}"
+        );
+        assert_eq!(
+            git(&path, &["log", "--format=%s", &start, "-2"]),
+            "Merge t2\nMerge t1\n"
+        );
+        // The fork borrows only from canonical: its own objects hold what the tips added.
+        assert_eq!(
+            std::fs::read_to_string(path.join("objects/info/alternates"))
+                .unwrap()
+                .trim(),
+            format!("../../{PROJECT}.git/objects")
+        );
+        fsck(&svc, "cand-1");
+
+        // A retry (the activity's answer was lost) answers what the fork holds.
+        assert_eq!(
+            svc.fork_stacked(PROJECT, "cand-1", &tips).await.unwrap(),
+            StackedFork::Ready {
+                base: base.clone(),
+                start: start.clone(),
+                tree
+            }
+        );
+
+        // A conflict leaves neither a fork nor a staging directory.
+        let ws = "ws-t3".to_owned();
+        svc.fork(PROJECT, &ws).await.unwrap();
+        let t3 = svc
+            .commit_files(
+                &ws,
+                &base,
+                vec![("notes.txt".into(), edit("line 2\n", "line deux\n"))],
+                "t3",
+            )
+            .await
+            .unwrap();
+        tips.push(StackedTip {
+            label: "t3".into(),
+            fork: ws,
+            commit: t3,
+        });
+        assert_eq!(
+            svc.fork_stacked(PROJECT, "cand-2", &tips).await.unwrap(),
+            StackedFork::Conflict {
+                label: "t3".into(),
+                paths: vec!["notes.txt".into()]
+            }
+        );
+        assert!(!svc.repo_path("cand-2").unwrap().exists());
+        assert!(!svc.root().join(".cand-2.git.tmp").exists());
+        // Canonical is no fork name.
+        assert!(matches!(
+            svc.fork_stacked(PROJECT, PROJECT, &tips).await,
+            Err(GitError::NotAForkName(_))
+        ));
     }
 
     #[tokio::test]
