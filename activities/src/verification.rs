@@ -276,7 +276,7 @@ impl VerifyGitActivities {
                 .await
                 .map_err(git_error)?
             {
-                StackedFork::Ready { base, start } => Composed::Merged { base, commit: start },
+                StackedFork::Ready { base, start, .. } => Composed::Merged { base, commit: start },
                 StackedFork::Conflict { label, paths } => Composed::Conflict { label, paths },
             },
         )
@@ -579,14 +579,31 @@ impl VerifySandboxActivities {
                     .sh(
                         project,
                         dir,
-                        r#"PORT=3900 HOST=127.0.0.1 $1 >/tmp/belay-preview.log 2>&1 &
+                        // The port is the Candidate's own (siblings share the project's
+                        // Sandbox); the exec's end kills whatever the dev command started, and
+                        // nothing of another Candidate's. One probe process waits for the app
+                        // for at most $3 ms, so an app that never answers fails inside the
+                        // check's timeout.
+                        r#"PORT=$2 HOST=127.0.0.1 $1 >"/tmp/belay-preview-$2.log" 2>&1 &
 pid=$!
-probe() { bun -e "const r = await fetch('http://127.0.0.1:3900$1'); console.log(r.status)" 2>/dev/null; }
-root=""; for i in $(seq 100); do root=$(probe /) && break; sleep 0.2; done
-health=$(probe /api/health)
-kill $pid 2>/dev/null; pkill -f 'bun' 2>/dev/null
-echo "root=$root health=$health""#,
-                        &[&c.dev],
+PROBE_PORT=$2 PROBE_MS=$3 bun -e '
+const base = `http://127.0.0.1:${process.env.PROBE_PORT}`;
+const until = Date.now() + Number(process.env.PROBE_MS);
+const status = async (path) => (await fetch(base + path, { signal: AbortSignal.timeout(5000) })).status;
+let root = "", health = "";
+while (root === "" && Date.now() < until) {
+  try { root = await status("/"); } catch { await Bun.sleep(200); }
+}
+if (root !== "") { try { health = await status("/api/health"); } catch {} }
+console.log(`root=${root} health=${health}`);
+'
+kill $pid 2>/dev/null
+true"#,
+                        &[
+                            &c.dev,
+                            &crate::browser::preview_port(input.candidate_id.as_str()).to_string(),
+                            &(timeout.as_millis() * 2 / 3).to_string(),
+                        ],
                         timeout,
                     )
                     .await?;

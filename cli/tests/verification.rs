@@ -684,28 +684,28 @@ async fn budget_build_security_procedure_and_stale_gaps_and_a_killed_worker_leav
     )
     .await;
     store.bump_generation(&project).await.unwrap();
+    // With no worker, the workflow starts but cannot load the Candidate until canonical has
+    // moved on once more.
+    b.kill_worker();
     let (s, k) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
     assert_eq!(s, 201, "{k}");
     assert_eq!(k["baseGeneration"], generation + 1, "{k}");
-    // Composed on that generation; canonical moves on once more before the workflow loads it.
     store.bump_generation(&project).await.unwrap();
+    b.start_worker().await;
     let old = wait_candidate(&b, k["id"].as_str().unwrap()).await;
-    if old["status"] == "stale" {
-        let new = old["recomposedAs"].as_str().expect("recomposed").to_owned();
-        let n = wait_candidate(&b, &new).await;
-        assert_eq!(
-            (n["baseGeneration"].as_i64(), n["changeSetIds"].clone()),
-            (Some(generation + 2), old["changeSetIds"].clone()),
-            "{n:#}"
-        );
-        // Verified, and (a low-risk winner) possibly promoted by the time it is read.
-        assert!(
-            ["verified", "promoted"].contains(&n["status"].as_str().unwrap_or_default()),
-            "{n:#}"
-        );
-    } else {
-        panic!("the workflow loaded before the generation moved: {old:#}");
-    }
+    assert_eq!(old["status"], "stale", "{old:#}");
+    let new = old["recomposedAs"].as_str().expect("recomposed").to_owned();
+    let n = wait_candidate(&b, &new).await;
+    assert_eq!(
+        (n["baseGeneration"].as_i64(), n["changeSetIds"].clone()),
+        (Some(generation + 2), old["changeSetIds"].clone()),
+        "{n:#}"
+    );
+    // Verified, and (a low-risk winner) possibly promoted by the time it is read.
+    assert!(
+        ["verified", "promoted"].contains(&n["status"].as_str().unwrap_or_default()),
+        "{n:#}"
+    );
 
     // No Sandbox budget left: rejected before any check runs.
     let c = change(
@@ -772,4 +772,142 @@ async fn a_check_past_its_timeout_is_the_gap_timed_out() {
         "{k:#}"
     );
     assert!(evidence(&k, "unit").len() == 1, "the next checks still run: {k:#}");
+}
+
+/// A low-risk Change with no criteria of one Task making `edits` and declaring `contract`.
+async fn low_risk_change(b: &Belay, project: &str, goal: &str, edits: &[Value], contract: &[&str]) -> String {
+    let c = change(
+        b,
+        project,
+        json!({"goal": goal, "acceptanceCriteria": [], "invariants": [], "riskTier": "low"}),
+    )
+    .await;
+    task(b, &c, "t1", &[], edits, contract).await;
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_live_app_is_smoke_tested_in_the_sandbox_and_a_client_change_without_a_new_bundle_fails_client_assets() {
+    let b = Belay::start_with_sandbox().await;
+    let project = sample_project(&b, Some(json!({"liveApp": true}))).await;
+
+    // A live app plans contract and preview-smoke; the composed app starts with the dev command
+    // in the Sandbox and answers both probes.
+    let c = low_risk_change(
+        &b,
+        &project,
+        "Count the todos",
+        &[edit("src/routes.ts", "  },\n];", STATS_ROUTE)],
+        &["GET /api/stats -> {count}"],
+    )
+    .await;
+    let k = verify(&b, &c).await;
+    assert!(
+        ["verified", "promoted"].contains(&k["status"].as_str().unwrap()),
+        "{k:#}"
+    );
+    let planned: Vec<&str> = k["plan"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["checkId"].as_str().unwrap())
+        .collect();
+    assert!(
+        planned.contains(&"contract") && planned.contains(&"preview-smoke"),
+        "{k:#}"
+    );
+    let smoke = evidence(&k, "preview-smoke");
+    assert_eq!(smoke.len(), 1, "{k:#}");
+    assert_eq!(
+        (smoke[0]["status"].as_str(), smoke[0]["coverage"].as_str()),
+        (Some("pass"), Some("checked_supported")),
+        "{k:#}"
+    );
+    assert!(
+        smoke[0]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("GET / answered Some(200), GET /api/health answered Some(200)"),
+        "{k:#}"
+    );
+    // Low risk, no criteria: it promotes by itself, and canonical then holds its built bundle.
+    let id = k["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while b.get(&format!("/v1/candidates/{id}")).await["status"] != "promoted" {
+        assert!(Instant::now() < deadline, "the Candidate was never promoted");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    // A dev server that listens on the wrong port passes every unit test but not the smoke
+    // check: the only gap, so the reason is the preview's.
+    let c = low_risk_change(
+        &b,
+        &project,
+        "Move the port",
+        &[edit(
+            "src/server.ts",
+            r#"Number(process.env.PORT ?? "3000")"#,
+            r#"Number(process.env.PORT ?? "3000") + 1"#,
+        )],
+        &[],
+    )
+    .await;
+    let k = verify(&b, &c).await;
+    assert_eq!(k["status"], "rejected", "{k:#}");
+    assert_eq!(evidence(&k, "unit")[0]["status"], "pass", "{k:#}");
+    let smoke = evidence(&k, "preview-smoke");
+    assert_eq!(smoke.len(), 1, "{k:#}");
+    assert_eq!(
+        (smoke[0]["status"].as_str(), smoke[0]["coverage"].as_str()),
+        (Some("fail"), Some("checked_supported")),
+        "{k:#}"
+    );
+    assert_eq!(
+        k["statusReason"], "Preview check failed: preview-smoke (failed)",
+        "{k:#}"
+    );
+
+    // A comment in the client source changes no byte of the bundle the page loads (canonical
+    // holds the bundle the first Change built): the live app would serve the old one, so
+    // client-assets fails (and needs no runner).
+    let c = low_risk_change(
+        &b,
+        &project,
+        "Explain the page script",
+        &[edit(
+            "src/client/main.ts",
+            "void load();",
+            "// Loaded once, when the page opens.\nvoid load();",
+        )],
+        &[],
+    )
+    .await;
+    let k = verify(&b, &c).await;
+    assert_eq!(k["status"], "rejected", "{k:#}");
+    let assets = evidence(&k, "client-assets");
+    assert_eq!(assets.len(), 1, "{k:#}");
+    assert_eq!(
+        (assets[0]["status"].as_str(), assets[0]["coverage"].as_str()),
+        (Some("fail"), Some("checked_supported")),
+        "{k:#}"
+    );
+    assert!(
+        assets[0]["summary"].as_str().unwrap().ends_with("(runner: sandbox)"),
+        "{k:#}"
+    );
+    assert!(
+        k["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["checkId"] == "client-assets" && g["reason"] == "failed"),
+        "{k:#}"
+    );
+    assert!(
+        k["statusReason"]
+            .as_str()
+            .unwrap()
+            .starts_with("Required checks not satisfied: client-assets (failed)"),
+        "{k:#}"
+    );
 }
