@@ -774,6 +774,45 @@ async fn a_check_past_its_timeout_is_the_gap_timed_out() {
     assert!(evidence(&k, "unit").len() == 1, "the next checks still run: {k:#}");
 }
 
+/// What the `temporal` CLI prints for `args` against the test's Temporal server.
+fn temporal(b: &Belay, args: &[&str]) -> String {
+    let out = Command::new(common::temporal_bin())
+        .args(args)
+        .args(["--address", &b.temporal.address, "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "temporal {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The first value under `key` anywhere in `v`.
+fn find_key(v: &Value, key: &str) -> Option<Value> {
+    match v {
+        Value::Object(m) => m
+            .get(key)
+            .cloned()
+            .or_else(|| m.values().find_map(|x| find_key(x, key))),
+        Value::Array(a) => a.iter().find_map(|x| find_key(x, key)),
+        _ => None,
+    }
+}
+
+/// The activity types a history scheduled, in order.
+fn activities_scheduled(history: &[u8]) -> Vec<String> {
+    let h: Value = serde_json::from_slice(history).unwrap();
+    h["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["attributes"]["ActivityTaskScheduledEventAttributes"]["activity_type"]["name"].as_str())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A low-risk Change with no criteria of one Task making `edits` and declaring `contract`.
 async fn low_risk_change(b: &Belay, project: &str, goal: &str, edits: &[Value], contract: &[&str]) -> String {
     let c = change(
@@ -865,6 +904,69 @@ async fn a_live_app_is_smoke_tested_in_the_sandbox_and_a_client_change_without_a
     assert_eq!(
         k["statusReason"], "Preview check failed: preview-smoke (failed)",
         "{k:#}"
+    );
+    let id = k["id"].as_str().unwrap();
+    // The Sandbox meter settles after the last check and before the preview (the spec's order),
+    // behind its marker; the history before the marker (preview first) still replays.
+    let history = replays(&b, "verification-preview-after-settle-v1", &format!("verify-{id}")).await;
+    assert!(
+        belay_worker::replay::patches(&history)
+            .unwrap()
+            .contains(&belay_workflows::verification::PREVIEW_AFTER_SETTLE.to_owned())
+    );
+    let scheduled = activities_scheduled(&history);
+    let settle = scheduled.iter().position(|a| a == "db.verify_settle").unwrap();
+    let last_check = scheduled.iter().rposition(|a| a == "sandbox.verify_check").unwrap();
+    assert!(settle < last_check, "{scheduled:?}");
+    // An operator asks the workflow where it stands, and finds it by the Candidate's id.
+    let progress = temporal(
+        &b,
+        &[
+            "workflow",
+            "query",
+            "--workflow-id",
+            &format!("verify-{id}"),
+            "--name",
+            "progress",
+        ],
+    );
+    let progress: Value = serde_json::from_str(&progress).unwrap();
+    let gaps: Vec<(Value, Value)> = find_key(&progress, "gaps")
+        .and_then(|g| g.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|g| (g["checkId"].clone(), g["reason"].clone()))
+        .collect();
+    assert_eq!(gaps, vec![(json!("preview-smoke"), json!("failed"))], "{progress:#}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = temporal(
+            &b,
+            &[
+                "workflow",
+                "list",
+                "--query",
+                &format!("BelayCandidateId = '{id}' AND BelayChangeId = '{c}' AND BelayProjectId = '{project}'"),
+            ],
+        );
+        if listed.contains(&format!("verify-{id}")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no workflow listed by the Candidate's search attributes: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Composition is an event of the Candidate, its owner's.
+    let events = b.get(&format!("/v1/events?entity={id}")).await;
+    assert!(
+        events
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "candidate.composed" && e["payload"]["composedCommit"] == k["composedCommit"]),
+        "{events:#}"
     );
 
     // A comment in the client source changes no byte of the bundle the page loads (canonical

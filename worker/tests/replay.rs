@@ -15,7 +15,9 @@
 //! `coverage`'s buffer test (a plan's top-up), the `verification` test (a verified and a
 //! rejected Candidate), the `promotion` test (a promotion, and a verification that hands its
 //! winner on), `ladders`' enable and climb tests (a ladder's top-up, a climb) and the `browser`
-//! test (a Candidate whose browser check ran).
+//! test (a Candidate whose browser check ran), and `verification`'s live-app test (a preview smoke
+//! check, run after the meter settles since `verification-preview-after-settle`; the `-v1`
+//! recording before it ran the preview first).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -46,6 +48,8 @@ const HISTORIES: &[&str] = &[
     "verification-selected-winner-ready",
     "ladder-climb-continued-v1",
     "promotion-promoted-v2",
+    "verification-preview-smoke-v1",
+    "verification-preview-after-settle-v1",
 ];
 
 fn dir() -> std::path::PathBuf {

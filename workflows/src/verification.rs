@@ -344,6 +344,25 @@ pub mod verify_definitions {
     pub use super::verify_store_api::{Composed, Evidence, Load, Record, Reserve, Settle, Stale, Status};
 }
 
+/// The `patched` marker of the preview smoke check running after the Sandbox meter settles.
+pub const PREVIEW_AFTER_SETTLE: &str = "verification-preview-after-settle";
+
+/// What the checks left for the workflow: the plan, and the preview smoke check when it runs
+/// after the meter settles.
+struct Checked {
+    plan: VerificationPlan,
+    preview: Option<PreviewStep>,
+}
+
+/// The preview smoke check's inputs.
+struct PreviewStep {
+    project_id: ProjectId,
+    check: PlannedCheck,
+    commands: PolicyCommands,
+    base_commit: String,
+    build_passed: bool,
+}
+
 /// Room on top of a check's own timeout for the clone of the base, the kill and the record.
 const CHECK_MARGIN: Duration = Duration::from_secs(90);
 const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
@@ -581,13 +600,16 @@ impl CandidateVerificationWorkflow {
             options::db(),
         )
         .await?;
-        let plan = match outcome? {
-            Ok(plan) => plan,
+        let Checked { plan, preview } = match outcome? {
+            Ok(checked) => checked,
             Err(reason) => {
                 Self::finish(ctx, id, CandidateStatus::Rejected, Some(reason)).await?;
                 return Ok(CandidateStatus::Rejected);
             }
         };
+        if let Some(preview) = preview {
+            Self::preview_smoke(ctx, id, preview).await?;
+        }
 
         ctx.state_mut(|s| s.step = "gateRequiredChecks".into());
         let evidence = ctx
@@ -618,7 +640,7 @@ impl CandidateVerificationWorkflow {
         id: &CandidateId,
         loaded: &Loaded,
         tips: Vec<Tip>,
-    ) -> WorkflowResult<Result<VerificationPlan, String>> {
+    ) -> WorkflowResult<Result<Checked, String>> {
         let k = &loaded.candidate;
         let project = k.project_id.clone();
         ctx.state_mut(|s| s.step = "merge".into());
@@ -944,48 +966,52 @@ impl CandidateVerificationWorkflow {
         }
 
         if let Some(check) = plan.check(&CheckId::PreviewSmoke).cloned() {
-            ctx.state_mut(|s| s.step = "preview-smoke".into());
-            if build_passed {
-                let req = CheckRequest {
-                    project_id: project.clone(),
-                    candidate_id: id.clone(),
-                    check: check.clone(),
-                    attempt: 1,
-                    commands: commands.clone(),
-                    base_commit: base.clone(),
-                    contract_changes: vec![],
-                };
-                let timeout = Duration::from_millis(check.timeout_ms) + CHECK_MARGIN;
-                if let Err(e) = ctx
-                    .execute_activity(VerifySandboxApi::check, req, options::sandbox(timeout))
-                    .await
-                {
-                    Self::record(
-                        ctx,
-                        RecordRequest {
-                            candidate_id: id.clone(),
-                            check_id: CheckId::PreviewSmoke,
-                            attempt: 1,
-                            result: CheckResult::thrown(&failed(e)),
-                            detail: serde_json::json!({}),
-                            started_at: None,
-                            completed_at: None,
-                        },
-                    )
-                    .await?;
-                }
-            } else {
+            let preview = PreviewStep {
+                project_id: project.clone(),
+                check,
+                commands: commands.clone(),
+                base_commit: base.clone(),
+                build_passed,
+            };
+            // The spec settles the Sandbox meter after the last check and before the preview;
+            // histories from before this marker ran the preview first.
+            if ctx.patched(PREVIEW_AFTER_SETTLE) {
+                return Ok(Ok(Checked {
+                    plan,
+                    preview: Some(preview),
+                }));
+            }
+            Self::preview_smoke(ctx, id, preview).await?;
+        }
+        Ok(Ok(Checked { plan, preview: None }))
+    }
+
+    /// The preview smoke check: the composed app started with the dev command in the Sandbox and
+    /// probed, when the build check passed; skipped otherwise.
+    async fn preview_smoke(ctx: &mut WorkflowContext<Self>, id: &CandidateId, p: PreviewStep) -> WorkflowResult<()> {
+        ctx.state_mut(|s| s.step = "preview-smoke".into());
+        if p.build_passed {
+            let req = CheckRequest {
+                project_id: p.project_id,
+                candidate_id: id.clone(),
+                check: p.check.clone(),
+                attempt: 1,
+                commands: p.commands,
+                base_commit: p.base_commit,
+                contract_changes: vec![],
+            };
+            let timeout = Duration::from_millis(p.check.timeout_ms) + CHECK_MARGIN;
+            if let Err(e) = ctx
+                .execute_activity(VerifySandboxApi::check, req, options::sandbox(timeout))
+                .await
+            {
                 Self::record(
                     ctx,
                     RecordRequest {
                         candidate_id: id.clone(),
                         check_id: CheckId::PreviewSmoke,
                         attempt: 1,
-                        result: CheckResult::new(
-                            EvidenceStatus::Skipped,
-                            Coverage::NotChecked,
-                            "no preview: the build check did not pass",
-                        ),
+                        result: CheckResult::thrown(&failed(e)),
                         detail: serde_json::json!({}),
                         started_at: None,
                         completed_at: None,
@@ -993,8 +1019,26 @@ impl CandidateVerificationWorkflow {
                 )
                 .await?;
             }
+        } else {
+            Self::record(
+                ctx,
+                RecordRequest {
+                    candidate_id: id.clone(),
+                    check_id: CheckId::PreviewSmoke,
+                    attempt: 1,
+                    result: CheckResult::new(
+                        EvidenceStatus::Skipped,
+                        Coverage::NotChecked,
+                        "no preview: the build check did not pass",
+                    ),
+                    detail: serde_json::json!({}),
+                    started_at: None,
+                    completed_at: None,
+                },
+            )
+            .await?;
         }
-        Ok(Ok(plan))
+        Ok(())
     }
 
     /// The step running now and the gaps so far.
