@@ -14,6 +14,9 @@ struct Dev {
     api: String,
     token: String,
     sandboxes: String,
+    /// What it printed as the console's and the metrics' addresses.
+    console: String,
+    metrics: String,
 }
 
 /// The Docker network and label of one test's Sandboxes; both go when the test ends.
@@ -48,6 +51,7 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16), test: &str) -> Dev 
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let (mut api, mut token, mut ui, mut sandboxes) = (None, None, None, None);
+    let (mut console, mut metrics) = (None, None);
     while api.is_none() || token.is_none() || ui.is_none() || sandboxes.is_none() {
         let line = lines
             .next()
@@ -58,6 +62,8 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16), test: &str) -> Dev 
         token = token.or(field("Token:"));
         ui = ui.or(field("Temporal UI:"));
         sandboxes = sandboxes.or(field("Sandboxes:"));
+        console = console.or(field("Console:"));
+        metrics = metrics.or(field("Metrics:"));
     }
     assert_eq!(ui.unwrap(), format!("http://127.0.0.1:{}", ports.2));
     // Keep draining stdout so the child never blocks on a full pipe.
@@ -67,6 +73,8 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16), test: &str) -> Dev 
         api: api.unwrap(),
         token: token.unwrap(),
         sandboxes: sandboxes.unwrap(),
+        console: console.expect("belay dev prints the console's URL"),
+        metrics: metrics.expect("belay dev prints the metrics URL"),
     }
 }
 
@@ -156,6 +164,26 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
         }
     })
     .await;
+    // The addresses it printed answer: the console's page and the Prometheus exposition, whose
+    // job counters have seen the demo job complete.
+    let first_word = |s: &str| s.split_whitespace().next().unwrap().to_owned();
+    let page = http.get(first_word(&dev.console)).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("<script"));
+    let exposition = http
+        .get(first_word(&dev.metrics))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        exposition
+            .lines()
+            .any(|l| l.starts_with("belay_jobs{") && l.contains("status=\"completed\"") && !l.ends_with(" 0")),
+        "{exposition}"
+    );
     stop(dev);
 
     let again = start(dir.path(), ports, "demo");
@@ -178,7 +206,46 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
         .json()
         .await
         .unwrap();
-    assert_eq!(me["name"], "second", "{me}");
+    assert_eq!(
+        (me["name"].as_str(), me["role"].as_str()),
+        (Some("second"), Some("member")),
+        "{me}"
+    );
+    // `--operator` makes an operator, who may write the catalogue a member may not.
+    let out = Command::new(BELAY)
+        .args(["account", "create", "keeper", "--operator", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let keeper = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let me: serde_json::Value = http
+        .get(format!("{}/v1/account", again.api))
+        .bearer_auth(&keeper)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (me["name"].as_str(), me["role"].as_str()),
+        (Some("keeper"), Some("operator")),
+        "{me}"
+    );
+    let harness = json!({"name": "keeper-harness", "maxParallelism": 1, "adapter": {"kind": "script", "script": "true", "timeoutSeconds": 60}});
+    for (token, status) in [(&second, 403), (&keeper, 201)] {
+        let s = http
+            .post(format!("{}/v1/harnesses", again.api))
+            .bearer_auth(token)
+            .json(&harness)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(s.as_u16(), status);
+    }
     let missing = Command::new(BELAY)
         .args(["account", "create", "third", "--data-dir"])
         .arg(dir.path().join("nowhere"))

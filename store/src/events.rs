@@ -24,9 +24,9 @@ pub async fn append<'e>(
     payload: &serde_json::Value,
 ) -> Result<(), StoreError> {
     // An owned entity's event carries its owner, found from the entity's own row in the same
-    // transaction (a project, a Change, a task run, a Candidate, …); an event of a job, run,
-    // review or catalogue entry carries none (every account sees it). See
-    // `belay_domain::access`.
+    // transaction (a project, a Change, a task run, a Candidate, a plan, a group, a ladder, …);
+    // an event of a job, run, review or catalogue entry carries none (every account sees it).
+    // See `belay_domain::access`.
     let sql = if belay_domain::access::event_is_owned(kind) {
         OWNED_INSERT
     } else {
@@ -61,7 +61,30 @@ const OWNED_INSERT: &str = "insert into events (entity, kind, payload, at, accou
     (select e.account_id from edit_sessions e where e.id = $1), \
     (select g.account_id from gg_configs g where g.id = $1), \
     (select a.id from accounts a where a.id = $1), \
+    (select x.account_id from coverage_plans x where x.id = $1), \
+    (select x.account_id from coverage_groups x where x.id = $1), \
+    (select x.account_id from ladders x where x.id = $1), \
     ''))";
+
+/// Appends an event of an owned entity whose owner the caller names: the event of a row the
+/// same transaction deletes, which the owner lookup could no longer find.
+pub async fn append_owned_by<'e>(
+    exec: impl Executor<'e, Database = Any>,
+    owner: &str,
+    entity: &str,
+    kind: &str,
+    payload: &serde_json::Value,
+) -> Result<(), StoreError> {
+    sqlx::query("insert into events (entity, kind, payload, at, account_id) values ($1, $2, $3, $4, $5)")
+        .bind(entity)
+        .bind(kind)
+        .bind(payload.to_string())
+        .bind(now_ms())
+        .bind(owner)
+        .execute(exec)
+        .await?;
+    Ok(())
+}
 
 /// [`append`] inside a transaction the caller owns.
 pub async fn append_in(

@@ -264,6 +264,31 @@ on_both!(
                 .is_none()
         );
         tx.commit().await.unwrap();
+        // Every event of the groups, the plan and the setting is Alice's alone, the deletions'
+        // too (their rows were gone when they were written).
+        let kinds = |events: Vec<belay_store::events::Event>| -> Vec<String> {
+            events
+                .into_iter()
+                .map(|e| e.kind)
+                .filter(|k| k.starts_with("coverage_"))
+                .collect()
+        };
+        let alices = kinds(s.events_for(&alice.id, 0, None, 1000).await.unwrap());
+        for kind in [
+            "coverage_group.created",
+            "coverage_group.updated",
+            "coverage_group.deleted",
+            "coverage_plan.created",
+            "coverage_plan.updated",
+            "coverage_plan.deleted",
+            "coverage_settings.updated",
+        ] {
+            assert!(alices.iter().any(|k| k == kind), "{kind} in {alices:?}");
+        }
+        assert_eq!(
+            kinds(s.events_for(&bob.id, 0, None, 1000).await.unwrap()),
+            Vec::<String>::new()
+        );
     }
 );
 

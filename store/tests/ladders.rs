@@ -243,6 +243,25 @@ on_both!(
                 .is_none()
         );
         tx.commit().await.unwrap();
+        // The ladder's events, its deletion's too, are Alice's alone.
+        let of_ladder = |events: Vec<belay_store::events::Event>| -> Vec<String> {
+            events
+                .into_iter()
+                .filter(|e| e.entity == l.id.as_str())
+                .map(|e| e.kind)
+                .collect()
+        };
+        let alices = of_ladder(s.events_for(&alice.id, 0, None, 1000).await.unwrap());
+        assert!(
+            ["ladder.created", "ladder.deleted"]
+                .iter()
+                .all(|k| alices.iter().any(|a| a == k)),
+            "{alices:?}"
+        );
+        assert_eq!(
+            of_ladder(s.events_for(&bob.id, 0, None, 1000).await.unwrap()),
+            Vec::<String>::new()
+        );
     }
 );
 
