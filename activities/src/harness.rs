@@ -3,11 +3,9 @@
 //! object store.
 
 use crate::{fatal, retryable};
-use belay_domain::adapter::JobFile;
-use belay_domain::catalogue::AdapterSpec;
 use belay_domain::run::Artifact;
 use belay_harness::{AdapterRunError, run_adapter_in};
-use belay_workflows::contracts::AdapterResult;
+use belay_workflows::contracts::{AdapterResult, AdapterRun};
 use object_store::ObjectStore;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,13 +28,13 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 #[activities]
 impl HarnessActivities {
     #[activity(definition = belay_workflows::contracts::definitions::RunAdapter)]
-    #[instrument(skip_all, fields(job.id = %input.0.job_id, job.attempt = input.0.attempt), err(Debug))]
+    #[instrument(skip_all, fields(job.id = %input.job.job_id, job.attempt = input.job.attempt), err(Debug))]
     pub async fn run_adapter(
         self: Arc<Self>,
         ctx: ActivityContext,
-        input: (JobFile, AdapterSpec),
+        input: AdapterRun,
     ) -> Result<AdapterResult, ActivityError> {
-        let (job, spec) = input;
+        let AdapterRun { job, adapter: spec } = input;
         let run = run_adapter_in(
             &spec,
             job,

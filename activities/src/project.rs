@@ -2,10 +2,11 @@
 //! pool) behind ProjectProvisionWorkflow.
 
 use crate::{git_error, source_error, store_error};
+use belay_domain::ids::ProjectId;
 use belay_git::GitService;
 use belay_git::source_objects::SourceObjects;
 use belay_store::Store;
-use belay_workflows::contracts::{ProjectFailure, ProvisionedSource, Removed};
+use belay_workflows::contracts::{ProjectFailure, ProjectProvisioned, ProjectSources, ProvisionedSource, Removed};
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -23,7 +24,7 @@ impl GitActivities {
     pub async fn provision_project(
         self: Arc<Self>,
         _ctx: ActivityContext,
-        project_id: String,
+        project_id: ProjectId,
     ) -> Result<ProvisionedSource, ActivityError> {
         let p = self.git.provision(&project_id).await.map_err(git_error)?;
         let files = self.git.file_index(&p.repo, &p.commit).await.map_err(git_error)?;
@@ -39,13 +40,16 @@ impl GitActivities {
     }
 
     #[activity(definition = belay_workflows::contracts::cleanup_definitions::RemoveProjectSources)]
-    #[instrument(skip_all, fields(project.id = %input.0), err(Debug))]
+    #[instrument(skip_all, fields(project.id = %input.project_id), err(Debug))]
     pub async fn remove_project_sources(
         self: Arc<Self>,
         _ctx: ActivityContext,
-        input: (String, Vec<String>),
+        input: ProjectSources,
     ) -> Result<Removed, ActivityError> {
-        let (project_id, names) = input;
+        let ProjectSources {
+            project_id,
+            repositories: names,
+        } = input;
         let mut repositories = 0;
         for name in &names {
             if self.git.delete_repo(name).await.map_err(git_error)? {
@@ -71,10 +75,10 @@ impl ProjectStoreActivities {
     pub async fn mark_provisioned(
         self: Arc<Self>,
         _ctx: ActivityContext,
-        input: (String, ProvisionedSource),
+        input: ProjectProvisioned,
     ) -> Result<(), ActivityError> {
         self.store
-            .mark_project_provisioned(&input.0, &input.1.commit, &input.1.tree)
+            .mark_project_provisioned(&input.project_id, &input.source.commit, &input.source.tree)
             .await
             .map_err(store_error)
     }
@@ -83,7 +87,7 @@ impl ProjectStoreActivities {
     pub async fn repository_names(
         self: Arc<Self>,
         _ctx: ActivityContext,
-        project_id: String,
+        project_id: ProjectId,
     ) -> Result<Vec<String>, ActivityError> {
         self.store
             .project_repository_names(&project_id)
@@ -92,7 +96,11 @@ impl ProjectStoreActivities {
     }
 
     #[activity(definition = belay_workflows::contracts::cleanup_definitions::DeleteRows)]
-    pub async fn delete_rows(self: Arc<Self>, _ctx: ActivityContext, project_id: String) -> Result<(), ActivityError> {
+    pub async fn delete_rows(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        project_id: ProjectId,
+    ) -> Result<(), ActivityError> {
         self.store.delete_project_rows(&project_id).await.map_err(store_error)
     }
 

@@ -3,10 +3,11 @@
 
 use crate::store_error;
 use belay_domain::adapter::{JobFile, MANIFEST_FILE};
+use belay_domain::ids::JobId;
 use belay_domain::job::JobStatus;
 use belay_store::Store;
 use belay_store::jobs::{Completion, Transition};
-use belay_workflows::contracts::{ClaimedJob, CompleteInput, Ended, FailInput, StartedJob};
+use belay_workflows::contracts::{ClaimedJob, CompleteInput, Ended, FailInput, StartedJob, VersionFacts};
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -60,11 +61,7 @@ impl StoreActivities {
 
     #[activity(definition = belay_workflows::contracts::definitions::StartJob)]
     #[instrument(skip_all, fields(job.id = %job_id), err(Debug))]
-    pub async fn start_job(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        job_id: String,
-    ) -> Result<StartedJob, ActivityError> {
+    pub async fn start_job(self: Arc<Self>, _ctx: ActivityContext, job_id: JobId) -> Result<StartedJob, ActivityError> {
         let proceed = match self
             .store
             .advance_job(&job_id, JobStatus::Starting)
@@ -94,13 +91,16 @@ impl StoreActivities {
             case: Some(job.case),
             job_file: Some(job_file),
             adapter: context.adapter,
-            version: context.version.map(|v| (v.variants, v.engines)),
+            version: context.version.map(|v| VersionFacts {
+                variants: v.variants,
+                engines: v.engines,
+            }),
         })
     }
 
     #[activity(definition = belay_workflows::contracts::definitions::MarkRunning)]
     #[instrument(skip_all, fields(job.id = %job_id), err(Debug))]
-    pub async fn mark_running(self: Arc<Self>, _ctx: ActivityContext, job_id: String) -> Result<bool, ActivityError> {
+    pub async fn mark_running(self: Arc<Self>, _ctx: ActivityContext, job_id: JobId) -> Result<bool, ActivityError> {
         Ok(
             match self
                 .store
@@ -132,7 +132,7 @@ impl StoreActivities {
         Ok(match completion {
             Completion::Recorded(run) | Completion::AlreadyRecorded(run) => Ended {
                 status: "completed".into(),
-                run_id: Some(run.id.into()),
+                run_id: Some(run.id),
                 retry_job_id: None,
             },
             Completion::Refused(job) => Ended {

@@ -284,7 +284,7 @@ async fn measure(
             gg_config_name: None,
             capabilities: None,
             test_type: Some(TestType::Standard),
-            user_id: Some(account_id.to_string()),
+            user_id: Some(account_id.into()),
             origin: None,
             attempt: 1,
             retry_of: None,

@@ -3,6 +3,7 @@
 //!
 //! The adapter itself runs in the `harness` activity; this module holds the rules.
 
+use crate::ids::JobId;
 use crate::job::{CasePin, Combination};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobFile {
-    pub job_id: String,
+    pub job_id: JobId,
     pub attempt: i64,
     pub case: CasePin,
     pub combination: Combination,
@@ -120,7 +121,7 @@ pub fn template_vars(job: &JobFile) -> BTreeMap<&'static str, String> {
         Combination::Gg { bindings, .. } => (bindings.values().cloned().collect::<Vec<_>>().join(","), String::new()),
     };
     BTreeMap::from([
-        ("job_id", job.job_id.clone()),
+        ("job_id", job.job_id.to_string()),
         ("job_file", format!("{}/job.json", job.output_dir.trim_end_matches('/'))),
         ("output_dir", job.output_dir.clone()),
         ("manifest", job.manifest.clone()),

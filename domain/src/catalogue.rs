@@ -2,6 +2,7 @@
 //!
 //! These are the inputs the API accepts and the checks each must pass before anything is written.
 
+use crate::ids::GgConfigId;
 use crate::validation::{ValidationError, check_name, check_slug, check_text};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -650,7 +651,7 @@ pub struct TestCase {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct GgConfig {
-    pub id: String,
+    pub id: GgConfigId,
     pub name: String,
     pub launch_slots: Vec<String>,
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]

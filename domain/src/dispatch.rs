@@ -8,12 +8,13 @@
 //! slots, the walk stops at the end of that list (nothing after it may be claimed before what is
 //! behind the cut) and the harness is reported as starved so the store can fetch deeper.
 
+use crate::ids::JobId;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A waiting (queued or pending) job, as the claim sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting {
-    pub id: String,
+    pub id: JobId,
     pub queue_seq: i64,
     pub harness: String,
     /// The models of a game-jam job; empty for any other test type.
@@ -40,9 +41,9 @@ impl Lane {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClaimPlan {
     /// Jobs to dispatch, in ascending `queue_seq`.
-    pub dispatch: Vec<String>,
+    pub dispatch: Vec<JobId>,
     /// Queued jobs held back individually (jam rule, or a harness missing from the catalogue).
-    pub hold: Vec<String>,
+    pub hold: Vec<JobId>,
     /// Harnesses at their cap once this claim is applied: their queued jobs are held back.
     pub full: Vec<String>,
     /// Harnesses whose list ran out while they still had slots; fetch deeper and plan again.

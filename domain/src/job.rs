@@ -2,6 +2,7 @@
 //! the origin that attributes a job to a plan or a ladder.
 
 use crate::catalogue::ENGINE_NONE;
+use crate::ids::{AccountId, JobId};
 use crate::validation::{ValidationError, check_name, check_slug};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -343,10 +344,10 @@ pub struct NewJob {
     /// The gg capability set recorded at launch.
     pub capabilities: Option<serde_json::Value>,
     pub test_type: Option<crate::catalogue::TestType>,
-    pub user_id: Option<String>,
+    pub user_id: Option<AccountId>,
     pub origin: Option<Origin>,
     pub attempt: i64,
-    pub retry_of: Option<String>,
+    pub retry_of: Option<JobId>,
 }
 
 impl Job {
@@ -507,7 +508,7 @@ mod tests {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Job {
-    pub id: String,
+    pub id: JobId,
     pub queue_seq: i64,
     pub status: JobStatus,
     pub case: CasePin,
@@ -518,12 +519,12 @@ pub struct Job {
     pub cell_key: String,
     /// The case version's test type, when the version was ingested at launch.
     pub test_type: Option<crate::catalogue::TestType>,
-    pub user_id: Option<String>,
+    pub user_id: Option<AccountId>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub origin: Option<Origin>,
     pub attempt: i64,
     /// The job this one retries after an infrastructure failure.
-    pub retry_of: Option<String>,
+    pub retry_of: Option<JobId>,
     pub error: Option<String>,
     /// The job failed on infrastructure while its plan or ladder was paused, so its next attempt
     /// was withheld (the plan's next top-up counts the missing run instead).
@@ -570,7 +571,7 @@ impl LaunchInput {
 #[serde(rename_all = "camelCase")]
 pub struct JobTransition {
     pub seq: i64,
-    pub job_id: String,
+    pub job_id: JobId,
     pub harness: String,
     pub queue_seq: i64,
     pub from: Option<JobStatus>,

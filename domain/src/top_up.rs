@@ -10,6 +10,7 @@
 //! emits: a run merely queued consumes the cap before anything enqueued after it.
 
 use crate::buffer::BufferTarget;
+use crate::ids::JobId;
 use crate::job::{CasePin, CellKey, Combination};
 use crate::matrix::{MatrixCell, UnlaunchableReason};
 use serde::{Deserialize, Serialize};
@@ -278,7 +279,7 @@ pub struct LaunchedCell {
     pub combination: Combination,
     /// 1 (the first pass) or 2 (a cell deferred because its harness was at its cap).
     pub pass: u8,
-    pub job_ids: Vec<String>,
+    pub job_ids: Vec<JobId>,
 }
 
 /// `POST …/topup`: what one top-up did, or why it did not run.
@@ -315,7 +316,7 @@ impl TopUpAnswer {
 
     /// The answer of a top-up that ran `plan` and enqueued `job_ids` for each of its launches
     /// (same order, one id list per launch).
-    pub fn ran(plan: TopUpPlan, job_ids: Vec<Vec<String>>) -> Self {
+    pub fn ran(plan: TopUpPlan, job_ids: Vec<Vec<JobId>>) -> Self {
         let enqueued = job_ids.iter().map(|ids| ids.len() as i64).sum();
         Self {
             buffer_target: plan.buffer_target,

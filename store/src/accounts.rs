@@ -13,7 +13,7 @@ pub const TOKEN_PREFIX: &str = "bly_";
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Account {
-    pub id: String,
+    pub id: AccountId,
     pub name: String,
     pub created_at: i64,
     /// Operators take cabinet-wide actions (`belay_domain::access`).
@@ -39,14 +39,14 @@ impl Store {
     pub async fn create_account_with_role(&self, name: &str, role: Role) -> Result<(Account, String), StoreError> {
         belay_domain::validation::check_text("name", name, 200)?;
         let account = Account {
-            id: AccountId::from_body(&new_id_body()).0,
+            id: AccountId::from_body(&new_id_body()),
             name: name.to_string(),
             created_at: now_ms(),
             role,
         };
         let mut tx = self.pool().begin().await?;
         sqlx::query("insert into accounts (id, name, created_at, role) values ($1, $2, $3, $4)")
-            .bind(&account.id)
+            .bind(account.id.as_str())
             .bind(&account.name)
             .bind(account.created_at)
             .bind(role.as_str())
@@ -93,7 +93,7 @@ impl Store {
         .await?;
         row.map(|r| {
             Ok(Account {
-                id: r.try_get("id")?,
+                id: r.try_get::<String, _>("id")?.into(),
                 name: r.try_get("name")?,
                 created_at: r.try_get("created_at")?,
                 role: role_of(&r)?,
@@ -109,7 +109,7 @@ impl Store {
             .await?
             .ok_or_else(|| StoreError::not_found("account", id))?;
         Ok(Account {
-            id: r.try_get("id")?,
+            id: r.try_get::<String, _>("id")?.into(),
             name: r.try_get("name")?,
             created_at: r.try_get("created_at")?,
             role: role_of(&r)?,

@@ -60,7 +60,7 @@ fn model_row(r: &AnyRow) -> Result<Model, StoreError> {
 
 fn gg_row(r: &AnyRow) -> Result<GgConfig, StoreError> {
     Ok(GgConfig {
-        id: r.try_get("id")?,
+        id: r.try_get::<String, _>("id")?.into(),
         name: r.try_get("name")?,
         launch_slots: json(&r.try_get::<String, _>("launch_slots")?, "launch_slots")?,
         capabilities: json(&r.try_get::<String, _>("capabilities")?, "capabilities")?,

@@ -16,7 +16,7 @@ use belay_domain::coverage::{
     Cell, CoverageGroup, CoverageGroupInput, CoveragePlan, CoveragePlanInput, GroupKind, GroupMember, GroupMembers,
     OuterAxis,
 };
-use belay_domain::ids::{GroupId, PlanId};
+use belay_domain::ids::{GroupId, JobId, PlanId};
 use belay_domain::job::{CellKey, Combination, Job, JobStatus, Origin};
 use belay_domain::launch::{GgConfigEntry, HarnessFacts, LaunchFacts};
 use belay_domain::matrix::{CellCounts, Matrix, matrix};
@@ -809,7 +809,7 @@ pub(crate) async fn insert_launches(
     plan: &TopUpPlan,
     facts: &CoverageFacts,
     topup_id: &str,
-) -> Result<Vec<Vec<String>>, StoreError> {
+) -> Result<Vec<Vec<JobId>>, StoreError> {
     let now = now_ms();
     let mut job_ids = Vec::with_capacity(plan.launch.len());
     for l in &plan.launch {
@@ -829,7 +829,7 @@ pub(crate) async fn insert_launches(
                 gg_config_name: gg.as_ref().map(|g| g.name.clone()),
                 capabilities: gg.as_ref().map(|g| g.capabilities.clone()),
                 test_type,
-                user_id: Some(account_id.to_string()),
+                user_id: Some(account_id.into()),
                 origin: Some(origin.clone()),
                 attempt: 1,
                 retry_of: None,
@@ -841,7 +841,8 @@ pub(crate) async fn insert_launches(
                     .bind(&key)
                     .fetch_one(tx.conn())
                     .await?
-                    .try_get("id")?,
+                    .try_get::<String, _>("id")?
+                    .into(),
             };
             ids.push(id);
         }

@@ -103,7 +103,7 @@ async fn record_transition(
     Ok(())
 }
 
-async fn insert_job(tx: &mut Transaction<'_, Any>, new: &NewJob, now: i64) -> Result<Option<String>, StoreError> {
+async fn insert_job(tx: &mut Transaction<'_, Any>, new: &NewJob, now: i64) -> Result<Option<JobId>, StoreError> {
     insert_keyed_job(tx, new, now, None).await
 }
 
@@ -114,8 +114,8 @@ pub(crate) async fn insert_keyed_job(
     new: &NewJob,
     now: i64,
     topup_key: Option<&str>,
-) -> Result<Option<String>, StoreError> {
-    let id = JobId::from_body(&new_id_body()).0;
+) -> Result<Option<JobId>, StoreError> {
+    let id = JobId::from_body(&new_id_body());
     let cell = CellKey::of(&new.case, &new.combination);
     let (model, provider, gg_id, bindings) = match &new.combination {
         Combination::Harness { model, provider, .. } => (Some(model.clone()), provider.clone(), None, None),
@@ -137,7 +137,7 @@ pub(crate) async fn insert_keyed_job(
            values ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22)
            on conflict do nothing"#,
     )
-    .bind(&id)
+    .bind(id.as_str())
     .bind(&new.case.slug)
     .bind(&new.case.version)
     .bind(&new.case.variant)
@@ -153,10 +153,10 @@ pub(crate) async fn insert_keyed_job(
     .bind(&cell.0)
     .bind(new.test_type.map(|t| enum_text(&t)))
     .bind(to_json(&jam))
-    .bind(&new.user_id)
+    .bind(new.user_id.as_deref())
     .bind(new.origin.as_ref().map(|o| o.to_string()))
     .bind(new.attempt)
-    .bind(&new.retry_of)
+    .bind(new.retry_of.as_deref())
     .bind(now)
     .bind(topup_key)
     .execute(&mut **tx)
@@ -187,7 +187,7 @@ async fn require_job(tx: &mut Transaction<'_, Any>, id: &str) -> Result<Job, Sto
 }
 
 /// The jobs with these ids, in this order.
-async fn require_jobs(tx: &mut Transaction<'_, Any>, ids: &[String]) -> Result<Vec<Job>, StoreError> {
+async fn require_jobs(tx: &mut Transaction<'_, Any>, ids: &[JobId]) -> Result<Vec<Job>, StoreError> {
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         out.push(require_job(tx, id).await?);
@@ -221,7 +221,7 @@ impl Store {
                         .fetch_optional(&mut *tx)
                         .await?
                         .ok_or_else(|| StoreError::Conflict("job id collision".into()))?;
-                    r.try_get("id")?
+                    r.try_get::<String, _>("id")?.into()
                 }
             };
             ids.push(id);
@@ -329,7 +329,7 @@ impl Store {
                 let mut list = Vec::with_capacity(rows.len());
                 for r in &rows {
                     list.push(Waiting {
-                        id: r.try_get("id")?,
+                        id: r.try_get::<String, _>("id")?.into(),
                         queue_seq: r.try_get("queue_seq")?,
                         harness: r.try_get("harness")?,
                         jam_models: rows::json(&r.try_get::<String, _>("jam_models")?, "jam_models")?,
@@ -364,7 +364,7 @@ impl Store {
                 "update jobs set status = 'dispatched', dispatched_at = $2, claim_key = $3 where id = $1 and status in ({})",
                 status_list(&JobStatus::WAITING)
             ))
-            .bind(id)
+            .bind(id.as_str())
             .bind(now)
             .bind(claim_key)
             .execute(&mut *tx)
@@ -377,7 +377,7 @@ impl Store {
         for id in &plan.hold {
             let moved =
                 sqlx::query("update jobs set status = 'pending', pending_at = $2 where id = $1 and status = 'queued'")
-                    .bind(id)
+                    .bind(id.as_str())
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
@@ -689,7 +689,7 @@ impl Store {
                 let from: Option<String> = r.try_get("from_status")?;
                 Ok(JobTransition {
                     seq: r.try_get("seq")?,
-                    job_id: r.try_get("job_id")?,
+                    job_id: r.try_get::<String, _>("job_id")?.into(),
                     harness: r.try_get("harness")?,
                     queue_seq: r.try_get("queue_seq")?,
                     from: from.as_deref().map(rows::status).transpose()?,
@@ -735,13 +735,13 @@ impl Store {
 
     /// The raw rate a backend sustains for single-row conditional updates, for the claim benchmark:
     /// moves each of `ids` from queued to dispatched, one statement and one commit each.
-    pub async fn bench_single_row_updates(&self, ids: &[String]) -> Result<u64, StoreError> {
+    pub async fn bench_single_row_updates(&self, ids: &[JobId]) -> Result<u64, StoreError> {
         let mut n = 0;
         for id in ids {
             let r = sqlx::query(
                 "update jobs set status = 'dispatched', dispatched_at = $2 where id = $1 and status = 'queued'",
             )
-            .bind(id)
+            .bind(id.as_str())
             .bind(now_ms())
             .execute(self.pool())
             .await?;
@@ -760,7 +760,7 @@ pub(crate) async fn cancel_in(tx: &mut Transaction<'_, Any>, job: &Job, now: i64
             return Ok(false);
         }
         let moved = sqlx::query("update jobs set status = 'canceled', canceled_at = $3 where id = $1 and status = $2")
-            .bind(&job.id)
+            .bind(job.id.as_str())
             .bind(enum_text(&current))
             .bind(now)
             .execute(&mut **tx)

@@ -492,7 +492,7 @@ async fn cancel_jobs(tx: &mut Tx, ids: &[JobId]) -> Result<Vec<(String, JobStatu
             continue;
         };
         if cancel_in(tx.inner(), &job, now).await? {
-            out.push((job.id.clone(), job.status));
+            out.push((job.id.to_string(), job.status));
         }
     }
     Ok(out)

@@ -80,7 +80,7 @@ pub(crate) fn job(row: &AnyRow) -> Result<Job, StoreError> {
     let origin: Option<String> = row.try_get("origin")?;
     let tt: Option<String> = row.try_get("test_type")?;
     Ok(Job {
-        id: row.try_get("id")?,
+        id: row.try_get::<String, _>("id")?.into(),
         queue_seq: row.try_get("queue_seq")?,
         status: status(&row.try_get::<String, _>("status")?)?,
         case: pin(row)?,
@@ -88,14 +88,14 @@ pub(crate) fn job(row: &AnyRow) -> Result<Job, StoreError> {
         gg_config_name: row.try_get("gg_config_name")?,
         cell_key: row.try_get("cell_key")?,
         test_type: tt.as_deref().map(test_type).transpose()?,
-        user_id: row.try_get("user_id")?,
+        user_id: row.try_get::<Option<String>, _>("user_id")?.map(Into::into),
         origin: origin
             .as_deref()
             .map(Origin::parse)
             .transpose()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?,
         attempt: row.try_get("attempt")?,
-        retry_of: row.try_get("retry_of")?,
+        retry_of: row.try_get::<Option<String>, _>("retry_of")?.map(Into::into),
         error: row.try_get("error")?,
         retry_withheld: row.try_get::<i64, _>("retry_withheld")? != 0,
         created_at: row.try_get("created_at")?,

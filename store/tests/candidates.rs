@@ -96,7 +96,7 @@ async fn world(s: &Store) -> World {
         sets.push(cs.id.as_str().to_owned());
     }
     World {
-        alice: alice.id,
+        alice: alice.id.to_string(),
         project: p.id.as_str().to_owned(),
         change: c.id.as_str().to_owned(),
         sets,

@@ -101,7 +101,7 @@ fn hand_job(case: CasePin, c: Combination, user: Option<&str>) -> NewJob {
         gg_config_name: None,
         capabilities: None,
         test_type: None,
-        user_id: user.map(str::to_string),
+        user_id: user.map(Into::into),
         origin: None,
         attempt: 1,
         retry_of: None,
@@ -578,7 +578,7 @@ on_both!(
             .await
             .unwrap();
         let gg = Combination::Gg {
-            gg_config_id: cfg.id.clone(),
+            gg_config_id: cfg.id.to_string(),
             bindings: BTreeMap::from([("root".to_string(), "m".to_string())]),
         };
         let cells = cross(&[pin("a", "1.0.0", "none")], std::slice::from_ref(&gg), OuterAxis::Case);

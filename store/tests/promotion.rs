@@ -53,7 +53,7 @@ async fn world(s: &Store) -> World {
         .unwrap();
     s.mark_project_provisioned(p.id.as_str(), BASE, BASE).await.unwrap();
     World {
-        alice: alice.id,
+        alice: alice.id.to_string(),
         project: p.id.as_str().to_owned(),
     }
 }

@@ -105,7 +105,7 @@ async fn world(s: &Store) -> World {
         sets.push(cs.id.as_str().to_owned());
     }
     World {
-        alice: alice.id,
+        alice: alice.id.to_string(),
         change: c.id.as_str().to_owned(),
         tasks,
         sets,

@@ -473,7 +473,7 @@ on_both!(
         };
         let canceller = {
             let s = s.clone();
-            let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+            let ids: Vec<String> = jobs.iter().map(|j| j.id.to_string()).collect();
             tokio::spawn(async move {
                 let mut n = 0;
                 for id in ids.iter().rev() {
@@ -631,7 +631,7 @@ on_both!(
             .unwrap();
         let listed = s
             .list_runs(&belay_store::runs::RunFilter {
-                job_id: Some(job.id.clone()),
+                job_id: Some(job.id.to_string()),
                 limit: 10,
                 ..Default::default()
             })
@@ -1192,7 +1192,7 @@ async fn on_postgresql_a_completion_is_numbered_after_the_claim_it_waited_for() 
     }
     // The claim holds the second job back and commits.
     sqlx::query("insert into job_transitions (job_id, from_status, to_status, at) values ($1, 'queued', 'pending', 0)")
-        .bind(&held.id)
+        .bind(held.id.as_str())
         .execute(&mut *claim)
         .await
         .unwrap();

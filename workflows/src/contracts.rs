@@ -3,6 +3,7 @@
 
 use belay_domain::adapter::{AdapterOutcome, JobFile};
 use belay_domain::catalogue::AdapterSpec;
+use belay_domain::ids::{JobId, ProjectId, RunId};
 use belay_domain::job::CasePin;
 use belay_domain::run::Artifact;
 use serde::{Deserialize, Serialize};
@@ -12,7 +13,7 @@ use temporalio_macros::activity_definitions;
 /// A job the dispatcher claimed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClaimedJob {
-    pub job_id: String,
+    pub job_id: JobId,
     pub harness: String,
     pub origin: Option<String>,
 }
@@ -26,7 +27,23 @@ pub struct StartedJob {
     pub adapter: Option<AdapterSpec>,
     pub case: Option<CasePin>,
     /// The ingested version's variants and engines, or `None` if the version is not ingested.
-    pub version: Option<(Vec<String>, Vec<String>)>,
+    pub version: Option<VersionFacts>,
+}
+
+/// An ingested case version's variants and engines. Histories recorded before it was named
+/// carry it as a two-element array, which reads into it the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VersionFacts {
+    pub variants: Vec<String>,
+    pub engines: Vec<String>,
+}
+
+/// What the harness adapter activity runs: the job file and the harness's adapter. Histories
+/// recorded before it was named carry it as a two-element array, which reads into it the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdapterRun {
+    pub job: JobFile,
+    pub adapter: AdapterSpec,
 }
 
 /// The harness adapter's outcome with the artifacts it kept.
@@ -38,14 +55,14 @@ pub struct AdapterResult {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompleteInput {
-    pub job_id: String,
+    pub job_id: JobId,
     pub loaded: bool,
     pub artifacts: Vec<Artifact>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailInput {
-    pub job_id: String,
+    pub job_id: JobId,
     pub reason: String,
     /// An infrastructure failure is retried as a new job; a pin problem is not.
     pub infrastructure: bool,
@@ -55,8 +72,8 @@ pub struct FailInput {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ended {
     pub status: String,
-    pub run_id: Option<String>,
-    pub retry_job_id: Option<String>,
+    pub run_id: Option<RunId>,
+    pub retry_job_id: Option<JobId>,
 }
 
 /// Database activities, on the `belay.db` queue.
@@ -72,13 +89,13 @@ impl StoreApi {
 
     /// dispatched → starting, and everything the run needs.
     #[activity(name = "db.start_job")]
-    pub fn start_job(job_id: String) -> Result<StartedJob, ActivityError> {
+    pub fn start_job(job_id: JobId) -> Result<StartedJob, ActivityError> {
         unimplemented!()
     }
 
     /// starting → running. False when the job was cancelled meanwhile.
     #[activity(name = "db.mark_running")]
-    pub fn mark_running(job_id: String) -> Result<bool, ActivityError> {
+    pub fn mark_running(job_id: JobId) -> Result<bool, ActivityError> {
         unimplemented!()
     }
 
@@ -102,7 +119,7 @@ pub struct HarnessApi;
 impl HarnessApi {
     /// Runs the job's adapter, heartbeating; keeps its artifacts in the object store.
     #[activity(name = "harness.run_adapter")]
-    pub fn run_adapter(input: (JobFile, AdapterSpec)) -> Result<AdapterResult, ActivityError> {
+    pub fn run_adapter(input: AdapterRun) -> Result<AdapterResult, ActivityError> {
         unimplemented!()
     }
 }
@@ -160,9 +177,17 @@ pub struct ProvisionedSource {
     pub files: usize,
 }
 
+/// A project's canonical repository is provisioned at `source`. Histories recorded before it was
+/// named carry it as a two-element array, which reads into it the same.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectProvisioned {
+    pub project_id: ProjectId,
+    pub source: ProvisionedSource,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProjectFailure {
-    pub project_id: String,
+    pub project_id: ProjectId,
     pub error: String,
 }
 
@@ -174,7 +199,7 @@ impl GitApi {
     /// Creates the canonical repository (S0: one commit holding `.gitignore`) and writes its file
     /// index, code manifest and blobs to the object store. Idempotent.
     #[activity(name = "git.provision_project")]
-    pub fn provision_project(project_id: String) -> Result<ProvisionedSource, ActivityError> {
+    pub fn provision_project(project_id: ProjectId) -> Result<ProvisionedSource, ActivityError> {
         unimplemented!()
     }
 }
@@ -185,7 +210,7 @@ pub struct ProjectStoreApi;
 #[activity_definitions]
 impl ProjectStoreApi {
     #[activity(name = "db.mark_project_provisioned")]
-    pub fn mark_provisioned(input: (String, ProvisionedSource)) -> Result<(), ActivityError> {
+    pub fn mark_provisioned(input: ProjectProvisioned) -> Result<(), ActivityError> {
         unimplemented!()
     }
 
@@ -208,6 +233,15 @@ pub struct Removed {
     pub objects: usize,
 }
 
+/// A deleted project's repositories (forks first, canonical last) and its `source/` objects.
+/// Histories recorded before it was named carry it as a two-element array, which reads into it
+/// the same.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectSources {
+    pub project_id: ProjectId,
+    pub repositories: Vec<String>,
+}
+
 /// Project cleanup, on the `belay.git` queue.
 pub struct CleanupApi;
 
@@ -215,7 +249,7 @@ pub struct CleanupApi;
 impl CleanupApi {
     /// Deletes the named repositories (in order) and the project's `source/` objects.
     #[activity(name = "git.remove_project_sources")]
-    pub fn remove_project_sources(input: (String, Vec<String>)) -> Result<Removed, ActivityError> {
+    pub fn remove_project_sources(input: ProjectSources) -> Result<Removed, ActivityError> {
         unimplemented!()
     }
 }
@@ -227,12 +261,12 @@ pub struct CleanupStoreApi;
 impl CleanupStoreApi {
     /// The repository names the project's rows derive, forks first, canonical last.
     #[activity(name = "db.project_repository_names")]
-    pub fn repository_names(project_id: String) -> Result<Vec<String>, ActivityError> {
+    pub fn repository_names(project_id: ProjectId) -> Result<Vec<String>, ActivityError> {
         unimplemented!()
     }
 
     #[activity(name = "db.delete_project_rows")]
-    pub fn delete_rows(project_id: String) -> Result<(), ActivityError> {
+    pub fn delete_rows(project_id: ProjectId) -> Result<(), ActivityError> {
         unimplemented!()
     }
 }

@@ -164,7 +164,7 @@ impl DispatcherWorkflow {
 /// The search attributes of a job's run: its job id, harness and origin.
 pub fn run_search_attributes(job: &ClaimedJob) -> SearchAttributes {
     let mut attrs = vec![
-        search::JOB_ID.value_set(job.job_id.clone()),
+        search::JOB_ID.value_set(job.job_id.to_string()),
         search::HARNESS.value_set(job.harness.clone()),
     ];
     if let Some(o) = &job.origin {

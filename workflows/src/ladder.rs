@@ -9,6 +9,7 @@
 //! disabled or deleted.
 
 use crate::options;
+use belay_domain::ids::{AccountId, LadderId};
 use belay_domain::progress::ClimberStatus;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -30,9 +31,9 @@ pub fn climb_workflow_id(ladder_id: &str) -> String {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClimbInput {
-    pub ladder_id: String,
+    pub ladder_id: LadderId,
     /// The ladder's owner: whose reviews the gate reads.
-    pub account_id: String,
+    pub account_id: AccountId,
     /// Board reads per run before continuing as new (default [`STEPS_PER_RUN`]); kept across runs.
     #[serde(default)]
     pub steps_per_run: Option<u64>,
@@ -73,8 +74,8 @@ pub struct ClimbBoard {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClimbStepInput {
-    pub ladder_id: String,
-    pub account_id: String,
+    pub ladder_id: LadderId,
+    pub account_id: AccountId,
 }
 
 /// The climb's database activity, on the `belay.db` queue.

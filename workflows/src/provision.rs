@@ -2,8 +2,9 @@
 //! generation 0 on the `git` pool, then records its commit and tree. A provisioning that cannot
 //! succeed records why.
 
-use crate::contracts::{GitApi, ProjectFailure, ProjectStoreApi, ProvisionedSource};
+use crate::contracts::{GitApi, ProjectFailure, ProjectProvisioned, ProjectStoreApi, ProvisionedSource};
 use crate::options;
+use belay_domain::ids::ProjectId;
 use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{WorkflowContext, WorkflowResult};
@@ -20,7 +21,7 @@ pub struct ProjectProvisionWorkflow;
 #[workflow_methods]
 impl ProjectProvisionWorkflow {
     #[run]
-    pub async fn run(ctx: &mut WorkflowContext<Self>, project_id: String) -> WorkflowResult<ProvisionedSource> {
+    pub async fn run(ctx: &mut WorkflowContext<Self>, project_id: ProjectId) -> WorkflowResult<ProvisionedSource> {
         let git = options::git(Duration::from_secs(120));
         match ctx
             .execute_activity(GitApi::provision_project, project_id.clone(), git)
@@ -29,7 +30,10 @@ impl ProjectProvisionWorkflow {
             Ok(source) => {
                 ctx.execute_activity(
                     ProjectStoreApi::mark_provisioned,
-                    (project_id, source.clone()),
+                    ProjectProvisioned {
+                        project_id,
+                        source: source.clone(),
+                    },
                     options::db(),
                 )
                 .await?;
@@ -62,14 +66,24 @@ pub struct ProjectDeleteWorkflow;
 #[workflow_methods]
 impl ProjectDeleteWorkflow {
     #[run]
-    pub async fn run(ctx: &mut WorkflowContext<Self>, project_id: String) -> WorkflowResult<crate::contracts::Removed> {
-        use crate::contracts::{CleanupApi, CleanupStoreApi};
+    pub async fn run(
+        ctx: &mut WorkflowContext<Self>,
+        project_id: ProjectId,
+    ) -> WorkflowResult<crate::contracts::Removed> {
+        use crate::contracts::{CleanupApi, CleanupStoreApi, ProjectSources};
         let names = ctx
             .execute_activity(CleanupStoreApi::repository_names, project_id.clone(), options::db())
             .await?;
         let git = options::git(Duration::from_secs(600));
         let removed = ctx
-            .execute_activity(CleanupApi::remove_project_sources, (project_id.clone(), names), git)
+            .execute_activity(
+                CleanupApi::remove_project_sources,
+                ProjectSources {
+                    project_id: project_id.clone(),
+                    repositories: names,
+                },
+                git,
+            )
             .await?;
         ctx.execute_activity(CleanupStoreApi::delete_rows, project_id, options::db())
             .await?;

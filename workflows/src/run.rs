@@ -12,9 +12,12 @@
 //! retry: that is about the pin, not the infrastructure. The dispatcher is woken at the end so the
 //! freed slot is used at once.
 
-use crate::contracts::{AdapterResult, ClientApi, CompleteInput, Ended, FailInput, HarnessApi, StartedJob, StoreApi};
+use crate::contracts::{
+    AdapterResult, AdapterRun, ClientApi, CompleteInput, Ended, FailInput, HarnessApi, StartedJob, StoreApi,
+};
 use crate::{options, queues};
 use belay_domain::adapter::{AdapterOutcome, pin_problem};
+use belay_domain::ids::JobId;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_common::ActivityDefinition;
@@ -26,7 +29,7 @@ use temporalio_sdk::{
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInput {
-    pub job_id: String,
+    pub job_id: JobId,
 }
 
 /// The patch that moved the run's store steps from `belay.db` activities to local activities and
@@ -103,7 +106,10 @@ impl RunWorkflow {
                 retry_job_id: None,
             });
         }
-        let version = started.version.as_ref().map(|(v, e)| (v.as_slice(), e.as_slice()));
+        let version = started
+            .version
+            .as_ref()
+            .map(|v| (v.variants.as_slice(), v.engines.as_slice()));
         let problem = pin_problem(&case, version).or_else(|| {
             started
                 .adapter
@@ -133,7 +139,7 @@ impl RunWorkflow {
         let result: Result<AdapterResult, _> = ctx
             .execute_activity(
                 HarnessApi::run_adapter,
-                (job_file, adapter),
+                AdapterRun { job: job_file, adapter },
                 options::harness(timeout, ADAPTER_HEARTBEAT, ADAPTER_ATTEMPTS),
             )
             .await;

@@ -17,6 +17,7 @@
 
 use crate::dispatcher::DispatcherWorkflow;
 use crate::{options, queues};
+use belay_domain::ids::AccountId;
 use belay_domain::top_up::Skipped;
 use serde::{Deserialize, Serialize};
 use temporalio_common::ActivityError;
@@ -49,7 +50,7 @@ pub struct TopUpInput {
     pub plan_id: String,
     /// The account whose buffer, reviews and gg configurations the top-up reads, and who
     /// launches what it enqueues.
-    pub account_id: String,
+    pub account_id: AccountId,
     #[serde(default)]
     pub of: TopUpOf,
 }
@@ -80,7 +81,7 @@ pub enum ClaimAnswer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimInput {
     pub plan_id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     /// Who holds the claim: this top-up's id.
     pub holder: String,
     #[serde(default)]
@@ -90,7 +91,7 @@ pub struct ClaimInput {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnqueueInput {
     pub plan_id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub topup_id: String,
     #[serde(default)]
     pub of: TopUpOf,

@@ -153,7 +153,7 @@ pub async fn run_adapter_in(
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Result<AdapterRun, AdapterRunError> {
     if !JobId::is_valid(&job.job_id) {
-        return Err(AdapterRunError::InvalidJobId(job.job_id));
+        return Err(AdapterRunError::InvalidJobId(job.job_id.to_string()));
     }
     let job_id = job.job_id.clone();
     let attempt = job.attempt;

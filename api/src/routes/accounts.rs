@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AccountView {
-    pub id: String,
+    pub id: belay_domain::ids::AccountId,
     pub name: String,
     pub created_at: i64,
     /// `operator` (may write the catalogue and cancel every account's jobs at once) or `member`.

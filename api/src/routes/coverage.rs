@@ -311,7 +311,7 @@ pub(crate) async fn start_top_up(
         .build();
     let input = TopUpInput {
         plan_id: plan_id.to_string(),
-        account_id: account_id.to_string(),
+        account_id: account_id.into(),
         of,
     };
     let handle = match s.temporal.start_workflow(TopUpWorkflow::run, input, opts).await {
@@ -564,7 +564,7 @@ pub(crate) async fn cancel_origin_jobs(
     )
     .await?;
     tx.commit().await?;
-    let pairs: Vec<(String, JobStatus)> = cancelled.iter().map(|(j, prev)| (j.id.clone(), *prev)).collect();
+    let pairs: Vec<(String, JobStatus)> = cancelled.iter().map(|(j, prev)| (j.id.to_string(), *prev)).collect();
     super::jobs::after_cancel(s, &pairs).await;
     Ok(HaltAnswer {
         cancelled: pairs.len(),

@@ -163,7 +163,7 @@ pub async fn cancel(
     }
     let c = s.store.cancel_job(&id).await?;
     if c.cancelled {
-        after_cancel(&s, &[(c.job.id.clone(), c.previous)]).await;
+        after_cancel(&s, &[(c.job.id.to_string(), c.previous)]).await;
     }
     Ok(Json(CancelAnswer {
         cancelled: c.cancelled,
@@ -209,7 +209,7 @@ pub async fn cancel_bulk(
         CancelScope::InFlight => &JobStatus::IN_FLIGHT,
     };
     let cancelled = s.store.cancel_jobs(states, None).await?;
-    let pairs: Vec<(String, JobStatus)> = cancelled.iter().map(|(j, prev)| (j.id.clone(), *prev)).collect();
+    let pairs: Vec<(String, JobStatus)> = cancelled.iter().map(|(j, prev)| (j.id.to_string(), *prev)).collect();
     after_cancel(&s, &pairs).await;
     Ok(Json(BulkCancelAnswer {
         cancelled: pairs.len(),

@@ -47,8 +47,8 @@ async fn climb(s: &AppState, account_id: &str, id: &str) -> ApiResult<()> {
         ]))
         .build();
     let input = ClimbInput {
-        ladder_id: id.to_string(),
-        account_id: account_id.to_string(),
+        ladder_id: id.into(),
+        account_id: account_id.into(),
         steps_per_run: None,
     };
     s.temporal

@@ -7,6 +7,7 @@ use crate::extract::{ApiJson, Caller};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use belay_domain::ids::ProjectId;
 use belay_domain::project::{Project, ProjectInput, ProjectStatus};
 use belay_workflows::provision::{
     ProjectDeleteWorkflow, ProjectProvisionWorkflow, delete_workflow_id, provision_workflow_id,
@@ -30,7 +31,7 @@ pub async fn create(
         .build();
     if let Err(e) = s
         .temporal
-        .start_workflow(ProjectProvisionWorkflow::run, project.id.to_string(), opts)
+        .start_workflow(ProjectProvisionWorkflow::run, project.id.clone(), opts)
         .await
     {
         let _ = s
@@ -78,7 +79,7 @@ pub async fn delete(
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .build();
     s.temporal
-        .start_workflow(ProjectDeleteWorkflow::run, id.clone(), opts)
+        .start_workflow(ProjectDeleteWorkflow::run, ProjectId::from(id.as_str()), opts)
         .await
         .map_err(|e| ApiError::internal(&e))?;
     let mut project = visible.ok_or_else(|| ApiError::not_found(format!("project {id} not found")))?;
