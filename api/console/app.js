@@ -248,7 +248,7 @@ function topUpAnswer(a) {
   }
   if (a.unlaunchable.length) {
     parts.push(h("h3", {}, "Unlaunchable"), h("ul", {}, a.unlaunchable.map((u) =>
-      h("li", {}, `${u.case ? pinLabel(u.case) : u.cellKey} × ${comboLabel(u.combination)}: ${reasonLabel(u.reason)}`))));
+      h("li", {}, `${u.case ? pinLabel(u.case) : u.cellKey} × ${comboLabel(u.combination)}: ${reasonLabel(u.unlaunchable)}`))));
   }
   return h("div", { class: "answer", id: "topup-answer" }, h("h2", {}, "Top-up"), parts);
 }

@@ -1220,3 +1220,271 @@ async fn a_long_matrix_shows_its_first_rows_with_the_page_and_every_row_in_the_a
     c.assert_clean("after the long matrix");
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_halts_and_every_page_loads_clean() {
+    let b = Belay::start().await;
+    b.catalogue().await;
+    for (slug, version, kind) in [("d", "1.0.0", "standard"), ("jam", "1.0.0", "game_jam")] {
+        let (s, v) = b
+            .post(
+                "/v1/test-cases",
+                json!({"slug": slug, "version": version, "testType": kind, "variants": ["default"]}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+    }
+    // One slow lane (one at a time, so a halt finds jobs waiting) and one quick one.
+    b.harness(
+        "slow",
+        1,
+        r#"sleep 60; printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFEST""#,
+    )
+    .await;
+    b.harness(
+        "quick",
+        2,
+        r#"printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFEST""#,
+    )
+    .await;
+    let pin = |slug: &str| json!({"slug": slug, "version": "1.0.0", "variant": "default"});
+    let slow = json!({"kind": "harness", "harness": "slow", "model": "m"});
+    let ghost = json!({"kind": "harness", "harness": "ghost", "model": "m"});
+    let (s, plan) = b
+        .post(
+            "/v1/coverage-plans",
+            json!({"name": "mixed", "cases": [pin("c"), pin("d")], "combinations": [slow, ghost],
+                   "runsPerCell": 2, "bufferTarget": {"kind": "unbounded"}, "paused": true, "autoTopUp": false}),
+        )
+        .await;
+    assert_eq!(s, 201, "{plan}");
+    let plan = plan["id"].as_str().unwrap().to_string();
+    // A newer version of d makes its cells stale; "ghost" is no harness of the catalogue.
+    let (s, v) = b
+        .post(
+            "/v1/test-cases",
+            json!({"slug": "d", "version": "1.1.0", "testType": "standard", "variants": ["default"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+
+    let c = Console::open(&b.url).await;
+    // The home page leads to the sign-in page, and once signed in to the plans.
+    c.page.goto(format!("{}/", c.base)).await.unwrap();
+    c.ready("/sign-in").await;
+    c.sign_in(&b.token).await;
+    c.visit(&format!("/plans/{plan}")).await;
+    let notes: Vec<(String, String)> = c
+        .eval(
+            "[...document.querySelectorAll('#matrix tr[data-cell]')].map((r) => \
+             [r.children[0].textContent + ' × ' + r.children[1].textContent, r.children[8].textContent])",
+        )
+        .await;
+    assert_eq!(notes.len(), 4, "{notes:?}");
+    for (cell, note) in &notes {
+        assert_eq!(
+            note.contains("unlaunchable: "),
+            cell.contains("ghost"),
+            "{cell}: {note}"
+        );
+        assert_eq!(
+            note.contains("stale: 1.1.0 is out"),
+            cell.starts_with("d"),
+            "{cell}: {note}"
+        );
+    }
+    c.screenshot("plan-stale-and-unlaunchable").await;
+
+    // The buffer targets: the plan's inherits (null), then 0, then unbounded again; the
+    // account's default is its own editor.
+    let plan_target = || async { b.get(&format!("/v1/coverage-plans/{plan}")).await["bufferTarget"].clone() };
+    for (kind, runs, want) in [
+        ("inherit", None, Value::Null),
+        ("bounded", Some(0), json!({"kind": "bounded", "runs": 0})),
+        ("unbounded", None, json!({"kind": "unbounded"})),
+    ] {
+        c.choose("#plan-target-kind", kind).await;
+        if let Some(n) = runs {
+            c.eval::<bool>(&format!(
+                "(() => {{ document.querySelector('#plan-target-runs').value = '{n}'; return true; }})()"
+            ))
+            .await;
+        }
+        c.click("#plan-target-save").await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while plan_target().await != want {
+            assert!(Instant::now() < deadline, "the plan's target never became {want}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    c.choose("#account-target-kind", "bounded").await;
+    c.eval::<bool>("(() => { document.querySelector('#account-target-runs').value = '7'; return true; })()")
+        .await;
+    c.click("#account-target-save").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.get("/v1/coverage-settings").await["bufferTarget"] != json!({"kind": "bounded", "runs": 7}) {
+        assert!(Instant::now() < deadline, "the account's default never became 7");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Paused: "Top up now" answers that it skipped.
+    c.click("#top-up-now").await;
+    c.until("the top-up answer", "!!document.querySelector('#topup-answer')")
+        .await;
+    assert!(c.text("#topup-answer").await.contains("skipped: paused"));
+    // Resumed (auto top-up stays off): the answer lists the launched cells with their job ids
+    // and the cells it could not launch, with why.
+    let got = b.get(&format!("/v1/coverage-plans/{plan}")).await;
+    let mut p = json!({});
+    for k in [
+        "name",
+        "caseGroups",
+        "comboGroups",
+        "cases",
+        "combinations",
+        "runsPerCell",
+        "outerAxis",
+        "bufferTarget",
+        "autoTopUp",
+    ] {
+        p[k] = got[k].clone();
+    }
+    p["paused"] = json!(false);
+    let (s, v) = b
+        .request(
+            "PUT",
+            &format!("/v1/coverage-plans/{plan}"),
+            Some(&b.token),
+            Some(&p.to_string()),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    c.visit(&format!("/plans/{plan}")).await;
+    c.click("#top-up-now").await;
+    c.until("the top-up answer", "!!document.querySelector('#launched')")
+        .await;
+    let jobs: Vec<String> = b
+        .get(&format!("/v1/jobs?origin=plan:{plan}"))
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(jobs.len(), 4, "two launchable cells of two runs");
+    let launched = c.text("#launched").await;
+    assert!(
+        jobs.iter().all(|j| launched.contains(j.as_str())),
+        "{launched} {jobs:?}"
+    );
+    let answer = c.text("#topup-answer").await;
+    // Each with the reason the matrix gives it.
+    assert!(
+        answer.contains("Unlaunchable")
+            && answer.matches("ghost · m: harness ghost is not in the catalogue").count() == 2,
+        "{answer}"
+    );
+    assert!(!answer.contains("skipped"), "{answer}");
+    c.screenshot("plan-top-up-launched").await;
+
+    // Halt cancels what waits; halt all, confirmed, what runs too.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b
+        .get(&format!("/v1/jobs?origin=plan:{plan}&status=running"))
+        .await
+        .as_array()
+        .unwrap()
+        .len()
+        != 1
+    {
+        assert!(Instant::now() < deadline, "no job of the slow lane started");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    c.click("#halt").await;
+    c.until("the halt answer", "!!document.querySelector('#halt-answer')")
+        .await;
+    assert_eq!(c.text("#halt-answer").await, "Halt cancelled 3 queued or pending jobs.");
+    c.click("#halt-all").await;
+    c.until("the halt-all dialog", "document.querySelector('#halt-all-dialog').open")
+        .await;
+    c.click("#halt-all-confirm").await;
+    c.until(
+        "the halt-all answer",
+        "(document.querySelector('#halt-answer') || {}).textContent === 'Halt all cancelled 1 jobs.'",
+    )
+    .await;
+    let statuses: Vec<String> = b
+        .get(&format!("/v1/jobs?origin=plan:{plan}"))
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(statuses, vec!["canceled"; 4], "{statuses:?}");
+    assert_eq!(b.get(&format!("/v1/coverage-plans/{plan}")).await["paused"], true);
+    c.screenshot("plan-halted").await;
+
+    // A game-jam run is reviewed on the category scale.
+    let (s, jam) = b
+        .post(
+            "/v1/coverage-plans",
+            json!({"name": "jam", "cases": [pin("jam")], "combinations": [{"kind": "harness", "harness": "quick", "model": "m"}],
+                   "runsPerCell": 1, "autoTopUp": false}),
+        )
+        .await;
+    assert_eq!(s, 201, "{jam}");
+    let jam = jam["id"].as_str().unwrap().to_string();
+    let (s, v) = b.post(&format!("/v1/coverage-plans/{jam}/topup"), json!({})).await;
+    assert_eq!((s, v["enqueued"].as_i64()), (200, Some(1)), "{v}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let run = loop {
+        let q = b.get(&format!("/v1/coverage-plans/{jam}/queue")).await;
+        if let Some(r) = q["runs"].as_array().and_then(|r| r.first()) {
+            break r.as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "the jam run never completed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    c.visit(&format!("/plans/{jam}/queue")).await;
+    assert_eq!(c.text("#run-id").await, run);
+    assert_eq!(c.count(".rating").await, 0, "a game-jam run takes no ratings");
+    let offered: Vec<String> = c
+        .eval("[...document.querySelectorAll('#category option')].map((o) => o.textContent)")
+        .await;
+    assert_eq!(
+        offered,
+        ["choose…", "💩 poop", "🧱 brick", "🥈 silver", "🥇 gold", "💎 diamond"]
+    );
+    c.screenshot("review-game-jam").await;
+    c.choose("#category", "diamond").await;
+    c.click("#submit-review").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while b.get(&format!("/v1/runs/{run}")).await["category"] != "diamond" {
+        assert!(Instant::now() < deadline, "the category review did not land");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Every other page loads clean: the ladders, a ladder's queue, the projects, what waits on
+    // a person.
+    let (s, ladder) = b
+        .post(
+            "/v1/ladders",
+            json!({"name": "climb", "rungs": [pin("c")], "combinations": [{"kind": "harness", "harness": "quick", "model": "m"}]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{ladder}");
+    let ladder = ladder["id"].as_str().unwrap().to_string();
+    for (path, name) in [
+        ("/ladders".to_owned(), "ladders"),
+        (format!("/ladders/{ladder}/queue"), "ladder-queue"),
+        ("/projects".to_owned(), "projects"),
+        ("/approvals".to_owned(), "approvals"),
+    ] {
+        c.visit(&path).await;
+        c.screenshot(name).await;
+    }
+    assert!(c.text("#main").await.contains("Nothing waits on a person."));
+    c.assert_clean("after every page");
+    c.close().await;
+}
