@@ -779,6 +779,37 @@ function acceptanceView(k) {
         h("td", {}, c.citation ? h("span", {}, h("code", {}, c.citation.path), ": “", c.citation.quote, "”") : (c.reason || "")))))));
 }
 
+const DECIDED_BY = {
+  ranking: "ranking",
+  judge: "the Integration Judge",
+  person: "a person (no valid preference)",
+  no_winner: "nobody: no Candidate can ship",
+};
+
+// How the sibling group was decided, and the ranking it read (best first).
+function selectionView(k) {
+  const s = k.selection;
+  if (!s) return null;
+  if (s.state === "claimed") {
+    return h("div", {}, h("h2", {}, "Selection"), h("p", { id: "selection" }, `Being decided (claimed by ${s.claimed_by}).`));
+  }
+  const yesNo = (b) => (b ? "yes" : "no");
+  return h("div", {}, h("h2", {}, "Selection"),
+    h("p", { id: "selection", dataset: { winner: s.winner || "" } },
+      s.winner ? ["Winner ", link(`/candidates/${s.winner}`, s.winner), s.winner === k.id ? " (this Candidate)" : ""] : "No winner",
+      `, decided by ${DECIDED_BY[s.decidedBy] || s.decidedBy}`, s.reason ? `: ${s.reason}` : "", "."),
+    h("table", { id: "ranking" },
+      h("thead", {}, h("tr", {}, ["Rank", "Candidate", "Promotable", "Criteria met", "Gaps", "Optional failures", "Checks passed"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, s.ranking.map((r, i) => h("tr", { dataset: { candidate: r.id } },
+        h("td", { class: "n" }, i + 1),
+        h("td", {}, r.id === k.id ? h("strong", {}, r.id) : link(`/candidates/${r.id}`, r.id)),
+        h("td", {}, yesNo(r.promotable)),
+        h("td", { class: "n" }, `${r.criteriaMet} of ${r.criteriaTotal}`),
+        h("td", { class: "n" }, r.gaps),
+        h("td", { class: "n" }, r.optionalFailures),
+        h("td", { class: "n" }, r.passingChecks))))));
+}
+
 function promotionLabel(p) {
   return `Promotion: ${p.outcome}` + (p.generation !== undefined && p.generation !== null ? `; canonical is at generation ${p.generation}` : "") + ".";
 }
@@ -833,7 +864,7 @@ async function candidatePage(id) {
     k.gaps.length ? h("div", {}, h("h2", {}, "Gaps"), h("ul", { id: "gaps" }, k.gaps.map((g) =>
       h("li", { class: "gap" }, `${g.checkId}: ${g.reason}`)))) : null,
     acceptanceView(k),
-    k.selection ? h("div", {}, h("h2", {}, "Selection"), h("pre", { id: "selection" }, JSON.stringify(k.selection, null, 2))) : null,
+    selectionView(k),
     promotability ? h("div", {}, h("h2", {}, "Promotion preconditions"),
       h("table", { id: "preconditions" }, h("tbody", {}, promotability.preconditions.map((p) =>
         h("tr", { class: p.satisfied ? "ok" : "gap", dataset: { precondition: p.precondition } },

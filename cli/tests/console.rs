@@ -6,6 +6,8 @@
 //! under the test's target tmp dir and checked to be a PNG.
 
 mod common;
+#[path = "common/fake_anthropic.rs"]
+mod fake_anthropic;
 
 use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::cdp::browser_protocol::fetch::{ContinueRequestParams, EventRequestPaused, FailRequestParams};
@@ -1381,7 +1383,10 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
     // Each with the reason the matrix gives it.
     assert!(
         answer.contains("Unlaunchable")
-            && answer.matches("ghost · m: harness ghost is not in the catalogue").count() == 2,
+            && answer
+                .matches("ghost · m: harness ghost is not in the catalogue")
+                .count()
+                == 2,
         "{answer}"
     );
     assert!(!answer.contains("skipped"), "{answer}");
@@ -1487,4 +1492,186 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
     assert!(c.text("#main").await.contains("Nothing waits on a person."));
     c.assert_clean("after every page");
     c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn siblings_show_their_acceptance_citations_selection_and_receipts_and_a_rejection_with_a_reason_asks_for_a_repair()
+ {
+    use common::sample;
+    use fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance};
+    const STATS: &str = "export function countTodos(titles: string[]): number {\n  return titles.length;\n}\n";
+    const EXPORT: &str =
+        "export function todoTitles(todos: { title: string }[]): string[] {\n  return todos.map((t) => t.title);\n}\n";
+    // The model finds a criterion met when its function is in what it was shown, and cites it.
+    let fake = FakeAnthropic::start(|s: &Seen| {
+        if s.tool != "record_acceptance" {
+            return Reply::Status(400);
+        }
+        let judged: Vec<Value> = [
+            ("c1", "export function countTodos", "src/stats.ts"),
+            ("c2", "export function todoTitles", "src/export.ts"),
+        ]
+        .iter()
+        .filter(|(id, _, _)| s.user.contains(&format!("- {id}:")))
+        .map(|(id, needle, path)| {
+            if s.user.contains(needle) {
+                json!({"id": id, "result": "met", "citation": {"path": path, "quote": needle}})
+            } else {
+                json!({"id": id, "result": "not_met", "reason": "not in the source"})
+            }
+        })
+        .collect();
+        acceptance(Value::Array(judged))
+    })
+    .await;
+    let env = fake.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let b = Belay::start_with_sandbox_env(&env, None).await;
+    let project = sample::sample_project(&b).await;
+    // High risk: the winner waits on a person.
+    let c = sample::change(
+        &b,
+        &project,
+        json!({"goal": "Helpers for the todos", "acceptanceCriteria": ["A helper counts the todos", "A helper lists the todo titles"],
+               "invariants": [], "riskTier": "high"}),
+    )
+    .await;
+    let cs1 = sample::task(&b, &c, "t1", &[sample::write("src/stats.ts", STATS)]).await;
+    let cs2 = sample::task(&b, &c, "t2", &[sample::write("src/export.ts", EXPORT)]).await;
+    let side = |cs: &Value, path: &str| json!({"taskId": cs["taskId"], "changeSetIds": [cs["id"]], "paths": [path]});
+    let (s, v) = b
+        .post(
+            &format!("/v1/changes/{c}/conflicts"),
+            json!({"status": "fork_required", "sides": [side(&cs1, "src/stats.ts"), side(&cs2, "src/export.ts")]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (s, round) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
+    assert_eq!(s, 201, "{round}");
+    assert_eq!(round["candidates"].as_array().unwrap().len(), 3, "{round}");
+    // Selected and waiting on a person.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let winner = loop {
+        let waiting = b.get("/v1/approvals?status=requested").await;
+        if let Some(a) = waiting.as_array().and_then(|a| a.first()) {
+            break a["candidateId"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no approval was requested: {waiting}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let k = b.get(&format!("/v1/candidates/{winner}")).await;
+    assert_eq!(
+        k["changeSetIds"].as_array().unwrap().len(),
+        2,
+        "the combined Candidate wins: {k:#}"
+    );
+
+    let con = Console::open(&b.url).await;
+    con.sign_in(&b.token).await;
+    // The Change: its three Candidates, the losers with why, and the selection's receipt.
+    con.visit(&format!("/changes/{c}")).await;
+    assert_eq!(con.count("#candidates tr[data-candidate]").await, 3);
+    let reasons: Vec<String> = con
+        .eval("[...document.querySelectorAll('#candidates tr[data-candidate]')].map((r) => r.children[2].textContent)")
+        .await;
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(|r| r.starts_with(&format!("Lost to {winner}: met 2 of 2 criteria, this met 1 of 2.")))
+            .count(),
+        2,
+        "{reasons:?}"
+    );
+    assert!(con.text("#receipts").await.contains("CANDIDATE_SELECTION"));
+    con.screenshot("change-with-siblings").await;
+
+    // The winner: each criterion met with its citation, the selection and its ranking.
+    con.visit(&format!("/candidates/{winner}")).await;
+    let criteria: Vec<(String, String, String)> = con
+        .eval(
+            "[...document.querySelectorAll('#acceptance tbody tr')].map((r) =>              [r.children[0].textContent, r.dataset.result, r.children[2].textContent])",
+        )
+        .await;
+    assert_eq!(
+        criteria,
+        vec![
+            (
+                "A helper counts the todos".to_owned(),
+                "met".to_owned(),
+                "src/stats.ts: “export function countTodos”".to_owned()
+            ),
+            (
+                "A helper lists the todo titles".to_owned(),
+                "met".to_owned(),
+                "src/export.ts: “export function todoTitles”".to_owned()
+            ),
+        ]
+    );
+    let selection = con.text("#selection").await;
+    assert_eq!(
+        selection,
+        format!("Winner {winner} (this Candidate), decided by ranking.")
+    );
+    let ranked: Vec<String> = con
+        .eval("[...document.querySelectorAll('#ranking tr[data-candidate]')].map((r) => r.dataset.candidate + ' ' + r.children[3].textContent)")
+        .await;
+    assert_eq!(ranked.len(), 3, "{ranked:?}");
+    assert_eq!(ranked[0], format!("{winner} 2 of 2"));
+    con.screenshot("candidate-selected-awaiting-approval").await;
+
+    // What waits on a person leads to it; a rejection with a reason is recorded on that tree and
+    // asks the agents for one repair.
+    con.visit("/approvals").await;
+    con.click(&format!("a[href='/candidates/{winner}']")).await;
+    con.ready(&format!("/candidates/{winner}")).await;
+    assert_eq!(con.text("#composed-tree").await, k["composedTree"].as_str().unwrap());
+    con.type_into("#approval-reason", "Keep one helper per file").await;
+    con.click("#reject").await;
+    con.until("the decision", "!!document.querySelector('#decision-answer')")
+        .await;
+    assert_eq!(con.text("#decision-answer").await, "Recorded: rejected.");
+    let decided = b.get(&format!("/v1/candidates/{winner}")).await;
+    assert_eq!(decided["status"], "rejected", "{decided:#}");
+    let approvals = b.get("/v1/approvals?status=rejected").await;
+    let a = approvals
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["candidateId"] == winner)
+        .unwrap_or_else(|| panic!("{approvals:#}"));
+    assert_eq!(
+        (a["decisionReason"].as_str(), a["tree"].as_str()),
+        (Some("Keep one helper per file"), k["composedTree"].as_str())
+    );
+    con.visit(&format!("/changes/{c}")).await;
+    assert_eq!(con.text("#change-status").await, "running");
+    assert!(con.text("#receipts").await.contains("ACCEPTANCE_REPAIR"));
+    // One repair Task, depending on both Tasks, its objective carrying the reason.
+    let tasks = b.get(&format!("/v1/changes/{c}/tasks")).await;
+    let repair: Vec<&Value> = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["key"] == "repair")
+        .collect();
+    assert_eq!(repair.len(), 1, "{tasks:#}");
+    let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
+    let asked = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "ACCEPTANCE_REPAIR")
+        .unwrap_or_else(|| panic!("{receipts:#}"));
+    assert_eq!(asked["outcome"]["taskId"], repair[0]["id"], "{asked:#}");
+    assert_eq!(asked["outcome"]["dependencies"], json!(["t1", "t2"]), "{asked:#}");
+    assert!(
+        asked["outcome"]["objective"]
+            .as_str()
+            .unwrap()
+            .contains("Keep one helper per file"),
+        "{asked:#}"
+    );
+    con.screenshot("change-after-rejection").await;
+    con.assert_clean("after the rejection");
+    con.close().await;
 }
