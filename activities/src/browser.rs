@@ -9,7 +9,9 @@
 use crate::verification::VerifySandboxActivities;
 use crate::{Plain, fatal, heartbeating, now_secs, retryable, sandbox_error, store_error};
 use belay_browser::{BrowserConfig, SessionReport, Upstream, run_session};
-use belay_domain::browser::{BrowserRun, classify_browser, settled_browser_seconds};
+use belay_domain::browser::{
+    BrowserRun, SPA_INDEX, WRANGLER_JSONC, classify_browser, declares_single_page_application, settled_browser_seconds,
+};
 use belay_domain::check::CheckId;
 use belay_domain::evidence::Evidence;
 use belay_sandbox::SandboxUser;
@@ -26,6 +28,8 @@ use tracing::{instrument, warn};
 
 /// How long the dev command may take to answer its first request.
 const PREVIEW_START: Duration = Duration::from_secs(90);
+/// The most of `wrangler.jsonc` or `public/index.html` the check reads.
+const SPA_FILE_BYTES: usize = 1 << 20;
 
 /// The key of an attempt's Evidence object.
 pub fn browser_evidence_key(candidate: &str, attempt: u32) -> String {
@@ -67,6 +71,34 @@ impl BrowserActivities {
             .map_err(retryable)
     }
 
+    /// The checkout's `public/index.html` when its `wrangler.jsonc` declares the
+    /// single-page-application convention; `None` when it declares nothing (or has no index).
+    async fn spa_index(&self, project: &str, dir: &str) -> Result<Option<Vec<u8>>, ActivityError> {
+        let sandboxes = &self.sandbox.sandboxes;
+        let declared = match sandboxes
+            .read_file(project, dir, WRANGLER_JSONC, SPA_FILE_BYTES)
+            .await
+            .map_err(sandbox_error)?
+        {
+            Ok(bytes) => declares_single_page_application(&String::from_utf8_lossy(&bytes)),
+            Err(_) => false,
+        };
+        if !declared {
+            return Ok(None);
+        }
+        match sandboxes
+            .read_file(project, dir, SPA_INDEX, SPA_FILE_BYTES)
+            .await
+            .map_err(sandbox_error)?
+        {
+            Ok(index) => Ok(Some(index)),
+            Err(why) => {
+                warn!(reason = %why, "the app declares a single-page application but has no index to serve");
+                Ok(None)
+            }
+        }
+    }
+
     /// Starts the dev command in the Sandbox, runs the session against its port, stops it.
     async fn session(&self, input: &BrowserCheckRequest) -> Result<(SessionReport, serde_json::Value), ActivityError> {
         let project = input.project_id.as_str();
@@ -100,7 +132,12 @@ impl BrowserActivities {
         };
         let address = sandboxes.address(project).await.map_err(sandbox_error)?;
         let base = format!("http://{address}:{port}");
-        let upstream = Upstream::new(&base).map_err(|e| fatal(Plain(e)))?;
+        let mut upstream = Upstream::new(&base).map_err(|e| fatal(Plain(e)))?;
+        let spa_index = self.spa_index(project, &dir).await?;
+        let single_page_application = spa_index.is_some();
+        if let Some(index) = spa_index {
+            upstream = upstream.serving_spa_index(index);
+        }
         let started = Instant::now();
         let mut listening = false;
         while started.elapsed() < PREVIEW_START && !preview.is_finished() {
@@ -163,7 +200,10 @@ impl BrowserActivities {
             .unwrap_or_default();
         Ok((
             report,
-            serde_json::json!({ "command": dev, "port": port, "startMs": preview_ms, "outputTail": tail }),
+            serde_json::json!({
+                "command": dev, "port": port, "startMs": preview_ms, "outputTail": tail,
+                "singlePageApplication": single_page_application,
+            }),
         ))
     }
 }
