@@ -28,6 +28,26 @@ use tracing::{instrument, warn};
 
 /// How long the dev command may take to answer its first request.
 const PREVIEW_START: Duration = Duration::from_secs(90);
+/// Sets `sid` to the session of the shell running it (field 6 of its stat, read past the command
+/// name, which may hold spaces).
+const SESSION_OF_SELF: &str =
+    r#"{ read -r st < /proc/$$/stat; } 2>/dev/null; st=${st##*) }; r=${st#* }; r=${r#* }; r=${r#* }; sid=${r%% *};"#;
+/// Kills every process of the session the pid file `$1` names (the preview's exec), then removes
+/// the file.
+const STOP_SESSION: &str = r#"[ -f "$1" ] || exit 0
+s=$(cat "$1"); rm -f "$1"
+[ "$s" -gt 1 ] 2>/dev/null || exit 0
+for i in 1 2 3 4 5; do
+  n=0
+  for d in /proc/[0-9]*; do
+    { read -r st < "$d/stat"; } 2>/dev/null || continue
+    st=${st##*) }; r=${st#* }; r=${r#* }; r=${r#* }
+    [ "${r%% *}" = "$s" ] || continue
+    kill -9 "${d#/proc/}" 2>/dev/null && n=$((n + 1))
+  done
+  [ "$n" -eq 0 ] && break
+done
+true"#;
 /// The most of `wrangler.jsonc` or `public/index.html` the check reads.
 const SPA_FILE_BYTES: usize = 1 << 20;
 
@@ -71,6 +91,27 @@ impl BrowserActivities {
             .map_err(retryable)
     }
 
+    /// Stops the dev command the pid file names, with everything in its session (the exec's
+    /// own leftover kill does the same when the exec ends, but not for an exec whose worker was
+    /// lost).
+    async fn stop_preview(&self, project: &str, pidfile: &str) {
+        let stopped = self
+            .sandbox
+            .sandboxes
+            .sh(
+                project,
+                "/",
+                SandboxUser::Root,
+                STOP_SESSION,
+                &[pidfile],
+                Duration::from_secs(15),
+            )
+            .await;
+        if let Err(e) = stopped {
+            warn!(error = %e, "stopping the preview");
+        }
+    }
+
     /// The checkout's `public/index.html` when its `wrangler.jsonc` declares the
     /// single-page-application convention; `None` when it declares nothing (or has no index).
     async fn spa_index(&self, project: &str, dir: &str) -> Result<Option<Vec<u8>>, ActivityError> {
@@ -109,6 +150,9 @@ impl BrowserActivities {
         let pidfile = format!("/tmp/belay-browser-{candidate}.pid");
         let dev = input.commands.dev.clone();
         let limit = self.config.session + PREVIEW_START + Duration::from_secs(30);
+        let spa_index = self.spa_index(project, &dir).await?;
+        // A dev server an earlier attempt left (its worker lost mid-session) still holds the port.
+        self.stop_preview(project, &pidfile).await;
         let preview = {
             let (sandboxes, project, dir, dev, pidfile) = (
                 sandboxes.clone(),
@@ -123,7 +167,7 @@ impl BrowserActivities {
                         &project,
                         &dir,
                         SandboxUser::Root,
-                        r#"echo $$ > "$2"; PORT="$3" HOST=0.0.0.0 exec $1"#,
+                        &format!(r#"{SESSION_OF_SELF} echo "$sid" > "$2"; PORT="$3" HOST=0.0.0.0 exec $1"#),
                         &[&dev, &pidfile, &port.to_string()],
                         limit,
                     )
@@ -133,7 +177,6 @@ impl BrowserActivities {
         let address = sandboxes.address(project).await.map_err(sandbox_error)?;
         let base = format!("http://{address}:{port}");
         let mut upstream = Upstream::new(&base).map_err(|e| fatal(Plain(e)))?;
-        let spa_index = self.spa_index(project, &dir).await?;
         let single_page_application = spa_index.is_some();
         if let Some(index) = spa_index {
             upstream = upstream.serving_spa_index(index);
@@ -171,17 +214,7 @@ impl BrowserActivities {
                 browser_version: None,
             }
         };
-        // Stop the dev command; the exec's end kills whatever it started.
-        let _ = sandboxes
-            .sh(
-                project,
-                "/",
-                SandboxUser::Root,
-                r#"[ -f "$1" ] && kill $(cat "$1") 2>/dev/null; rm -f "$1"; true"#,
-                &[&pidfile],
-                Duration::from_secs(15),
-            )
-            .await;
+        self.stop_preview(project, &pidfile).await;
         let out = match tokio::time::timeout(Duration::from_secs(20), preview).await {
             Ok(Ok(Ok(out))) => Some(out),
             Ok(Ok(Err(e))) => {

@@ -518,16 +518,6 @@ async fn a_browser_worker_killed_mid_session_takes_its_chromium_and_a_single_pag
     // the check served the app's public/index.html, as wrangler.jsonc declares.
     b.start_extra_worker("browser", &[]);
     let k = wait_gated(&b, &cand).await;
-    assert!(
-        ["verified", "promoted"].contains(&k["status"].as_str().unwrap()),
-        "{k:#}"
-    );
-    let e = browser_evidence(&k);
-    assert_eq!(
-        (e["status"].as_str(), e["coverage"].as_str()),
-        (Some("pass"), Some("checked_supported")),
-        "{k:#}"
-    );
     let object: Value = serde_json::from_slice(
         &std::fs::read(
             b.dir
@@ -537,6 +527,16 @@ async fn a_browser_worker_killed_mid_session_takes_its_chromium_and_a_single_pag
         .unwrap(),
     )
     .unwrap();
+    let e = browser_evidence(&k);
+    assert_eq!(
+        (e["status"].as_str(), e["coverage"].as_str()),
+        (Some("pass"), Some("checked_supported")),
+        "{object:#}"
+    );
+    assert!(
+        ["verified", "promoted"].contains(&k["status"].as_str().unwrap()),
+        "{k:#}"
+    );
     assert_eq!(object["preview"]["singlePageApplication"], true, "{object:#}");
     let board: Vec<&Value> = object["requests"]["served"]
         .as_array()
