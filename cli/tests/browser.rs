@@ -188,17 +188,10 @@ async fn events_of(b: &Belay, change: &str, kind: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Waits until the Candidate is gated (or further).
+/// Waits until the Candidate is gated (or further: a verified low-risk Candidate is promoted by
+/// itself, perhaps before it is read).
 async fn wait_gated(b: &Belay, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(400);
-    loop {
-        let k = b.get(&format!("/v1/candidates/{id}")).await;
-        if ["verified", "rejected", "stale", "promoted"].contains(&k["status"].as_str().unwrap_or_default()) {
-            return k;
-        }
-        assert!(Instant::now() < deadline, "candidate never finished: {k}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    common::sample::wait_candidate(b, id, &["verified", "rejected", "stale", "promoted"]).await
 }
 
 /// A UI Change: an About page linked from the home page, with a form.

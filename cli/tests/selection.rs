@@ -171,6 +171,18 @@ async fn selection_receipt(b: &Belay, change: &str) -> (Value, Value) {
     (sel, receipts)
 }
 
+/// A low-risk Change "A todo helper" with one acceptance criterion; its id.
+async fn todo_helper_change(b: &Belay, project: &str, criterion: &str) -> String {
+    let (s, c) = b
+        .post(
+            &format!("/v1/projects/{project}/changes"),
+            json!({"goal": "A todo helper", "acceptanceCriteria": [criterion], "invariants": [], "riskTier": "low"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{c}");
+    c["id"].as_str().unwrap().to_owned()
+}
+
 /// Waits until the Candidate has the status.
 async fn wait_status(b: &Belay, id: &str, want: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -464,14 +476,7 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
         .into_iter()
         .enumerate()
     {
-        let (s, c) = b
-            .post(
-                &format!("/v1/projects/{project}/changes"),
-                json!({"goal": "A todo helper", "acceptanceCriteria": [criterion], "invariants": [], "riskTier": "low"}),
-            )
-            .await;
-        assert_eq!(s, 201, "{c}");
-        let c = c["id"].as_str().unwrap().to_string();
+        let c = todo_helper_change(&b, &project, criterion).await;
         // The first round's winner is on canonical by the second: the second writes the files
         // anew, so each side still changes them.
         let (stats, export) = (
@@ -555,6 +560,23 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
     assert_eq!(judge_calls, 2, "one Sonnet call per tie");
 }
 
+/// The Candidate's acceptance Evidence, judged (`checked_supported`) with `status`.
+fn acceptance_judged(k: &Value, status: &str) -> Value {
+    let acc = k["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["checkId"] == "acceptance")
+        .cloned()
+        .unwrap_or_else(|| panic!("no acceptance Evidence: {k:#}"));
+    assert_eq!(
+        (acc["status"].as_str(), acc["coverage"].as_str()),
+        (Some(status), Some("checked_supported")),
+        "{k:#}"
+    );
+    acc
+}
+
 const SORT: &str = "export function sortTitles(titles: string[]): string[] {\n  return [...titles].sort();\n}\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -589,20 +611,7 @@ async fn the_criteria_of_a_change_promoted_meanwhile_are_kept_a_kept_not_met_hol
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let b = Belay::start_with_sandbox_env(&env, None).await;
     let project = sample_project(&b).await;
-    let change = |criterion: &'static str| {
-        let b = &b;
-        let project = project.clone();
-        async move {
-            let (s, c) = b
-                .post(
-                    &format!("/v1/projects/{project}/changes"),
-                    json!({"goal": "A todo helper", "acceptanceCriteria": [criterion], "invariants": [], "riskTier": "low"}),
-                )
-                .await;
-            assert_eq!(s, 201, "{c}");
-            c["id"].as_str().unwrap().to_owned()
-        }
-    };
+    let change = |criterion: &'static str| todo_helper_change(&b, &project, criterion);
     let verify = |c: String| {
         let b = &b;
         async move {
@@ -634,18 +643,7 @@ async fn the_criteria_of_a_change_promoted_meanwhile_are_kept_a_kept_not_met_hol
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let acc = k["evidence"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["checkId"] == "acceptance")
-        .cloned()
-        .unwrap();
-    assert_eq!(
-        (acc["status"].as_str(), acc["coverage"].as_str()),
-        (Some("fail"), Some("checked_supported")),
-        "{k:#}"
-    );
+    let acc = acceptance_judged(&k, "fail");
     assert!(
         acc["summary"]
             .as_str()
@@ -685,18 +683,7 @@ async fn the_criteria_of_a_change_promoted_meanwhile_are_kept_a_kept_not_met_hol
     // A kept criterion left unclear found no regression: it does not block.
     let shipped = verify(sorting.clone()).await;
     let k = wait_status(&b, &shipped, "promoted").await;
-    let acc = k["evidence"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["checkId"] == "acceptance")
-        .cloned()
-        .unwrap();
-    assert_eq!(
-        (acc["status"].as_str(), acc["coverage"].as_str()),
-        (Some("pass"), Some("checked_supported")),
-        "{k:#}"
-    );
+    acceptance_judged(&k, "pass");
     assert_eq!(k["acceptance"][1]["result"], "unclear", "{k:#}");
     // One Haiku call each; a kept `unclear` gets no second opinion.
     let seen = fake.seen();

@@ -404,6 +404,18 @@ on_both!(
     }
 );
 
+/// The Change is back with its agents and has its one repair receipt: its objective.
+async fn the_one_repair(s: &Store, w: &World) -> String {
+    assert_eq!(
+        s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+        ChangeStatus::Running
+    );
+    let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
+    assert_eq!(receipts.len(), 1);
+    assert_eq!(receipts[0].kind, ReceiptKind::AcceptanceRepair);
+    receipts[0].outcome["objective"].as_str().unwrap().to_owned()
+}
+
 on_both!(
     a_rejection_with_a_reason_gets_one_repair_task_and_the_next_shortfall_goes_to_a_person,
     |s: Store| async move {
@@ -420,19 +432,8 @@ on_both!(
         let repair = tasks.iter().find(|t| t.id == task.as_str()).unwrap();
         assert_eq!(repair.key, "repair");
         assert_eq!(repair.dependencies, vec!["a".to_string(), "b".to_string()]);
-        assert_eq!(
-            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
-            ChangeStatus::Running
-        );
-        let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
-        assert_eq!(receipts.len(), 1);
-        assert_eq!(receipts[0].kind, ReceiptKind::AcceptanceRepair);
-        assert!(
-            receipts[0].outcome["objective"]
-                .as_str()
-                .unwrap()
-                .contains("the list is unsorted")
-        );
+        let objective = the_one_repair(&s, &w).await;
+        assert!(objective.contains("the list is unsorted"));
         let events = s.events(0, Some(&w.change), 100).await.unwrap();
         assert!(events.iter().any(|e| e.kind == "task.repair_requested"));
 
@@ -499,14 +500,7 @@ on_both!(
             vec!["a".to_string()],
             "the Tasks its ChangeSets are of"
         );
-        assert_eq!(
-            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
-            ChangeStatus::Running
-        );
-        let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
-        assert_eq!(receipts.len(), 1);
-        assert_eq!(receipts[0].kind, ReceiptKind::AcceptanceRepair);
-        let objective = receipts[0].outcome["objective"].as_str().unwrap();
+        let objective = the_one_repair(&s, &w).await;
         assert!(
             objective.contains("failed: Required checks not satisfied: browser (missing)"),
             "{objective}"

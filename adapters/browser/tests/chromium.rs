@@ -172,6 +172,18 @@ fn class(r: &SessionReport) -> (EvidenceStatus, Coverage, String) {
     (c.status, c.coverage, c.summary)
 }
 
+/// The session passed every step (or the assertion shows its log and journal).
+fn assert_passes(r: &SessionReport) {
+    let (status, coverage, summary) = class(r);
+    assert_eq!(
+        (status, coverage),
+        (EvidenceStatus::Pass, Coverage::CheckedSupported),
+        "{summary}\n{:#?}\n{:#?}",
+        r.log,
+        r.journal
+    );
+}
+
 fn page(title: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title><link rel=\"stylesheet\" href=\"/style.css\"></head>\n<body>{body}</body></html>\n"
@@ -294,14 +306,7 @@ async fn a_ui_change_passes_the_whole_flow_and_nothing_reaches_the_canary() {
     ));
     let app = App::start(&files, &[("src/routes.ts", "  },\n];", FORM_ROUTES)]);
     let r = app.check(&config()).await;
-    let (status, coverage, summary) = class(&r);
-    assert_eq!(
-        (status, coverage),
-        (EvidenceStatus::Pass, Coverage::CheckedSupported),
-        "{summary}\n{:#?}\n{:#?}",
-        r.log,
-        r.journal
-    );
+    assert_passes(&r);
     assert!(
         r.browser_version.as_deref().is_some_and(|v| v.contains("Chrome/")),
         "{:?}",
@@ -604,14 +609,7 @@ async fn a_single_page_application_is_served_its_index_on_a_direct_load_of_its_r
     // Declared: the direct load of /board is answered with public/index.html, and passes.
     let app = App::start(&spa(""), &[]);
     let r = app.check_as_spa(&config()).await;
-    let (status, coverage, summary) = class(&r);
-    assert_eq!(
-        (status, coverage),
-        (EvidenceStatus::Pass, Coverage::CheckedSupported),
-        "{summary}\n{:#?}\n{:#?}",
-        r.log,
-        r.journal
-    );
+    assert_passes(&r);
     let board: Vec<_> = r
         .journal
         .served
