@@ -9,7 +9,9 @@
 use crate::verification::VerifySandboxActivities;
 use crate::{Plain, fatal, heartbeating, now_secs, retryable, sandbox_error, store_error};
 use belay_browser::{BrowserConfig, SessionReport, Upstream, run_session};
-use belay_domain::browser::{BrowserRun, classify_browser, settled_browser_seconds};
+use belay_domain::browser::{
+    BrowserRun, SPA_INDEX, WRANGLER_JSONC, classify_browser, declares_single_page_application, settled_browser_seconds,
+};
 use belay_domain::check::CheckId;
 use belay_domain::evidence::Evidence;
 use belay_sandbox::SandboxUser;
@@ -26,6 +28,28 @@ use tracing::{instrument, warn};
 
 /// How long the dev command may take to answer its first request.
 const PREVIEW_START: Duration = Duration::from_secs(90);
+/// Sets `sid` to the session of the shell running it (field 6 of its stat, read past the command
+/// name, which may hold spaces).
+const SESSION_OF_SELF: &str =
+    r#"{ read -r st < /proc/$$/stat; } 2>/dev/null; st=${st##*) }; r=${st#* }; r=${r#* }; r=${r#* }; sid=${r%% *};"#;
+/// Kills every process of the session the pid file `$1` names (the preview's exec), then removes
+/// the file.
+const STOP_SESSION: &str = r#"[ -f "$1" ] || exit 0
+s=$(cat "$1"); rm -f "$1"
+[ "$s" -gt 1 ] 2>/dev/null || exit 0
+for i in 1 2 3 4 5; do
+  n=0
+  for d in /proc/[0-9]*; do
+    { read -r st < "$d/stat"; } 2>/dev/null || continue
+    st=${st##*) }; r=${st#* }; r=${r#* }; r=${r#* }
+    [ "${r%% *}" = "$s" ] || continue
+    kill -9 "${d#/proc/}" 2>/dev/null && n=$((n + 1))
+  done
+  [ "$n" -eq 0 ] && break
+done
+true"#;
+/// The most of `wrangler.jsonc` or `public/index.html` the check reads.
+const SPA_FILE_BYTES: usize = 1 << 20;
 
 /// The key of an attempt's Evidence object.
 pub fn browser_evidence_key(candidate: &str, attempt: u32) -> String {
@@ -67,6 +91,55 @@ impl BrowserActivities {
             .map_err(retryable)
     }
 
+    /// Stops the dev command the pid file names, with everything in its session (the exec's
+    /// own leftover kill does the same when the exec ends, but not for an exec whose worker was
+    /// lost).
+    async fn stop_preview(&self, project: &str, pidfile: &str) {
+        let stopped = self
+            .sandbox
+            .sandboxes
+            .sh(
+                project,
+                "/",
+                SandboxUser::Root,
+                STOP_SESSION,
+                &[pidfile],
+                Duration::from_secs(15),
+            )
+            .await;
+        if let Err(e) = stopped {
+            warn!(error = %e, "stopping the preview");
+        }
+    }
+
+    /// The checkout's `public/index.html` when its `wrangler.jsonc` declares the
+    /// single-page-application convention; `None` when it declares nothing (or has no index).
+    async fn spa_index(&self, project: &str, dir: &str) -> Result<Option<Vec<u8>>, ActivityError> {
+        let sandboxes = &self.sandbox.sandboxes;
+        let declared = match sandboxes
+            .read_file(project, dir, WRANGLER_JSONC, SPA_FILE_BYTES)
+            .await
+            .map_err(sandbox_error)?
+        {
+            Ok(bytes) => declares_single_page_application(&String::from_utf8_lossy(&bytes)),
+            Err(_) => false,
+        };
+        if !declared {
+            return Ok(None);
+        }
+        match sandboxes
+            .read_file(project, dir, SPA_INDEX, SPA_FILE_BYTES)
+            .await
+            .map_err(sandbox_error)?
+        {
+            Ok(index) => Ok(Some(index)),
+            Err(why) => {
+                warn!(reason = %why, "the app declares a single-page application but has no index to serve");
+                Ok(None)
+            }
+        }
+    }
+
     /// Starts the dev command in the Sandbox, runs the session against its port, stops it.
     async fn session(&self, input: &BrowserCheckRequest) -> Result<(SessionReport, serde_json::Value), ActivityError> {
         let project = input.project_id.as_str();
@@ -77,6 +150,9 @@ impl BrowserActivities {
         let pidfile = format!("/tmp/belay-browser-{candidate}.pid");
         let dev = input.commands.dev.clone();
         let limit = self.config.session + PREVIEW_START + Duration::from_secs(30);
+        let spa_index = self.spa_index(project, &dir).await?;
+        // A dev server an earlier attempt left (its worker lost mid-session) still holds the port.
+        self.stop_preview(project, &pidfile).await;
         let preview = {
             let (sandboxes, project, dir, dev, pidfile) = (
                 sandboxes.clone(),
@@ -91,7 +167,7 @@ impl BrowserActivities {
                         &project,
                         &dir,
                         SandboxUser::Root,
-                        r#"echo $$ > "$2"; PORT="$3" HOST=0.0.0.0 exec $1"#,
+                        &format!(r#"{SESSION_OF_SELF} echo "$sid" > "$2"; PORT="$3" HOST=0.0.0.0 exec $1"#),
                         &[&dev, &pidfile, &port.to_string()],
                         limit,
                     )
@@ -100,7 +176,11 @@ impl BrowserActivities {
         };
         let address = sandboxes.address(project).await.map_err(sandbox_error)?;
         let base = format!("http://{address}:{port}");
-        let upstream = Upstream::new(&base).map_err(|e| fatal(Plain(e)))?;
+        let mut upstream = Upstream::new(&base).map_err(|e| fatal(Plain(e)))?;
+        let single_page_application = spa_index.is_some();
+        if let Some(index) = spa_index {
+            upstream = upstream.serving_spa_index(index);
+        }
         let started = Instant::now();
         let mut listening = false;
         while started.elapsed() < PREVIEW_START && !preview.is_finished() {
@@ -134,17 +214,7 @@ impl BrowserActivities {
                 browser_version: None,
             }
         };
-        // Stop the dev command; the exec's end kills whatever it started.
-        let _ = sandboxes
-            .sh(
-                project,
-                "/",
-                SandboxUser::Root,
-                r#"[ -f "$1" ] && kill $(cat "$1") 2>/dev/null; rm -f "$1"; true"#,
-                &[&pidfile],
-                Duration::from_secs(15),
-            )
-            .await;
+        self.stop_preview(project, &pidfile).await;
         let out = match tokio::time::timeout(Duration::from_secs(20), preview).await {
             Ok(Ok(Ok(out))) => Some(out),
             Ok(Ok(Err(e))) => {
@@ -163,7 +233,10 @@ impl BrowserActivities {
             .unwrap_or_default();
         Ok((
             report,
-            serde_json::json!({ "command": dev, "port": port, "startMs": preview_ms, "outputTail": tail }),
+            serde_json::json!({
+                "command": dev, "port": port, "startMs": preview_ms, "outputTail": tail,
+                "singlePageApplication": single_page_application,
+            }),
         ))
     }
 }

@@ -266,7 +266,7 @@ impl AnthropicClient {
             Ok(m) => price.cost(m.usage.input_tokens, m.usage.output_tokens),
             Err(_) => 0.0,
         };
-        if let Err(e) = store.settle_model_call(&reservation, cost, belay_store::now_ms()).await {
+        if let Err(e) = store.settle_model_call(&reservation, cost).await {
             warn!(error = %e, "settling a model call failed; its reservation stays counted");
         }
         let m = result?;

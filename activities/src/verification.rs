@@ -104,6 +104,7 @@ impl VerifyStoreActivities {
             change_sets,
             policy,
             canonical_generation: rows.canonical_generation,
+            kept_criteria: rows.kept_criteria,
         })
     }
 

@@ -80,6 +80,13 @@ async fn project_with_sample_app(b: &Belay) -> String {
 
 /// A Change of one Task whose workspace gets `edits`, verified; the Candidate when it ended.
 async fn verify_ui_change(b: &Belay, project: &str, goal: &str, edits: &[Value]) -> Value {
+    let id = start_ui_change(b, project, goal, edits).await;
+    // A verified low-risk Candidate is promoted by itself, perhaps before it is read.
+    wait_gated(b, &id).await
+}
+
+/// A Change of one Task whose workspace gets `edits`, its verification started; the Candidate id.
+async fn start_ui_change(b: &Belay, project: &str, goal: &str, edits: &[Value]) -> String {
     let (s, c) = b
         .post(
             &format!("/v1/projects/{project}/changes"),
@@ -113,17 +120,7 @@ async fn verify_ui_change(b: &Belay, project: &str, goal: &str, edits: &[Value])
     assert_eq!(s, 201, "{cs}");
     let (s, k) = b.post(&format!("/v1/changes/{change}/verification"), json!({})).await;
     assert_eq!(s, 201, "{k}");
-    let id = k["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(400);
-    loop {
-        let k = b.get(&format!("/v1/candidates/{id}")).await;
-        // A verified low-risk Candidate is promoted by itself, perhaps before it is read.
-        if ["verified", "rejected", "stale", "promoted"].contains(&k["status"].as_str().unwrap_or_default()) {
-            return k;
-        }
-        assert!(Instant::now() < deadline, "candidate never finished: {k}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    k["id"].as_str().unwrap().to_owned()
 }
 
 fn write(path: &str, content: &str) -> Value {
@@ -143,6 +140,58 @@ fn browser_evidence(k: &Value) -> Value {
         .collect();
     assert_eq!(rows.len(), 1, "one browser row: {k:#}");
     rows[0].clone()
+}
+
+/// The screenshots the browser Evidence `evidence` lists, each read back through the API: a PNG
+/// of the recorded size whose SHA-256 is the recorded hash. Answers their names.
+async fn served_screenshots(b: &Belay, cand: &str, evidence: &Value) -> Vec<String> {
+    let shots = b
+        .get(&format!(
+            "/v1/candidates/{cand}/evidence/{}/screenshots",
+            evidence["id"].as_str().unwrap()
+        ))
+        .await;
+    let mut names = Vec::new();
+    for s in shots.as_array().unwrap() {
+        let resp = b
+            .http
+            .get(format!("{}{}", b.url, s["url"].as_str().unwrap()))
+            .bearer_auth(&b.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "image/png");
+        let png = resp.bytes().await.unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        assert_eq!(png.len() as u64, s["bytes"].as_u64().unwrap());
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&png)),
+            s["sha256"].as_str().unwrap(),
+            "the recorded hash"
+        );
+        names.push(s["name"].as_str().unwrap().to_owned());
+    }
+    names
+}
+
+/// The Change's events of `kind`.
+async fn events_of(b: &Belay, change: &str, kind: &str) -> Vec<Value> {
+    let events = b.get(&format!("/v1/events?entity={change}")).await;
+    events
+        .as_array()
+        .or_else(|| events["events"].as_array())
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .cloned()
+        .collect()
+}
+
+/// Waits until the Candidate is gated (or further: a verified low-risk Candidate is promoted by
+/// itself, perhaps before it is read).
+async fn wait_gated(b: &Belay, id: &str) -> Value {
+    common::sample::wait_candidate(b, id, &["verified", "rejected", "stale", "promoted"]).await
 }
 
 /// A UI Change: an About page linked from the home page, with a form.
@@ -185,37 +234,7 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
         "{k:#}"
     );
     let cand = k["id"].as_str().unwrap();
-    let shots = b
-        .get(&format!(
-            "/v1/candidates/{cand}/evidence/{}/screenshots",
-            e["id"].as_str().unwrap()
-        ))
-        .await;
-    let shots = shots.as_array().unwrap().clone();
-    assert_eq!(
-        shots.iter().map(|s| s["name"].as_str().unwrap()).collect::<Vec<_>>(),
-        vec!["home", "final"],
-        "{shots:#?}"
-    );
-    for s in &shots {
-        let resp = b
-            .http
-            .get(format!("{}{}", b.url, s["url"].as_str().unwrap()))
-            .bearer_auth(&b.token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        assert_eq!(resp.headers()["content-type"], "image/png");
-        let png = resp.bytes().await.unwrap();
-        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-        assert_eq!(png.len() as u64, s["bytes"].as_u64().unwrap());
-        assert_eq!(
-            hex::encode(sha2::Sha256::digest(&png)),
-            s["sha256"].as_str().unwrap(),
-            "the recorded hash"
-        );
-    }
+    assert_eq!(served_screenshots(&b, cand, &e).await, vec!["home", "final"]);
     // The meters: one run for the Candidate, its seconds settled on the day.
     let store = belay_store::Store::connect(&b.database_url).await.unwrap();
     assert_eq!(store.usage_counter("browser_runs", cand).await.unwrap(), (1, 0));
@@ -277,6 +296,91 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
         k["gaps"].as_array().unwrap().iter().any(|g| g["checkId"] == "browser"),
         "{k:#}"
     );
+    // Its failure screenshot is kept and served as recorded (decision 0019).
+    let broken = k["id"].as_str().unwrap().to_owned();
+    assert_eq!(served_screenshots(&b, &broken, &e).await, vec!["home", "failure"]);
+
+    // The lone Candidate failed a required check: the Change gets its one repair Task, depending
+    // on the Task whose ChangeSet the Candidate holds, and goes back to the agents.
+    let change = k["changeId"].as_str().unwrap().to_owned();
+    assert_eq!(b.get(&format!("/v1/changes/{change}")).await["status"], "running");
+    let tasks = b.get(&format!("/v1/changes/{change}/tasks")).await;
+    let repair: Vec<&Value> = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["key"] == "repair")
+        .collect();
+    assert_eq!(repair.len(), 1, "{tasks:#}");
+    assert_eq!(repair[0]["dependencies"], json!(["ui"]), "{tasks:#}");
+    let receipts = b.get(&format!("/v1/changes/{change}/receipts")).await;
+    let repairs: Vec<&Value> = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "ACCEPTANCE_REPAIR")
+        .collect();
+    assert_eq!(repairs.len(), 1, "{receipts:#}");
+    let objective = repairs[0]["outcome"]["objective"].as_str().unwrap();
+    assert!(
+        objective.contains(&format!(
+            "Candidate {broken} failed: Required checks not satisfied: browser (failed)"
+        )),
+        "{objective}"
+    );
+    assert!(
+        objective.contains("- browser (failed): ") && objective.contains("TypeError"),
+        "{objective}"
+    );
+    assert!(
+        objective
+            .contains("Reproduce the failure, then make the code and tests of the request pass with the current app."),
+        "{objective}"
+    );
+    let asked = events_of(&b, &change, "task.repair_requested").await;
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["payload"]["objective"], objective);
+
+    // The next Candidate of the Change fails again: a person, and no second repair Task.
+    let (s, again) = b.post(&format!("/v1/changes/{change}/verification"), json!({})).await;
+    assert_eq!(s, 201, "{again}");
+    let again = wait_gated(&b, again["id"].as_str().unwrap()).await;
+    assert_eq!(again["status"], "rejected", "{again:#}");
+    assert_eq!(
+        b.get(&format!("/v1/changes/{change}")).await["status"],
+        "awaiting_approval"
+    );
+    let tasks = b.get(&format!("/v1/changes/{change}/tasks")).await;
+    assert_eq!(
+        tasks
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["key"] == "repair")
+            .count(),
+        1,
+        "{tasks:#}"
+    );
+    let receipts = b.get(&format!("/v1/changes/{change}/receipts")).await;
+    assert_eq!(
+        receipts
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "ACCEPTANCE_REPAIR")
+            .count(),
+        1
+    );
+    let person = events_of(&b, &change, "approval.requested").await;
+    assert_eq!(person.len(), 1);
+    assert_eq!(person[0]["payload"]["candidateId"], again["id"]);
+    assert!(
+        person[0]["payload"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("The change already had its repair."),
+        "{person:#?}"
+    );
 
     // The day's browser seconds spent: the next check is skipped, not run.
     let now = std::time::SystemTime::now()
@@ -319,4 +423,126 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
             .unwrap(),
         (0, 0)
     );
+}
+
+/// The processes whose parent is `pid`, with their command lines.
+fn children_of(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+        if fields.len() > 1 && fields[1] == pid.to_string() && fields[0] != "Z" {
+            let cmd = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            out.push((child, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+/// Whether any live process is in process group `pgid`.
+fn group_alive(pgid: u32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return false;
+        };
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+        fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z"
+    })
+}
+
+/// A single-page application's UI Change: the client draws `/board` itself, the server knows
+/// only `/`, and `wrangler.jsonc` declares the convention.
+fn board_page() -> Vec<Value> {
+    vec![
+        write(
+            "wrangler.jsonc",
+            "{\n  // The app's conventions.\n  \"name\": \"todos\",\n  \"assets\": { \"directory\": \"./public\", \"not_found_handling\": \"single-page-application\" },\n}\n",
+        ),
+        edit(
+            "public/index.html",
+            "<h1>Todos</h1>",
+            "<h1>Todos</h1>\n    <nav><a href=\"/board\">Board</a></nav><p id=\"view\"></p>\n    <script>\n      function render() { document.getElementById('view').textContent = location.pathname === '/board' ? 'The board: three columns.' : 'Welcome home.'; }\n      document.addEventListener('click', (e) => { const a = e.target.closest('a[href=\"/board\"]'); if (a) { e.preventDefault(); history.pushState({}, '', '/board'); render(); } });\n      render();\n    </script>",
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_browser_worker_killed_mid_session_takes_its_chromium_and_a_single_page_app_passes_on_the_retry() {
+    // The main worker runs every pool but the browser's; a worker of its own runs that.
+    let mut b = Belay::start_with_sandbox_env(
+        &[("BROWSER_DAILY_SECONDS", "3600")],
+        Some("workflows,db,git,sandbox,llm,harness"),
+    )
+    .await;
+    let first = b.start_extra_worker("browser", &[]);
+    let worker = b.extra_worker_pid(first);
+    let project = project_with_sample_app(&b).await;
+    let cand = start_ui_change(&b, &project, "A board drawn by the client", &board_page()).await;
+
+    // Its Chromium starts for the check; the worker is killed outright in the middle of it.
+    let deadline = Instant::now() + Duration::from_secs(400);
+    let chromium = loop {
+        if let Some((pid, _)) = children_of(worker)
+            .into_iter()
+            .find(|(_, cmd)| cmd.contains("chromium"))
+        {
+            break pid;
+        }
+        let k = b.get(&format!("/v1/candidates/{cand}")).await;
+        assert!(
+            Instant::now() < deadline && !["verified", "rejected", "promoted"].contains(&k["status"].as_str().unwrap()),
+            "no Chromium was started: {k:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    b.kill_extra_worker(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while group_alive(chromium) {
+        assert!(Instant::now() < deadline, "Chromium {chromium} outlived its worker");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Another browser worker takes the retry, and the app's own route passes its direct load:
+    // the check served the app's public/index.html, as wrangler.jsonc declares.
+    b.start_extra_worker("browser", &[]);
+    let k = wait_gated(&b, &cand).await;
+    let object: Value = serde_json::from_slice(
+        &std::fs::read(
+            b.dir
+                .path()
+                .join(format!("data/objects/evidence/{cand}/browser-1.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let e = browser_evidence(&k);
+    assert_eq!(
+        (e["status"].as_str(), e["coverage"].as_str()),
+        (Some("pass"), Some("checked_supported")),
+        "{object:#}"
+    );
+    assert!(
+        ["verified", "promoted"].contains(&k["status"].as_str().unwrap()),
+        "{k:#}"
+    );
+    assert_eq!(object["preview"]["singlePageApplication"], true, "{object:#}");
+    let board: Vec<&Value> = object["requests"]["served"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["path"] == "/board" && r["resourceType"] == "Document")
+        .collect();
+    assert_eq!(board.len(), 1, "{object:#}");
+    assert_eq!(
+        (board[0]["status"].as_u64(), board[0]["spaIndex"].as_bool()),
+        (Some(200), Some(true))
+    );
+    // The lost session's reservation was settled, and the retry took the second run.
+    let store = belay_store::Store::connect(&b.database_url).await.unwrap();
+    assert_eq!(store.usage_counter("browser_runs", &cand).await.unwrap(), (2, 0));
 }

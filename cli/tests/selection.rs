@@ -171,6 +171,18 @@ async fn selection_receipt(b: &Belay, change: &str) -> (Value, Value) {
     (sel, receipts)
 }
 
+/// A low-risk Change "A todo helper" with one acceptance criterion; its id.
+async fn todo_helper_change(b: &Belay, project: &str, criterion: &str) -> String {
+    let (s, c) = b
+        .post(
+            &format!("/v1/projects/{project}/changes"),
+            json!({"goal": "A todo helper", "acceptanceCriteria": [criterion], "invariants": [], "riskTier": "low"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{c}");
+    c["id"].as_str().unwrap().to_owned()
+}
+
 /// Waits until the Candidate has the status.
 async fn wait_status(b: &Belay, id: &str, want: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -464,14 +476,7 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
         .into_iter()
         .enumerate()
     {
-        let (s, c) = b
-            .post(
-                &format!("/v1/projects/{project}/changes"),
-                json!({"goal": "A todo helper", "acceptanceCriteria": [criterion], "invariants": [], "riskTier": "low"}),
-            )
-            .await;
-        assert_eq!(s, 201, "{c}");
-        let c = c["id"].as_str().unwrap().to_string();
+        let c = todo_helper_change(&b, &project, criterion).await;
         // The first round's winner is on canonical by the second: the second writes the files
         // anew, so each side still changes them.
         let (stats, export) = (
@@ -553,4 +558,135 @@ async fn a_tie_goes_to_the_judge_and_only_a_valid_preference_picks_a_winner() {
         .filter(|s| s.tool == "record_verdict" && s.model == SONNET)
         .count();
     assert_eq!(judge_calls, 2, "one Sonnet call per tie");
+}
+
+/// The Candidate's acceptance Evidence, judged (`checked_supported`) with `status`.
+fn acceptance_judged(k: &Value, status: &str) -> Value {
+    let acc = k["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["checkId"] == "acceptance")
+        .cloned()
+        .unwrap_or_else(|| panic!("no acceptance Evidence: {k:#}"));
+    assert_eq!(
+        (acc["status"].as_str(), acc["coverage"].as_str()),
+        (Some(status), Some("checked_supported")),
+        "{k:#}"
+    );
+    acc
+}
+
+const SORT: &str = "export function sortTitles(titles: string[]): string[] {\n  return [...titles].sort();\n}\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_criteria_of_a_change_promoted_meanwhile_are_kept_a_kept_not_met_holds_and_a_kept_unclear_does_not() {
+    // Without the mark the request is the promoted Change's own; with it, the one that went on
+    // meeting its own criterion judges the kept one not met (titles) or unclear (sorting).
+    let fake = FakeAnthropic::start(|s: &Seen| {
+        if s.tool != "record_acceptance" {
+            return Reply::Status(400);
+        }
+        let cite = |path: &str, quote: &str| json!({"path": path, "quote": quote});
+        if !s.user.contains("Keep (from an earlier request)") {
+            return acceptance(
+                json!([{"id": "c1", "result": "met", "citation": cite("src/stats.ts", "export function countTodos")}]),
+            );
+        }
+        let (own, kept) = if s.user.contains("export function sortTitles") {
+            (
+                json!({"id": "c1", "result": "met", "citation": cite("src/sort.ts", "export function sortTitles")}),
+                json!({"id": "c2", "result": "unclear", "reason": "nothing shows the count either way"}),
+            )
+        } else {
+            (
+                json!({"id": "c1", "result": "met", "citation": cite("src/export.ts", "export function todoTitles")}),
+                json!({"id": "c2", "result": "not_met", "reason": "the count is gone"}),
+            )
+        };
+        acceptance(json!([own, kept]))
+    })
+    .await;
+    let env = fake.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let b = Belay::start_with_sandbox_env(&env, None).await;
+    let project = sample_project(&b).await;
+    let change = |criterion: &'static str| todo_helper_change(&b, &project, criterion);
+    let verify = |c: String| {
+        let b = &b;
+        async move {
+            let (s, k) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
+            assert_eq!(s, 201, "{k}");
+            k["id"].as_str().unwrap().to_owned()
+        }
+    };
+    // Two requests run while a third goes live.
+    let titles = change("A helper lists the todo titles").await;
+    task(&b, &titles, "t1", &[], &[("src/export.ts", EXPORT)]).await;
+    let sorting = change("A helper sorts the todo titles").await;
+    task(&b, &sorting, "t1", &[], &[("src/sort.ts", SORT)]).await;
+    let counting = change("A helper counts the todos").await;
+    task(&b, &counting, "t1", &[], &[("src/stats.ts", STATS)]).await;
+    let first = verify(counting.clone()).await;
+    wait_status(&b, &first, "promoted").await;
+
+    // Its criterion is judged again, marked, in the next request's acceptance check; not met
+    // there, the Candidate cannot ship by itself.
+    let held = verify(titles.clone()).await;
+    let k = wait_status(&b, &held, "verified").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b.get(&format!("/v1/changes/{titles}")).await["status"] != "awaiting_approval" {
+        assert!(
+            Instant::now() < deadline,
+            "{:#}",
+            b.get(&format!("/v1/changes/{titles}")).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let acc = acceptance_judged(&k, "fail");
+    assert!(
+        acc["summary"]
+            .as_str()
+            .unwrap()
+            .contains("kept criteria not met: A helper counts the todos"),
+        "{acc:#}"
+    );
+    let judged = k["acceptance"].as_array().unwrap();
+    assert_eq!(judged.len(), 2, "{k:#}");
+    assert_eq!(
+        (
+            judged[1]["text"].as_str(),
+            judged[1]["kept"].as_bool(),
+            judged[1]["result"].as_str()
+        ),
+        (
+            Some("Keep (from an earlier request): A helper counts the todos"),
+            Some(true),
+            Some("not_met")
+        ),
+        "{k:#}"
+    );
+    let seen = fake.seen();
+    let asked: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.user.contains("A helper lists the todo titles"))
+        .collect();
+    assert_eq!(asked.len(), 1, "{seen:#?}");
+    assert!(
+        asked[0]
+            .user
+            .contains("- c2: Keep (from an earlier request): A helper counts the todos"),
+        "{}",
+        asked[0].user
+    );
+
+    // A kept criterion left unclear found no regression: it does not block.
+    let shipped = verify(sorting.clone()).await;
+    let k = wait_status(&b, &shipped, "promoted").await;
+    acceptance_judged(&k, "pass");
+    assert_eq!(k["acceptance"][1]["result"], "unclear", "{k:#}");
+    // One Haiku call each; a kept `unclear` gets no second opinion.
+    let seen = fake.seen();
+    assert_eq!(seen.iter().filter(|s| s.model == HAIKU).count(), 3, "{seen:#?}");
+    assert_eq!(seen.iter().filter(|s| s.model == SONNET).count(), 0, "{seen:#?}");
 }

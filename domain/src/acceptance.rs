@@ -301,8 +301,56 @@ fn cut_at_line(text: &str, budget: usize) -> &str {
     text[..end].rfind('\n').map_or("", |i| &text[..=i])
 }
 
-/// Assembles the model's input: the Candidate patch first when it belongs to `composed_commit`,
-/// then the composed files in the order given (from [`composed_file_order`]), at most 24 of them,
+/// How many lines of a deleted file the acceptance patch shows.
+pub const DELETED_FILE_LINES: usize = 40;
+
+/// The Candidate patch as the model reads it: a deleted file keeps the first `keep` lines of its
+/// hunk (its header rewritten to count them, then a line saying how many were left out), so a
+/// deleted page can still be cited while the rest of it does not crowd out the composed files.
+/// Every other file is as stored.
+pub fn cut_deleted_files(patch: &str, keep: usize) -> String {
+    let mut out = String::with_capacity(patch.len());
+    let mut section: Vec<&str> = Vec::new();
+    for line in patch.split_inclusive('\n') {
+        if line.starts_with("diff --git ") && !section.is_empty() {
+            push_section(&mut out, &section, keep);
+            section.clear();
+        }
+        section.push(line);
+    }
+    push_section(&mut out, &section, keep);
+    out
+}
+
+/// One file's part of a patch (or what precedes the first file), cut when it deletes the file.
+fn push_section(out: &mut String, lines: &[&str], keep: usize) {
+    let hunk = lines.iter().position(|l| l.starts_with("@@ "));
+    let deleted = lines.first().is_some_and(|l| l.starts_with("diff --git "))
+        && lines[..hunk.unwrap_or(lines.len())]
+            .iter()
+            .any(|l| l.starts_with("deleted file mode") || l.trim_end() == "+++ /dev/null");
+    let removed = |l: &&&str| l.starts_with('-');
+    let total = hunk.map_or(0, |h| lines[h + 1..].iter().filter(removed).count());
+    let (Some(h), true) = (hunk, deleted && total > keep) else {
+        lines.iter().for_each(|l| out.push_str(l));
+        return;
+    };
+    lines[..h].iter().for_each(|l| out.push_str(l));
+    out.push_str(&format!("@@ -1,{keep} +0,0 @@\n"));
+    for l in lines[h + 1..].iter().filter(removed).take(keep) {
+        out.push_str(l);
+        if !l.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!(
+        "\\ {} more lines of the deleted file are not shown\n",
+        total - keep
+    ));
+}
+
+/// Assembles the model's input: the Candidate patch first when it belongs to `composed_commit`
+/// (each deleted file in it cut at [`DELETED_FILE_LINES`] lines), then the composed files in the order given (from [`composed_file_order`]), at most 24 of them,
 /// at most 60,000 characters in all. A part that crosses the cap is cut at a line boundary and
 /// marked truncated, and nothing follows it. Binary files (a NUL byte or not UTF-8) and files over
 /// 60,000 bytes are not sent. `files` is `None` when the fork cannot be read: the patch alone is
@@ -342,7 +390,12 @@ pub fn assemble_acceptance_input(
         });
     };
     if let Some(p) = patch.filter(|p| p.commit == composed_commit) {
-        push(&mut input, p.key, PartKind::Patch, p.text);
+        push(
+            &mut input,
+            p.key,
+            PartKind::Patch,
+            &cut_deleted_files(p.text, DELETED_FILE_LINES),
+        );
     }
     for f in files.unwrap_or_default().iter().take(MAX_COMPOSED_FILES) {
         if f.bytes.len() > MAX_SOURCE_FILE_BYTES {
@@ -1278,6 +1331,65 @@ deleted file mode 100644
         // `removed: true` on a quote that was added is not a removal.
         assert!(!citation_valid(
             &cite("src/app.ts", "calendarView = renderCalendar", true),
+            &input
+        ));
+    }
+
+    /// A patch deleting a page of `lines` numbered lines, between two changed files.
+    fn deleting(lines: usize) -> String {
+        let page: String = (1..=lines).map(|n| format!("-<p>Archived line {n:03}</p>\n")).collect();
+        format!(
+            "diff --git a/public/a.html b/public/a.html\nindex 1111111..2222222 100644\n--- a/public/a.html\n+++ b/public/a.html\n@@ -1 +1 @@\n-<p>Before</p>\n+<p>After the change</p>\n\
+             diff --git a/public/archive.html b/public/archive.html\ndeleted file mode 100644\nindex 3333333..0000000\n--- a/public/archive.html\n+++ /dev/null\n@@ -1,{lines} +0,0 @@\n{page}\
+             diff --git a/src/z.ts b/src/z.ts\nnew file mode 100644\nindex 0000000..4444444\n--- /dev/null\n+++ b/src/z.ts\n@@ -0,0 +1 @@\n+export const zebraStripes = true;\n"
+        )
+    }
+
+    #[test]
+    fn a_deleted_file_keeps_its_first_40_lines_and_says_how_many_it_left_out() {
+        let cut = cut_deleted_files(&deleting(100), DELETED_FILE_LINES);
+        assert!(
+            cut.contains("+++ /dev/null\n@@ -1,40 +0,0 @@\n-<p>Archived line 001</p>\n"),
+            "{cut}"
+        );
+        assert!(
+            cut.contains(
+                "-<p>Archived line 040</p>\n\\ 60 more lines of the deleted file are not shown\ndiff --git a/src/z.ts"
+            ),
+            "{cut}"
+        );
+        assert!(!cut.contains("Archived line 041"), "{cut}");
+        // The files around it are as they were.
+        assert!(cut.starts_with("diff --git a/public/a.html b/public/a.html\nindex 1111111..2222222 100644\n"));
+        assert!(cut.ends_with("+export const zebraStripes = true;\n"));
+        // A deleted file within the limit, and a patch without deletions, are left as they are.
+        assert_eq!(cut_deleted_files(&deleting(40), DELETED_FILE_LINES), deleting(40));
+        assert_eq!(cut_deleted_files(PATCH, DELETED_FILE_LINES), PATCH);
+        assert_eq!(cut_deleted_files("", DELETED_FILE_LINES), "");
+    }
+
+    #[test]
+    fn a_removed_line_of_a_deleted_page_is_cited_only_from_its_first_40_lines() {
+        let text = deleting(100);
+        let input = assemble_acceptance_input(patch(&text), COMMIT, None);
+        assert!(input.parts[0].text.contains("@@ -1,40 +0,0 @@"));
+        assert!(citation_valid(
+            &cite("public/archive.html", "<p>Archived line 040</p>", true),
+            &input
+        ));
+        assert!(citation_valid(&cite(KEY, "-<p>Archived line 007</p>", true), &input));
+        // Line 41 was not given to the model.
+        assert!(!citation_valid(
+            &cite("public/archive.html", "<p>Archived line 041</p>", true),
+            &input
+        ));
+        // Not a removal without `removed: true`; the file after the deletion still reads as added.
+        assert!(!citation_valid(
+            &cite("public/archive.html", "<p>Archived line 001</p>", false),
+            &input
+        ));
+        assert!(citation_valid(
+            &cite("src/z.ts", "export const zebraStripes = true;", false),
             &input
         ));
     }

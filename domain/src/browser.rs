@@ -217,6 +217,89 @@ pub fn response_fails(status: u16, path: &str) -> bool {
     }
 }
 
+/// The file an app declares its conventions in (APP_CONVENTIONS), at the root of its tree.
+pub const WRANGLER_JSONC: &str = "wrangler.jsonc";
+/// The page a single-page application serves for a route its client handles.
+pub const SPA_INDEX: &str = "public/index.html";
+
+/// The single-page-application convention: the app's `wrangler.jsonc` sets
+/// `assets.not_found_handling` to `single-page-application` (comments and trailing commas
+/// allowed, as JSONC has them). Anything unreadable declares nothing.
+pub fn declares_single_page_application(wrangler_jsonc: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(&jsonc_to_json(wrangler_jsonc))
+        .is_ok_and(|v| v["assets"]["not_found_handling"] == "single-page-application")
+}
+
+/// JSONC without its comments and trailing commas: JSON, when the rest of it is.
+fn jsonc_to_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                '\\' => out.extend(chars.next()),
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if skip_comment(c, &mut chars) {
+            out.push(' ');
+        } else if c != ',' || !matches!(next_significant(chars.clone()), Some('}' | ']')) {
+            // (A comma followed, past white space and comments, by a closing bracket goes.)
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Consumes the comment that `c` (just read) opens; false when it opens none.
+fn skip_comment(c: char, chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> bool {
+    match (c, chars.peek()) {
+        ('/', Some('/')) => {
+            while chars.next_if(|&n| n != '\n').is_some() {}
+            true
+        }
+        ('/', Some('*')) => {
+            chars.next();
+            let mut last = ' ';
+            for n in chars.by_ref() {
+                if last == '*' && n == '/' {
+                    break;
+                }
+                last = n;
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The next character that is neither white space nor in a comment.
+fn next_significant(mut chars: std::iter::Peekable<std::str::Chars<'_>>) -> Option<char> {
+    while let Some(c) = chars.next() {
+        if !c.is_whitespace() && !skip_comment(c, &mut chars) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// Whether the browser is served `public/index.html` in place of what the app answered: a
+/// direct document load (a navigation, `GET`) of a route the app answers 404, when the app
+/// declares the single-page-application convention. Assets, API routes and other statuses keep
+/// the app's answer.
+pub fn serves_spa_index(declared: bool, is_document: bool, method: &str, path: &str, status: u16) -> bool {
+    declared
+        && is_document
+        && method.eq_ignore_ascii_case("GET")
+        && status == 404
+        && !(path == "/api" || path.starts_with("/api/"))
+}
+
 /// The steps of the flow, in order; a failed step stops it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
@@ -361,6 +444,61 @@ pub fn classify_browser(run: &BrowserRun) -> CheckResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_app_declares_the_single_page_application_convention_in_its_wrangler_jsonc() {
+        let declared = r#"{
+  // The app's conventions.
+  "name": "todos", /* the worker */
+  "assets": {
+    "directory": "./public", // served as is
+    "not_found_handling": "single-page-application",
+  },
+  "routes": ["https://x.example/*", ],
+}"#;
+        assert!(declares_single_page_application(declared));
+        assert!(declares_single_page_application(
+            r#"{"assets":{"not_found_handling":"single-page-application"}}"#
+        ));
+        // A comment marker or a comma inside a string is text.
+        assert!(declares_single_page_application(
+            r#"{"url": "https://a//b,}", "assets": {"not_found_handling": "single-page-application"}}"#
+        ));
+        for not in [
+            r#"{"assets": {"not_found_handling": "404-page"}}"#,
+            r#"{"not_found_handling": "single-page-application"}"#,
+            r#"{"assets": {/* "not_found_handling": "single-page-application" */}}"#,
+            "{\"assets\": {\n// \"not_found_handling\": \"single-page-application\"\n}}",
+            "not json",
+            "",
+        ] {
+            assert!(!declares_single_page_application(not), "{not}");
+        }
+    }
+
+    #[test]
+    fn only_a_document_load_the_app_answers_404_gets_the_index_and_only_when_declared() {
+        assert!(serves_spa_index(true, true, "GET", "/board/7", 404));
+        assert!(!serves_spa_index(false, true, "GET", "/board/7", 404), "not declared");
+        assert!(
+            !serves_spa_index(true, false, "GET", "/logo.png", 404),
+            "an asset stays 404"
+        );
+        assert!(
+            !serves_spa_index(true, true, "GET", "/api/todos/9", 404),
+            "an API route stays 404"
+        );
+        assert!(!serves_spa_index(true, true, "POST", "/board", 404));
+        assert!(!serves_spa_index(true, true, "GET", "/board", 500));
+        assert!(!serves_spa_index(true, true, "GET", "/board", 200));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn reading_any_wrangler_file_never_panics(text in ".*") {
+            let _ = declares_single_page_application(&text);
+        }
+    }
     use proptest::prelude::*;
 
     fn step(step: BrowserStep, outcome: StepOutcome) -> StepRecord {

@@ -8,8 +8,9 @@
 
 use crate::acceptance::AcceptanceOutcome;
 use crate::change::{TaskInput, TaskKind};
-use crate::evidence::EvidenceStatus;
+use crate::evidence::{Evidence, EvidenceStatus, gate_required_checks};
 use crate::ids::CandidateId;
+use crate::plan::VerificationPlan;
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "openapi")]
@@ -30,10 +31,13 @@ pub enum RepairTrigger {
     },
     /// A person rejected a gated Candidate, saying why.
     PersonRejected { candidate_id: CandidateId, reason: String },
-    /// The Candidate failed a required check or the preview check; its status reason.
+    /// The Candidate failed a required check or the preview check; its status reason, and each
+    /// failing check with what its Evidence says ([`check_failures`]).
     CheckFailed {
         candidate_id: CandidateId,
         status_reason: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failures: Vec<String>,
     },
 }
 
@@ -58,13 +62,35 @@ pub fn acceptance_trigger(
 }
 
 /// The failed-check trigger, from a rejected Candidate's status reason: "Required checks not
-/// satisfied…" or "Preview check failed…".
-pub fn check_failure_trigger(candidate_id: &CandidateId, status_reason: &str) -> Option<RepairTrigger> {
+/// satisfied…" or "Preview check failed…". `failures`: what each failing check's Evidence says.
+pub fn check_failure_trigger(
+    candidate_id: &CandidateId,
+    status_reason: &str,
+    failures: Vec<String>,
+) -> Option<RepairTrigger> {
     (status_reason.starts_with("Required checks not satisfied") || status_reason.starts_with("Preview check failed"))
         .then(|| RepairTrigger::CheckFailed {
             candidate_id: candidate_id.clone(),
             status_reason: status_reason.to_owned(),
+            failures,
         })
+}
+
+/// Each gap of the gate, with what its latest Evidence says: "browser (failed): the crawl
+/// failed: …", or "browser (missing): no Evidence was recorded".
+pub fn check_failures(plan: &VerificationPlan, evidence: &[Evidence]) -> Vec<String> {
+    gate_required_checks(plan, evidence)
+        .gaps
+        .iter()
+        .map(|g| {
+            let summary = g
+                .evidence_id
+                .as_ref()
+                .and_then(|id| evidence.iter().find(|e| &e.id == id))
+                .map_or("no Evidence was recorded", |e| e.summary.as_str());
+            format!("{} ({}): {summary}", g.check_id, g.reason.as_str())
+        })
+        .collect()
 }
 
 /// The person trigger: a rejection with a reason (without one there is nothing to repair toward).
@@ -105,9 +131,11 @@ pub fn repair_objective(trigger: &RepairTrigger) -> String {
         RepairTrigger::CheckFailed {
             candidate_id,
             status_reason,
+            failures,
         } => format!(
-            "Candidate {candidate_id} failed: {status_reason}\nReproduce the failure, then make the code and tests of \
-             the request pass with the current app."
+            "Candidate {candidate_id} failed: {status_reason}\n{}Reproduce the failure, then make the code and tests \
+             of the request pass with the current app.",
+            failures.iter().map(|f| format!("- {f}\n")).collect::<String>()
         ),
     }
 }
@@ -213,9 +241,11 @@ mod tests {
 
     #[test]
     fn a_failed_required_or_preview_check_triggers_a_repair() {
-        assert!(check_failure_trigger(&cand(), "Required checks not satisfied: browser (missing)").is_some());
-        assert!(check_failure_trigger(&cand(), "Preview check failed: preview-smoke (failed)").is_some());
-        assert!(check_failure_trigger(&cand(), "Lost to cand_y: met 3 of 3 criteria, this met 2 of 3.").is_none());
+        assert!(check_failure_trigger(&cand(), "Required checks not satisfied: browser (missing)", vec![]).is_some());
+        assert!(check_failure_trigger(&cand(), "Preview check failed: preview-smoke (failed)", vec![]).is_some());
+        assert!(
+            check_failure_trigger(&cand(), "Lost to cand_y: met 3 of 3 criteria, this met 2 of 3.", vec![]).is_none()
+        );
     }
 
     #[test]
@@ -247,10 +277,88 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_check_repair_lists_each_failing_check_with_what_its_evidence_says() {
+        use crate::check::CheckId;
+        use crate::evidence::Coverage;
+        use crate::ids::EvidenceId;
+        use crate::plan::PlannedCheck;
+        use crate::policy::DEFAULT_POLICY;
+        let planned = |id: CheckId| PlannedCheck {
+            kind: id.kind(),
+            timeout_ms: id.timeout_ms(),
+            check_id: id,
+            required: true,
+            limit: None,
+            procedure: None,
+            reasons: vec![],
+        };
+        let plan = VerificationPlan {
+            policy: DEFAULT_POLICY.stamp(),
+            risk_tier: None,
+            checks: vec![
+                planned(CheckId::Build),
+                planned(CheckId::Unit),
+                planned(CheckId::Browser),
+            ],
+            protected_invariants: vec![],
+            human_gates: vec![],
+        };
+        let ev = |id: &str, check: CheckId, status: EvidenceStatus, summary: &str| Evidence {
+            id: EvidenceId::from_body(id),
+            candidate_id: cand(),
+            kind: check.kind(),
+            check_id: check,
+            attempt: 1,
+            status,
+            coverage: Coverage::CheckedSupported,
+            summary: summary.into(),
+            metric: None,
+            duration_ms: 1_000,
+            started_at: 1,
+            completed_at: 2,
+        };
+        let evidence = [
+            ev("b", CheckId::Build, EvidenceStatus::Pass, "typecheck passed"),
+            ev(
+                "w",
+                CheckId::Browser,
+                EvidenceStatus::Fail,
+                "the crawl failed: /about.html: an uncaught page script error: TypeError",
+            ),
+        ];
+        let failures = check_failures(&plan, &evidence);
+        assert_eq!(
+            failures,
+            vec![
+                "unit (missing): no Evidence was recorded".to_string(),
+                "browser (failed): the crawl failed: /about.html: an uncaught page script error: TypeError".to_string(),
+            ]
+        );
+        let trigger = check_failure_trigger(
+            &cand(),
+            "Required checks not satisfied: unit (missing), browser (failed)",
+            failures,
+        )
+        .unwrap();
+        let RepairDecision::Repair(plan) = repair_decision(&trigger, false, &["ui".into()], &[]) else {
+            panic!("no repair")
+        };
+        assert_eq!(plan.task.dependencies, ["ui"]);
+        assert_eq!(
+            plan.objective,
+            "Candidate cand_x failed: Required checks not satisfied: unit (missing), browser (failed)\n\
+             - unit (missing): no Evidence was recorded\n\
+             - browser (failed): the crawl failed: /about.html: an uncaught page script error: TypeError\n\
+             Reproduce the failure, then make the code and tests of the request pass with the current app."
+        );
+    }
+
+    #[test]
     fn a_second_shortfall_goes_to_a_person() {
         let trigger = RepairTrigger::CheckFailed {
             candidate_id: cand(),
             status_reason: "Required checks not satisfied: unit (failed)".into(),
+            failures: vec![],
         };
         let RepairDecision::ToPerson { reason } = repair_decision(&trigger, true, &[], &[]) else {
             panic!("a second repair")

@@ -4,6 +4,7 @@
 //! after it closes. The rule is `belay_domain::browser::reserve_browser_session`; this module
 //! makes it safe under concurrency by taking the day's row lock first, then the Candidate's.
 
+use crate::usage_counters::settle_counter;
 use crate::{Store, StoreError, Tx, new_id_body, now_ms};
 use belay_domain::browser::{BROWSER_RESERVATION_SECONDS, BrowserMeter, day_of, reserve_browser_session};
 use sqlx::Row;
@@ -105,15 +106,7 @@ impl Store {
             return Ok(charged.unwrap_or(0).max(0) as u64);
         }
         let held: i64 = r.try_get("seconds")?;
-        sqlx::query(
-            "update usage_counters set used = used + $3, reserved = case when reserved > $4 then reserved - $4 else 0 end where meter = $1 and scope = $2",
-        )
-        .bind(BROWSER_SECONDS)
-        .bind(&day)
-        .bind(seconds as i64)
-        .bind(held)
-        .execute(tx.conn())
-        .await?;
+        settle_counter(tx.conn(), BROWSER_SECONDS, &day, seconds as i64, held).await?;
         sqlx::query(
             "update browser_reservations set status = 'settled', charged_seconds = $2, settled_at = $3 where id = $1",
         )
@@ -141,21 +134,5 @@ impl Store {
             self.settle_browser(id, (*seconds).max(0) as u64).await?;
         }
         Ok(open.len())
-    }
-
-    /// A counter's `(used, reserved)`; zeros when it has no row.
-    pub async fn usage_counter(&self, meter: &str, scope: &str) -> Result<(u64, u64), StoreError> {
-        let row = sqlx::query("select used, reserved from usage_counters where meter = $1 and scope = $2")
-            .bind(meter)
-            .bind(scope)
-            .fetch_optional(self.pool())
-            .await?;
-        Ok(match row {
-            Some(r) => (
-                r.try_get::<i64, _>("used")?.max(0) as u64,
-                r.try_get::<i64, _>("reserved")?.max(0) as u64,
-            ),
-            None => (0, 0),
-        })
     }
 }

@@ -20,8 +20,30 @@ pub(crate) const CANDIDATE_COLUMNS: &str = "k.id, k.change_id, k.project_id, k.b
      k.change_set_ids, k.status, k.status_reason, k.composed_commit, k.composed_tree, k.plan_json, k.selection_json, \
      k.acceptance_json, k.metrics_json, k.recomposed_as, k.created_at";
 
-const EVIDENCE_COLUMNS: &str = "id, candidate_id, check_id, kind, attempt, status, coverage, summary, metric_json, \
-     object_key, duration_ms, started_at, completed_at";
+macro_rules! evidence_columns {
+    () => {
+        "id, candidate_id, check_id, kind, attempt, status, coverage, summary, metric_json, object_key, duration_ms, \
+         started_at, completed_at"
+    };
+}
+
+const EVIDENCE_COLUMNS: &str = evidence_columns!();
+
+/// A Candidate's Evidence, oldest first.
+const EVIDENCE_OF: &str = concat!(
+    "select ",
+    evidence_columns!(),
+    " from evidence where candidate_id = $1 order by completed_at, check_id, attempt"
+);
+
+/// A Candidate's Evidence, oldest first, read in the caller's transaction.
+pub(crate) async fn evidence_in(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    candidate_id: &str,
+) -> Result<Vec<Evidence>, StoreError> {
+    let rows = sqlx::query(EVIDENCE_OF).bind(candidate_id).fetch_all(&mut **tx).await?;
+    rows.iter().map(|r| evidence_row(r).map(|e| e.evidence)).collect()
+}
 
 fn opt_json<T: serde::de::DeserializeOwned>(r: &AnyRow, column: &str) -> Result<Option<T>, StoreError> {
     r.try_get::<Option<String>, _>(column)?
@@ -103,6 +125,9 @@ pub struct VerificationRows {
     pub tasks: Vec<belay_domain::change::Task>,
     pub change_sets: Vec<LoadedRow>,
     pub canonical_generation: i64,
+    /// The acceptance criteria of the project's other Changes promoted while this one ran, in
+    /// promotion order: the kept criteria its acceptance check also judges.
+    pub kept_criteria: Vec<String>,
 }
 
 /// What a check step records.
@@ -391,6 +416,10 @@ impl Store {
                 &serde_json::json!({ "reason": reason }),
             )
             .await?;
+            // A gap the gate found is repaired before a person sees it (once per Change).
+            if let (CandidateStatus::Rejected, Some(reason)) = (to, reason) {
+                crate::selection::repair_after_gate(&mut tx, id, reason).await?;
+            }
         }
         tx.commit().await?;
         Ok(moved.rows_affected() == 1)
@@ -543,10 +572,10 @@ impl Store {
 
     /// Every Evidence record of a Candidate, in the order they completed.
     pub async fn list_evidence(&self, candidate_id: &str) -> Result<Vec<EvidenceRow>, StoreError> {
-        let sql = format!(
-            "select {EVIDENCE_COLUMNS} from evidence where candidate_id = $1 order by completed_at, check_id, attempt"
-        );
-        let rows = sqlx::query(&sql).bind(candidate_id).fetch_all(self.pool()).await?;
+        let rows = sqlx::query(EVIDENCE_OF)
+            .bind(candidate_id)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(evidence_row).collect()
     }
 
@@ -592,13 +621,44 @@ impl Store {
                 workspace_start: start,
             });
         }
+        let kept_criteria = self.kept_criteria(&change, candidate.base_generation).await?;
         Ok(Some(VerificationRows {
             candidate,
             change,
             tasks,
             change_sets,
             canonical_generation: generation,
+            kept_criteria,
         }))
+    }
+
+    /// The acceptance criteria of the other Changes of `change`'s project that went live while it
+    /// ran: promoted at or after it was created, onto a generation at most `base_generation` (a
+    /// later one is not in the Candidate's source; that Candidate is stale and recomposed).
+    pub async fn kept_criteria(
+        &self,
+        change: &belay_domain::change::Change,
+        base_generation: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            r#"select c.acceptance_criteria from promotions p
+               join candidates k on k.id = p.candidate_id
+               join changes c on c.id = k.change_id
+               where p.project_id = $1 and c.id <> $2 and p.created_at >= $3 and p.generation <= $4
+               order by p.generation"#,
+        )
+        .bind(change.project_id.as_str())
+        .bind(change.id.as_str())
+        .bind(change.created_at)
+        .bind(base_generation)
+        .fetch_all(self.pool())
+        .await?;
+        let mut kept = Vec::new();
+        for r in &rows {
+            let criteria: Vec<String> = json(&r.try_get::<String, _>("acceptance_criteria")?, "acceptance_criteria")?;
+            kept.extend(criteria);
+        }
+        Ok(kept)
     }
 
     /// Whether a Change is cancelled, read by the workflow's first step.

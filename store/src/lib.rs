@@ -33,6 +33,7 @@ pub mod sweep;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tx;
+mod usage_counters;
 pub mod workspaces;
 
 pub use tx::Tx;

@@ -15,13 +15,18 @@ struct Migration {
 include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
 pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {
+    run_before(store, i64::MAX).await
+}
+
+/// Applies every migration not yet applied whose version is below `before`.
+pub(crate) async fn run_before(store: &Store, before: i64) -> Result<usize, StoreError> {
     let pool = store.pool();
     pool.execute(
         "create table if not exists schema_migrations (version bigint primary key, name text not null, applied_at bigint not null)",
     )
     .await?;
     let mut applied = 0;
-    for m in MIGRATIONS {
+    for m in MIGRATIONS.iter().filter(|m| m.version < before) {
         let mut tx = pool.begin().await?;
         if store.backend() == Backend::Postgres {
             // Two processes migrating at once take turns instead of failing halfway.

@@ -1,18 +1,23 @@
-//! The model meters in `model_usage_counters`: the deployment's monthly Anthropic budget (USD), its
-//! daily call cap (UTC day) and each Change's budget. A call reserves its estimated cost and one
-//! call before it is made, by conditional updates that refuse to pass a limit; once the answer is
-//! back it settles at the cost the API reported. A refused call is never made.
+//! The model meters, as `usage_counters` rows beside the browser's: the deployment's monthly
+//! Anthropic budget (`model_cost_month`, scope `YYYY-MM`), its daily call cap (`model_calls`, scope
+//! the UTC day `YYYY-MM-DD`) and each Change's budget (`model_cost_change`, scope the Change id).
+//! Costs are micro-USD. A call counts one call and reserves its estimated cost before it is made,
+//! by conditional upserts that refuse to pass a limit; once the answer is back the reservation
+//! settles into `used` at the cost the API reported. A refused call is never made and counts
+//! nothing.
 
+use crate::usage_counters::settle_counter;
 use crate::{Store, StoreError};
 
 /// Amounts are micro-USD, so sums stay exact.
 pub const MICRO: f64 = 1_000_000.0;
 
-const CALLS: &str = "model_calls";
-const MONTHLY: &str = "model_cost_month";
-const CHANGE: &str = "model_cost_change";
-const DEPLOYMENT: &str = "deployment";
-const ALL_TIME: &str = "all";
+/// `usage_counters.meter` of the model calls of a UTC day (scope `YYYY-MM-DD`).
+pub const MODEL_CALLS: &str = "model_calls";
+/// `usage_counters.meter` of the deployment's model cost in a month (scope `YYYY-MM`).
+pub const MODEL_COST_MONTH: &str = "model_cost_month";
+/// `usage_counters.meter` of a Change's model cost (scope the Change id).
+pub const MODEL_COST_CHANGE: &str = "model_cost_change";
 
 /// The limits a model call is held to.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,55 +64,32 @@ fn micro(usd: f64) -> i64 {
     (usd * MICRO).round() as i64
 }
 
-/// Adds `by` to a counter unless that passes `limit`; true when it was added.
+/// Adds `used` and `reserved` to a counter unless its `used + reserved` would pass `limit`; true
+/// when they were added.
 async fn add_within(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     meter: &str,
     scope: &str,
-    period: &str,
-    by: i64,
+    (used, reserved): (i64, i64),
     limit: i64,
-    now: i64,
 ) -> Result<bool, StoreError> {
-    if by > limit {
+    if used + reserved > limit {
         return Ok(false);
     }
     let done = sqlx::query(
-        r#"insert into model_usage_counters (meter, scope, period, amount, updated_at) values ($1, $2, $3, $4, $6)
-           on conflict (meter, scope, period) do update set amount = model_usage_counters.amount + $4, updated_at = $6
-           where model_usage_counters.amount + $4 <= $5"#,
+        r#"insert into usage_counters (meter, scope, used, reserved) values ($1, $2, $3, $4)
+           on conflict (meter, scope) do update
+           set used = usage_counters.used + $3, reserved = usage_counters.reserved + $4
+           where usage_counters.used + usage_counters.reserved + $3 + $4 <= $5"#,
     )
     .bind(meter)
     .bind(scope)
-    .bind(period)
-    .bind(by)
+    .bind(used)
+    .bind(reserved)
     .bind(limit)
-    .bind(now)
     .execute(&mut **tx)
     .await?;
     Ok(done.rows_affected() == 1)
-}
-
-async fn add(
-    exec: impl sqlx::Executor<'_, Database = sqlx::Any>,
-    meter: &str,
-    scope: &str,
-    period: &str,
-    by: i64,
-    now: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        r#"insert into model_usage_counters (meter, scope, period, amount, updated_at) values ($1, $2, $3, $4, $5)
-           on conflict (meter, scope, period) do update set amount = model_usage_counters.amount + $4, updated_at = $5"#,
-    )
-    .bind(meter)
-    .bind(scope)
-    .bind(period)
-    .bind(by)
-    .bind(now)
-    .execute(exec)
-    .await?;
-    Ok(())
 }
 
 impl Store {
@@ -124,7 +106,7 @@ impl Store {
         let day = day_of(now_ms);
         let estimate = micro(estimate_usd).max(0);
         let mut tx = self.begin_write().await?;
-        if !add_within(&mut tx, CALLS, DEPLOYMENT, &day, 1, limits.daily_call_cap, now_ms).await? {
+        if !add_within(&mut tx, MODEL_CALLS, &day, (1, 0), limits.daily_call_cap).await? {
             tx.rollback().await?;
             return Ok(Err(format!(
                 "the daily model call cap ({} calls on {day} UTC) is reached",
@@ -133,12 +115,10 @@ impl Store {
         }
         if !add_within(
             &mut tx,
-            MONTHLY,
-            DEPLOYMENT,
+            MODEL_COST_MONTH,
             &month,
-            estimate,
+            (0, estimate),
             micro(limits.monthly_budget_usd),
-            now_ms,
         )
         .await?
         {
@@ -150,12 +130,10 @@ impl Store {
         }
         if !add_within(
             &mut tx,
-            CHANGE,
+            MODEL_COST_CHANGE,
             change_id,
-            ALL_TIME,
-            estimate,
+            (0, estimate),
             micro(limits.change_budget_usd),
-            now_ms,
         )
         .await?
         {
@@ -174,44 +152,33 @@ impl Store {
     }
 
     /// Settles a reservation at the cost the API reported (zero for a call that failed before
-    /// any usage was reported).
-    pub async fn settle_model_call(&self, r: &ModelReservation, cost_usd: f64, now_ms: i64) -> Result<(), StoreError> {
-        let delta = micro(cost_usd) - r.estimate_micro;
+    /// any usage was reported): the estimate leaves `reserved`, the cost joins `used`.
+    pub async fn settle_model_call(&self, r: &ModelReservation, cost_usd: f64) -> Result<(), StoreError> {
+        let cost = micro(cost_usd).max(0);
         let mut tx = self.begin_write().await?;
-        add(&mut *tx, MONTHLY, DEPLOYMENT, &r.month, delta, now_ms).await?;
-        add(&mut *tx, CHANGE, &r.change_id, ALL_TIME, delta, now_ms).await?;
+        settle_counter(&mut tx, MODEL_COST_MONTH, &r.month, cost, r.estimate_micro).await?;
+        settle_counter(&mut tx, MODEL_COST_CHANGE, &r.change_id, cost, r.estimate_micro).await?;
         tx.commit().await?;
         Ok(())
     }
 
-    /// What a Change's model calls cost so far (USD).
+    /// What a Change's settled model calls cost so far (USD).
     pub async fn change_model_cost(&self, change_id: &str) -> Result<f64, StoreError> {
-        self.counter(CHANGE, change_id, ALL_TIME)
-            .await
-            .map(|m| m as f64 / MICRO)
+        self.usd(MODEL_COST_CHANGE, change_id).await
     }
 
     /// Model calls made on the UTC day of `now_ms`.
     pub async fn model_calls_on(&self, now_ms: i64) -> Result<i64, StoreError> {
-        self.counter(CALLS, DEPLOYMENT, &day_of(now_ms)).await
+        Ok(self.usage_counter(MODEL_CALLS, &day_of(now_ms)).await?.0 as i64)
     }
 
-    /// The deployment's model cost in the month of `now_ms` (USD).
+    /// The deployment's settled model cost in the month of `now_ms` (USD).
     pub async fn model_cost_in_month(&self, now_ms: i64) -> Result<f64, StoreError> {
-        self.counter(MONTHLY, DEPLOYMENT, &month_of(now_ms))
-            .await
-            .map(|m| m as f64 / MICRO)
+        self.usd(MODEL_COST_MONTH, &month_of(now_ms)).await
     }
 
-    async fn counter(&self, meter: &str, scope: &str, period: &str) -> Result<i64, StoreError> {
-        let row: Option<(i64,)> =
-            sqlx::query_as("select amount from model_usage_counters where meter = $1 and scope = $2 and period = $3")
-                .bind(meter)
-                .bind(scope)
-                .bind(period)
-                .fetch_optional(self.pool())
-                .await?;
-        Ok(row.map_or(0, |r| r.0))
+    async fn usd(&self, meter: &str, scope: &str) -> Result<f64, StoreError> {
+        Ok(self.usage_counter(meter, scope).await?.0 as f64 / MICRO)
     }
 }
 

@@ -21,8 +21,8 @@ use belay_domain::evidence::{Evidence, gate_required_checks};
 use belay_domain::ids::{CandidateId, ConflictId, TaskId};
 use belay_domain::receipt::ReceiptKind;
 use belay_domain::repair::{
-    REPAIR_TASK_KEY, RepairDecision, RepairTrigger, acceptance_trigger, check_failure_trigger, rejection_trigger,
-    repair_decision,
+    REPAIR_TASK_KEY, RepairDecision, RepairTrigger, acceptance_trigger, check_failure_trigger, check_failures,
+    rejection_trigger, repair_decision,
 };
 use belay_domain::selection::{
     ChangeAfterSelection, ClaimOutcome, JudgeOutcome, RankInput, Ranking, SelectionJson, Sibling, apply_selection,
@@ -579,6 +579,11 @@ impl Store {
                     check_failure_trigger(
                         &m.candidate.id,
                         m.candidate.status_reason.as_deref().unwrap_or_default(),
+                        m.candidate
+                            .plan
+                            .as_ref()
+                            .map(|p| check_failures(p, &m.evidence))
+                            .unwrap_or_default(),
                     )
                 });
                 match trigger {
@@ -671,6 +676,57 @@ impl Store {
         tx.commit().await?;
         Ok(Some(out))
     }
+}
+
+/// A Candidate the gate just rejected for a failed required or preview check, in the rejection's
+/// transaction: when it has no siblings (a group's repair is its selection's) and no other
+/// Candidate of its Change can still ship, the Change gets its one repair Task (objective: each
+/// failing check with what its Evidence says); a Change that already had its repair goes to a
+/// person. `None`: no repair is due here.
+pub(crate) async fn repair_after_gate(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    candidate_id: &str,
+    reason: &str,
+) -> Result<Option<Result<TaskId, String>>, StoreError> {
+    let sql = format!("select {CANDIDATE_COLUMNS}, k.sibling_group from candidates k where k.id = $1");
+    let Some(row) = sqlx::query(&sql).bind(candidate_id).fetch_optional(&mut **tx).await? else {
+        return Ok(None);
+    };
+    let k = candidate_row(&row)?;
+    let evidence: Vec<Evidence> = crate::candidates::evidence_in(tx, candidate_id).await?;
+    let failures = k
+        .plan
+        .as_ref()
+        .map(|p| check_failures(p, &evidence))
+        .unwrap_or_default();
+    let Some(trigger) = check_failure_trigger(&k.id, reason, failures) else {
+        return Ok(None);
+    };
+    let group: Option<String> = row.try_get("sibling_group")?;
+    let others: i64 = sqlx::query_scalar(
+        r#"select count(*) from candidates o
+           where o.id <> $1 and ((o.change_id = $2 and o.status in ('composing', 'verifying', 'verified'))
+                 or (o.sibling_group = $3 and o.base_generation = $4))"#,
+    )
+    .bind(candidate_id)
+    .bind(k.change_id.as_str())
+    .bind(group)
+    .bind(k.base_generation)
+    .fetch_one(&mut **tx)
+    .await?;
+    let change_status: String = sqlx::query_scalar("select status from changes where id = $1")
+        .bind(k.change_id.as_str())
+        .fetch_one(&mut **tx)
+        .await?;
+    if others > 0 || !["running", "verifying", "awaiting_approval"].contains(&change_status.as_str()) {
+        return Ok(None);
+    }
+    let held: Vec<String> = k.change_set_ids.iter().map(|c| c.to_string()).collect();
+    let out = repair_in(tx, k.change_id.as_str(), &held, &trigger).await?;
+    if let Err(reason) = &out {
+        await_person(tx, k.change_id.as_str(), Some(candidate_id), reason, "repair").await?;
+    }
+    Ok(Some(out))
 }
 
 /// The integrate rule's six steps, in the conflict's transaction: the conflict resolved

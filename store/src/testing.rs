@@ -21,12 +21,20 @@ pub fn postgres_admin_url() -> String {
 }
 
 pub async fn fresh(backend: Backend) -> TestDb {
+    fresh_before(backend, i64::MAX).await
+}
+
+/// A fresh database migrated only up to (not including) migration `before`, for a test of what
+/// that migration does to the rows before it. [`Store::migrate`] applies the rest.
+pub async fn fresh_before(backend: Backend, before: i64) -> TestDb {
     match backend {
         Backend::Sqlite => {
             let dir = tempfile::tempdir().expect("temp dir");
             let url = format!("sqlite:{}", dir.path().join("belay.db").display());
             let store = Store::connect(&url).await.expect("connect sqlite");
-            store.migrate().await.expect("migrate sqlite");
+            crate::migrate::run_before(&store, before)
+                .await
+                .expect("migrate sqlite");
             TestDb {
                 store,
                 url,
@@ -47,7 +55,9 @@ pub async fn fresh(backend: Backend) -> TestDb {
             let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url);
             let url = format!("{base}/{name}");
             let store = Store::connect(&url).await.expect("connect postgres");
-            store.migrate().await.expect("migrate postgres");
+            crate::migrate::run_before(&store, before)
+                .await
+                .expect("migrate postgres");
             TestDb { store, url, _dir: None }
         }
     }

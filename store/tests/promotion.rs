@@ -60,13 +60,43 @@ async fn world(s: &Store) -> World {
 
 /// A Change with one ChangeSet and its Candidate, composed (`COMMIT`, `TREE`) and verified.
 async fn verified(s: &Store, w: &World, tier: RiskTier) -> (String, String) {
+    verified_with(s, w, tier, &[]).await
+}
+
+/// [`verified`], the Change with these acceptance criteria.
+async fn verified_with(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> (String, String) {
+    let c = published(s, w, tier, criteria).await;
+    let k = s.start_verification(&w.alice, &c).await.unwrap();
+    let plan = belay_domain::plan::VerificationPlan {
+        policy: DEFAULT_POLICY.stamp(),
+        risk_tier: Some(tier),
+        checks: vec![],
+        protected_invariants: vec![],
+        human_gates: vec![],
+    };
+    assert!(s.record_composition(k.id.as_str(), COMMIT, TREE, &plan).await.unwrap());
+    assert!(
+        s.set_candidate_status(
+            k.id.as_str(),
+            &[CandidateStatus::Verifying],
+            CandidateStatus::Verified,
+            None
+        )
+        .await
+        .unwrap()
+    );
+    (c, k.id.as_str().to_owned())
+}
+
+/// A Change with `criteria` and one published ChangeSet.
+async fn published(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> String {
     let c = s
         .create_change(
             &w.alice,
             &w.project,
             &ChangeInput {
                 goal: "g".into(),
-                acceptance_criteria: vec![],
+                acceptance_criteria: criteria.iter().map(|c| c.to_string()).collect(),
                 invariants: vec![],
                 risk_tier: Some(tier),
             },
@@ -99,26 +129,7 @@ async fn verified(s: &Store, w: &World, tier: RiskTier) -> (String, String) {
     )
     .await
     .unwrap();
-    let k = s.start_verification(&w.alice, c.id.as_str()).await.unwrap();
-    let plan = belay_domain::plan::VerificationPlan {
-        policy: DEFAULT_POLICY.stamp(),
-        risk_tier: Some(tier),
-        checks: vec![],
-        protected_invariants: vec![],
-        human_gates: vec![],
-    };
-    assert!(s.record_composition(k.id.as_str(), COMMIT, TREE, &plan).await.unwrap());
-    assert!(
-        s.set_candidate_status(
-            k.id.as_str(),
-            &[CandidateStatus::Verifying],
-            CandidateStatus::Verified,
-            None
-        )
-        .await
-        .unwrap()
-    );
-    (c.id.as_str().to_owned(), k.id.as_str().to_owned())
+    c.id.as_str().to_owned()
 }
 
 fn gate() -> HumanGate {
@@ -338,6 +349,52 @@ on_both!(twenty_racing_swaps_advance_canonical_once, |s: Store| async move {
         .count();
     assert_eq!(released, 1);
 });
+
+/// The kept criteria the verification workflow's first step reads for a Candidate.
+async fn kept(s: &Store, candidate: &str) -> Vec<String> {
+    s.verification_rows(candidate).await.unwrap().unwrap().kept_criteria
+}
+
+on_both!(
+    the_criteria_of_changes_promoted_while_a_change_ran_are_its_kept_criteria,
+    |s: Store| async move {
+        let w = world(&s).await;
+        // Promoted before the Change was created: not kept.
+        let (_, before) = verified(&s, &w, RiskTier::Low).await;
+        assert!(matches!(
+            s.promote_cas(&before, 0, &DEFAULT_POLICY.stamp()).await.unwrap(),
+            PromotionOutcome::Promoted { generation: 1 }
+        ));
+        let promoted_at = belay_store::now_ms();
+        while belay_store::now_ms() <= promoted_at {
+            tokio::task::yield_now().await;
+        }
+        let change = published(&s, &w, RiskTier::Low, &["The list shows tags"]).await;
+        let first = s.start_verification(&w.alice, &change).await.unwrap();
+        assert_eq!(kept(&s, first.id.as_str()).await, Vec::<String>::new());
+        // Another Change goes live while it runs: its criteria are kept, in promotion order.
+        let (_, k) = verified_with(&s, &w, RiskTier::Low, &["A calendar view", "Due dates are shown"]).await;
+        assert!(matches!(
+            s.promote_cas(&k, 1, &DEFAULT_POLICY.stamp()).await.unwrap(),
+            PromotionOutcome::Promoted { generation: 2 }
+        ));
+        // The first Candidate's base (generation 1) does not hold it; a Candidate on the new base does.
+        assert_eq!(kept(&s, first.id.as_str()).await, Vec::<String>::new());
+        let second = s
+            .compose_candidate(
+                &w.alice,
+                &change,
+                &first.change_set_ids.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(second.base_generation, 2);
+        assert_eq!(
+            kept(&s, second.id.as_str()).await,
+            vec!["A calendar view".to_string(), "Due dates are shown".to_string()]
+        );
+    }
+);
 
 on_both!(
     a_moved_canonical_is_stale_and_a_changed_policy_blocks,

@@ -144,7 +144,7 @@ on_both!(
             .await
             .unwrap()
             .unwrap();
-        s.settle_model_call(&r, 0.1, now).await.unwrap();
+        s.settle_model_call(&r, 0.1).await.unwrap();
         assert!((s.change_model_cost(&w.change).await.unwrap() - 0.1).abs() < 1e-9);
         let refused = s.reserve_model_call(&w.change, 0.45, LIMITS, now).await.unwrap();
         assert!(refused.unwrap_err().contains("Change budget"));
@@ -153,7 +153,7 @@ on_both!(
             .await
             .unwrap()
             .unwrap();
-        s.settle_model_call(&r2, 0.35, now).await.unwrap();
+        s.settle_model_call(&r2, 0.35).await.unwrap();
         // The daily cap: two calls made (the refused one is not counted), one more fits.
         assert_eq!(s.model_calls_on(now).await.unwrap(), 2);
         let r3 = s
@@ -161,7 +161,7 @@ on_both!(
             .await
             .unwrap()
             .unwrap();
-        s.settle_model_call(&r3, 0.1, now).await.unwrap();
+        s.settle_model_call(&r3, 0.1).await.unwrap();
         let capped = s.reserve_model_call("chg_other", 0.1, LIMITS, now).await.unwrap();
         assert!(capped.unwrap_err().contains("daily model call cap"));
         assert_eq!(s.model_calls_on(now).await.unwrap(), 3);
@@ -175,6 +175,116 @@ on_both!(
         }
     }
 );
+
+on_both!(
+    concurrent_model_calls_never_pass_the_daily_cap_or_the_change_budget,
+    |s: Store| async move {
+        let now = belay_store::now_ms();
+        let limits = ModelLimits {
+            monthly_budget_usd: 100.0,
+            daily_call_cap: 5,
+            change_budget_usd: 1.0,
+        };
+        // Eight calls of 0.3 on one Change at once: the budget holds three of them.
+        let mut handles = Vec::new();
+        for _ in 0..8 {
+            let s = s.clone();
+            handles.push(tokio::spawn(async move {
+                s.reserve_model_call("chg_busy", 0.3, limits, now).await.unwrap()
+            }));
+        }
+        let mut granted = Vec::new();
+        for h in handles {
+            if let Ok(r) = h.await.unwrap() {
+                granted.push(r);
+            }
+        }
+        assert_eq!(granted.len(), 3);
+        assert_eq!(
+            s.usage_counter(belay_store::model_meter::MODEL_COST_CHANGE, "chg_busy")
+                .await
+                .unwrap(),
+            (0, 900_000),
+            "reserved, not yet spent"
+        );
+        for r in &granted {
+            s.settle_model_call(r, 0.25).await.unwrap();
+        }
+        assert!((s.change_model_cost("chg_busy").await.unwrap() - 0.75).abs() < 1e-9);
+        // Eight more calls of other Changes at once: the day's cap of five holds two of them.
+        let mut handles = Vec::new();
+        for i in 0..8 {
+            let s = s.clone();
+            handles.push(tokio::spawn(async move {
+                s.reserve_model_call(&format!("chg_{i}"), 0.01, limits, now)
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut ok = 0;
+        for h in handles {
+            ok += usize::from(h.await.unwrap().is_ok());
+        }
+        assert_eq!(ok, 2);
+        assert_eq!(s.model_calls_on(now).await.unwrap(), 5);
+    }
+);
+
+/// The model meters as the table before `usage_counters` held them carry over into it.
+async fn model_meters_carry_over(backend: Backend) {
+    const MIGRATION: i64 = 20261204500000;
+    let db = belay_store::testing::fresh_before(backend, MIGRATION).await;
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
+    let now = belay_store::now_ms();
+    let (y, m, d) = belay_store::model_meter::utc_date(now);
+    let (day, month) = (format!("{y:04}-{m:02}-{d:02}"), format!("{y:04}-{m:02}"));
+    for (meter, scope, period, amount) in [
+        ("model_calls", "deployment", day.as_str(), 2i64),
+        ("model_cost_month", "deployment", month.as_str(), 550_000),
+        ("model_cost_change", "chg_old", "all", 450_000),
+    ] {
+        sqlx::query(
+            "insert into model_usage_counters (meter, scope, period, amount, updated_at) values ($1, $2, $3, $4, $5)",
+        )
+        .bind(meter)
+        .bind(scope)
+        .bind(period)
+        .bind(amount)
+        .bind(now)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    pool.close().await;
+    assert!(db.store.migrate().await.unwrap() >= 1);
+    let s = &db.store;
+    assert_eq!(s.model_calls_on(now).await.unwrap(), 2);
+    assert!((s.model_cost_in_month(now).await.unwrap() - 0.55).abs() < 1e-9);
+    assert!((s.change_model_cost("chg_old").await.unwrap() - 0.45).abs() < 1e-9);
+    // The limits still count what was carried over: 0.45 of the Change's 0.5 is spent.
+    let refused = s.reserve_model_call("chg_old", 0.1, LIMITS, now).await.unwrap();
+    assert!(refused.unwrap_err().contains("Change budget"));
+    // The old table is gone.
+    let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
+    assert!(
+        sqlx::query("select count(*) from model_usage_counters")
+            .fetch_one(&pool)
+            .await
+            .is_err()
+    );
+    pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn model_meters_carry_over_into_usage_counters_on_sqlite() {
+    model_meters_carry_over(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn model_meters_carry_over_into_usage_counters_on_postgres() {
+    model_meters_carry_over(Backend::Postgres).await;
+}
 
 on_both!(
     a_conflict_with_a_bad_citation_writes_nothing_and_a_fork_required_one_gives_three_siblings,
@@ -294,6 +404,18 @@ on_both!(
     }
 );
 
+/// The Change is back with its agents and has its one repair receipt: its objective.
+async fn the_one_repair(s: &Store, w: &World) -> String {
+    assert_eq!(
+        s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+        ChangeStatus::Running
+    );
+    let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
+    assert_eq!(receipts.len(), 1);
+    assert_eq!(receipts[0].kind, ReceiptKind::AcceptanceRepair);
+    receipts[0].outcome["objective"].as_str().unwrap().to_owned()
+}
+
 on_both!(
     a_rejection_with_a_reason_gets_one_repair_task_and_the_next_shortfall_goes_to_a_person,
     |s: Store| async move {
@@ -310,19 +432,8 @@ on_both!(
         let repair = tasks.iter().find(|t| t.id == task.as_str()).unwrap();
         assert_eq!(repair.key, "repair");
         assert_eq!(repair.dependencies, vec!["a".to_string(), "b".to_string()]);
-        assert_eq!(
-            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
-            ChangeStatus::Running
-        );
-        let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
-        assert_eq!(receipts.len(), 1);
-        assert_eq!(receipts[0].kind, ReceiptKind::AcceptanceRepair);
-        assert!(
-            receipts[0].outcome["objective"]
-                .as_str()
-                .unwrap()
-                .contains("the list is unsorted")
-        );
+        let objective = the_one_repair(&s, &w).await;
+        assert!(objective.contains("the list is unsorted"));
         let events = s.events(0, Some(&w.change), 100).await.unwrap();
         assert!(events.iter().any(|e| e.kind == "task.repair_requested"));
 
@@ -337,6 +448,150 @@ on_both!(
             ChangeStatus::AwaitingApproval
         );
         assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
+    }
+);
+
+/// A Candidate composed with `plan` and rejected by the gate for `reason`.
+async fn gate_rejects(s: &Store, id: &str, plan: &belay_domain::plan::VerificationPlan, reason: &str) -> bool {
+    assert!(s.record_composition(id, C2, C3, plan).await.unwrap());
+    s.set_candidate_status(
+        id,
+        &[CandidateStatus::Verifying],
+        CandidateStatus::Rejected,
+        Some(reason),
+    )
+    .await
+    .unwrap()
+}
+
+on_both!(
+    a_lone_candidate_the_gate_rejects_gets_one_repair_task_and_the_next_goes_to_a_person,
+    |s: Store| async move {
+        use belay_domain::check::CheckId;
+        use belay_domain::plan::{PlannedCheck, VerificationPlan};
+        let w = world(&s).await;
+        let plan = VerificationPlan {
+            policy: belay_domain::policy::DEFAULT_POLICY.stamp(),
+            risk_tier: Some(RiskTier::Low),
+            checks: vec![PlannedCheck {
+                kind: CheckId::Browser.kind(),
+                timeout_ms: CheckId::Browser.timeout_ms(),
+                check_id: CheckId::Browser,
+                required: true,
+                limit: None,
+                procedure: None,
+                reasons: vec![],
+            }],
+            protected_invariants: vec![],
+            human_gates: vec![],
+        };
+        let reason = "Required checks not satisfied: browser (missing)";
+        // While a second Candidate of the Change can still ship, the first's rejection waits.
+        let k = s.start_verification(&w.alice, &w.change).await.unwrap();
+        let other = s.compose_candidate(&w.alice, &w.change, &w.sets[..1]).await.unwrap();
+        assert!(gate_rejects(&s, k.id.as_str(), &plan, reason).await);
+        assert!(s.list_receipts(&w.alice, &w.change).await.unwrap().is_empty());
+        // The last one standing: the one repair, in the rejection's transaction.
+        assert!(gate_rejects(&s, other.id.as_str(), &plan, reason).await);
+        let tasks = s.list_tasks(&w.alice, &w.change).await.unwrap();
+        let repair = tasks.iter().find(|t| t.key == "repair").expect("a repair Task");
+        assert_eq!(
+            repair.dependencies,
+            vec!["a".to_string()],
+            "the Tasks its ChangeSets are of"
+        );
+        let objective = the_one_repair(&s, &w).await;
+        assert!(
+            objective.contains("failed: Required checks not satisfied: browser (missing)"),
+            "{objective}"
+        );
+        assert!(
+            objective.contains("- browser (missing): no Evidence was recorded"),
+            "{objective}"
+        );
+        assert!(objective.contains("Reproduce the failure"), "{objective}");
+        let events = s.events(0, Some(&w.change), 100).await.unwrap();
+        assert_eq!(events.iter().filter(|e| e.kind == "task.repair_requested").count(), 1);
+        // A retried rejection changes nothing.
+        assert!(
+            !s.set_candidate_status(
+                other.id.as_str(),
+                &[CandidateStatus::Verifying],
+                CandidateStatus::Rejected,
+                Some(reason)
+            )
+            .await
+            .unwrap()
+        );
+        assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
+
+        // The repair's Candidate fails too: a person, and no second repair Task.
+        let again = s.start_verification(&w.alice, &w.change).await.unwrap();
+        assert!(gate_rejects(&s, again.id.as_str(), &plan, reason).await);
+        assert_eq!(
+            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+            ChangeStatus::AwaitingApproval
+        );
+        let tasks = s.list_tasks(&w.alice, &w.change).await.unwrap();
+        assert_eq!(tasks.iter().filter(|t| t.key == "repair").count(), 1);
+        assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
+        let events = s.events(0, Some(&w.change), 100).await.unwrap();
+        let asked: Vec<_> = events.iter().filter(|e| e.kind == "approval.requested").collect();
+        assert_eq!(asked.len(), 1);
+        assert!(
+            asked[0].payload["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("The change already had its repair."),
+            "{:?}",
+            asked[0].payload
+        );
+        // A rejection for another reason (composition) is nobody's repair.
+        let w2 = world(&s).await;
+        let k2 = s.start_verification(&w2.alice, &w2.change).await.unwrap();
+        assert!(
+            s.set_candidate_status(
+                k2.id.as_str(),
+                &[CandidateStatus::Composing],
+                CandidateStatus::Rejected,
+                Some("merge conflict: the ChangeSet of task b conflicts in src/a.ts")
+            )
+            .await
+            .unwrap()
+        );
+        assert!(s.list_receipts(&w2.alice, &w2.change).await.unwrap().is_empty());
+    }
+);
+
+on_both!(
+    a_sibling_the_gate_rejects_is_left_to_the_selection,
+    |s: Store| async move {
+        let w = world(&s).await;
+        s.record_conflict(
+            &w.alice,
+            &w.change,
+            &conflict(&w, ConflictStatus::Confirmed, "src/b.ts"),
+            &w.paths,
+        )
+        .await
+        .unwrap();
+        let round = s.start_verification_round(&w.alice, &w.change).await.unwrap();
+        assert_eq!(round.len(), 2);
+        let plan = belay_domain::plan::VerificationPlan {
+            policy: belay_domain::policy::DEFAULT_POLICY.stamp(),
+            risk_tier: Some(RiskTier::Low),
+            checks: vec![],
+            protected_invariants: vec![],
+            human_gates: vec![],
+        };
+        for k in &round {
+            assert!(gate_rejects(&s, k.id.as_str(), &plan, "Required checks not satisfied: unit (failed)").await);
+        }
+        assert!(s.list_receipts(&w.alice, &w.change).await.unwrap().is_empty());
+        assert_eq!(
+            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+            ChangeStatus::Verifying
+        );
     }
 );
 

@@ -69,6 +69,10 @@ pub struct Loaded {
     /// Read once per workflow run.
     pub policy: ProjectPolicy,
     pub canonical_generation: i64,
+    /// The acceptance criteria of the project's Changes promoted while this one ran (absent from
+    /// histories recorded before they were read).
+    #[serde(default)]
+    pub kept_criteria: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -789,7 +793,7 @@ impl CandidateVerificationWorkflow {
                 changed_paths: p,
             })
             .collect();
-        let criteria = acceptance_criteria_to_judge(&loaded.change.acceptance_criteria, &[]);
+        let criteria = acceptance_criteria_to_judge(&loaded.change.acceptance_criteria, &loaded.kept_criteria);
         let plan = build_verification_plan(&PlanInput {
             change: &loaded.change,
             policy: &loaded.policy,

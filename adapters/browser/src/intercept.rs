@@ -5,7 +5,7 @@
 use crate::PREVIEW_HOST;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use belay_domain::browser::{RedirectStep, redirect_step};
+use belay_domain::browser::{RedirectStep, redirect_step, serves_spa_index};
 use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::fetch::{
     EventRequestPaused, FailRequestParams, FulfillRequestParams, HeaderEntry,
@@ -46,6 +46,9 @@ const RESPONSE_DROPPED: [&str; 7] = [
 pub struct Upstream {
     base: Url,
     client: reqwest::Client,
+    /// The app's `public/index.html` when it declares the single-page-application convention:
+    /// what a direct load of a route the app answers 404 is served.
+    spa_index: Option<Arc<Vec<u8>>>,
 }
 
 impl Upstream {
@@ -58,7 +61,18 @@ impl Upstream {
             .timeout(Duration::from_secs(15))
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(Self { base, client })
+        Ok(Self {
+            base,
+            client,
+            spa_index: None,
+        })
+    }
+
+    /// The app declares the single-page-application convention: `index` (its
+    /// `public/index.html`) answers a direct load of a route the app answers 404.
+    pub fn serving_spa_index(mut self, index: Vec<u8>) -> Self {
+        self.spa_index = Some(Arc::new(index));
+        self
     }
 
     /// The preview URL of `path` (with its query).
@@ -133,6 +147,10 @@ pub struct Served {
     pub bytes: usize,
     pub upstream_ms: f64,
     pub total_ms: f64,
+    /// The app answered 404 and the browser was served `public/index.html` (the
+    /// single-page-application convention).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spa_index: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -292,7 +310,7 @@ async fn handle(page: &Page, up: &Upstream, j: &SharedJournal, ev: &EventRequest
         }
     };
     let fetched = fetch_following(up, &ev.request.method, url.clone(), &headers_of(ev), body_of(ev)).await;
-    let f = match fetched {
+    let mut f = match fetched {
         Ok(f) => f,
         Err((kind, why)) => {
             refuse(kind, why);
@@ -300,6 +318,20 @@ async fn handle(page: &Page, up: &Upstream, j: &SharedJournal, ev: &EventRequest
             return;
         }
     };
+    let spa_index = up.spa_index.as_ref().filter(|_| {
+        serves_spa_index(
+            true,
+            rtype == "Document",
+            &ev.request.method,
+            f.final_url.path(),
+            f.status,
+        )
+    });
+    if let Some(index) = spa_index {
+        f.status = 200;
+        f.headers = vec![("content-type".into(), "text/html; charset=utf-8".into())];
+        f.body = index.as_ref().clone();
+    }
     let headers: Vec<HeaderEntry> = f
         .headers
         .iter()
@@ -331,6 +363,7 @@ async fn handle(page: &Page, up: &Upstream, j: &SharedJournal, ev: &EventRequest
         bytes: f.body.len(),
         upstream_ms: f.upstream_ms,
         total_ms: started.elapsed().as_secs_f64() * 1000.0,
+        spa_index: spa_index.is_some(),
     });
 }
 

@@ -1,7 +1,8 @@
 //! The browser check's driver: headless Chromium over the DevTools protocol.
 //!
 //! One session is one Chromium process, launched by us in its own process group with a fresh
-//! profile, and killed with its group when the session ends, whichever way it ends. Every request
+//! profile, and killed with its group when the session ends, whichever way it ends; a worker
+//! killed outright takes its Chromium with it (the parent-death signal, set by `setpriv`). Every request
 //! the page makes is paused (the Fetch domain) and either answered from the preview upstream
 //! (the app's port in the Sandbox) or failed as blocked: the preview host has no address anyone
 //! can reach. Redirects on the preview host are followed here, by the rules of
@@ -23,6 +24,7 @@ use chromiumoxide::handler::HandlerConfig;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -156,11 +158,63 @@ pub(crate) fn log_line(p: &SharedProgress, line: impl Into<String>) {
 
 /// A launched Chromium: the child (its own process group), the connection and its profile.
 struct Launched {
-    child: tokio::process::Child,
+    child: Option<std::process::Child>,
     pid: u32,
     browser: Browser,
     handler: tokio::task::JoinHandle<()>,
     _profile: tempfile::TempDir,
+}
+
+impl Drop for Launched {
+    /// A session dropped before its shutdown (its activity cancelled) still takes its Chromium
+    /// with it.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            kill_group_now(self.pid, &mut child);
+            std::thread::spawn(move || child.wait());
+        }
+        self.handler.abort();
+    }
+}
+
+/// `setpriv` (util-linux) sets the parent-death signal and then runs Chromium, so Chromium gets
+/// SIGKILL the moment the thread that started it dies: with the whole worker process, since that
+/// thread lives as long as it. (Setting it ourselves would need `pre_exec`, which is `unsafe`.)
+const SETPRIV: &str = "/usr/bin/setpriv";
+
+type Spawn = (
+    std::process::Command,
+    tokio::sync::oneshot::Sender<std::io::Result<std::process::Child>>,
+);
+
+/// The one thread that starts every Chromium of this process. A parent-death signal fires when
+/// the *thread* that forked the child exits, so the child is forked from a thread that never
+/// does: not from a runtime's worker thread, which may come and go.
+fn launcher() -> &'static std::sync::mpsc::Sender<Spawn> {
+    static LAUNCHER: std::sync::OnceLock<std::sync::mpsc::Sender<Spawn>> = std::sync::OnceLock::new();
+    LAUNCHER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Spawn>();
+        std::thread::Builder::new()
+            .name("chromium-launcher".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("the chromium launcher thread starts");
+        tx
+    })
+}
+
+/// Starts `cmd` from the launcher thread.
+async fn spawn_from_launcher(cmd: std::process::Command) -> std::io::Result<std::process::Child> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    launcher()
+        .send((cmd, reply))
+        .map_err(|_| std::io::Error::other("the chromium launcher thread is gone"))?;
+    answer
+        .await
+        .map_err(|_| std::io::Error::other("the chromium launcher thread is gone"))?
 }
 
 fn ms(d: Duration) -> f64 {
@@ -168,7 +222,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Reads `<profile>/DevToolsActivePort` (line 1: the port, line 2: the browser's path).
-async fn devtools_ws(profile: &Path, child: &mut tokio::process::Child, within: Duration) -> Result<String, String> {
+async fn devtools_ws(profile: &Path, child: &mut std::process::Child, within: Duration) -> Result<String, String> {
     let deadline = Instant::now() + within;
     let file = profile.join("DevToolsActivePort");
     loop {
@@ -193,7 +247,15 @@ async fn launch(config: &BrowserConfig) -> Result<Launched, BrowserError> {
         .prefix("belay-chromium-")
         .tempdir()
         .map_err(|e| BrowserError::Launch(format!("profile directory: {e}")))?;
-    let mut cmd = tokio::process::Command::new(&config.chromium);
+    let with_setpriv = Path::new(SETPRIV).exists();
+    let mut cmd = if with_setpriv {
+        let mut c = std::process::Command::new(SETPRIV);
+        c.args(["--pdeathsig", "KILL", "--"]).arg(&config.chromium);
+        c
+    } else {
+        warn!("{SETPRIV} is missing: a Chromium outlives a worker that is killed");
+        std::process::Command::new(&config.chromium)
+    };
     cmd.args([
         "--headless",
         "--no-sandbox",
@@ -223,12 +285,11 @@ async fn launch(config: &BrowserConfig) -> Result<Launched, BrowserError> {
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::null())
-    .process_group(0)
-    .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
+    .process_group(0);
+    let mut child = spawn_from_launcher(cmd)
+        .await
         .map_err(|e| BrowserError::Launch(format!("{}: {e}", config.chromium.display())))?;
-    let pid = child.id().unwrap_or_default();
+    let pid = child.id();
     let ws = match devtools_ws(profile.path(), &mut child, Duration::from_secs(30)).await {
         Ok(ws) => ws,
         Err(e) => {
@@ -263,7 +324,7 @@ async fn launch(config: &BrowserConfig) -> Result<Launched, BrowserError> {
         }
     });
     Ok(Launched {
-        child,
+        child: Some(child),
         pid,
         browser,
         handler,
@@ -271,21 +332,31 @@ async fn launch(config: &BrowserConfig) -> Result<Launched, BrowserError> {
     })
 }
 
-/// Kills Chromium's process group (ours alone: it was launched as its leader) and reaps it.
-async fn kill_group(pid: u32, child: &mut tokio::process::Child) {
+/// SIGKILL to Chromium's process group (ours alone: it was launched as its leader).
+fn kill_group_now(pid: u32, child: &mut std::process::Child) {
     if pid > 1 {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid as i32),
             nix::sys::signal::Signal::SIGKILL,
         );
     }
-    let _ = child.kill().await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    let _ = child.kill();
+}
+
+/// Kills Chromium's process group and reaps its leader (waiting 5 s at most).
+async fn kill_group(pid: u32, child: &mut std::process::Child) {
+    kill_group_now(pid, child);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn shutdown(mut l: Launched) {
     let _ = tokio::time::timeout(Duration::from_secs(3), l.browser.close()).await;
-    kill_group(l.pid, &mut l.child).await;
+    if let Some(mut child) = l.child.take() {
+        kill_group(l.pid, &mut child).await;
+    }
     l.handler.abort();
 }
 

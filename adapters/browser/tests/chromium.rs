@@ -151,6 +151,16 @@ impl App {
         let up = Upstream::new(&format!("http://127.0.0.1:{}", self.port)).unwrap();
         run_session(config, up).await
     }
+
+    /// The check of an app that declares the single-page-application convention: its
+    /// `public/index.html` answers a direct load of a route it answers 404.
+    async fn check_as_spa(&self, config: &BrowserConfig) -> SessionReport {
+        let index = std::fs::read(self._dir.path().join("public/index.html")).unwrap();
+        let up = Upstream::new(&format!("http://127.0.0.1:{}", self.port))
+            .unwrap()
+            .serving_spa_index(index);
+        run_session(config, up).await
+    }
 }
 
 fn config() -> BrowserConfig {
@@ -160,6 +170,18 @@ fn config() -> BrowserConfig {
 fn class(r: &SessionReport) -> (EvidenceStatus, Coverage, String) {
     let c = classify_browser(&r.run);
     (c.status, c.coverage, c.summary)
+}
+
+/// The session passed every step (or the assertion shows its log and journal).
+fn assert_passes(r: &SessionReport) {
+    let (status, coverage, summary) = class(r);
+    assert_eq!(
+        (status, coverage),
+        (EvidenceStatus::Pass, Coverage::CheckedSupported),
+        "{summary}\n{:#?}\n{:#?}",
+        r.log,
+        r.journal
+    );
 }
 
 fn page(title: &str, body: &str) -> String {
@@ -284,14 +306,7 @@ async fn a_ui_change_passes_the_whole_flow_and_nothing_reaches_the_canary() {
     ));
     let app = App::start(&files, &[("src/routes.ts", "  },\n];", FORM_ROUTES)]);
     let r = app.check(&config()).await;
-    let (status, coverage, summary) = class(&r);
-    assert_eq!(
-        (status, coverage),
-        (EvidenceStatus::Pass, Coverage::CheckedSupported),
-        "{summary}\n{:#?}\n{:#?}",
-        r.log,
-        r.journal
-    );
+    assert_passes(&r);
     assert!(
         r.browser_version.as_deref().is_some_and(|v| v.contains("Chrome/")),
         "{:?}",
@@ -570,6 +585,71 @@ async fn a_page_that_calls_an_outside_host_is_blocked_and_the_canary_hears_nothi
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(canary.hits(), Vec::<String>::new());
+}
+
+/// A single-page application: its client draws `/board` itself (a click pushes the route), and
+/// the server knows only `/`.
+fn spa(extra: &str) -> Vec<(&'static str, String)> {
+    vec![(
+        "public/index.html",
+        page(
+            "Todos",
+            &format!(
+                "<h1>Todos</h1><nav><a href=\"/board\">Board</a></nav><main id=\"view\"></main>{extra}<script>\
+                 function render() {{ document.getElementById('view').textContent = location.pathname === '/board' ? 'The board: three columns.' : 'Welcome home.'; }}\
+                 document.addEventListener('click', (e) => {{ const a = e.target.closest('a[href=\"/board\"]'); if (a) {{ e.preventDefault(); history.pushState({{}}, '', '/board'); render(); }} }});\
+                 render();</script>"
+            ),
+        ),
+    )]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_page_application_is_served_its_index_on_a_direct_load_of_its_routes() {
+    // Declared: the direct load of /board is answered with public/index.html, and passes.
+    let app = App::start(&spa(""), &[]);
+    let r = app.check_as_spa(&config()).await;
+    assert_passes(&r);
+    let board: Vec<_> = r
+        .journal
+        .served
+        .iter()
+        .filter(|s| s.path == "/board" && s.resource_type == "Document")
+        .collect();
+    assert_eq!(
+        board.len(),
+        1,
+        "the click drew it in place, the direct load asked for it"
+    );
+    assert_eq!((board[0].status, board[0].spa_index), (200, true));
+    assert!(
+        r.log.iter().any(|l| l.contains("clicked the link to /board")),
+        "{:#?}",
+        r.log
+    );
+    // The app itself still answers 404 there, and `/` is not a fallback.
+    let direct = reqwest::get(format!("http://127.0.0.1:{}/board", app.port))
+        .await
+        .unwrap();
+    assert_eq!(direct.status(), 404);
+    assert!(r.journal.served.iter().filter(|s| s.path == "/").all(|s| !s.spa_index));
+    wait_gone(r.chromium_pid.unwrap());
+
+    // Not declared: the same direct load is a broken page.
+    let r = app.check(&config()).await;
+    let (status, _, summary) = class(&r);
+    assert_eq!(status, EvidenceStatus::Fail, "{:#?}", r.log);
+    assert!(summary.contains("/board answered 404"), "{summary}");
+    wait_gone(r.chromium_pid.unwrap());
+    drop(app);
+
+    // Declared, but an asset the page loads is missing: assets keep their 404.
+    let app = App::start(&spa("<img src=\"/logo.png\" alt=\"logo\">"), &[]);
+    let r = app.check_as_spa(&config()).await;
+    let (status, _, summary) = class(&r);
+    assert_eq!(status, EvidenceStatus::Fail, "{:#?}", r.log);
+    assert!(summary.contains("GET /logo.png (Image) answered 404"), "{summary}");
+    wait_gone(r.chromium_pid.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -392,6 +392,10 @@ impl Belay {
         n
     }
 
+    pub fn extra_worker_pid(&self, n: usize) -> u32 {
+        self.extra_workers[n].0.id()
+    }
+
     /// SIGKILL to an extra worker.
     pub fn kill_extra_worker(&mut self, n: usize) {
         let p = &mut self.extra_workers[n].0;
