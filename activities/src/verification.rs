@@ -348,6 +348,10 @@ pub struct VerifySandboxActivities {
     pub git: SandboxGit,
     pub store: Store,
     pub objects: Arc<dyn ObjectStore>,
+    /// The Candidate checkouts this worker has found in a Sandbox container, `(container id,
+    /// dir)`: a check in one skips the presence test (an exec); a failed check forgets it, so
+    /// its retry tests again. A recreated Sandbox is another container.
+    pub checkouts: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
 fn argv(command: &str) -> Vec<String> {
@@ -397,6 +401,11 @@ impl VerifySandboxActivities {
     /// The checkout, restored from the fork when the Sandbox lost it.
     pub(crate) async fn ensure_checkout(&self, project: &str, candidate: &str) -> Result<String, ActivityError> {
         let dir = candidate_dir(candidate).map_err(fatal)?;
+        let container = self.sandboxes.ensure(project).await.map_err(sandbox_error)?;
+        let seen = (container.id, dir.clone());
+        if self.checkouts.lock().expect("checkouts").contains(&seen) {
+            return Ok(dir);
+        }
         if !self
             .sandboxes
             .checkout_present(project, &dir)
@@ -405,7 +414,13 @@ impl VerifySandboxActivities {
         {
             self.clone_fork(project, candidate).await?;
         }
+        self.checkouts.lock().expect("checkouts").insert(seen);
         Ok(dir)
+    }
+
+    /// Forgets that `dir` was found checked out, in whatever container.
+    fn forget_checkout(&self, dir: &str) {
+        self.checkouts.lock().expect("checkouts").retain(|(_, d)| d != dir);
     }
 
     async fn run(&self, project: &str, dir: &str, command: &str, timeout: Duration) -> Result<Ran, ActivityError> {
@@ -736,7 +751,10 @@ impl VerifySandboxActivities {
             let project = input.project_id.as_str();
             let dir = self.ensure_checkout(project, &candidate).await?;
             let started_at = now_ms();
-            let (result, mut detail) = self.run_check(&input, &dir).await?;
+            let (result, mut detail) = self
+                .run_check(&input, &dir)
+                .await
+                .inspect_err(|_| self.forget_checkout(&dir))?;
             let completed_at = now_ms();
             let key = evidence_key(&candidate, &input.check.check_id, input.attempt);
             if let Some(o) = detail.as_object_mut() {

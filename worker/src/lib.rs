@@ -363,6 +363,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     git: sandbox.git,
                     store: deps.store.clone(),
                     objects: deps.objects.clone(),
+                    checkouts: Default::default(),
                 })
                 .build()
             }
@@ -454,6 +455,7 @@ async fn browser_activities(
             git: sandbox.git,
             store: deps.store.clone(),
             objects: deps.objects.clone(),
+            checkouts: Default::default(),
         }),
         config: browser,
         daily_seconds: belay_domain::browser::parse_browser_daily_seconds(

@@ -17,7 +17,8 @@
 //! winner on), `ladders`' enable and climb tests (a ladder's top-up, a climb) and the `browser`
 //! test (a Candidate whose browser check ran), and `verification`'s live-app test (a preview smoke
 //! check, run after the meter settles since `verification-preview-after-settle`; the `-v1`
-//! recording before it ran the preview first).
+//! recording before it ran the preview first; `verification-step-rows-kept-v1` reads the
+//! store's Evidence once, for the gate, where the ones before read it after every step).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -50,6 +51,7 @@ const HISTORIES: &[&str] = &[
     "promotion-promoted-v2",
     "verification-preview-smoke-v1",
     "verification-preview-after-settle-v1",
+    "verification-step-rows-kept-v1",
 ];
 
 fn dir() -> std::path::PathBuf {

@@ -348,6 +348,9 @@ pub mod verify_definitions {
     pub use super::verify_store_api::{Composed, Evidence, Load, Record, Reserve, Settle, Stale, Status};
 }
 
+/// The `patched` marker of the gaps so far read from the rows the steps answered.
+pub const STEP_ROWS_KEPT: &str = "verification-step-rows-kept";
+
 /// The `patched` marker of the preview smoke check running after the Sandbox meter settles.
 pub const PREVIEW_AFTER_SETTLE: &str = "verification-preview-after-settle";
 
@@ -711,6 +714,8 @@ impl CandidateVerificationWorkflow {
         let mut composed = merged.clone();
         let mut final_tree = pre_build.clone();
         let mut build_failed = false;
+        // The Evidence rows this run recorded so far, as their steps answered them.
+        let mut recorded: Vec<Evidence> = Vec::new();
         if let Some(_script) = &pre_build.build_script {
             ctx.state_mut(|s| s.step = "build".into());
             match ctx
@@ -746,7 +751,7 @@ impl CandidateVerificationWorkflow {
                     completed_at,
                 } => {
                     build_failed = true;
-                    Self::record(
+                    let row = Self::record(
                         ctx,
                         RecordRequest {
                             candidate_id: id.clone(),
@@ -763,6 +768,7 @@ impl CandidateVerificationWorkflow {
                         },
                     )
                     .await?;
+                    recorded.push(row);
                 }
             }
         }
@@ -820,6 +826,9 @@ impl CandidateVerificationWorkflow {
             .flat_map(|c| c.change_set.contract_changes.clone())
             .collect();
         let mut build_passed = !build_failed;
+        // Since this marker the gaps so far are read from the rows the steps answered, not
+        // read back from the store after each step (one activity a step fewer).
+        let rows_kept = ctx.patched(STEP_ROWS_KEPT);
         for check in plan.checks.clone() {
             if check.check_id == CheckId::PreviewSmoke {
                 continue; // after the meter settles, below
@@ -890,9 +899,12 @@ impl CandidateVerificationWorkflow {
                     .await?,
                 ),
                 CheckId::Acceptance if ctx.patched(crate::selection::ACCEPTANCE_CHECK) => {
-                    let so_far = ctx
-                        .execute_activity(VerifyStoreApi::evidence, id.clone(), options::db())
-                        .await?;
+                    let so_far = if rows_kept {
+                        recorded.clone()
+                    } else {
+                        ctx.execute_activity(VerifyStoreApi::evidence, id.clone(), options::db())
+                            .await?
+                    };
                     let earlier_gap = !gaps_before(&plan, &so_far, &CheckId::Acceptance).is_empty();
                     let source = crate::selection::AcceptanceSourceRequest {
                         project_id: project.clone(),
@@ -948,14 +960,20 @@ impl CandidateVerificationWorkflow {
                     }
                 }
             };
-            if let Some(e) = evidence
-                && check.check_id == CheckId::Build
-            {
-                build_passed = e.status == EvidenceStatus::Pass;
+            if let Some(e) = evidence {
+                if check.check_id == CheckId::Build {
+                    build_passed = e.status == EvidenceStatus::Pass;
+                }
+                // A retried step answers the row it recorded before: one row a check and attempt.
+                recorded.retain(|r| (&r.check_id, r.attempt) != (&e.check_id, e.attempt));
+                recorded.push(e);
             }
-            let so_far = ctx
-                .execute_activity(VerifyStoreApi::evidence, id.clone(), options::db())
-                .await?;
+            let so_far = if rows_kept {
+                recorded.clone()
+            } else {
+                ctx.execute_activity(VerifyStoreApi::evidence, id.clone(), options::db())
+                    .await?
+            };
             let next = plan
                 .checks
                 .iter()
