@@ -15,6 +15,22 @@ use tracing::{info, instrument};
 
 pub struct TopUpStoreActivities {
     pub store: Store,
+    /// How long a claim holds the plan or ladder when its top-up never releases it
+    /// ([`coverage::TOP_UP_LEASE_MS`] unless the worker is configured otherwise).
+    pub lease_ms: i64,
+}
+
+/// A test-only failpoint: with `BELAY_FAILPOINT=topup-after-claim` a claim activity that took
+/// the claim commits it and then never answers, as a worker that stalls there would, until the
+/// process is killed.
+pub const AFTER_CLAIM: &str = "topup-after-claim";
+
+/// Stalls forever when the [`AFTER_CLAIM`] failpoint is set and the claim was taken.
+async fn after_claim(claim: Claim) {
+    if claim == Claim::Claimed && std::env::var(crate::promotion::FAILPOINT_ENV).is_ok_and(|v| v == AFTER_CLAIM) {
+        tracing::warn!("failpoint {AFTER_CLAIM}: the claim is committed; this worker answers no more");
+        std::future::pending::<()>().await;
+    }
 }
 
 fn claim_answer(claim: Claim) -> ClaimAnswer {
@@ -36,6 +52,7 @@ impl TopUpStoreActivities {
             &input.plan_id,
             &input.holder,
             belay_store::now_ms(),
+            self.lease_ms,
         )
         .await
         .map_err(store_error)?;
@@ -45,6 +62,7 @@ impl TopUpStoreActivities {
                 .map_err(store_error)?;
         }
         tx.commit().await.map_err(store_error)?;
+        after_claim(claim).await;
         Ok(claim_answer(claim))
     }
 
@@ -90,6 +108,7 @@ impl TopUpStoreActivities {
             &input.plan_id,
             &input.holder,
             belay_store::now_ms(),
+            self.lease_ms,
         )
         .await
         .map_err(store_error)?;
@@ -111,6 +130,7 @@ impl TopUpStoreActivities {
             .map_err(store_error)?;
         }
         tx.commit().await.map_err(store_error)?;
+        after_claim(claim).await;
         Ok(claim_answer(claim))
     }
 

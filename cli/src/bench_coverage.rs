@@ -13,8 +13,8 @@ use anyhow::{Context, ensure};
 use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType};
 use belay_domain::coverage::{OuterAxis, cross};
 use belay_domain::job::{CasePin, Combination, JobStatus, Origin};
-use belay_store::Store;
 use belay_store::jobs::NewJob;
+use belay_store::{Store, coverage};
 use belay_worker::Pool;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -27,6 +27,111 @@ const RUNS_PER_CELL: usize = 10;
 const JOBS_PER_CELL: usize = 2;
 /// Ten completed and two running per cell: each cell misses one run.
 const DESIRED: i64 = 13;
+
+/// Where a read endpoint's time goes, one sample per row: its steps run in this process, each
+/// timed (milliseconds), and the size of the body it writes.
+#[derive(Default)]
+pub(crate) struct Steps {
+    names: Vec<&'static str>,
+    times: Vec<Vec<f64>>,
+    bytes: usize,
+}
+
+impl Steps {
+    /// Adds one sample: `(step, milliseconds)` in order, and the body's size.
+    pub(crate) fn push(&mut self, (sample, bytes): (Vec<(&'static str, f64)>, usize)) {
+        if self.names.is_empty() {
+            self.names = sample.iter().map(|(n, _)| *n).collect();
+            self.times = vec![Vec::new(); sample.len()];
+        }
+        for (i, (_, ms)) in sample.into_iter().enumerate() {
+            self.times[i].push(ms);
+        }
+        self.bytes = bytes;
+    }
+
+    /// Prints each step's median, and what is left of `total` (the endpoint's median through
+    /// HTTP): routing, the token check, the transfer and the client's receipt.
+    pub(crate) fn print(self, label: &str, what: &str, total: f64) {
+        let mut sum = 0.0;
+        let parts: Vec<String> = self
+            .names
+            .iter()
+            .zip(self.times)
+            .map(|(n, t)| {
+                let m = stats(t).0;
+                sum += m;
+                format!("{n} {m:.1}")
+            })
+            .collect();
+        println!(
+            "{label}: {what} medians in ms: {}; HTTP, token check and transfer {:.1} (of {total:.1}); body {:.2} MB",
+            parts.join(", "),
+            total - sum,
+            self.bytes as f64 / 1e6
+        );
+    }
+}
+
+/// Times the matrix's steps once: resolving the plan (its row, groups and cells), the grouped
+/// counts and catalogue reads, computing the cells, and writing the JSON body.
+async fn matrix_steps(store: &Store, account_id: &str, id: &str) -> anyhow::Result<(Vec<(&'static str, f64)>, usize)> {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
+    let t = Instant::now();
+    let mut tx = store.begin_read().await?;
+    let r = coverage::resolve_plan(&mut tx, account_id, id)
+        .await?
+        .context("the plan")?;
+    let resolve = ms(t);
+    let t = Instant::now();
+    let f = coverage::matrix_facts(&mut tx, account_id, &r.cells).await?;
+    tx.commit().await?;
+    let reads = ms(t);
+    let t = Instant::now();
+    let m = belay_domain::matrix::matrix(&r.cells, r.plan.runs_per_cell, &f.counts, &f.cases, &f.launch);
+    let build = ms(t);
+    let t = Instant::now();
+    let body = serde_json::to_vec(&m)?;
+    let json = ms(t);
+    Ok((
+        vec![
+            ("resolve", resolve),
+            ("grouped reads", reads),
+            ("cells", build),
+            ("JSON", json),
+        ],
+        body.len(),
+    ))
+}
+
+/// Runs `work` on a task of its own and times it there, in milliseconds. The bench's own task
+/// also drives the worker pools (`run_stack`), so a read awaited on it is polled alongside them;
+/// an API handler runs on a task of its own, and so does what is measured against it.
+pub(crate) async fn timed<T: Send + 'static>(
+    work: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+) -> anyhow::Result<(f64, T)> {
+    tokio::spawn(async move {
+        let t = Instant::now();
+        let out = work.await?;
+        Ok((t.elapsed().as_secs_f64() * 1000.0, out))
+    })
+    .await?
+}
+
+/// `GET {url}` with `token`, timed on a task of its own until the whole body has arrived, then
+/// decoded (the client's work, not timed).
+pub(crate) async fn timed_get(http: &reqwest::Client, url: String, token: &str) -> anyhow::Result<(f64, Value)> {
+    let request = http.get(url.clone()).bearer_auth(token);
+    tokio::spawn(async move {
+        let t = Instant::now();
+        let resp = request.send().await?;
+        ensure!(resp.status().is_success(), "GET {url}: {}", resp.status());
+        let body = resp.bytes().await?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        Ok((ms, serde_json::from_slice(&body)?))
+    })
+    .await?
+}
 
 pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
@@ -236,32 +341,43 @@ async fn measure(
     let plan = call(reqwest::Method::POST, "/v1/coverage-plans".into(), Some(plan_body())).await?;
     let id = plan["id"].as_str().context("plan id")?.to_string();
 
-    // 1. The matrix through the API against the raw grouped counts.
+    // 1. The matrix through the API against the raw grouped counts, each timed on a task of its
+    //    own, and where the API's time goes: the same steps in this process, each timed.
     let mut matrix = Vec::new();
     let mut raw = Vec::new();
+    let mut steps = Steps::default();
+    // How the raw counts were measured before decision 0026 (each query on the pool, outside a
+    // transaction, awaited on the bench's own task), and the same on a task of its own.
+    let mut before = Vec::new();
+    let mut before_own_task = Vec::new();
     for i in 0..samples + 2 {
-        // Timed until the whole answer has arrived; decoding it is the client's work.
-        let t = Instant::now();
-        let resp = http
-            .get(format!("{api}/v1/coverage-plans/{id}/coverage"))
-            .bearer_auth(token)
-            .send()
-            .await?;
-        ensure!(resp.status().is_success(), "GET coverage: {}", resp.status());
-        let body = resp.bytes().await?;
-        let a = t.elapsed().as_secs_f64() * 1000.0;
-        let m: Value = serde_json::from_slice(&body)?;
+        let (a, m) = timed_get(&http, format!("{api}/v1/coverage-plans/{id}/coverage"), token).await?;
         ensure!(
             m["cells"].as_array().map(Vec::len) == Some(CASES * HARNESSES * MODELS),
             "a cell is missing"
         );
-        let t = Instant::now();
-        let rows = store.bench_raw_grouped_counts(account_id).await?;
-        let b = t.elapsed().as_secs_f64() * 1000.0;
+        let (b, rows) = {
+            let (store, account_id) = (store.clone(), account_id.to_string());
+            timed(async move { Ok(store.bench_raw_grouped_counts(&account_id).await?) }).await?
+        };
         ensure!(rows >= CASES * HARNESSES * MODELS, "the raw counts read {rows} rows");
+        let (_, step) = {
+            let (store, account_id, id) = (store.clone(), account_id.to_string(), id.clone());
+            timed(async move { matrix_steps(&store, &account_id, &id).await }).await?
+        };
+        let t = Instant::now();
+        store.bench_raw_grouped_counts_on_pool(account_id).await?;
+        let c = t.elapsed().as_secs_f64() * 1000.0;
+        let (d, _) = {
+            let (store, account_id) = (store.clone(), account_id.to_string());
+            timed(async move { Ok(store.bench_raw_grouped_counts_on_pool(&account_id).await?) }).await?
+        };
         if i >= 2 {
             matrix.push(a);
             raw.push(b);
+            steps.push(step);
+            before.push(c);
+            before_own_task.push(d);
         }
     }
     let (m50, m95) = stats(matrix);
@@ -269,6 +385,12 @@ async fn measure(
     println!(
         "{label}: GET coverage of 10,000 cells median {m50:.1} ms, p95 {m95:.1} ms; raw grouped counts median {r50:.1} ms, p95 {r95:.1} ms; ratio {:.2}",
         m50 / r50
+    );
+    steps.print(label, "GET coverage", m50);
+    let (c50, c95) = stats(before);
+    let (d50, d95) = stats(before_own_task);
+    println!(
+        "{label}: the raw counts as measured before (on the pool, outside a transaction) median {c50:.1} ms, p95 {c95:.1} ms on the bench's own task; {d50:.1} ms, p95 {d95:.1} ms on a task of their own"
     );
 
     // 2. One unbounded top-up against the landed batch enqueue of as many jobs.

@@ -7,11 +7,14 @@
 //! - a ladder top-up (one current rung per climber: 100 launchable cells of 5) median and p95,
 //!   against a plan top-up of 100 launchable cells of 5.
 
-use crate::bench_coverage::{catalogue, combo, pin, run_stack, stats};
+use crate::bench_coverage::{Steps, catalogue, combo, pin, run_stack, stats, timed, timed_get};
 use anyhow::{Context, ensure};
+use belay_domain::buffer::outstanding;
 use belay_domain::coverage::Cell;
 use belay_domain::job::{CasePin, Combination, JobStatus, Origin};
+use belay_domain::progress::progress;
 use belay_store::Store;
+use belay_store::ladders;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Instant;
@@ -99,6 +102,35 @@ pub(crate) fn ladder_body() -> Value {
            "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false})
 }
 
+/// Times the board's steps once: resolving the ladder (its row, climbers, steering and cells),
+/// the reads (grouped runs and jobs, waiting jobs, verdicts, catalogue), computing the board and
+/// its buffer figures, and writing the board's JSON.
+async fn board_steps(store: &Store, account_id: &str, id: &str) -> anyhow::Result<(Vec<(&'static str, f64)>, usize)> {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
+    let t = Instant::now();
+    let mut tx = store.begin_read().await?;
+    let r = ladders::resolve_ladder(&mut tx, account_id, id)
+        .await?
+        .context("the ladder")?;
+    let resolve = ms(t);
+    let t = Instant::now();
+    let (evidence, facts) = ladders::read_evidence(&mut tx, account_id, &r, false).await?;
+    tx.commit().await?;
+    let reads = ms(t);
+    let t = Instant::now();
+    let p = progress(&r.ladder, &r.climbers, &evidence, &facts.cases, &facts.launch);
+    let reached = p.board.reached_cells();
+    let buffered = outstanding(reached.iter().copied());
+    let build = ms(t);
+    let t = Instant::now();
+    let body = serde_json::to_vec(&(&p.board, buffered))?;
+    let json = ms(t);
+    Ok((
+        vec![("resolve", resolve), ("reads", reads), ("board", build), ("JSON", json)],
+        body.len(),
+    ))
+}
+
 async fn measure(
     label: &str,
     store: &Store,
@@ -124,20 +156,13 @@ async fn measure(
     let ladder = call(reqwest::Method::POST, "/v1/ladders".into(), Some(ladder_body())).await?;
     let id = ladder["id"].as_str().context("ladder id")?.to_string();
 
-    // 1. The board through the API against the raw queries it is built from.
+    // 1. The board through the API against the raw queries it is built from, and where the API's
+    //    time goes: the same steps in this process, each timed.
     let mut board = Vec::new();
     let mut raw = Vec::new();
+    let mut steps = Steps::default();
     for i in 0..samples + 2 {
-        let t = Instant::now();
-        let resp = http
-            .get(format!("{api}/v1/ladders/{id}/progress"))
-            .bearer_auth(token)
-            .send()
-            .await?;
-        ensure!(resp.status().is_success(), "GET progress: {}", resp.status());
-        let body = resp.bytes().await?;
-        let a = t.elapsed().as_secs_f64() * 1000.0;
-        let p: Value = serde_json::from_slice(&body)?;
+        let (a, p) = timed_get(&http, format!("{api}/v1/ladders/{id}/progress"), token).await?;
         let on: Vec<&Value> = p["climbers"].as_array().context("climbers")?.iter().collect();
         ensure!(on.len() == HARNESSES * MODELS, "a climber is missing");
         ensure!(
@@ -146,13 +171,19 @@ async fn measure(
                 .all(|(c, v)| v["currentRung"] == p["rungs"][standing(c)]["rungId"]),
             "a climber stands elsewhere than seeded"
         );
-        let t = Instant::now();
-        let rows = store.bench_raw_ladder_reads(account_id, &id).await?;
-        let b = t.elapsed().as_secs_f64() * 1000.0;
+        let (b, rows) = {
+            let (store, account_id, id) = (store.clone(), account_id.to_string(), id.clone());
+            timed(async move { Ok(store.bench_raw_ladder_reads(&account_id, &id).await?) }).await?
+        };
         ensure!(rows >= 20_000, "the raw reads counted {rows} runs and rows");
+        let (_, step) = {
+            let (store, account_id, id) = (store.clone(), account_id.to_string(), id.clone());
+            timed(async move { board_steps(&store, &account_id, &id).await }).await?
+        };
         if i >= 2 {
             board.push(a);
             raw.push(b);
+            steps.push(step);
         }
     }
     let (b50, b95) = stats(board);
@@ -161,6 +192,7 @@ async fn measure(
         "{label}: GET progress of 50 rungs × 100 climbers median {b50:.1} ms, p95 {b95:.1} ms; raw queries median {r50:.1} ms, p95 {r95:.1} ms; ratio {:.2}",
         b50 / r50
     );
+    steps.print(label, "GET progress", b50);
 
     // 2. A ladder top-up (100 current rungs of 5) against a plan top-up of 100 cells of 5.
     let cases: Vec<Value> = (RUNGS..RUNGS + 10).map(|i| json!(pin(i))).collect();

@@ -168,6 +168,7 @@ pub(crate) fn worker_deps(client: &temporalio_client::Client, store: &Store, dir
         dispatcher: Default::default(),
         sandbox: None,
         git_root: dir.join("git").join("belay"),
+        top_up_lease: belay_worker::DEFAULT_TOP_UP_LEASE,
     })
 }
 

@@ -106,6 +106,7 @@ async fn run_with_server(
         dispatcher: Default::default(),
         sandbox: sandbox.as_ref().ok().map(|(deps, _)| deps.clone()),
         git_root: data_dir.join("git").join("belay"),
+        top_up_lease: belay_worker::DEFAULT_TOP_UP_LEASE,
     };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -96,6 +96,10 @@ enum Command {
         /// starts the dispatcher.
         #[arg(long, env = "BELAY_DISPATCHER_CLAIMS_PER_RUN")]
         dispatcher_claims_per_run: Option<u64>,
+        /// How long a top-up's claim holds its plan or ladder when the top-up never releases it
+        /// (its workflow ended without the release), in seconds.
+        #[arg(long, env = "BELAY_TOP_UP_LEASE_SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        top_up_lease_seconds: u64,
     },
     /// Apply database migrations.
     Migrate {
@@ -162,7 +166,17 @@ async fn main() -> anyhow::Result<()> {
             storage,
             pools,
             dispatcher_claims_per_run,
-        } => serve::worker(&conn, &storage, &pools, dispatcher_claims_per_run).await,
+            top_up_lease_seconds,
+        } => {
+            serve::worker(
+                &conn,
+                &storage,
+                &pools,
+                dispatcher_claims_per_run,
+                std::time::Duration::from_secs(top_up_lease_seconds),
+            )
+            .await
+        }
         Command::Migrate { database_url } => {
             let store = belay_store::Store::connect(&database_url).await?;
             let n = store.migrate().await?;

@@ -8,6 +8,7 @@ use belay_worker::{Pool, WorkerDeps};
 use object_store::ObjectStore;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// Resolves when the process receives SIGINT or SIGTERM. The handlers are installed when this is
@@ -81,7 +82,13 @@ pub async fn api(
     Ok(())
 }
 
-pub async fn worker(conn: &Conn, storage: &Storage, pools: &str, claims_per_run: Option<u64>) -> anyhow::Result<()> {
+pub async fn worker(
+    conn: &Conn,
+    storage: &Storage,
+    pools: &str,
+    claims_per_run: Option<u64>,
+    top_up_lease: Duration,
+) -> anyhow::Result<()> {
     let pools = Pool::parse_list(pools)?;
     let store = Store::connect(&conn.database_url).await?;
     let client = belay_client::connect(
@@ -111,6 +118,7 @@ pub async fn worker(conn: &Conn, storage: &Storage, pools: &str, claims_per_run:
             claims_per_run,
         },
         git_root: storage.data_dir.join("git").join(&storage.git_namespace),
+        top_up_lease,
     };
     // BELAY_METRICS_ADDR: this process's `GET /metrics` (the same figures as the API's).
     if let Some(addr) = std::env::var("BELAY_METRICS_ADDR").ok().filter(|a| !a.is_empty()) {

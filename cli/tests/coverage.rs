@@ -404,20 +404,26 @@ async fn the_walk_serves_idle_harnesses_first_and_takes_capped_ones_in_a_second_
     assert_eq!(harnesses, ["y", "y", "x", "x"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn fifty_concurrent_top_ups_enqueue_what_one_allows_and_a_dead_claim_frees_the_plan_after_its_lease() {
-    let b = Belay::start().await;
+/// A plan of four cells (cases c, d, e, f on harness `x`, cap 100, whose runs never end) of two
+/// runs each under a bound of 5: one top-up launches three whole cells (2, 4, then 6 ≥ 5).
+async fn four_cells_of_two(b: &Belay) -> String {
     b.catalogue().await;
     for s in ["d", "e", "f"] {
-        ingest(&b, s, "1.0.0", "standard", &[]).await;
+        ingest(b, s, "1.0.0", "standard", &[]).await;
     }
     b.harness("x", 100, SLOW_SCRIPT).await;
-    let id = plan(
-        &b,
+    plan(
+        b,
         json!({"name": "p", "cases": [case("c", "1.0.0"), case("d", "1.0.0"), case("e", "1.0.0"), case("f", "1.0.0")],
                "combinations": [harness("x")], "runsPerCell": 2, "bufferTarget": {"kind": "bounded", "runs": 5}}),
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_top_ups_enqueue_what_one_allows_and_no_cell_twice() {
+    let b = Belay::start().await;
+    let id = four_cells_of_two(&b).await;
     let calls = (0..50).map(|_| {
         let b = &b;
         let id = id.clone();
@@ -448,32 +454,110 @@ async fn fifty_concurrent_top_ups_enqueue_what_one_allows_and_a_dead_claim_frees
     assert_eq!(jobs.len(), 6);
     let cells: BTreeSet<&str> = jobs.iter().map(|j| j["cellKey"].as_str().unwrap()).collect();
     assert_eq!(cells.len(), 3, "no cell enqueued twice");
+}
 
-    // A top-up that died between claim and release left its claim: busy until the lease ends.
+/// A real kill: the db pool runs in a worker process of its own whose claim activity commits the
+/// claim and then stalls (`BELAY_FAILPOINT=topup-after-claim`); the test SIGKILLs that process
+/// with the claim held. While the killed top-up's workflow runs, another top-up is busy. Once
+/// that workflow is gone without releasing (an operator terminates it), the claim alone keeps
+/// the plan busy until its lease ends (20 s here, by `BELAY_TOP_UP_LEASE_SECONDS`); then a top-up
+/// on a live worker enqueues what one top-up allows, no cell twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_top_up_killed_between_claim_and_release_frees_the_plan_after_its_lease() {
+    use belay_store::coverage::{ClaimOf, claim_holder};
+    use temporalio_client::{UntypedWorkflow, WorkflowDescribeOptions, WorkflowTerminateOptions};
+    let lease_ms: i64 = 20_000;
+    let mut b = Belay::start_with_env(&[("BELAY_TOP_UP_LEASE_SECONDS", "20")]).await;
+    b.kill_worker();
+    b.worker_pools = Some("workflows,git,sandbox,llm,browser,harness".into());
+    b.start_worker().await;
+    let stalling = b.start_extra_worker("db", &[("BELAY_FAILPOINT", "topup-after-claim")]);
+    let id = four_cells_of_two(&b).await;
+
+    // The first top-up takes the claim; its worker is killed before it answers.
+    let first = {
+        let (http, url, token, id) = (b.http.clone(), b.url.clone(), b.token.clone(), id.clone());
+        tokio::spawn(async move {
+            let r = http
+                .post(format!("{url}/v1/coverage-plans/{id}/topup"))
+                .bearer_auth(token)
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap();
+            r.status().as_u16()
+        })
+    };
     let store = b.store().await;
-    let now = belay_store::now_ms();
-    store
-        .execute_admin(&format!(
-            "update coverage_plans set topping_up_at = {now}, topping_up_by = 'dead', buffer_target = '{{\"kind\":\"unbounded\"}}' where id = '{id}'"
-        ))
-        .await
-        .unwrap();
+    let claim = || async {
+        let mut tx = store.begin_read().await.unwrap();
+        let held = claim_holder(&mut tx, ClaimOf::Plan, &id).await.unwrap();
+        tx.commit().await.unwrap();
+        held
+    };
+    wait_for("the claim to commit", Duration::from_secs(60), || async {
+        claim().await.is_some()
+    })
+    .await;
+    let (holder, at) = claim().await.unwrap();
+    b.kill_extra_worker(stalling);
+
     let t = topup(&b, &id).await;
-    assert_eq!(t["skipped"], "busy");
-    assert_eq!(jobs_of(&b, &id).await.len(), 6);
-    let expired = now - belay_store::coverage::TOP_UP_LEASE_MS - 1;
-    store
-        .execute_admin(&format!(
-            "update coverage_plans set topping_up_at = {expired} where id = '{id}'"
-        ))
+    assert_eq!(t["skipped"], "busy", "the killed top-up's workflow still runs: {t}");
+    assert!(jobs_of(&b, &id).await.is_empty());
+
+    // The killed top-up is given up: its workflow ends, its claim stays.
+    let client = belay_client::connect(&b.temporal.address, "default", "test")
         .await
         .unwrap();
+    let wedged = client.get_workflow_handle::<UntypedWorkflow>(format!("topup-plan-{id}"));
+    let running = wedged.describe(WorkflowDescribeOptions::default()).await.unwrap();
+    assert_eq!(running.run_id(), holder, "the claim is the running top-up's");
+    wedged
+        .terminate(
+            WorkflowTerminateOptions::builder()
+                .reason("its worker was killed")
+                .build(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        first.await.unwrap() >= 500,
+        "the caller of the given-up top-up is told it failed"
+    );
+    assert_eq!(claim().await, Some((holder.clone(), at)), "nothing released the claim");
+
+    // A live db worker: the claim alone answers busy while its lease holds.
+    b.start_extra_worker("db", &[]);
+    let sent = belay_store::now_ms();
+    let t = topup(&b, &id).await;
+    assert!(
+        sent < at + lease_ms,
+        "the check came {} ms after the claim, past its lease",
+        sent - at
+    );
+    assert_eq!(t["skipped"], "busy", "{t}");
+    assert!(jobs_of(&b, &id).await.is_empty());
+    assert_eq!(claim().await, Some((holder, at)));
+
+    // After the lease: one top-up runs and enqueues what one top-up allows.
+    wait_for(
+        "the lease to end",
+        Duration::from_millis(lease_ms as u64 + 5_000),
+        || async { belay_store::now_ms() > at + lease_ms },
+    )
+    .await;
     let t = topup(&b, &id).await;
     assert_eq!(
         (t["skipped"].clone(), t["enqueued"].clone()),
-        (Value::Null, json!(2)),
-        "{t}"
+        (Value::Null, json!(6)),
+        "three whole cells of two: 2, 4, then 6 ≥ 5: {t}"
     );
+    let jobs = jobs_of(&b, &id).await;
+    assert_eq!(jobs.len(), 6);
+    let cells: BTreeSet<&str> = jobs.iter().map(|j| j["cellKey"].as_str().unwrap()).collect();
+    assert_eq!(cells.len(), 3, "no cell enqueued twice");
+    assert_eq!(claim().await, None, "the top-up released its claim");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

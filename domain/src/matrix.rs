@@ -12,7 +12,7 @@ use crate::coverage::Cell;
 use crate::job::{CasePin, CellKey, Combination, JobStatus};
 use crate::launch::{LaunchFacts, Unlaunchable};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
@@ -29,12 +29,18 @@ pub struct CellCounts {
     pub jobs: BTreeMap<JobStatus, i64>,
 }
 
+/// The jobs among `jobs` (counted by status) that are queued, pending, dispatched, starting or
+/// running.
+pub fn in_flight_of(jobs: &BTreeMap<JobStatus, i64>) -> i64 {
+    JobStatus::IN_FLIGHT
+        .iter()
+        .map(|s| jobs.get(s).copied().unwrap_or(0))
+        .sum()
+}
+
 impl CellCounts {
     pub fn in_flight(&self) -> i64 {
-        JobStatus::IN_FLIGHT
-            .iter()
-            .map(|s| self.jobs.get(s).copied().unwrap_or(0))
-            .sum()
+        in_flight_of(&self.jobs)
     }
 
     pub fn pending(&self) -> i64 {
@@ -115,14 +121,14 @@ pub fn matrix_cell(
 
 /// What the matrix reads of a cell's pinned case, the same for every combination it crosses.
 #[derive(Debug, Clone)]
-struct CaseView {
+pub struct CaseView {
     auto_graded: bool,
     latest_version: Option<String>,
     stale: bool,
 }
 
 impl CaseView {
-    fn of(case: &CasePin, cases: &CaseFacts) -> Self {
+    pub fn of(case: &CasePin, cases: &CaseFacts) -> Self {
         Self {
             auto_graded: cases.test_type(&case.slug, &case.version) == Some(TestType::Performance),
             latest_version: cases.latest(&case.slug).map(str::to_string),
@@ -131,7 +137,9 @@ impl CaseView {
     }
 }
 
-fn cell_of(
+/// Computes one cell from its case's view and its combination's launch check, each worked out once
+/// for every cell that shares them ([`matrix_cell`] works both out for the one cell).
+pub fn cell_of(
     cell: &Cell,
     desired: i64,
     counts: &CellCounts,
@@ -212,17 +220,17 @@ pub fn matrix(
     let none = CellCounts::default();
     // A plan crosses a few cases with a few combinations: each case's facts and each
     // combination's launch check are worked out once, not once per cell.
-    let mut case_views: BTreeMap<&CasePin, CaseView> = BTreeMap::new();
-    let mut launch_checks: BTreeMap<String, Option<UnlaunchableReason>> = BTreeMap::new();
+    // (Looked up, never iterated: the cells' order is the plan's.)
+    let mut case_views: HashMap<&CasePin, CaseView> = HashMap::new();
+    let mut launch_checks: HashMap<&Combination, Option<UnlaunchableReason>> = HashMap::new();
     let cells: Vec<MatrixCell> = cells
         .iter()
         .map(|c| {
             let case = case_views
                 .entry(&c.case)
-                .or_insert_with(|| CaseView::of(&c.case, cases))
-                .clone();
+                .or_insert_with(|| CaseView::of(&c.case, cases));
             let unlaunchable = launch_checks
-                .entry(c.combination.identity())
+                .entry(&c.combination)
                 .or_insert_with(|| {
                     launch
                         .check(&c.combination)
@@ -235,7 +243,7 @@ pub fn matrix(
                 c,
                 runs_per_cell,
                 counts.get(&c.cell_key).unwrap_or(&none),
-                &case,
+                case,
                 unlaunchable,
             )
         })

@@ -18,7 +18,7 @@ use crate::ids::{JobId, RungId};
 use crate::job::{CasePin, CellKey, Combination, JobStatus};
 use crate::ladder::{ClimberKey, Ladder, LadderAxis, Steering};
 use crate::launch::LaunchFacts;
-use crate::matrix::{CellCounts, MatrixCell, UnlaunchableReason, matrix_cell};
+use crate::matrix::{CaseView, CellCounts, MatrixCell, UnlaunchableReason, cell_of, in_flight_of};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 
@@ -142,7 +142,13 @@ pub struct RungStanding {
     pub stale: bool,
     /// The evidence behind the verdict; null on a stale entry.
     pub tally: Option<Tally>,
-    /// The climber's cell on this rung; null on a stale entry.
+    /// The climber's cell on this rung (its runs and jobs carry this key); null on a stale entry.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub cell_key: Option<CellKey>,
+    /// The climber's cell on this rung as the matrix counts it, for the top-up's walk and the
+    /// buffer; not part of the board's answer (its fields repeat the rung, the climber and the
+    /// tally). None on a stale entry.
+    #[serde(skip)]
     pub cell: Option<MatrixCell>,
 }
 
@@ -227,38 +233,36 @@ pub fn progress(
             behind: cases.is_stale(&r.case.slug, &r.case.version),
         })
         .collect();
+    // A board crosses every rung with every climber: each rung's case facts and each climber's
+    // launch check are worked out once, not once per cell.
+    let case_views: Vec<CaseView> = rungs.iter().map(|r| CaseView::of(&r.case, cases)).collect();
+    let no_jobs = BTreeMap::new();
     let mut record = Vec::new();
     let mut cancel = Vec::new();
     let mut board_climbers = Vec::with_capacity(climbers.len());
     for climber in climbers {
         let key = ClimberKey::of(&climber.combination);
-        // Live standings on every rung, in order; which of them show is decided below.
+        let unlaunchable = launch
+            .check(&climber.combination)
+            .err()
+            .as_ref()
+            .map(UnlaunchableReason::from);
+        // The gate on every rung, in order; which of them show is decided below.
         let mut live = Vec::with_capacity(rungs.len());
         for rung in &rungs {
-            let cell = Cell::new(rung.case.clone(), climber.combination.clone());
-            let completed: &[GateRun] = evidence.runs.get(&cell.cell_key).map(Vec::as_slice).unwrap_or(&[]);
-            let jobs = evidence.jobs.get(&cell.cell_key).cloned().unwrap_or_default();
-            let waiting: &[JobId] = evidence.waiting.get(&cell.cell_key).map(Vec::as_slice).unwrap_or(&[]);
-            let counts = CellCounts {
-                completed: completed.len() as i64,
-                unreviewed: 0,
-                jobs,
-            };
+            let cell_key = CellKey::of(&rung.case, &climber.combination);
+            let completed: &[GateRun] = evidence.runs.get(&cell_key).map(Vec::as_slice).unwrap_or(&[]);
+            let jobs = evidence.jobs.get(&cell_key).unwrap_or(&no_jobs);
+            let waiting: &[JobId] = evidence.waiting.get(&cell_key).map(Vec::as_slice).unwrap_or(&[]);
             let decision = gate::decide(
                 &rules,
                 &RungEvidence {
                     runs: rung.runs,
-                    in_flight: counts.in_flight(),
+                    in_flight: in_flight_of(jobs),
                     completed,
                     waiting,
                 },
             );
-            // The buffer's "not reviewed" is the gate's unjudged: an unloaded run judged broken
-            // outright holds no buffer slot.
-            let counts = CellCounts {
-                unreviewed: decision.tally.unjudged,
-                ..counts
-            };
             let row = rows
                 .get(&(&key, &rung.rung_id))
                 .and_then(|rs| rs.iter().find(|r| r.version == rung.case.version));
@@ -274,16 +278,15 @@ pub fn progress(
             }
             cancel.extend(decision.cancel.iter().cloned());
             let override_outcome = row.and_then(|r| r.override_outcome);
-            live.push(RungStanding {
-                rung_id: rung.rung_id.clone(),
-                version: rung.case.version.clone(),
-                verdict: decision.verdict,
-                override_outcome,
+            live.push(Live {
+                cell_key,
+                completed: completed.len() as i64,
+                jobs,
                 outcome: override_outcome.map(Verdict::from).unwrap_or(decision.verdict),
                 recorded: live_outcome.is_some() && stored == live_outcome,
-                stale: false,
-                tally: Some(decision.tally),
-                cell: Some(matrix_cell(&cell, rung.runs, &counts, cases, launch)),
+                override_outcome,
+                verdict: decision.verdict,
+                tally: decision.tally,
             });
         }
         let current = live.iter().position(|s| s.outcome != Verdict::Advance);
@@ -292,7 +295,7 @@ pub fn progress(
             None => ClimberStatus::ToppedOut,
             Some(i) if live[i].outcome == Verdict::Wall => ClimberStatus::Walled,
             Some(i) => {
-                let tally = live[i].tally.expect("a live standing has a tally");
+                let tally = live[i].tally;
                 if tally.completed < rungs[i].runs || tally.pending > 0 {
                     ClimberStatus::Climbing
                 } else {
@@ -300,12 +303,35 @@ pub fn progress(
                 }
             }
         };
-        let unlaunchable = current.and_then(|i| live[i].cell.as_ref().and_then(|c| c.unlaunchable.clone()));
         let mut standings = Vec::new();
-        for (i, standing) in live.into_iter().enumerate() {
+        for (i, l) in live.into_iter().enumerate() {
             let rung = &rungs[i];
-            if Some(i) == current || standing.outcome != Verdict::Undecided {
-                standings.push(standing);
+            if Some(i) == current || l.outcome != Verdict::Undecided {
+                // The buffer's "not reviewed" is the gate's unjudged: an unloaded run judged
+                // broken outright holds no buffer slot.
+                let counts = CellCounts {
+                    completed: l.completed,
+                    unreviewed: l.tally.unjudged,
+                    jobs: l.jobs.clone(),
+                };
+                let cell = Cell {
+                    case: rung.case.clone(),
+                    combination: climber.combination.clone(),
+                    cell_key: l.cell_key,
+                };
+                let cell = cell_of(&cell, rung.runs, &counts, &case_views[i], unlaunchable.clone());
+                standings.push(RungStanding {
+                    rung_id: rung.rung_id.clone(),
+                    version: rung.case.version.clone(),
+                    verdict: l.verdict,
+                    override_outcome: l.override_outcome,
+                    outcome: l.outcome,
+                    recorded: l.recorded,
+                    stale: false,
+                    tally: Some(l.tally),
+                    cell_key: Some(cell.cell_key.clone()),
+                    cell: Some(cell),
+                });
             }
             let old = rows.get(&(&key, &rung.rung_id)).into_iter().flatten();
             for row in old.filter(|r| r.version != rung.case.version) {
@@ -322,6 +348,7 @@ pub fn progress(
                     recorded: true,
                     stale: true,
                     tally: None,
+                    cell_key: None,
                     cell: None,
                 });
             }
@@ -332,7 +359,7 @@ pub fn progress(
             steering: climber.steering,
             status,
             current_rung: current.map(|i| rungs[i].rung_id.clone()),
-            unlaunchable,
+            unlaunchable: current.and(unlaunchable),
             rungs: standings,
         });
     }
@@ -345,6 +372,18 @@ pub fn progress(
         record,
         cancel,
     }
+}
+
+/// One climber's gate on one rung, before the board decides whether it shows.
+struct Live<'e> {
+    cell_key: CellKey,
+    completed: i64,
+    jobs: &'e BTreeMap<JobStatus, i64>,
+    verdict: Verdict,
+    override_outcome: Option<Outcome>,
+    outcome: Verdict,
+    recorded: bool,
+    tally: Tally,
 }
 
 impl Board {

@@ -26,8 +26,8 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How long a top-up's claim holds the plan: one that dies without releasing it frees the plan
-/// when this has passed.
+/// How long a top-up's claim holds the plan by default: one that dies without releasing it frees
+/// the plan when this has passed. A worker may be given another (`--top-up-lease-seconds`).
 pub const TOP_UP_LEASE_MS: i64 = 120_000;
 
 /// Cell sets up to this size are filtered in SQL (`cell_key in (…)`); larger ones read the
@@ -47,13 +47,38 @@ pub enum Claim {
     Missing,
 }
 
+/// Whose row a top-up's claim is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimOf {
+    Plan,
+    Ladder,
+}
+
+impl ClaimOf {
+    fn table(self) -> &'static str {
+        match self {
+            ClaimOf::Plan => "coverage_plans",
+            ClaimOf::Ladder => "ladders",
+        }
+    }
+
+    /// When the row may be claimed: a plan while not paused, a ladder while enabled.
+    fn open(self) -> &'static str {
+        match self {
+            ClaimOf::Plan => "paused = 0",
+            ClaimOf::Ladder => "enabled = 1",
+        }
+    }
+}
+
 /// Everything the matrix, a top-up and the schedule read, for a given set of cells.
 #[derive(Debug, Clone, Default)]
 pub struct CoverageFacts {
     pub counts: BTreeMap<CellKey, CellCounts>,
     pub cases: CaseFacts,
     pub launch: LaunchFacts,
-    /// Every harness in the catalogue with its cap and its in-flight load, globally.
+    /// Every harness in the catalogue with its cap and its in-flight load, globally (empty when
+    /// the read was a matrix's or a board's, which no walk follows).
     pub lanes: BTreeMap<String, Lane>,
 }
 
@@ -486,19 +511,48 @@ pub async fn resolve_plan(tx: &mut Tx, account_id: &str, id: &str) -> Result<Opt
     Ok(Some(ResolvedPlan { plan, cells, target }))
 }
 
-/// Every count and fact the matrix, the walk and the schedule read for `cells`, as seen by
-/// `account_id` (whose reviews decide `unreviewed` and whose gg configurations are resolved).
+/// Every count and fact the walk and the schedule read for `cells`, as seen by `account_id`
+/// (whose reviews decide `unreviewed` and whose gg configurations are resolved).
 pub async fn coverage_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Result<CoverageFacts, StoreError> {
-    facts(tx, account_id, cells, true).await
+    facts(tx, account_id, cells, Reads::WALK).await
 }
 
-/// [`coverage_facts`]; without `with_runs` the grouped run counts are left at zero (a ladder
-/// reads its cells' runs one by one, for the gate, and counts them itself).
+/// What the matrix reads for `cells`: [`coverage_facts`] without the harness lanes' loads, which
+/// only a walk needs (`lanes` is left empty).
+pub async fn matrix_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Result<CoverageFacts, StoreError> {
+    facts(tx, account_id, cells, Reads::MATRIX).await
+}
+
+/// Which of the optional reads [`facts`] makes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reads {
+    /// The grouped run counts; without them they are left at zero (a ladder reads its cells'
+    /// runs grouped by how the gate judges them, and counts them itself).
+    pub runs: bool,
+    /// Each harness's cap and in-flight load, globally (what a walk defers by); without them
+    /// `lanes` is empty.
+    pub lanes: bool,
+}
+
+impl Reads {
+    /// What a walk reads: everything.
+    const WALK: Reads = Reads {
+        runs: true,
+        lanes: true,
+    };
+    /// What the matrix reads: no lanes.
+    const MATRIX: Reads = Reads {
+        runs: true,
+        lanes: false,
+    };
+}
+
+/// [`coverage_facts`], making the optional reads `reads` names.
 pub(crate) async fn facts(
     tx: &mut Tx,
     account_id: &str,
     cells: &[Cell],
-    with_runs: bool,
+    reads: Reads,
 ) -> Result<CoverageFacts, StoreError> {
     let wanted: BTreeSet<&CellKey> = cells.iter().map(|c| &c.cell_key).collect();
     let keys = key_list(cells);
@@ -509,17 +563,12 @@ pub(crate) async fn facts(
         .as_ref()
         .map(|k| format!(" where r.cell_key in ({})", placeholders(2, k.len())))
         .unwrap_or_default();
-    let sql = format!(
-        r#"select r.cell_key, count(*) as completed,
-               sum(case when v.run_id is null and r.test_type <> 'performance' then 1 else 0 end) as unreviewed
-           from runs r left join reviews v on v.run_id = r.id and v.account_id = $1{filter}
-           group by r.cell_key"#
-    );
+    let sql = runs_by_cell_sql(&filter);
     let mut q = sqlx::query(&sql).bind(account_id);
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
-    let run_rows = if with_runs {
+    let run_rows = if reads.runs {
         q.fetch_all(tx.conn()).await?
     } else {
         Vec::new()
@@ -538,10 +587,7 @@ pub(crate) async fn facts(
         .as_ref()
         .map(|k| format!(" and cell_key in ({})", placeholders(1, k.len())))
         .unwrap_or_default();
-    let sql = format!(
-        "select cell_key, status, count(*) as n from jobs where status in ({}){filter} group by cell_key, status",
-        status_list(&JobStatus::IN_FLIGHT)
-    );
+    let sql = jobs_by_cell_sql(&filter);
     let mut q = sqlx::query(&sql);
     for k in keys.iter().flatten() {
         q = q.bind(*k);
@@ -571,22 +617,26 @@ pub(crate) async fn facts(
                 provider_routed: r.try_get::<i64, _>("provider_routed")? != 0,
             },
         );
-        lanes.insert(
-            name,
-            Lane {
-                cap: r.try_get("max_parallelism")?,
-                load: 0,
-            },
-        );
+        if reads.lanes {
+            lanes.insert(
+                name,
+                Lane {
+                    cap: r.try_get("max_parallelism")?,
+                    load: 0,
+                },
+            );
+        }
     }
-    let load_sql = format!(
-        "select harness, count(*) as n from jobs where status in ({}) group by harness",
-        status_list(&JobStatus::IN_FLIGHT)
-    );
-    for r in sqlx::query(&load_sql).fetch_all(tx.conn()).await? {
-        let h: String = r.try_get("harness")?;
-        if let Some(l) = lanes.get_mut(&h) {
-            l.load = r.try_get("n")?;
+    if reads.lanes {
+        let load_sql = format!(
+            "select harness, count(*) as n from jobs where status in ({}) group by harness",
+            status_list(&JobStatus::IN_FLIGHT)
+        );
+        for r in sqlx::query(&load_sql).fetch_all(tx.conn()).await? {
+            let h: String = r.try_get("harness")?;
+            if let Some(l) = lanes.get_mut(&h) {
+                l.load = r.try_get("n")?;
+            }
         }
     }
     for r in sqlx::query("select id, context_window, input_per_mtok_usd, output_per_mtok_usd from models")
@@ -634,6 +684,27 @@ pub(crate) async fn facts(
     })
 }
 
+/// The grouped run counts: completed runs by cell key, with those the account bound as `$1` has
+/// not reviewed (auto-graded ones never count). `filter` narrows the cells
+/// (` where r.cell_key in (…)`) or is empty.
+fn runs_by_cell_sql(filter: &str) -> String {
+    format!(
+        r#"select r.cell_key, count(*) as completed,
+               sum(case when v.run_id is null and r.test_type <> 'performance' then 1 else 0 end) as unreviewed
+           from runs r left join reviews v on v.run_id = r.id and v.account_id = $1{filter}
+           group by r.cell_key"#
+    )
+}
+
+/// The grouped in-flight job counts by cell key and status. `filter` narrows the cells
+/// (` and cell_key in (…)`) or is empty.
+pub(crate) fn jobs_by_cell_sql(filter: &str) -> String {
+    format!(
+        "select cell_key, status, count(*) as n from jobs where status in ({}){filter} group by cell_key, status",
+        status_list(&JobStatus::IN_FLIGHT)
+    )
+}
+
 /// Every ingested case version with its test type (what a ladder's rungs are checked against).
 pub async fn case_facts(tx: &mut Tx) -> Result<CaseFacts, StoreError> {
     let version_rows = sqlx::query("select slug, version, test_type from test_case_versions")
@@ -654,7 +725,7 @@ pub async fn case_facts(tx: &mut Tx) -> Result<CaseFacts, StoreError> {
 
 /// The matrix of `cells` at `desired` runs each, as `account_id` sees it.
 pub async fn cells_matrix(tx: &mut Tx, account_id: &str, cells: &[Cell], desired: i64) -> Result<Matrix, StoreError> {
-    let f = coverage_facts(tx, account_id, cells).await?;
+    let f = matrix_facts(tx, account_id, cells).await?;
     Ok(matrix(cells, desired, &f.counts, &f.cases, &f.launch))
 }
 
@@ -675,14 +746,15 @@ pub async fn plan_walk(
 // ---- top-up ----------------------------------------------------------------------------------
 
 /// Takes the top-up claim on a plan for `holder` (a top-up's id) at `now`: a conditional update
-/// that succeeds when nobody holds it, the holder's lease ended, or `holder` holds it already (a
-/// retried claim). A paused plan is not claimed.
+/// that succeeds when nobody holds it, the holder's lease (`lease_ms` from its claim) ended, or
+/// `holder` holds it already (a retried claim). A paused plan is not claimed.
 pub async fn claim_top_up(
     tx: &mut Tx,
     account_id: &str,
     plan_id: &str,
     holder: &str,
     now: i64,
+    lease_ms: i64,
 ) -> Result<Claim, StoreError> {
     let Some(plan) = get_plan(tx, account_id, plan_id).await? else {
         return Ok(Claim::Missing);
@@ -691,7 +763,7 @@ pub async fn claim_top_up(
         return Ok(Claim::Paused);
     }
     Ok(
-        if take_claim(tx, "coverage_plans", "paused = 0", account_id, plan_id, holder, now).await? {
+        if take_claim(tx, ClaimOf::Plan, account_id, plan_id, holder, now, lease_ms).await? {
             Claim::Claimed
         } else {
             Claim::Busy
@@ -699,17 +771,18 @@ pub async fn claim_top_up(
     )
 }
 
-/// The claim's conditional update on a plan's or a ladder's row (`table`), where `open` holds
-/// (not paused, enabled): true when `holder` now holds it.
+/// The claim's conditional update on a plan's or a ladder's row, while it is open (not paused,
+/// enabled): true when `holder` now holds it.
 pub(crate) async fn take_claim(
     tx: &mut Tx,
-    table: &str,
-    open: &str,
+    of: ClaimOf,
     account_id: &str,
     id: &str,
     holder: &str,
     now: i64,
+    lease_ms: i64,
 ) -> Result<bool, StoreError> {
+    let (table, open) = (of.table(), of.open());
     let sql = format!(
         r#"update {table} set topping_up_at = $3, topping_up_by = $4
            where id = $1 and account_id = $2 and {open}
@@ -720,23 +793,38 @@ pub(crate) async fn take_claim(
         .bind(account_id)
         .bind(now)
         .bind(holder)
-        .bind(now - TOP_UP_LEASE_MS)
+        .bind(now - lease_ms)
         .execute(tx.conn())
         .await?;
     Ok(done.rows_affected() == 1)
 }
 
-/// Releases `holder`'s claim on a row of `table` (nothing when another holds it now).
-pub(crate) async fn drop_claim(tx: &mut Tx, table: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
-    let sql =
-        format!("update {table} set topping_up_at = null, topping_up_by = null where id = $1 and topping_up_by = $2");
+/// Who holds the top-up claim on a plan (`coverage_plans`) or a ladder (`ladders`) row, and since
+/// when: `None` when nobody does. A holder whose lease has ended is still shown; the next claim
+/// takes it over.
+pub async fn claim_holder(tx: &mut Tx, of: ClaimOf, id: &str) -> Result<Option<(String, i64)>, StoreError> {
+    let sql = format!(
+        "select topping_up_by, topping_up_at from {} where id = $1 and topping_up_by is not null",
+        of.table()
+    );
+    let row = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+    row.map(|r| Ok((r.try_get("topping_up_by")?, r.try_get("topping_up_at")?)))
+        .transpose()
+}
+
+/// Releases `holder`'s claim on a plan's or a ladder's row (nothing when another holds it now).
+pub(crate) async fn drop_claim(tx: &mut Tx, of: ClaimOf, id: &str, holder: &str) -> Result<bool, StoreError> {
+    let sql = format!(
+        "update {} set topping_up_at = null, topping_up_by = null where id = $1 and topping_up_by = $2",
+        of.table()
+    );
     let done = sqlx::query(&sql).bind(id).bind(holder).execute(tx.conn()).await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// Releases `holder`'s claim (nothing when another holds it now).
 pub async fn release_top_up(tx: &mut Tx, plan_id: &str, holder: &str) -> Result<bool, StoreError> {
-    drop_claim(tx, "coverage_plans", plan_id, holder).await
+    drop_claim(tx, ClaimOf::Plan, plan_id, holder).await
 }
 
 /// The recorded answer of top-up `topup_id`, if it ran.
@@ -1059,23 +1147,28 @@ impl crate::Store {
     }
 
     /// For `belay bench coverage` only: the matrix's two grouped counts as raw queries (runs by
-    /// cell with the reviewer's reviews; in-flight jobs by cell and status), nothing else.
-    /// Returns the rows read.
+    /// cell with the reviewer's reviews; in-flight jobs by cell and status), nothing else: the
+    /// same SQL the matrix runs for a plan of more than 500 cells, in a read transaction on the
+    /// same pool, as the matrix reads them. Returns the rows read.
     pub async fn bench_raw_grouped_counts(&self, account_id: &str) -> Result<usize, StoreError> {
-        let runs = sqlx::query(
-            r#"select r.cell_key, count(*) as completed,
-                   sum(case when v.run_id is null and r.test_type <> 'performance' then 1 else 0 end) as unreviewed
-               from runs r left join reviews v on v.run_id = r.id and v.account_id = $1
-               group by r.cell_key"#,
-        )
-        .bind(account_id)
-        .fetch_all(self.pool())
-        .await?;
-        let sql = format!(
-            "select cell_key, status, count(*) as n from jobs where status in ({}) group by cell_key, status",
-            status_list(&JobStatus::IN_FLIGHT)
-        );
-        let jobs = sqlx::query(&sql).fetch_all(self.pool()).await?;
+        let mut tx = self.begin_read().await?;
+        let runs = sqlx::query(&runs_by_cell_sql(""))
+            .bind(account_id)
+            .fetch_all(tx.conn())
+            .await?;
+        let jobs = sqlx::query(&jobs_by_cell_sql("")).fetch_all(tx.conn()).await?;
+        tx.commit().await?;
+        Ok(runs.len() + jobs.len())
+    }
+
+    /// For `belay bench coverage` only: the same two grouped counts as the bench ran them before
+    /// decision 0026, each query on the pool outside a transaction. Returns the rows read.
+    pub async fn bench_raw_grouped_counts_on_pool(&self, account_id: &str) -> Result<usize, StoreError> {
+        let runs = sqlx::query(&runs_by_cell_sql(""))
+            .bind(account_id)
+            .fetch_all(self.pool())
+            .await?;
+        let jobs = sqlx::query(&jobs_by_cell_sql("")).fetch_all(self.pool()).await?;
         Ok(runs.len() + jobs.len())
     }
 }

@@ -10,7 +10,7 @@
 //! gate's evidence), this ladder's still-queued jobs (what an early stop cancels) and its verdict
 //! rows; the board itself is the one pure [`progress::progress`].
 
-use crate::coverage::{self, Claim, CoverageFacts};
+use crate::coverage::{self, Claim, ClaimOf, CoverageFacts};
 use crate::jobs::{cancel_in, job_in, take_dispatch_lock};
 use crate::rows::{enum_from, enum_text, json, status_list, to_json};
 use crate::{StoreError, Tx, events, new_id_body, now_ms};
@@ -307,15 +307,13 @@ fn outcome_from(text: Option<String>, what: &str) -> Result<Option<Outcome>, Sto
     text.map(|t| enum_from::<Outcome>(&t, what)).transpose()
 }
 
+/// A ladder's verdict rows (`$1`), every version.
+const VERDICTS_SQL: &str = r#"select climber_key, rung_id, version, verdict, override_outcome from ladder_verdicts
+   where ladder_id = $1 order by climber_key, rung_id, version"#;
+
 /// The ladder's verdict rows, every version.
 pub async fn verdicts(tx: &mut Tx, ladder_id: &str) -> Result<Vec<RecordedVerdict>, StoreError> {
-    let rows = sqlx::query(
-        r#"select climber_key, rung_id, version, verdict, override_outcome from ladder_verdicts
-           where ladder_id = $1 order by climber_key, rung_id, version"#,
-    )
-    .bind(ladder_id)
-    .fetch_all(tx.conn())
-    .await?;
+    let rows = sqlx::query(VERDICTS_SQL).bind(ladder_id).fetch_all(tx.conn()).await?;
     rows.iter()
         .map(|r| {
             Ok(RecordedVerdict {
@@ -403,6 +401,24 @@ async fn resolve(tx: &mut Tx, account_id: &str, ladder: Ladder) -> Result<Resolv
     })
 }
 
+/// The gate only counts a cell's runs by (loaded, worst): the runs grouped so, with the review of
+/// the account bound as `$1`. `filter` narrows the cells (` where r.cell_key in (…)`) or is empty.
+fn gate_runs_sql(filter: &str) -> String {
+    format!(
+        r#"select r.cell_key, r.loaded, v.worst, count(*) as n
+           from runs r left join reviews v on v.run_id = r.id and v.account_id = $1{filter}
+           group by r.cell_key, r.loaded, v.worst"#
+    )
+}
+
+/// The jobs of an origin (`$1`) still queued or pending, in queue order.
+fn waiting_sql() -> String {
+    format!(
+        "select id, cell_key from jobs where origin = $1 and status in ({}) order by queue_seq",
+        status_list(&JobStatus::WAITING)
+    )
+}
+
 /// The gate's evidence for `cells` as `account_id` sees it: each cell's completed runs with that
 /// account's own review (the worst domain of its one review), and this ladder's jobs still
 /// queued or pending.
@@ -421,12 +437,7 @@ async fn gate_runs(
             format!(" where r.cell_key in ({})", marks.join(", "))
         })
         .unwrap_or_default();
-    // The gate only counts a cell's runs by (loaded, worst): read them grouped so.
-    let sql = format!(
-        r#"select r.cell_key, r.loaded, v.worst, count(*) as n
-           from runs r left join reviews v on v.run_id = r.id and v.account_id = $1{filter}
-           group by r.cell_key, r.loaded, v.worst"#
-    );
+    let sql = gate_runs_sql(&filter);
     let mut q = sqlx::query(&sql).bind(account_id);
     for k in keys.iter().flatten() {
         q = q.bind(*k);
@@ -445,12 +456,8 @@ async fn gate_runs(
         let n = usize::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
         runs.entry(key).or_default().extend(std::iter::repeat_n(run, n));
     }
-    let sql = format!(
-        "select id, cell_key from jobs where origin = $1 and status in ({}) order by queue_seq",
-        status_list(&JobStatus::WAITING)
-    );
     let mut waiting: BTreeMap<CellKey, Vec<JobId>> = BTreeMap::new();
-    for r in sqlx::query(&sql)
+    for r in sqlx::query(&waiting_sql())
         .bind(Origin::Ladder(ladder_id.to_string()).to_string())
         .fetch_all(tx.conn())
         .await?
@@ -463,21 +470,47 @@ async fn gate_runs(
     Ok((runs, waiting))
 }
 
+/// What the board of a resolved ladder is computed from, as `account_id` sees it: the gate's
+/// evidence and the catalogue's facts (whose grouped job counts move into the evidence), with the
+/// harness lanes' loads when a walk follows (`lanes`).
+pub async fn read_evidence(
+    tx: &mut Tx,
+    account_id: &str,
+    r: &ResolvedLadder,
+    lanes: bool,
+) -> Result<(LadderEvidence, CoverageFacts), StoreError> {
+    let reads = coverage::Reads { runs: false, lanes };
+    let mut facts = coverage::facts(tx, account_id, &r.cells, reads).await?;
+    let (runs, waiting) = gate_runs(tx, account_id, r.ladder.id.as_str(), &r.cells).await?;
+    let evidence = LadderEvidence {
+        runs,
+        jobs: std::mem::take(&mut facts.counts)
+            .into_iter()
+            .map(|(k, c)| (k, c.jobs))
+            .collect(),
+        waiting,
+        recorded: verdicts(tx, r.ladder.id.as_str()).await?,
+    };
+    Ok((evidence, facts))
+}
+
 /// The board of a resolved ladder as `account_id` sees it, with the writes it implies (which a
-/// read leaves alone), and the facts it was computed from.
+/// read leaves alone), and the facts it was computed from (no lanes: no walk follows a read).
 pub async fn read_progress(
     tx: &mut Tx,
     account_id: &str,
     r: &ResolvedLadder,
 ) -> Result<(Progress, CoverageFacts), StoreError> {
-    let facts = coverage::facts(tx, account_id, &r.cells, false).await?;
-    let (runs, waiting) = gate_runs(tx, account_id, r.ladder.id.as_str(), &r.cells).await?;
-    let evidence = LadderEvidence {
-        runs,
-        jobs: facts.counts.iter().map(|(k, c)| (k.clone(), c.jobs.clone())).collect(),
-        waiting,
-        recorded: verdicts(tx, r.ladder.id.as_str()).await?,
-    };
+    board_and_facts(tx, account_id, r, false).await
+}
+
+async fn board_and_facts(
+    tx: &mut Tx,
+    account_id: &str,
+    r: &ResolvedLadder,
+    lanes: bool,
+) -> Result<(Progress, CoverageFacts), StoreError> {
+    let (evidence, facts) = read_evidence(tx, account_id, r, lanes).await?;
     let p = progress(&r.ladder, &r.climbers, &evidence, &facts.cases, &facts.launch);
     Ok((p, facts))
 }
@@ -508,7 +541,8 @@ pub async fn settle(
     r: &ResolvedLadder,
     record: bool,
 ) -> Result<(i64, Vec<(String, JobStatus)>, Progress, CoverageFacts), StoreError> {
-    let (p, facts) = read_progress(tx, account_id, r).await?;
+    // Only a top-up (`record`) walks next: it reads the harness lanes' loads.
+    let (p, facts) = board_and_facts(tx, account_id, r, record).await?;
     if record {
         write_verdicts(tx, r.ladder.id.as_str(), &p.record).await?;
     }
@@ -526,7 +560,7 @@ pub async fn settle(
     let (p, facts) = if cancelled.is_empty() {
         (p, facts)
     } else {
-        read_progress(tx, account_id, r).await?
+        board_and_facts(tx, account_id, r, record).await?
     };
     Ok((recorded, cancelled, p, facts))
 }
@@ -541,6 +575,7 @@ pub async fn claim_top_up(
     ladder_id: &str,
     holder: &str,
     now: i64,
+    lease_ms: i64,
 ) -> Result<Claim, StoreError> {
     let Some(ladder) = get_ladder(tx, account_id, ladder_id).await? else {
         return Ok(Claim::Missing);
@@ -549,7 +584,7 @@ pub async fn claim_top_up(
         return Ok(Claim::Paused);
     }
     Ok(
-        if coverage::take_claim(tx, "ladders", "enabled = 1", account_id, ladder_id, holder, now).await? {
+        if coverage::take_claim(tx, ClaimOf::Ladder, account_id, ladder_id, holder, now, lease_ms).await? {
             Claim::Claimed
         } else {
             Claim::Busy
@@ -559,7 +594,7 @@ pub async fn claim_top_up(
 
 /// Releases `holder`'s claim on the ladder.
 pub async fn release_top_up(tx: &mut Tx, ladder_id: &str, holder: &str) -> Result<bool, StoreError> {
-    coverage::drop_claim(tx, "ladders", ladder_id, holder).await
+    coverage::drop_claim(tx, ClaimOf::Ladder, ladder_id, holder).await
 }
 
 /// Records that a ladder top-up did not run because the ladder is disabled.
@@ -672,36 +707,24 @@ pub async fn ladder_owner(tx: &mut Tx, ladder_id: &str) -> Result<Option<String>
 impl crate::Store {
     /// For `belay bench ladder` only: the raw queries a ladder's board is built from (the runs
     /// counted by cell, loaded and the reviewer's worst rating, the grouped in-flight jobs, the
-    /// ladder's waiting jobs, its verdict rows), nothing else. Returns the runs counted and the
-    /// other rows read.
+    /// ladder's waiting jobs, its verdict rows), nothing else: the same SQL the board runs for a
+    /// ladder of more than 500 cells, in a read transaction on the same pool, as the board reads
+    /// them. Returns the runs counted and the other rows read.
     pub async fn bench_raw_ladder_reads(&self, account_id: &str, ladder_id: &str) -> Result<usize, StoreError> {
-        let runs = sqlx::query(
-            r#"select r.cell_key, r.loaded, v.worst, count(*) as n
-               from runs r left join reviews v on v.run_id = r.id and v.account_id = $1
-               group by r.cell_key, r.loaded, v.worst"#,
-        )
-        .bind(account_id)
-        .fetch_all(self.pool())
-        .await?;
-        let sql = format!(
-            "select cell_key, status, count(*) as n from jobs where status in ({}) group by cell_key, status",
-            status_list(&JobStatus::IN_FLIGHT)
-        );
-        let jobs = sqlx::query(&sql).fetch_all(self.pool()).await?;
-        let sql = format!(
-            "select id, cell_key from jobs where origin = $1 and status in ({}) order by queue_seq",
-            status_list(&JobStatus::WAITING)
-        );
-        let waiting = sqlx::query(&sql)
-            .bind(Origin::Ladder(ladder_id.to_string()).to_string())
-            .fetch_all(self.pool())
+        let mut tx = self.begin_read().await?;
+        let runs = sqlx::query(&gate_runs_sql(""))
+            .bind(account_id)
+            .fetch_all(tx.conn())
             .await?;
-        let verdicts = sqlx::query(
-            "select climber_key, rung_id, version, verdict, override_outcome from ladder_verdicts where ladder_id = $1",
-        )
-        .bind(ladder_id)
-        .fetch_all(self.pool())
-        .await?;
+        let jobs = sqlx::query(&coverage::jobs_by_cell_sql(""))
+            .fetch_all(tx.conn())
+            .await?;
+        let waiting = sqlx::query(&waiting_sql())
+            .bind(Origin::Ladder(ladder_id.to_string()).to_string())
+            .fetch_all(tx.conn())
+            .await?;
+        let verdicts = sqlx::query(VERDICTS_SQL).bind(ladder_id).fetch_all(tx.conn()).await?;
+        tx.commit().await?;
         let mut counted = 0usize;
         for r in &runs {
             counted += usize::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);

@@ -10,7 +10,7 @@ use belay_domain::coverage::{Cell, CoverageGroupInput, CoveragePlanInput, GroupK
 use belay_domain::job::{CasePin, Combination, JobStatus, Origin, RetryDecision};
 use belay_domain::review::{Rating, ReviewInput};
 use belay_domain::top_up::Skipped;
-use belay_store::coverage::{self, Claim, TOP_UP_LEASE_MS};
+use belay_store::coverage::{self, Claim, ClaimOf, TOP_UP_LEASE_MS};
 use belay_store::jobs::{Completion, NewJob, Transition};
 use belay_store::testing::fresh;
 use belay_store::{Backend, Store};
@@ -336,6 +336,12 @@ on_both!(
         );
         let m = coverage::cells_matrix(&mut tx, &bob.id, &cells, 3).await.unwrap();
         assert_eq!(m.cells[0].unreviewed, 0, "bob reviewed it");
+        // A walk reads each lane's cap and global load; the matrix's reads leave the lanes out.
+        let walk = coverage::coverage_facts(&mut tx, &alice.id, &cells).await.unwrap();
+        assert_eq!((walk.lanes["x"].cap, walk.lanes["x"].load), (10, 1));
+        let read = coverage::matrix_facts(&mut tx, &alice.id, &cells).await.unwrap();
+        assert!(read.lanes.is_empty());
+        assert_eq!(read.counts, walk.counts);
         let q = coverage::unreviewed_runs(&mut tx, &alice.id, &cells).await.unwrap();
         assert_eq!(q.len(), 1);
         assert_eq!(q[0].run_id.to_string(), r1);
@@ -354,31 +360,44 @@ on_both!(
         let id = plan.id.as_str();
         let t = 1_000_000;
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "one", t).await.unwrap(),
+            coverage::claim_top_up(&mut tx, &alice.id, id, "one", t, TOP_UP_LEASE_MS)
+                .await
+                .unwrap(),
             Claim::Claimed
         );
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "one", t + 5)
+            coverage::claim_holder(&mut tx, ClaimOf::Plan, id).await.unwrap(),
+            Some(("one".to_string(), t))
+        );
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "one", t + 5, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Claimed,
             "a retried claim"
         );
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 10)
+            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 10, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Busy
         );
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 5 + TOP_UP_LEASE_MS - 1)
-                .await
-                .unwrap(),
+            coverage::claim_top_up(
+                &mut tx,
+                &alice.id,
+                id,
+                "two",
+                t + 5 + TOP_UP_LEASE_MS - 1,
+                TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Busy
         );
         // "one" died without releasing: its lease ends.
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 5 + TOP_UP_LEASE_MS)
+            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 5 + TOP_UP_LEASE_MS, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Claimed
@@ -388,23 +407,39 @@ on_both!(
             "not one's to release"
         );
         assert!(coverage::release_top_up(&mut tx, id, "two").await.unwrap());
+        assert_eq!(coverage::claim_holder(&mut tx, ClaimOf::Plan, id).await.unwrap(), None);
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "three", t)
+            coverage::claim_top_up(&mut tx, &alice.id, id, "three", t, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Claimed
         );
-        coverage::release_top_up(&mut tx, id, "three").await.unwrap();
+        // A shorter lease, as a worker configured with one reads it: "three" died too.
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "five", t + 999, 1_000)
+                .await
+                .unwrap(),
+            Claim::Busy
+        );
+        assert_eq!(
+            coverage::claim_top_up(&mut tx, &alice.id, id, "five", t + 1_000, 1_000)
+                .await
+                .unwrap(),
+            Claim::Claimed
+        );
+        coverage::release_top_up(&mut tx, id, "five").await.unwrap();
         coverage::set_paused(&mut tx, &alice.id, id, true, "pause")
             .await
             .unwrap()
             .unwrap();
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "four", t).await.unwrap(),
+            coverage::claim_top_up(&mut tx, &alice.id, id, "four", t, TOP_UP_LEASE_MS)
+                .await
+                .unwrap(),
             Claim::Paused
         );
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, "plan_nope", "four", t)
+            coverage::claim_top_up(&mut tx, &alice.id, "plan_nope", "four", t, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Missing

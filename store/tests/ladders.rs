@@ -8,7 +8,7 @@ use belay_domain::job::{Combination, JobStatus};
 use belay_domain::ladder::{ClimberKey, LadderAxis, LadderInput, RungInput, Steering};
 use belay_domain::progress::{ClimberStatus, RecordedVerdict};
 use belay_domain::review::{Rating, ReviewInput};
-use belay_store::coverage::{Claim, TOP_UP_LEASE_MS};
+use belay_store::coverage::{self, Claim, ClaimOf, TOP_UP_LEASE_MS};
 use belay_store::jobs::{Completion, Transition};
 use belay_store::ladders::{self, mint_rung_id};
 use belay_store::testing::fresh;
@@ -278,11 +278,13 @@ on_both!(
         // Disabled: not claimed.
         let now = belay_store::now_ms();
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, &id, "t1", now).await.unwrap(),
+            ladders::claim_top_up(&mut tx, &alice.id, &id, "t1", now, TOP_UP_LEASE_MS)
+                .await
+                .unwrap(),
             Claim::Paused
         );
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, "lad_none", "t1", now)
+            ladders::claim_top_up(&mut tx, &alice.id, "lad_none", "t1", now, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Missing
@@ -291,24 +293,41 @@ on_both!(
             .await
             .unwrap();
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, &id, "t1", now).await.unwrap(),
+            ladders::claim_top_up(&mut tx, &alice.id, &id, "t1", now, TOP_UP_LEASE_MS)
+                .await
+                .unwrap(),
             Claim::Claimed
         );
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, &id, "t1", now).await.unwrap(),
+            ladders::claim_top_up(&mut tx, &alice.id, &id, "t1", now, TOP_UP_LEASE_MS)
+                .await
+                .unwrap(),
             Claim::Claimed,
             "a retried claim by the same holder"
         );
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, &id, "t2", now).await.unwrap(),
+            ladders::claim_top_up(&mut tx, &alice.id, &id, "t2", now, TOP_UP_LEASE_MS)
+                .await
+                .unwrap(),
             Claim::Busy
         );
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, &id, "t2", now + TOP_UP_LEASE_MS + 1)
-                .await
-                .unwrap(),
+            ladders::claim_top_up(
+                &mut tx,
+                &alice.id,
+                &id,
+                "t2",
+                now + TOP_UP_LEASE_MS + 1,
+                TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Claimed,
             "the lease ended"
+        );
+        assert_eq!(
+            coverage::claim_holder(&mut tx, ClaimOf::Ladder, &id).await.unwrap(),
+            Some(("t2".to_string(), now + TOP_UP_LEASE_MS + 1))
         );
         assert!(ladders::release_top_up(&mut tx, &id, "t2").await.unwrap());
         assert!(!ladders::release_top_up(&mut tx, &id, "t2").await.unwrap());

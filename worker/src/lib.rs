@@ -117,6 +117,9 @@ impl Pool {
 }
 
 /// What the pools need.
+/// How long a top-up's claim holds by default ([`belay_store::coverage::TOP_UP_LEASE_MS`]).
+pub const DEFAULT_TOP_UP_LEASE: Duration = Duration::from_millis(belay_store::coverage::TOP_UP_LEASE_MS as u64);
+
 pub struct WorkerDeps {
     pub client: Client,
     pub store: Store,
@@ -129,6 +132,8 @@ pub struct WorkerDeps {
     pub dispatcher: belay_workflows::dispatcher::DispatcherInput,
     /// The Sandbox pool's configuration; `None` leaves that pool without activities.
     pub sandbox: Option<SandboxDeps>,
+    /// How long a top-up's claim holds its plan or ladder when the top-up never releases it.
+    pub top_up_lease: Duration,
 }
 
 /// What the `sandbox` pool needs: the Docker configuration, and where (and with which token key)
@@ -253,6 +258,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .register_activities(ProbeActivities)
                 .register_activities(belay_activities::top_up::TopUpStoreActivities {
                     store: deps.store.clone(),
+                    lease_ms: i64::try_from(deps.top_up_lease.as_millis()).unwrap_or(i64::MAX),
                 })
                 .register_activities(VerifyStoreActivities {
                     store: deps.store.clone(),
