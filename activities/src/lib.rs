@@ -11,7 +11,6 @@ pub mod browser;
 pub mod edit_session;
 pub mod harness;
 pub mod ladder;
-pub mod leases;
 pub mod llm;
 pub mod project;
 pub mod promotion;

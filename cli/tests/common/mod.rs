@@ -561,7 +561,7 @@ pub async fn completed_history(b: &Belay, workflow_id: &str) -> Vec<u8> {
 
 /// [`replays`] for a history already fetched.
 pub async fn replays_json(name: &str, json: Vec<u8>) -> Vec<u8> {
-    belay_worker::replay::replay_json(&json)
+    belay_client::replay::replay_json(&json)
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     record_history(name, &json);
