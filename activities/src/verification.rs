@@ -689,6 +689,7 @@ impl VerifySandboxActivities {
                         dir: &dir,
                         repo: &fork,
                     },
+                    SandboxUser::Root,
                     &format!("Build {candidate}"),
                     &input.commit,
                 )

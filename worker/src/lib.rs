@@ -327,11 +327,13 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 let revocations = StoreRevocations(deps.store.clone());
                 base.register_activities(WorkspaceSandboxActivities {
                     sandboxes: sandboxes.clone(),
+                    store: deps.store.clone(),
                     revocations: revocations.clone(),
                     git: sandbox.git.clone(),
                 })
                 .register_activities(EditSandboxActivities {
                     sandboxes: sandboxes.clone(),
+                    store: deps.store.clone(),
                     revocations: revocations.clone(),
                     git: sandbox.git.clone(),
                 })

@@ -392,6 +392,18 @@ impl Belay {
         n
     }
 
+    /// Waits until extra worker `n` has exited by itself (a failpoint killed it).
+    pub async fn wait_extra_worker_exit(&mut self, n: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.extra_workers[n].0.try_wait().unwrap().is_some() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "extra worker {n} still runs after {limit:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGKILL to an extra worker.
     pub fn kill_extra_worker(&mut self, n: usize) {
         let p = &mut self.extra_workers[n].0;
