@@ -68,7 +68,7 @@ pub fn may_cancel_job(role: Role, caller: &str, launched_by: Option<&str>, origi
 /// Whether events of `kind` belong to an owned entity (seen by its owner only) rather than to a
 /// job, run, review or catalogue entry (seen by every account).
 pub fn event_is_owned(kind: &str) -> bool {
-    const OWNED: [&str; 17] = [
+    const OWNED: [&str; 21] = [
         "account.",
         "project.",
         "change.",
@@ -78,6 +78,11 @@ pub fn event_is_owned(kind: &str) -> bool {
         "change_set.",
         "edit_session.",
         "gg_config.",
+        // Coverage: an account's groups, plans, buffer setting and ladders.
+        "coverage_group.",
+        "coverage_plan.",
+        "coverage_settings.",
+        "ladder.",
         // The source lane after the Change: of a project, a Change or a Candidate.
         "policy.",
         "verification.",
@@ -136,6 +141,10 @@ mod tests {
             "release.started",
             "repair.requested",
             "policy.updated",
+            "coverage_group.created",
+            "coverage_plan.topped_up",
+            "coverage_settings.updated",
+            "ladder.early_stopped",
         ] {
             assert!(event_is_owned(owned), "{owned}");
         }

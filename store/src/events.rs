@@ -27,18 +27,23 @@ pub async fn append<'e>(
     // transaction (a project, a Change, a task run, a Candidate, …); an event of a job, run,
     // review or catalogue entry carries none (every account sees it). See
     // `belay_domain::access`.
-    let sql = if belay_domain::access::event_is_owned(kind) {
+    let owned = belay_domain::access::event_is_owned(kind);
+    let sql = if owned {
         OWNED_INSERT
     } else {
         "insert into events (entity, kind, payload, at) values ($1, $2, $3, $4)"
     };
-    sqlx::query(sql)
+    let mut q = sqlx::query(sql)
         .bind(entity)
         .bind(kind)
         .bind(payload.to_string())
-        .bind(now_ms())
-        .execute(exec)
-        .await?;
+        .bind(now_ms());
+    if owned {
+        // The owner the event names itself: the last word, for an entity whose row is gone (a
+        // deleted plan's `coverage_plan.deleted`, written after its delete).
+        q = q.bind(payload.get("accountId").and_then(|a| a.as_str()).map(str::to_owned));
+    }
+    q.execute(exec).await?;
     Ok(())
 }
 
@@ -61,6 +66,10 @@ const OWNED_INSERT: &str = "insert into events (entity, kind, payload, at, accou
     (select e.account_id from edit_sessions e where e.id = $1), \
     (select g.account_id from gg_configs g where g.id = $1), \
     (select a.id from accounts a where a.id = $1), \
+    (select g.account_id from coverage_groups g where g.id = $1), \
+    (select p.account_id from coverage_plans p where p.id = $1 or 'plan:' || p.id = $1), \
+    (select l.account_id from ladders l where l.id = $1 or 'ladder:' || l.id = $1), \
+    $5, \
     ''))";
 
 /// [`append`] inside a transaction the caller owns.

@@ -1,5 +1,6 @@
 //! What the metrics read, on SQLite and on PostgreSQL: how top-ups ended (one row per top-up,
-//! however often it is recorded) with the durations of those that ran.
+//! however often it is recorded) with the durations of those that ran, and the events of an
+//! account's plans, groups and ladders kept to that account.
 
 use belay_domain::buffer::BufferTarget;
 use belay_domain::coverage::CoveragePlanInput;
@@ -92,5 +93,38 @@ on_both!(
         let (kind, seconds) = &snap.top_up_seconds[0];
         assert_eq!(kind, "plan");
         assert!((1.4..120.0).contains(seconds), "{seconds}");
+    }
+);
+
+on_both!(
+    the_events_of_an_accounts_plans_groups_and_ladders_are_its_own,
+    async |store: Store| {
+        let (owner, _) = store.create_account("owner").await.unwrap();
+        let (other, _) = store.create_account("other").await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        let plan = coverage::create_plan(&mut tx, &owner.id, &plan_input()).await.unwrap();
+        let plan = plan.id.to_string();
+        answer(&mut tx, &owner.id, &plan, "run-1").await;
+        assert!(coverage::delete_plan(&mut tx, &owner.id, &plan).await.unwrap());
+        tx.commit().await.unwrap();
+        let kinds = |events: Vec<belay_store::events::Event>| -> Vec<String> {
+            events
+                .into_iter()
+                .filter(|e| e.kind.starts_with("coverage"))
+                .map(|e| e.kind)
+                .collect()
+        };
+        let mine = kinds(store.events_for(&owner.id, 0, None, 1000).await.unwrap());
+        assert_eq!(
+            mine,
+            [
+                "coverage_plan.created",
+                "coverage_plan.topped_up",
+                "coverage_plan.deleted"
+            ],
+            "the owner sees its plan's events, the one written after the delete included"
+        );
+        let theirs = kinds(store.events_for(&other.id, 0, None, 1000).await.unwrap());
+        assert!(theirs.is_empty(), "{theirs:?}");
     }
 );
