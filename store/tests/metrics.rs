@@ -2,7 +2,6 @@
 //! however often it is recorded) with the durations of those that ran, and the events of an
 //! account's plans, groups and ladders kept to that account.
 
-use belay_domain::buffer::BufferTarget;
 use belay_domain::coverage::CoveragePlanInput;
 use belay_domain::job::Origin;
 use belay_store::Store;
@@ -21,15 +20,17 @@ fn plan_input() -> CoveragePlanInput {
     .unwrap()
 }
 
-/// Top-up `holder` of `plan` runs its enqueue: an answer recorded (an empty walk enqueues nothing).
+/// Top-up `holder` of `plan` runs its enqueue: an answer recorded (the catalogue is empty, so
+/// the walk finds the plan's one cell unlaunchable and enqueues nothing).
 async fn answer(tx: &mut belay_store::Tx, owner: &str, plan: &str, holder: &str) {
+    let resolved = coverage::resolve_plan(tx, owner, plan).await.unwrap().unwrap();
     coverage::enqueue_top_up(
         tx,
         owner,
         &Origin::Plan(plan.to_owned()),
-        &[],
+        &resolved.cells,
         1,
-        BufferTarget::Unbounded {},
+        resolved.target,
         holder,
     )
     .await
