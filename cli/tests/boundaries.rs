@@ -23,7 +23,11 @@ type Walk = (&'static str, String, Option<Value>, Option<u16>, u16);
 const GLOBAL: &[(&str, &str, &str)] = &[
     ("GET", "/v1/healthz", "liveness: the same answer for everyone"),
     ("GET", "/v1/readyz", "readiness: the same answer for everyone"),
-    ("GET", "/v1/openapi.json", "the API's own description: the same for everyone"),
+    (
+        "GET",
+        "/v1/openapi.json",
+        "the API's own description: the same for everyone",
+    ),
     ("GET", "/v1/account", "the caller's own account"),
     (
         "GET",
