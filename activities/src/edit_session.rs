@@ -5,8 +5,8 @@
 
 use crate::revocations::StoreRevocations;
 use crate::{
-    Plain, earlier_attempt_started, fatal, git_error, heartbeating, heartbeating_started, mark_started, now_secs,
-    retryable, sandbox_error, store_error,
+    COMMAND_STARTED, Plain, activity_identity, die_at, earlier_attempt_started, failpoint, fatal, git_error,
+    heartbeating, heartbeating_started, mark_started, now_secs, retryable, sandbox_error, store_error,
 };
 use belay_domain::edit_session::COMMAND_TIMEOUT_SECS;
 use belay_domain::ids::{EditSessionId, ProjectId};
@@ -27,6 +27,20 @@ use std::time::Duration;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::instrument;
+
+/// The answer to a command an earlier attempt of the same activity started: its worker was lost,
+/// so the command may have run, and it is not run again.
+fn not_run_again(at: i64) -> CommandOutput {
+    CommandOutput {
+        exit_code: None,
+        stdout: String::new(),
+        stderr: "an earlier attempt started this command and its worker was lost; it was not run again".to_owned(),
+        timed_out: false,
+        started_at: at,
+        ended_at: at,
+        sandbox_lost: true,
+    }
+}
 
 /// The `edit_<hex>` session's directory.
 fn session_dir(session_id: &str) -> Result<String, ActivityError> {
@@ -123,6 +137,8 @@ impl EditGitActivities {
 
 pub struct EditSandboxActivities {
     pub sandboxes: Arc<Sandboxes>,
+    /// Where a command's start is recorded before it runs.
+    pub store: Store,
     pub revocations: StoreRevocations,
     pub git: SandboxGit,
 }
@@ -139,17 +155,7 @@ impl EditSandboxActivities {
         // An earlier attempt handed the command to the Sandbox and its worker was lost (the
         // server retried after the heartbeat timeout): answered as lost, never run a second time.
         if earlier_attempt_started(&ctx) {
-            let now = now_secs();
-            return Ok(CommandOutput {
-                exit_code: None,
-                stdout: String::new(),
-                stderr: "an earlier attempt started this command and its worker was lost; it was not run again"
-                    .to_owned(),
-                timed_out: false,
-                started_at: now,
-                ended_at: now,
-                sandbox_lost: true,
-            });
+            return Ok(not_run_again(now_secs()));
         }
         // A command may take its whole 120 s: heartbeat, so the 20 s heartbeat timeout never
         // fails (and retries) a command that is still running. The details say whether the
@@ -209,8 +215,22 @@ impl EditSandboxActivities {
                 return Err(retryable(Plain(why)));
             }
         }
-        mark_started(ctx, started).await;
-        let out = match self
+        // The start is a fact before the command is handed over: a retry of this activity after
+        // its worker was lost, however soon, finds it and answers the loss instead of running
+        // the command a second time.
+        if !self
+            .store
+            .record_command_start(&activity_identity(ctx), project, belay_store::now_ms())
+            .await
+            .map_err(store_error)?
+        {
+            return Ok(not_run_again(started_at));
+        }
+        let dying = failpoint(COMMAND_STARTED);
+        if !dying {
+            mark_started(ctx, started).await;
+        }
+        let ran = self
             .sandboxes
             .exec(
                 project,
@@ -219,8 +239,11 @@ impl EditSandboxActivities {
                 user,
                 Duration::from_secs(COMMAND_TIMEOUT_SECS),
             )
-            .await
-        {
+            .await;
+        if dying {
+            die_at(COMMAND_STARTED);
+        }
+        let out = match ran {
             Ok(out) => out,
             // Lost once the command was handed to the Sandbox: answered as lost, never retried
             // (a retry would run the command a second time, from the start, in a fresh Sandbox).

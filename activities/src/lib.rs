@@ -11,7 +11,6 @@ pub mod browser;
 pub mod edit_session;
 pub mod harness;
 pub mod ladder;
-pub mod leases;
 pub mod llm;
 pub mod project;
 pub mod promotion;
@@ -121,6 +120,40 @@ pub(crate) async fn heartbeating_started<T>(
 pub(crate) async fn mark_started(ctx: &ActivityContext, started: &std::sync::atomic::AtomicBool) {
     started.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = ctx.record_heartbeat(true).await;
+}
+
+/// The identity of this activity, the same for every attempt of it: its namespace, workflow, run
+/// and activity id.
+pub(crate) fn activity_identity(ctx: &ActivityContext) -> String {
+    let info = ctx.info();
+    format!(
+        "{}/{}/{}/{}",
+        info.namespace,
+        info.workflow_id.as_deref().unwrap_or_default(),
+        info.workflow_run_id
+            .as_deref()
+            .or(info.activity_run_id.as_deref())
+            .unwrap_or_default(),
+        info.activity_id
+    )
+}
+
+/// A test-only failpoint: with `BELAY_FAILPOINT=sandbox-command-started` a worker that runs an
+/// edit-session command or a workspace `run_command` sends no "started" heartbeat and kills
+/// itself (SIGKILL) as soon as the command has run: a worker lost within moments of starting a
+/// command, before the server heard that it had.
+pub const COMMAND_STARTED: &str = "sandbox-command-started";
+
+/// Whether the failpoint `name` is set for this process.
+pub(crate) fn failpoint(name: &str) -> bool {
+    std::env::var(promotion::FAILPOINT_ENV).is_ok_and(|v| v == name)
+}
+
+/// The failpoint's death: SIGKILL to this process, nothing flushed.
+pub(crate) fn die_at(name: &str) -> ! {
+    tracing::warn!("failpoint {name}: killing this worker");
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    std::process::abort()
 }
 
 /// Unix seconds now.

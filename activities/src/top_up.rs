@@ -7,6 +7,7 @@ use belay_domain::top_up::{Skipped, TopUpAnswer};
 use belay_store::Store;
 use belay_store::coverage::{self, Claim};
 use belay_store::ladders;
+use belay_store::metrics::{TopUpEnd, TopUpKind, record_top_up_end, record_top_up_skipped};
 use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, ReleaseInput, TopUpOf};
 use std::sync::Arc;
 use temporalio_macros::activities;
@@ -31,6 +32,25 @@ async fn after_claim(claim: Claim) {
         tracing::warn!("failpoint {AFTER_CLAIM}: the claim is committed; this worker answers no more");
         std::future::pending::<()>().await;
     }
+}
+
+fn kind_of(of: TopUpOf) -> TopUpKind {
+    match of {
+        TopUpOf::Plan => TopUpKind::Plan,
+        TopUpOf::Ladder => TopUpKind::Ladder,
+    }
+}
+
+/// Records a claim that found the plan busy or paused, for the metrics (once per top-up).
+async fn record_skip(tx: &mut belay_store::Tx, input: &ClaimInput, claim: Claim) -> Result<(), ActivityError> {
+    let end = match claim {
+        Claim::Busy => TopUpEnd::Busy,
+        Claim::Paused => TopUpEnd::Paused,
+        Claim::Claimed | Claim::Missing => return Ok(()),
+    };
+    record_top_up_skipped(tx, kind_of(input.of), &input.plan_id, &input.holder, end)
+        .await
+        .map_err(store_error)
 }
 
 fn claim_answer(claim: Claim) -> ClaimAnswer {
@@ -61,6 +81,7 @@ impl TopUpStoreActivities {
                 .await
                 .map_err(store_error)?;
         }
+        record_skip(&mut tx, &input, claim).await?;
         tx.commit().await.map_err(store_error)?;
         after_claim(claim).await;
         Ok(claim_answer(claim))
@@ -129,6 +150,7 @@ impl TopUpStoreActivities {
             .await
             .map_err(store_error)?;
         }
+        record_skip(&mut tx, &input, claim).await?;
         tx.commit().await.map_err(store_error)?;
         after_claim(claim).await;
         Ok(claim_answer(claim))
@@ -178,6 +200,9 @@ impl TopUpStoreActivities {
     #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
     pub async fn release(self: Arc<Self>, _ctx: ActivityContext, input: ReleaseInput) -> Result<bool, ActivityError> {
         let mut tx = self.store.begin().await.map_err(store_error)?;
+        record_top_up_end(&mut tx, kind_of(input.of), &input.plan_id, &input.holder)
+            .await
+            .map_err(store_error)?;
         let released = match input.of {
             TopUpOf::Plan => coverage::release_top_up(&mut tx, &input.plan_id, &input.holder).await,
             TopUpOf::Ladder => ladders::release_top_up(&mut tx, &input.plan_id, &input.holder).await,

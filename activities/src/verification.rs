@@ -722,6 +722,7 @@ impl VerifySandboxActivities {
                         dir: &dir,
                         repo: &fork,
                     },
+                    SandboxUser::Root,
                     &format!("Build {candidate}"),
                     &input.commit,
                 )

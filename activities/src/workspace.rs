@@ -247,9 +247,20 @@ impl WorkspaceGitActivities {
     }
 }
 
+/// The answer to a command an earlier attempt of the same activity started: its worker was lost,
+/// so the command may have run, and it is not run again.
+fn not_run_again() -> ToolOutcome {
+    ToolOutcome::Refused(Refusal::new(
+        RefusalReason::SandboxLost,
+        "an earlier attempt started this command and its worker was lost; it was not run again",
+    ))
+}
+
 /// The checkout, tools and push, on the `belay.sandbox` pool.
 pub struct WorkspaceSandboxActivities {
     pub sandboxes: Arc<Sandboxes>,
+    /// Where a command's start is recorded before it runs.
+    pub store: Store,
     pub revocations: StoreRevocations,
     pub git: SandboxGit,
 }
@@ -276,10 +287,15 @@ impl WorkspaceSandboxActivities {
         &self,
         project: &str,
         dir: &str,
+        user: SandboxUser,
         path: &str,
     ) -> Result<Result<String, ValidationError>, SandboxError> {
         Ok(
-            match self.sandboxes.read_file(project, dir, path, MAX_FILE_BYTES).await? {
+            match self
+                .sandboxes
+                .read_file(project, dir, user, path, MAX_FILE_BYTES)
+                .await?
+            {
                 Ok(bytes) => String::from_utf8(bytes)
                     .map_err(|_| ValidationError::new("path", format!("{path} is not UTF-8 text"))),
                 Err(why) => Err(ValidationError::new("path", why)),
@@ -287,7 +303,14 @@ impl WorkspaceSandboxActivities {
         )
     }
 
-    async fn run_tool(&self, project: &str, dir: &str, request: &ToolRequest) -> Result<ToolOutcome, SandboxError> {
+    /// Runs one tool as the workspace's own user.
+    async fn run_tool(
+        &self,
+        project: &str,
+        dir: &str,
+        user: SandboxUser,
+        request: &ToolRequest,
+    ) -> Result<ToolOutcome, SandboxError> {
         let mut out = ToolOutput {
             tool: request.call.name().to_owned(),
             content: None,
@@ -300,14 +323,14 @@ impl WorkspaceSandboxActivities {
             edits_lost: false,
         };
         match &request.call {
-            ToolCall::ReadFile { path } => match self.read_text(project, dir, path).await? {
+            ToolCall::ReadFile { path } => match self.read_text(project, dir, user, path).await? {
                 Ok(text) => out.content = Some(text),
                 Err(why) => return Ok(tool_refused(why)),
             },
             ToolCall::WriteFile { path, content } => {
                 if let Err(why) = self
                     .sandboxes
-                    .write_file(project, dir, path, content.as_bytes())
+                    .write_file(project, dir, user, path, content.as_bytes())
                     .await?
                 {
                     return Ok(tool_refused(ValidationError::new("path", why)));
@@ -318,7 +341,7 @@ impl WorkspaceSandboxActivities {
                 old_text,
                 new_text,
             } => {
-                let text = match self.read_text(project, dir, path).await? {
+                let text = match self.read_text(project, dir, user, path).await? {
                     Ok(t) => t,
                     Err(why) => return Ok(tool_refused(why)),
                 };
@@ -326,7 +349,11 @@ impl WorkspaceSandboxActivities {
                     Ok(e) => e,
                     Err(why) => return Ok(tool_refused(why)),
                 };
-                if let Err(why) = self.sandboxes.write_file(project, dir, path, edited.as_bytes()).await? {
+                if let Err(why) = self
+                    .sandboxes
+                    .write_file(project, dir, user, path, edited.as_bytes())
+                    .await?
+                {
                     return Ok(tool_refused(ValidationError::new("path", why)));
                 }
             }
@@ -334,7 +361,7 @@ impl WorkspaceSandboxActivities {
                 if let Some(script) = &request.allowed.script {
                     let package = self
                         .sandboxes
-                        .read_file(project, dir, "package.json", MAX_FILE_BYTES)
+                        .read_file(project, dir, user, "package.json", MAX_FILE_BYTES)
                         .await?
                         .ok();
                     if let Err(why) = check_package_script(package.as_deref(), script) {
@@ -344,12 +371,12 @@ impl WorkspaceSandboxActivities {
                 let timeout = Duration::from_secs(TOOL_TIMEOUT_SECS);
                 let ran = if request.allowed.build {
                     self.sandboxes
-                        .run_discarding_writes(project, dir, argv, timeout)
+                        .run_discarding_writes(project, dir, user, argv, timeout)
                         .await
                         .map(|(exec, discarded)| (exec, Some(discarded)))
                 } else {
                     self.sandboxes
-                        .exec(project, dir, argv, SandboxUser::Root, timeout)
+                        .exec(project, dir, argv, user, timeout)
                         .await
                         .map(|exec| (exec, None))
                 };
@@ -393,9 +420,12 @@ impl WorkspaceSandboxActivities {
         let project = input.project_id.as_str();
         let work = async {
             self.sandboxes.ensure(project).await.map_err(sandbox_error)?;
-            // A restore starts from nothing: whatever a lost or half-done checkout left goes.
-            self.sandboxes
-                .fresh_dir(project, &dir, SandboxUser::Root)
+            // A restore starts from nothing: whatever a lost or half-done checkout left goes. The
+            // workspace gets a user of its own: its directory is readable by its commands alone,
+            // and they cannot read an edit session's or another workspace's.
+            let user = self
+                .sandboxes
+                .fresh_private_dir(project, &dir)
                 .await
                 .map_err(sandbox_error)?;
             let head = match self
@@ -408,7 +438,7 @@ impl WorkspaceSandboxActivities {
                         dir: &dir,
                         repo: &input.fork,
                     },
-                    SandboxUser::Root,
+                    user,
                 )
                 .await
                 .map_err(git_in_sandbox_error)?
@@ -429,7 +459,7 @@ impl WorkspaceSandboxActivities {
                 .sh(
                     project,
                     &dir,
-                    SandboxUser::Root,
+                    user,
                     "test -f package.json",
                     &[],
                     Duration::from_secs(30),
@@ -440,13 +470,7 @@ impl WorkspaceSandboxActivities {
             if let Some(install) = input.policy.install_argv(has_package_json) {
                 let out = self
                     .sandboxes
-                    .exec(
-                        project,
-                        &dir,
-                        &install,
-                        SandboxUser::Root,
-                        Duration::from_secs(TOOL_TIMEOUT_SECS),
-                    )
+                    .exec(project, &dir, &install, user, Duration::from_secs(TOOL_TIMEOUT_SECS))
                     .await
                     .map_err(sandbox_error)?;
                 if !out.success() {
@@ -474,23 +498,39 @@ impl WorkspaceSandboxActivities {
         let command = matches!(input.call, ToolCall::RunCommand { .. });
         // An earlier attempt handed this command to the Sandbox and its worker was lost.
         if command && crate::earlier_attempt_started(&ctx) {
-            return Ok(ToolOutcome::Refused(Refusal::new(
-                RefusalReason::SandboxLost,
-                "an earlier attempt started this command and its worker was lost; it was not run again",
-            )));
+            return Ok(not_run_again());
         }
         let started = std::sync::atomic::AtomicBool::new(false);
         let work = async {
-            match self.sandboxes.checkout_present(project, &dir).await {
-                Ok(true) => {}
-                Ok(false) => return Ok(ToolOutcome::Lost),
+            let user = match self.sandboxes.checkout_owner(project, &dir).await {
+                Ok(Some(user)) => user,
+                Ok(None) => return Ok(ToolOutcome::Lost),
                 Err(e) if is_lost(&e) => return Ok(ToolOutcome::Lost),
                 Err(e) => return Err(sandbox_error(e)),
-            }
+            };
+            let mut dying = false;
             if command {
-                crate::mark_started(&ctx, &started).await;
+                // The start is a fact before the command is handed over: a retry of this
+                // activity after its worker was lost, however soon, finds it and answers the loss
+                // instead of running the command a second time.
+                if !self
+                    .store
+                    .record_command_start(&crate::activity_identity(&ctx), project, belay_store::now_ms())
+                    .await
+                    .map_err(store_error)?
+                {
+                    return Ok(not_run_again());
+                }
+                dying = crate::failpoint(crate::COMMAND_STARTED);
+                if !dying {
+                    crate::mark_started(&ctx, &started).await;
+                }
             }
-            match self.run_tool(project, &dir, &input).await {
+            let ran = self.run_tool(project, &dir, user, &input).await;
+            if dying {
+                crate::die_at(crate::COMMAND_STARTED);
+            }
+            match ran {
                 Ok(outcome) => Ok(outcome),
                 Err(e) if is_lost(&e) => Ok(ToolOutcome::Lost),
                 Err(e) => Err(sandbox_error(e)),
@@ -505,12 +545,12 @@ impl WorkspaceSandboxActivities {
         let dir = run_dir(&input.run_id).map_err(fatal)?;
         let project = input.project_id.as_str();
         let work = async {
-            match self.sandboxes.checkout_present(project, &dir).await {
-                Ok(true) => {}
-                Ok(false) => return Ok(Pushed::Lost),
+            let user = match self.sandboxes.checkout_owner(project, &dir).await {
+                Ok(Some(user)) => user,
+                Ok(None) => return Ok(Pushed::Lost),
                 Err(e) if is_lost(&e) => return Ok(Pushed::Lost),
                 Err(e) => return Err(sandbox_error(e)),
-            }
+            };
             match self
                 .git
                 .commit_and_push(
@@ -521,6 +561,7 @@ impl WorkspaceSandboxActivities {
                         dir: &dir,
                         repo: &input.fork,
                     },
+                    user,
                     &input.message,
                     &input.start,
                 )

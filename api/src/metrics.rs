@@ -2,7 +2,9 @@
 //! worker process (`BELAY_METRICS_ADDR`). Each scrape builds a fresh registry from the
 //! database's rows (`belay_store::metrics`), so every process answers the same figures and a
 //! restart loses nothing: jobs by status and harness, status transitions, claim and dispatch
-//! latency and run duration histograms, live Sandboxes, and Sandbox meter usage per project.
+//! latency and run duration histograms, live Sandboxes, Sandbox meter usage per project, top-ups
+//! of plans and ladders by how they ended with their durations, Candidates by status, verdicts
+//! and check attempts with their durations, and the usage meters (browser, model).
 //! The histograms are rebuilt from every job that has the timestamps, so their counts only
 //! grow, as Prometheus expects.
 
@@ -90,6 +92,88 @@ pub async fn render(store: &Store) -> Result<String, String> {
             .with_label_values(&[project.as_str(), month.as_str()])
             .set(*s as f64);
     }
+    let by = |name: &str, help: &str, label: &str| {
+        HistogramVec::new(HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()), &[label])
+    };
+    let top_ups = IntCounterVec::new(
+        Opts::new(
+            "belay_top_ups_total",
+            "Top-ups of coverage plans and ladders, by kind and how they ended (launched, failed, busy, paused)",
+        ),
+        &["kind", "outcome"],
+    )
+    .map_err(err)?;
+    for (kind, outcome, n) in &snap.top_ups {
+        top_ups
+            .with_label_values(&[kind.as_str(), outcome.as_str()])
+            .inc_by(*n as u64);
+    }
+    let top_up_seconds = by(
+        "belay_top_up_seconds",
+        "Seconds from a top-up's claim to its end, for top-ups that ran, by kind",
+        "kind",
+    )
+    .map_err(err)?;
+    for (kind, s) in &snap.top_up_seconds {
+        top_up_seconds.with_label_values(&[kind.as_str()]).observe(*s);
+    }
+    let candidates =
+        IntGaugeVec::new(Opts::new("belay_candidates", "Candidates by status"), &["status"]).map_err(err)?;
+    for (status, n) in &snap.candidates {
+        candidates.with_label_values(&[status.as_str()]).set(*n);
+    }
+    let verifications = IntCounterVec::new(
+        Opts::new(
+            "belay_verifications_total",
+            "Candidates that reached a verdict, by their first verdict (verified or rejected)",
+        ),
+        &["outcome"],
+    )
+    .map_err(err)?;
+    let verification_seconds = by(
+        "belay_verification_seconds",
+        "Seconds from a Candidate's creation to its first verdict, by verdict",
+        "outcome",
+    )
+    .map_err(err)?;
+    for (outcome, s) in &snap.verification_seconds {
+        verifications.with_label_values(&[outcome.as_str()]).inc();
+        verification_seconds.with_label_values(&[outcome.as_str()]).observe(*s);
+    }
+    let checks = IntCounterVec::new(
+        Opts::new(
+            "belay_checks_total",
+            "Check attempts recorded as Evidence, by check kind and status",
+        ),
+        &["kind", "status"],
+    )
+    .map_err(err)?;
+    for (kind, status, n) in &snap.checks {
+        checks
+            .with_label_values(&[kind.as_str(), status.as_str()])
+            .inc_by(*n as u64);
+    }
+    let check_seconds = by(
+        "belay_check_seconds",
+        "Seconds each check attempt took, by check kind",
+        "kind",
+    )
+    .map_err(err)?;
+    for (kind, s) in &snap.check_seconds {
+        check_seconds.with_label_values(&[kind.as_str()]).observe(*s);
+    }
+    let usage = IntGaugeVec::new(
+        Opts::new(
+            "belay_usage",
+            "Usage meters (browser seconds and runs, model calls and cost), used and reserved, summed over their scopes",
+        ),
+        &["meter", "part"],
+    )
+    .map_err(err)?;
+    for (meter, used, reserved) in &snap.usage {
+        usage.with_label_values(&[meter.as_str(), "used"]).set(*used);
+        usage.with_label_values(&[meter.as_str(), "reserved"]).set(*reserved);
+    }
     for c in [
         Box::new(jobs) as Box<dyn prometheus::core::Collector>,
         Box::new(transitions),
@@ -98,6 +182,14 @@ pub async fn render(store: &Store) -> Result<String, String> {
         Box::new(runs),
         Box::new(sandboxes),
         Box::new(meter),
+        Box::new(top_ups),
+        Box::new(top_up_seconds),
+        Box::new(candidates),
+        Box::new(verifications),
+        Box::new(verification_seconds),
+        Box::new(checks),
+        Box::new(check_seconds),
+        Box::new(usage),
     ] {
         registry.register(c).map_err(err)?;
     }

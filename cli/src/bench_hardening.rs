@@ -4,8 +4,8 @@
 //! serialized writes) against the same with the in-process book.
 
 use anyhow::bail;
-use belay_activities::leases::StoreLeases;
 use belay_sandbox::lease::{Leases, LocalLeases};
+use belay_sandbox::store_leases::StoreLeases;
 use belay_sandbox::{SandboxConfig, SandboxUser, Sandboxes, WORKSPACE};
 use belay_store::Store;
 use std::process::Command;

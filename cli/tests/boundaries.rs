@@ -4,6 +4,10 @@
 //! them, repository tokens, gg configurations, events of those) are not found for anyone else;
 //! cabinet-wide actions (catalogue writes, bulk cancels) are an operator's; jobs, runs and the
 //! catalogue stay readable by every account. See `belay_domain::access`.
+//!
+//! The walk covers every operation of `/v1/openapi.json`: an operation is either walked (a row of
+//! the table) or named in [`GLOBAL`] with why it needs no walk, and the test fails on any other,
+//! so a route added later cannot be missed.
 
 mod common;
 
@@ -14,6 +18,75 @@ use std::time::Duration;
 /// A route walked: method, path, body, the second account's answer (`None`: not walked) and the
 /// member's.
 type Walk = (&'static str, String, Option<Value>, Option<u16>, u16);
+
+/// Operations that need no walk, and why: they act on nothing another account owns.
+const GLOBAL: &[(&str, &str, &str)] = &[
+    ("GET", "/v1/healthz", "liveness: the same answer for everyone"),
+    ("GET", "/v1/readyz", "readiness: the same answer for everyone"),
+    (
+        "GET",
+        "/v1/openapi.json",
+        "the API's own description: the same for everyone",
+    ),
+    ("GET", "/v1/account", "the caller's own account"),
+    (
+        "GET",
+        "/v1/events",
+        "each event only to whom may see its entity: checked below",
+    ),
+    ("GET", "/v1/projects", "lists the caller's own: checked below"),
+    ("POST", "/v1/projects", "makes a project of the caller's own"),
+    ("GET", "/v1/gg-configs", "lists the caller's own: checked below"),
+    ("POST", "/v1/gg-configs", "makes a configuration of the caller's own"),
+    ("GET", "/v1/coverage-groups", "lists the caller's own: checked below"),
+    ("POST", "/v1/coverage-groups", "makes a group of the caller's own"),
+    ("GET", "/v1/coverage-plans", "lists the caller's own: checked below"),
+    ("POST", "/v1/coverage-plans", "makes a plan of the caller's own"),
+    ("GET", "/v1/ladders", "lists the caller's own: checked below"),
+    ("POST", "/v1/ladders", "makes a ladder of the caller's own"),
+    ("GET", "/v1/coverage-settings", "the caller's own buffer target"),
+    ("PUT", "/v1/coverage-settings", "the caller's own buffer target"),
+    (
+        "GET",
+        "/v1/approvals",
+        "approvals of the caller's own projects: checked below",
+    ),
+    ("POST", "/v1/jobs", "every account launches jobs of its own"),
+    (
+        "GET",
+        "/v1/runs/{id}",
+        "runs are every account's to read (reviewers share runs)",
+    ),
+    (
+        "GET",
+        "/v1/runs/{id}/artifact",
+        "a run's artifacts are as readable as the run",
+    ),
+    (
+        "GET",
+        "/v1/runs/{id}/reviews",
+        "runs and their reviews are every account's to read",
+    ),
+    (
+        "POST",
+        "/v1/runs/{id}/review",
+        "every account reviews any run; the review is its own",
+    ),
+];
+
+/// The operation template of `/v1/openapi.json` that a concrete `path` is, the most specific one
+/// when several fit (`/v1/jobs/cancel` before `/v1/jobs/{id}`).
+fn template_of<'a>(path: &str, templates: &'a [String]) -> Option<&'a String> {
+    let path = path.split('?').next().unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').collect();
+    templates
+        .iter()
+        .filter(|t| {
+            let ts: Vec<&str> = t.split('/').collect();
+            ts.len() == segments.len() && ts.iter().zip(&segments).all(|(t, s)| t.starts_with('{') || t == s)
+        })
+        .max_by_key(|t| t.split('/').filter(|s| !s.starts_with('{')).count())
+}
 
 fn id(v: &Value) -> String {
     v["id"].as_str().unwrap_or_else(|| panic!("no id in {v}")).to_string()
@@ -101,6 +174,37 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         .await;
     assert_eq!(s, 201, "{gg}");
     let gg = id(&gg);
+    // Coverage: a group, a plan and a ladder.
+    let case = json!({"slug": "c", "version": "1.0.0", "variant": "default"});
+    let combo = json!({"kind": "harness", "harness": "h", "model": "m"});
+    let (s, group) = b
+        .post(
+            "/v1/coverage-groups",
+            json!({"name": "cases", "kind": "case", "members": [case.clone()]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{group}");
+    let group = id(&group);
+    let plan_body = json!({"name": "p", "cases": [case.clone()], "combinations": [combo.clone()], "runsPerCell": 1,
+                           "autoTopUp": false});
+    let (s, plan) = b.post("/v1/coverage-plans", plan_body.clone()).await;
+    assert_eq!(s, 201, "{plan}");
+    let plan = id(&plan);
+    let ladder_body = json!({"name": "l", "rungs": [case.clone()], "combinations": [combo.clone()]});
+    let (s, ladder) = b.post("/v1/ladders", ladder_body.clone()).await;
+    assert_eq!(s, 201, "{ladder}");
+    let rung = ladder["rungs"][0]["id"].as_str().unwrap().to_owned();
+    let ladder = id(&ladder);
+    // A Candidate of the Change, made in the store (no workflow moves it while the walk runs).
+    let (_, owner) = b.request("GET", "/v1/account", Some(&b.token), None).await;
+    let candidate = b
+        .store()
+        .await
+        .start_verification(owner["id"].as_str().unwrap(), &change)
+        .await
+        .unwrap()
+        .id
+        .to_string();
 
     let second = create_operator(&b.database_url, "second");
     let member = create_account(&b.database_url, "member");
@@ -118,6 +222,16 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         format!("/v1/edit-sessions/{session}"),
         format!("/v1/gg-configs/{gg}"),
         format!("/v1/change-sets/{change_set}"),
+        format!("/v1/coverage-groups/{group}"),
+        format!("/v1/coverage-plans/{plan}"),
+        format!("/v1/coverage-plans/{plan}/queue"),
+        format!("/v1/ladders/{ladder}"),
+        format!("/v1/ladders/{ladder}/progress"),
+        format!("/v1/candidates/{candidate}"),
+        format!("/v1/changes/{change}/candidates"),
+        format!("/v1/changes/{change}/receipts"),
+        format!("/v1/projects/{project}/policy"),
+        "/v1/approvals".into(),
         "/v1/test-cases".into(),
         "/v1/test-cases/c/versions/1.0.0".into(),
         "/v1/harnesses/h".into(),
@@ -232,6 +346,236 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
             Some(404),
             404,
         ),
+        ("DELETE", format!("/v1/gg-configs/{gg}"), None, Some(404), 404),
+        // Verification, selection and promotion: the Change's and the Candidate's.
+        ("GET", format!("/v1/projects/{project}/policy"), None, Some(404), 404),
+        (
+            "PUT",
+            format!("/v1/projects/{project}/policy"),
+            Some(json!({"liveApp": false})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/changes/{change}/verification"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        ("GET", format!("/v1/changes/{change}/candidates"), None, Some(404), 404),
+        (
+            "POST",
+            format!("/v1/changes/{change}/candidates"),
+            Some(json!({"changeSetIds": [change_set]})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/changes/{change}/conflicts"),
+            Some(json!({"status": "dismissed", "sides": [
+                {"taskId": task, "changeSetIds": [change_set]}, {"taskId": id(&other_task), "changeSetIds": [change_set]}]})),
+            Some(404),
+            404,
+        ),
+        ("GET", format!("/v1/changes/{change}/receipts"), None, Some(404), 404),
+        ("GET", format!("/v1/candidates/{candidate}"), None, Some(404), 404),
+        (
+            "POST",
+            format!("/v1/candidates/{candidate}/approvals"),
+            Some(json!({"decision": "grant", "tree": commit})),
+            Some(404),
+            404,
+        ),
+        // The Candidate answers before the Evidence is looked for: another account's Candidate is
+        // not found, whatever its Evidence.
+        (
+            "GET",
+            format!("/v1/candidates/{candidate}/evidence/ev_0000/output"),
+            None,
+            Some(404),
+            404,
+        ),
+        (
+            "GET",
+            format!("/v1/candidates/{candidate}/evidence/ev_0000/screenshots"),
+            None,
+            Some(404),
+            404,
+        ),
+        (
+            "GET",
+            format!("/v1/candidates/{candidate}/evidence/ev_0000/screenshots/0"),
+            None,
+            Some(404),
+            404,
+        ),
+        (
+            "GET",
+            format!("/v1/candidates/{candidate}/promotability"),
+            None,
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/candidates/{candidate}/promote"),
+            None,
+            Some(404),
+            404,
+        ),
+        // Coverage groups, plans and their halts.
+        ("GET", format!("/v1/coverage-groups/{group}"), None, Some(404), 404),
+        (
+            "PUT",
+            format!("/v1/coverage-groups/{group}"),
+            Some(json!({"name": "stolen", "kind": "case", "members": [case.clone()]})),
+            Some(404),
+            404,
+        ),
+        ("DELETE", format!("/v1/coverage-groups/{group}"), None, Some(404), 404),
+        ("GET", format!("/v1/coverage-plans/{plan}"), None, Some(404), 404),
+        (
+            "PUT",
+            format!("/v1/coverage-plans/{plan}"),
+            Some(plan_body.clone()),
+            Some(404),
+            404,
+        ),
+        ("DELETE", format!("/v1/coverage-plans/{plan}"), None, Some(404), 404),
+        (
+            "GET",
+            format!("/v1/coverage-plans/{plan}/coverage"),
+            None,
+            Some(404),
+            404,
+        ),
+        ("GET", format!("/v1/coverage-plans/{plan}/queue"), None, Some(404), 404),
+        (
+            "GET",
+            format!("/v1/coverage-plans/{plan}/schedule"),
+            None,
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/coverage-plans/{plan}/topup"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/coverage-plans/{plan}/pause"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/coverage-plans/{plan}/resume"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/coverage-plans/{plan}/open"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/coverage-plans/{plan}/halt"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/coverage-plans/{plan}/halt-all"),
+            Some(json!({"confirm": true})),
+            Some(404),
+            404,
+        ),
+        // Ladders and their sub-routes.
+        ("GET", format!("/v1/ladders/{ladder}"), None, Some(404), 404),
+        (
+            "PUT",
+            format!("/v1/ladders/{ladder}"),
+            Some(ladder_body.clone()),
+            Some(404),
+            404,
+        ),
+        ("DELETE", format!("/v1/ladders/{ladder}"), None, Some(404), 404),
+        ("GET", format!("/v1/ladders/{ladder}/progress"), None, Some(404), 404),
+        ("GET", format!("/v1/ladders/{ladder}/queue"), None, Some(404), 404),
+        (
+            "POST",
+            format!("/v1/ladders/{ladder}/enable"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/ladders/{ladder}/disable"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/ladders/{ladder}/topup"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/ladders/{ladder}/halt"),
+            Some(json!({})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/ladders/{ladder}/halt-all"),
+            Some(json!({"confirm": true})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/ladders/{ladder}/climbers"),
+            Some(json!({"combination": combo.clone(), "priority": 1})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/ladders/{ladder}/rungs/order"),
+            Some(json!({"rungIds": [rung]})),
+            Some(404),
+            404,
+        ),
+        (
+            "POST",
+            format!("/v1/ladders/{ladder}/outcomes"),
+            Some(json!({"combination": combo.clone(), "rungId": rung, "outcome": null})),
+            Some(404),
+            404,
+        ),
+        (
+            "DELETE",
+            format!("/v1/ladders/{ladder}/outcomes"),
+            Some(json!({"combination": combo.clone(), "rungId": rung})),
+            Some(404),
+            404,
+        ),
         // Cabinet-wide: an operator's.
         (
             "POST",
@@ -292,6 +636,46 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         ("GET", "/v1/models/m".into(), None, Some(200), 200),
         ("GET", "/v1/runs".into(), None, Some(200), 200),
     ];
+    // Every operation the API documents is walked or named in GLOBAL, and GLOBAL names only
+    // operations there are.
+    let (s, doc) = b.request("GET", "/v1/openapi.json", Some(&b.token), None).await;
+    assert_eq!(s, 200, "{doc}");
+    let mut operations: Vec<(String, String)> = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in ["get", "put", "post", "patch", "delete"] {
+            if item.get(method).is_some() {
+                operations.push((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    let templates: Vec<String> = doc["paths"].as_object().unwrap().keys().cloned().collect();
+    let walked: std::collections::BTreeSet<(String, String)> = table
+        .iter()
+        .map(|(method, path, ..)| {
+            let t = template_of(path, &templates).unwrap_or_else(|| panic!("{method} {path} is no documented path"));
+            assert!(
+                operations.contains(&(method.to_string(), t.clone())),
+                "{method} {path} ({t}) is no documented operation"
+            );
+            (method.to_string(), t.clone())
+        })
+        .collect();
+    for (method, path, why) in GLOBAL {
+        assert!(
+            operations.contains(&(method.to_string(), path.to_string())),
+            "GLOBAL names {method} {path} ({why}), which the API does not document"
+        );
+    }
+    let missed: Vec<String> = operations
+        .iter()
+        .filter(|op| !walked.contains(*op) && !GLOBAL.iter().any(|(m, p, _)| op.0 == *m && op.1 == *p))
+        .map(|(m, p)| format!("{m} {p}"))
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "operations neither walked nor global by design: {missed:#?}"
+    );
+
     for (method, path, body, second_wants, member_wants) in &table {
         let body = body.as_ref().map(Value::to_string);
         for (who, token, want) in [
@@ -311,7 +695,14 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
     }
     // Lists hold only the caller's own.
     for token in [&second, &member] {
-        for path in ["/v1/projects", "/v1/gg-configs"] {
+        for path in [
+            "/v1/projects",
+            "/v1/gg-configs",
+            "/v1/coverage-groups",
+            "/v1/coverage-plans",
+            "/v1/ladders",
+            "/v1/approvals",
+        ] {
             let (s, v) = b.request("GET", path, Some(token), None).await;
             assert_eq!((s, v), (200, json!([])), "{path}");
         }
@@ -319,7 +710,21 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
 
     // Events: another account sees none of the owner's project, Change, edit-session or
     // gg-configuration events, and still sees the job's.
-    let owned = [&project, &change, &session, &run, &gg, &change_set];
+    let (plan_origin, ladder_origin) = (format!("plan:{plan}"), format!("ladder:{ladder}"));
+    let owned = [
+        &project,
+        &change,
+        &session,
+        &run,
+        &gg,
+        &change_set,
+        &group,
+        &plan,
+        &ladder,
+        &candidate,
+        &plan_origin,
+        &ladder_origin,
+    ];
     for token in [&second, &member] {
         let (s, events) = b.request("GET", "/v1/events?limit=1000", Some(token), None).await;
         assert_eq!(s, 200);
@@ -327,7 +732,13 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         for e in events {
             let entity = e["entity"].as_str().unwrap();
             assert!(!owned.iter().any(|o| o.as_str() == entity), "another account saw {e}");
-            assert!(!e["kind"].as_str().unwrap().starts_with("project."), "{e}");
+            let kind = e["kind"].as_str().unwrap();
+            assert!(
+                !["project.", "coverage", "ladder.", "candidate.", "verification."]
+                    .iter()
+                    .any(|p| kind.starts_with(p)),
+                "{e}"
+            );
             if e["kind"] == "account.created" {
                 let (_, me) = b.request("GET", "/v1/account", Some(token), None).await;
                 assert_eq!(e["entity"], me["id"], "another account's creation was seen: {e}");
@@ -347,6 +758,10 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         "change.created",
         "edit_session.opened",
         "gg_config.created",
+        "coverage_group.created",
+        "coverage_plan.created",
+        "ladder.created",
+        "candidate.created",
     ] {
         assert!(
             owner_events.iter().any(|e| e["kind"] == kind),

@@ -124,3 +124,128 @@ async fn metrics_answer_the_exposition_format_and_the_job_figures_move_as_a_job_
         sdk.samples.keys().take(10).collect::<Vec<_>>()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn top_ups_and_verifications_move_their_counters_and_durations() {
+    use common::sample::{change, sample_project, start_verification, task, wait_candidate, write};
+    use serde_json::json;
+
+    let b = Belay::start_with_sandbox().await;
+    b.catalogue().await;
+    b.harness("x", 100, "sleep 600").await;
+    let (s, plan) = b
+        .post(
+            "/v1/coverage-plans",
+            json!({"name": "p", "cases": [{"slug": "c", "version": "1.0.0", "variant": "default"}],
+                   "combinations": [{"kind": "harness", "harness": "x", "model": "m"}], "runsPerCell": 2,
+                   "bufferTarget": {"kind": "bounded", "runs": 5}, "autoTopUp": false}),
+        )
+        .await;
+    assert_eq!(s, 201, "{plan}");
+    let plan = plan["id"].as_str().unwrap().to_owned();
+    let api = format!("{}/metrics", b.url);
+    let series = |outcome: &str| format!(r#"belay_top_ups_total{{kind="plan",outcome="{outcome}"}}"#);
+    let before = scrape(&b.http, &api).await;
+
+    // Ten top-ups at once: those that ran and those answered busy are counted as such.
+    let topup = format!("/v1/coverage-plans/{plan}/topup");
+    let calls = (0..10).map(|_| b.post(&topup, json!({})));
+    let answers = futures::future::join_all(calls).await;
+    let (mut ran, mut busy) = (0.0, 0.0);
+    for (s, v) in &answers {
+        assert_eq!(*s, 200, "{v}");
+        match v["skipped"].as_str() {
+            None => ran += 1.0,
+            Some("busy") => busy += 1.0,
+            Some(other) => panic!("skipped {other}: {v}"),
+        }
+    }
+    assert!(ran >= 1.0, "{answers:?}");
+    let after = scrape(&b.http, &api).await;
+    assert_eq!(after.types["belay_top_ups_total"], "counter");
+    assert_eq!(after.types["belay_top_up_seconds"], "histogram");
+    assert_eq!(
+        sample(&after, &series("launched")) - sample(&before, &series("launched")),
+        ran
+    );
+    assert_eq!(sample(&after, &series("busy")) - sample(&before, &series("busy")), busy);
+    assert_eq!(
+        sample(&after, r#"belay_top_up_seconds_count{kind="plan"}"#),
+        sample(&after, &series("launched"))
+    );
+    // Paused: skipped, and counted as paused.
+    let (s, _) = b.post(&format!("/v1/coverage-plans/{plan}/pause"), json!({})).await;
+    assert_eq!(s, 200);
+    let (s, v) = b.post(&format!("/v1/coverage-plans/{plan}/topup"), json!({})).await;
+    assert_eq!((s, v["skipped"].as_str()), (200, Some("paused")), "{v}");
+    let paused = scrape(&b.http, &api).await;
+    assert_eq!(
+        sample(&paused, &series("paused")) - sample(&after, &series("paused")),
+        1.0
+    );
+
+    // A verification: the Candidate's verdict, its duration and its checks are counted.
+    let project = sample_project(&b).await;
+    let c = change(
+        &b,
+        &project,
+        json!({"goal": "Add hello", "acceptanceCriteria": [], "invariants": [], "riskTier": "low"}),
+    )
+    .await;
+    task(
+        &b,
+        &c,
+        "t1",
+        &[write("src/hello.ts", "export const hello = \"hello\";\n")],
+    )
+    .await;
+    let k = start_verification(&b, &c).await;
+    let cand = wait_candidate(&b, &k, &["verified", "rejected"]).await;
+    let verdict = cand["status"].as_str().unwrap();
+    let done = scrape(&b.http, &api).await;
+    assert_eq!(done.types["belay_verifications_total"], "counter");
+    assert_eq!(done.types["belay_verification_seconds"], "histogram");
+    assert_eq!(done.types["belay_candidates"], "gauge");
+    assert_eq!(
+        sample(&done, &format!(r#"belay_verifications_total{{outcome="{verdict}"}}"#)),
+        1.0,
+        "{:?}",
+        done.samples
+    );
+    assert_eq!(
+        sample(
+            &done,
+            &format!(r#"belay_verification_seconds_count{{outcome="{verdict}"}}"#)
+        ),
+        1.0
+    );
+    assert!(
+        sample(
+            &done,
+            &format!(r#"belay_verification_seconds_sum{{outcome="{verdict}"}}"#)
+        ) > 0.0
+    );
+    // One Candidate, whatever it became since (a verified one may be promoting already).
+    let candidates: f64 = done
+        .samples
+        .iter()
+        .filter(|(k, _)| k.starts_with("belay_candidates{"))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(candidates, 1.0, "{:?}", done.samples);
+    let checks: f64 = done
+        .samples
+        .iter()
+        .filter(|(k, _)| k.starts_with("belay_checks_total{"))
+        .map(|(_, v)| v)
+        .sum();
+    let evidence = b.get(&format!("/v1/candidates/{k}")).await;
+    assert!(checks >= 1.0, "{evidence}");
+    let timed: f64 = done
+        .samples
+        .iter()
+        .filter(|(k, _)| k.starts_with("belay_check_seconds_count{"))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(timed, checks);
+}

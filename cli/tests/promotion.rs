@@ -149,7 +149,7 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     // The release ran as one git activity and the store steps as local activities (markers, no
     // `db.` task-queue activity), behind the patch marker.
     let h = common::completed_history(&b, &format!("promote-{k1}-g0")).await;
-    let patches = belay_worker::replay::patches(&h).unwrap();
+    let patches = belay_client::replay::patches(&h).unwrap();
     assert!(
         patches
             .iter()

@@ -412,7 +412,7 @@ async fn records_replayable_histories() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    belay_worker::replay::replay_json(&json)
+    belay_client::replay::replay_json(&json)
         .await
         .unwrap_or_else(|e| panic!("dispatcher: {e}"));
     assert_eq!(

@@ -27,6 +27,42 @@ async fn command(b: &Belay, session: &str, command: &str) -> (u16, Value) {
     .await
 }
 
+/// A POST of `body` to `url` with `token` that holds no borrow of the test's `Belay`, so it can
+/// run in a task of its own while the test kills and starts workers.
+async fn post(url: String, token: String, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json::<Value>().await.unwrap())
+}
+
+/// A running task run of a new one-task Change (its workspace opens at its first tool call).
+async fn task_run(b: &Belay, project: &str) -> String {
+    let (s, c) = b
+        .post(
+            &format!("/v1/projects/{project}/changes"),
+            json!({"goal": "Say hello", "acceptanceCriteria": ["it says hello"], "invariants": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{c}");
+    let (s, t) = b
+        .post(
+            &format!("/v1/changes/{}/tasks", c["id"].as_str().unwrap()),
+            json!({"key": "a", "kind": "implement", "title": "task a", "semanticResources": [], "dependencies": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{t}");
+    let (s, r) = b
+        .post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(s, 201, "{r}");
+    r["id"].as_str().unwrap().to_string()
+}
+
 fn container(project: &str) -> String {
     format!("proj-{}", project.strip_prefix("proj_").unwrap())
 }
@@ -223,25 +259,7 @@ async fn a_sandbox_removed_mid_command_answers_the_loss_for_edit_sessions_and_wo
     assert_eq!((s, out["stdout"].as_str()), (200, Some("back\n")), "{out}");
 
     // An agent workspace.
-    let (s, c) = b
-        .post(
-            &format!("/v1/projects/{project}/changes"),
-            json!({"goal": "Say hello", "acceptanceCriteria": ["it says hello"], "invariants": []}),
-        )
-        .await;
-    assert_eq!(s, 201, "{c}");
-    let (s, t) = b
-        .post(
-            &format!("/v1/changes/{}/tasks", c["id"].as_str().unwrap()),
-            json!({"key": "a", "kind": "implement", "title": "task a", "semanticResources": [], "dependencies": []}),
-        )
-        .await;
-    assert_eq!(s, 201, "{t}");
-    let (s, r) = b
-        .post(&format!("/v1/tasks/{}/runs", t["id"].as_str().unwrap()), json!({}))
-        .await;
-    assert_eq!(s, 201, "{r}");
-    let run = r["id"].as_str().unwrap().to_string();
+    let run = task_run(&b, &project).await;
     let tool = |call: Value| {
         let (b, run) = (&b, run.clone());
         async move { b.post(&format!("/v1/task-runs/{run}/workspace/tools"), call).await }
@@ -273,8 +291,8 @@ async fn a_sandbox_removed_mid_command_answers_the_loss_for_edit_sessions_and_wo
         "{v}"
     );
 
-    // One Sandbox, two uses: the edit session's user cannot read the agent workspace, and its
-    // own directory is its user's alone.
+    // One Sandbox, two uses, each directory its own user's alone: the edit session's user cannot
+    // read the agent workspace, and the agent workspace's commands cannot read the edit session.
     let run_dir = format!("/workspace/{}", &run[run.len() - 24..]);
     let (s, out) = command(
         &b,
@@ -285,7 +303,25 @@ async fn a_sandbox_removed_mid_command_answers_the_loss_for_edit_sessions_and_wo
     assert_eq!(s, 200, "{out}");
     let stdout = out["stdout"].as_str().unwrap_or_default();
     assert!(!stdout.contains("readable"), "the workspace was readable: {out}");
-    assert_eq!(stdout, "700:1000\n700:0\n", "{out}");
+    let modes: Vec<&str> = stdout.lines().collect();
+    assert_eq!(modes.first(), Some(&"700:1000"), "{out}");
+    let workspace_uid: u32 = modes
+        .get(1)
+        .and_then(|m| m.strip_prefix("700:"))
+        .and_then(|u| u.parse().ok())
+        .unwrap_or_else(|| panic!("the workspace directory is not 700 of a uid: {out}"));
+    assert!(
+        (30_000..60_000).contains(&workspace_uid),
+        "the workspace runs as a user of its own: {out}"
+    );
+    let edit_dir = format!("/workspace/edit-{}", session.strip_prefix("edit_").unwrap());
+    let (s, v) = tool(json!({"tool": "run_command", "argv": ["ls", &edit_dir]})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_ne!(v["exitCode"], 0, "the workspace listed the edit session: {v}");
+    assert!(
+        v["stderr"].as_str().unwrap_or_default().contains("Permission denied"),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -346,20 +382,11 @@ async fn a_command_whose_worker_dies_is_answered_as_lost_and_not_run_again() {
     assert_eq!(s, 200, "{out}");
     let marker = format!("/tmp/belay-ran-{session}");
     let slow = format!("echo ran >> {marker}; sleep 40");
-    let (url, token) = (
+    let reply = tokio::spawn(post(
         format!("{}/v1/edit-sessions/{session}/commands", b.url),
         b.token.clone(),
-    );
-    let reply = tokio::spawn(async move {
-        let r = reqwest::Client::new()
-            .post(url)
-            .bearer_auth(token)
-            .json(&json!({ "command": slow }))
-            .send()
-            .await
-            .unwrap();
-        (r.status().as_u16(), r.json::<Value>().await.unwrap())
-    });
+        json!({ "command": slow }),
+    ));
     tokio::time::sleep(Duration::from_secs(5)).await;
     b.kill_worker();
     b.start_worker().await;
@@ -370,4 +397,55 @@ async fn a_command_whose_worker_dies_is_answered_as_lost_and_not_run_again() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&ran.stdout), "ran\n", "the command ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_killed_right_after_starting_a_command_gets_it_answered_as_lost_and_run_once() {
+    // The sandbox pool runs in a process of its own, one at a time; a failpoint makes it die
+    // (SIGKILL) the moment its command has run, before any "started" heartbeat: only the start
+    // recorded in the database tells the retry that the command was handed over.
+    const DIE: (&str, &str) = ("BELAY_FAILPOINT", "sandbox-command-started");
+    let mut b = Belay::start_with_sandbox_env(&[], Some("workflows,db,git,llm,browser,harness")).await;
+    let project = ready_project(&b, "once").await;
+
+    // An edit session: its first command clones, then runs and the worker dies.
+    let dying = b.start_extra_worker("sandbox", &[DIE]);
+    let session = edit_session(&b, &project).await;
+    let reply = tokio::spawn(post(
+        format!("{}/v1/edit-sessions/{session}/commands", b.url),
+        b.token.clone(),
+        json!({ "command": "echo ran >> ran.txt" }),
+    ));
+    b.wait_extra_worker_exit(dying, Duration::from_secs(120)).await;
+    let healthy = b.start_extra_worker("sandbox", &[]);
+    let (s, out) = reply.await.unwrap();
+    assert_eq!((s, out["error"]["code"].as_str()), (409, Some("sandbox_lost")), "{out}");
+    let (s, out) = command(&b, &session, "cat ran.txt").await;
+    assert_eq!(
+        (s, out["stdout"].as_str()),
+        (200, Some("ran\n")),
+        "the command ran once: {out}"
+    );
+
+    // An agent workspace, opened on the healthy worker; its command runs on a dying one.
+    let run = task_run(&b, &project).await;
+    let (tools, token) = (format!("{}/v1/task-runs/{run}/workspace/tools", b.url), b.token.clone());
+    let tool = |call: Value| post(tools.clone(), token.clone(), call);
+    let (s, v) = tool(json!({"tool": "write_file", "path": "package.json",
+        "content": "{\"scripts\":{\"mark\":\"echo ran >> ran.txt\"}}"}))
+    .await;
+    assert_eq!(s, 200, "{v}");
+    b.kill_extra_worker(healthy);
+    let dying = b.start_extra_worker("sandbox", &[DIE]);
+    let reply = tokio::spawn(tool(json!({"tool": "run_command", "argv": ["bun", "run", "mark"]})));
+    b.wait_extra_worker_exit(dying, Duration::from_secs(120)).await;
+    b.start_extra_worker("sandbox", &[]);
+    let (s, v) = reply.await.unwrap();
+    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("sandbox_lost")), "{v}");
+    let (s, v) = tool(json!({"tool": "read_file", "path": "ran.txt"})).await;
+    assert_eq!(
+        (s, v["content"].as_str()),
+        (200, Some("ran\n")),
+        "the command ran once: {v}"
+    );
 }

@@ -423,7 +423,7 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
     let mut handed_on = Vec::new();
     for id in &ids {
         let h = common::completed_history(&b, &format!("verify-{id}")).await;
-        let patches = belay_worker::replay::patches(&h).unwrap();
+        let patches = belay_client::replay::patches(&h).unwrap();
         if patches
             .iter()
             .any(|p| p == belay_workflows::promotion::SELECTED_WINNER_READY_PATCH)

@@ -1,9 +1,12 @@
 //! The client side of belay's workflows: connecting to Temporal, starting the dispatcher and
-//! waking it, creating schedules, and fetching histories. Used by the API (on every enqueue and
-//! cancel), by the workflows pool at start, by the benches and by the tests.
+//! waking it, creating schedules, fetching histories and replaying them ([`replay`]). Used by the
+//! API (on every enqueue and cancel), by the workflows pool at start, by the benches and by the
+//! tests.
 //!
 //! It lives apart from `belay-workflows` so that the crate holding workflow code opens no
 //! connection of its own: workflow code reaches Temporal only through its workflow context.
+
+pub mod replay;
 
 use belay_workflows::contracts::ClaimedJob;
 use belay_workflows::dispatcher::{DispatcherInput, DispatcherWorkflow, run_search_attributes};

@@ -78,6 +78,11 @@ pub fn event_is_owned(kind: &str) -> bool {
         "change_set.",
         "edit_session.",
         "gg_config.",
+        // Coverage: an account's groups, plans, buffer setting and ladders.
+        "coverage_group.",
+        "coverage_plan.",
+        "coverage_settings.",
+        "ladder.",
         // The source lane after the Change: of a project, a Change or a Candidate.
         "policy.",
         "verification.",
@@ -87,11 +92,6 @@ pub fn event_is_owned(kind: &str) -> bool {
         "repair.",
         "canonical.",
         "release.",
-        // The evaluation lane's own: an account's groups, plans, settings and ladders.
-        "coverage_group.",
-        "coverage_plan.",
-        "coverage_settings.",
-        "ladder.",
     ];
     OWNED.iter().any(|p| kind.starts_with(p))
 }
@@ -141,8 +141,8 @@ mod tests {
             "release.started",
             "repair.requested",
             "policy.updated",
-            "coverage_group.deleted",
-            "coverage_plan.halted_all",
+            "coverage_group.created",
+            "coverage_plan.topped_up",
             "coverage_settings.updated",
             "ladder.early_stopped",
         ] {

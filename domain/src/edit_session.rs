@@ -18,8 +18,9 @@ pub const COMMAND_TIMEOUT_SECS: u64 = 120;
 pub const OVERDUE_AFTER_SECS: i64 = 24 * 3600;
 /// The first session user's uid; each open session of a project gets its own.
 pub const FIRST_UID: u32 = 1000;
-/// Session uids stay below this.
-pub const UID_LIMIT: u32 = 60_000;
+/// Session uids stay below this; the uids from here up are agent workspaces' (the Sandbox hands
+/// those out itself), so a session never shares a user with a workspace.
+pub const UID_LIMIT: u32 = 30_000;
 /// In characters, as JSON counts a string's length.
 const MAX_COMMAND_CHARS: usize = 16 * 1024;
 

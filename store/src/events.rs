@@ -24,21 +24,26 @@ pub async fn append<'e>(
     payload: &serde_json::Value,
 ) -> Result<(), StoreError> {
     // An owned entity's event carries its owner, found from the entity's own row in the same
-    // transaction (a project, a Change, a task run, a Candidate, a plan, a group, a ladder, …);
-    // an event of a job, run, review or catalogue entry carries none (every account sees it).
-    // See `belay_domain::access`.
-    let sql = if belay_domain::access::event_is_owned(kind) {
+    // transaction (a project, a Change, a task run, a Candidate, …); an event of a job, run,
+    // review or catalogue entry carries none (every account sees it). See
+    // `belay_domain::access`.
+    let owned = belay_domain::access::event_is_owned(kind);
+    let sql = if owned {
         OWNED_INSERT
     } else {
         "insert into events (entity, kind, payload, at) values ($1, $2, $3, $4)"
     };
-    sqlx::query(sql)
+    let mut q = sqlx::query(sql)
         .bind(entity)
         .bind(kind)
         .bind(payload.to_string())
-        .bind(now_ms())
-        .execute(exec)
-        .await?;
+        .bind(now_ms());
+    if owned {
+        // The owner the event names itself: the last word, for an entity whose row is gone (a
+        // deleted plan's `coverage_plan.deleted`, written after its delete).
+        q = q.bind(payload.get("accountId").and_then(|a| a.as_str()).map(str::to_owned));
+    }
+    q.execute(exec).await?;
     Ok(())
 }
 
@@ -61,30 +66,11 @@ const OWNED_INSERT: &str = "insert into events (entity, kind, payload, at, accou
     (select e.account_id from edit_sessions e where e.id = $1), \
     (select g.account_id from gg_configs g where g.id = $1), \
     (select a.id from accounts a where a.id = $1), \
-    (select x.account_id from coverage_plans x where x.id = $1), \
-    (select x.account_id from coverage_groups x where x.id = $1), \
-    (select x.account_id from ladders x where x.id = $1), \
+    (select g.account_id from coverage_groups g where g.id = $1), \
+    (select p.account_id from coverage_plans p where p.id = $1 or 'plan:' || p.id = $1), \
+    (select l.account_id from ladders l where l.id = $1 or 'ladder:' || l.id = $1), \
+    $5, \
     ''))";
-
-/// Appends an event of an owned entity whose owner the caller names: the event of a row the
-/// same transaction deletes, which the owner lookup could no longer find.
-pub async fn append_owned_by<'e>(
-    exec: impl Executor<'e, Database = Any>,
-    owner: &str,
-    entity: &str,
-    kind: &str,
-    payload: &serde_json::Value,
-) -> Result<(), StoreError> {
-    sqlx::query("insert into events (entity, kind, payload, at, account_id) values ($1, $2, $3, $4, $5)")
-        .bind(entity)
-        .bind(kind)
-        .bind(payload.to_string())
-        .bind(now_ms())
-        .bind(owner)
-        .execute(exec)
-        .await?;
-    Ok(())
-}
 
 /// [`append`] inside a transaction the caller owns.
 pub async fn append_in(

@@ -214,9 +214,8 @@ pub async fn delete_ladder(tx: &mut Tx, account_id: &str, id: &str) -> Result<bo
             .execute(tx.conn())
             .await?;
     }
-    events::append_owned_by(
+    events::append(
         tx.conn(),
-        account_id,
         id,
         "ladder.deleted",
         &serde_json::json!({ "accountId": account_id }),

@@ -1,8 +1,9 @@
 //! What the metrics endpoints read from the database at each scrape: every figure is derived
 //! from rows every process sees, so the API and every worker answer the same numbers.
 
-use crate::{Store, StoreError};
+use crate::{Store, StoreError, Tx, new_id_body, now_ms};
 use sqlx::Row;
+use std::collections::BTreeMap;
 
 /// One scrape's figures.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,6 +22,131 @@ pub struct MetricsSnapshot {
     pub live_sandboxes: i64,
     /// (project, month, seconds charged on its Sandbox meter).
     pub meter_seconds: Vec<(String, String, i64)>,
+    /// (kind, outcome, top-ups): how top-ups of plans and ladders ended.
+    pub top_ups: Vec<(String, String, i64)>,
+    /// Seconds from claim to end, per (kind, top-up) that ran.
+    pub top_up_seconds: Vec<(String, f64)>,
+    /// (status, Candidates).
+    pub candidates: Vec<(String, i64)>,
+    /// Seconds from a Candidate's creation to its first verdict, per (verdict, Candidate):
+    /// `verified` or `rejected`.
+    pub verification_seconds: Vec<(String, f64)>,
+    /// (check kind, status, Evidence records).
+    pub checks: Vec<(String, String, i64)>,
+    /// Seconds each check attempt took, per (check kind, Evidence record).
+    pub check_seconds: Vec<(String, f64)>,
+    /// (meter, used, reserved), summed over the meter's scopes (days, Candidates, months).
+    pub usage: Vec<(String, i64, i64)>,
+}
+
+/// What a top-up fed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopUpKind {
+    Plan,
+    Ladder,
+}
+
+impl TopUpKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopUpKind::Plan => "plan",
+            TopUpKind::Ladder => "ladder",
+        }
+    }
+
+    /// The table whose row holds the top-up's claim.
+    fn table(self) -> &'static str {
+        match self {
+            TopUpKind::Plan => "coverage_plans",
+            TopUpKind::Ladder => "ladders",
+        }
+    }
+}
+
+/// How a top-up ended, as the metrics count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopUpEnd {
+    /// It ran and recorded its answer (which may have enqueued nothing).
+    Launched,
+    /// It held the claim and recorded no answer.
+    Failed,
+    /// Another top-up of the same plan held it.
+    Busy,
+    /// The plan is paused (the ladder disabled).
+    Paused,
+}
+
+impl TopUpEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopUpEnd::Launched => "launched",
+            TopUpEnd::Failed => "failed",
+            TopUpEnd::Busy => "busy",
+            TopUpEnd::Paused => "paused",
+        }
+    }
+}
+
+async fn insert_top_up(
+    tx: &mut Tx,
+    id: &str,
+    kind: TopUpKind,
+    target: &str,
+    end: TopUpEnd,
+    started_ms: Option<i64>,
+    ended_ms: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "insert into top_up_outcomes (id, kind, target_id, outcome, started_ms, ended_ms) values ($1, $2, $3, $4, $5, $6) on conflict do nothing",
+    )
+    .bind(id)
+    .bind(kind.as_str())
+    .bind(target)
+    .bind(end.as_str())
+    .bind(started_ms)
+    .bind(ended_ms)
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}
+
+/// Records that the top-up `holder` (its workflow run) of `target` was skipped (`Busy` or
+/// `Paused`) when it tried to claim. Once per top-up, however often it is called.
+pub async fn record_top_up_skipped(
+    tx: &mut Tx,
+    kind: TopUpKind,
+    target: &str,
+    holder: &str,
+    end: TopUpEnd,
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    insert_top_up(tx, holder, kind, target, end, Some(now), now).await
+}
+
+/// Records, before the top-up `holder` releases its claim on `target`, how it ended: `launched`
+/// when its answer was recorded, `failed` when not; its start is the claim's time. Once per
+/// top-up, however often it is called.
+pub async fn record_top_up_end(tx: &mut Tx, kind: TopUpKind, target: &str, holder: &str) -> Result<(), StoreError> {
+    let sql = format!(
+        "select topping_up_at from {} where id = $1 and topping_up_by = $2",
+        kind.table()
+    );
+    let started: Option<i64> = match sqlx::query(&sql)
+        .bind(target)
+        .bind(holder)
+        .fetch_optional(tx.conn())
+        .await?
+    {
+        Some(r) => r.try_get("topping_up_at")?,
+        None => None,
+    };
+    let answered = sqlx::query("select 1 as one from coverage_topups where id = $1")
+        .bind(holder)
+        .fetch_optional(tx.conn())
+        .await?
+        .is_some();
+    let end = if answered { TopUpEnd::Launched } else { TopUpEnd::Failed };
+    insert_top_up(tx, holder, kind, target, end, started, now_ms()).await
 }
 
 fn seconds(ms: i64) -> f64 {
@@ -28,6 +154,15 @@ fn seconds(ms: i64) -> f64 {
 }
 
 impl Store {
+    /// Records a top-up answered `busy` before any started (one of the same plan was running).
+    pub async fn record_top_up_busy(&self, kind: TopUpKind, target: &str) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        let id = format!("busy_{}", new_id_body());
+        let now = now_ms();
+        insert_top_up(&mut tx, &id, kind, target, TopUpEnd::Busy, Some(now), now).await?;
+        tx.commit().await
+    }
+
     pub async fn metrics_snapshot(&self) -> Result<MetricsSnapshot, StoreError> {
         let pool = self.pool();
         let mut out = MetricsSnapshot::default();
@@ -81,6 +216,83 @@ impl Store {
                 r.try_get("month")?,
                 r.try_get("charged_seconds")?,
             ));
+        }
+        for r in sqlx::query(
+            "select kind, outcome, count(*) as n from top_up_outcomes group by kind, outcome order by kind, outcome",
+        )
+        .fetch_all(pool)
+        .await?
+        {
+            out.top_ups
+                .push((r.try_get("kind")?, r.try_get("outcome")?, r.try_get("n")?));
+        }
+        for r in sqlx::query(
+            "select kind, started_ms, ended_ms from top_up_outcomes where outcome = 'launched' and started_ms is not null",
+        )
+        .fetch_all(pool)
+        .await?
+        {
+            let (started, ended): (i64, i64) = (r.try_get("started_ms")?, r.try_get("ended_ms")?);
+            out.top_up_seconds.push((r.try_get("kind")?, seconds(ended - started)));
+        }
+        for r in sqlx::query("select status, count(*) as n from candidates group by status order by status")
+            .fetch_all(pool)
+            .await?
+        {
+            out.candidates.push((r.try_get("status")?, r.try_get("n")?));
+        }
+        // Each Candidate's first verdict: the earliest of its verified and rejected events.
+        let mut first: BTreeMap<String, (i64, String, i64)> = BTreeMap::new();
+        for r in sqlx::query(
+            "select c.id, c.created_at, e.kind, min(e.at) as at from candidates c \
+             join events e on e.entity = c.id and e.kind in ('candidate.verified', 'candidate.rejected') \
+             group by c.id, c.created_at, e.kind",
+        )
+        .fetch_all(pool)
+        .await?
+        {
+            let (id, created, kind, at): (String, i64, String, i64) = (
+                r.try_get("id")?,
+                r.try_get("created_at")?,
+                r.try_get("kind")?,
+                r.try_get("at")?,
+            );
+            let verdict = kind.trim_start_matches("candidate.").to_owned();
+            match first.get(&id) {
+                Some((earlier, _, _)) if *earlier <= at => {}
+                _ => {
+                    first.insert(id, (at, verdict, created));
+                }
+            }
+        }
+        out.verification_seconds = first
+            .into_values()
+            .map(|(at, verdict, created)| (verdict, seconds(at - created)))
+            .collect();
+        for r in
+            sqlx::query("select kind, status, count(*) as n from evidence group by kind, status order by kind, status")
+                .fetch_all(pool)
+                .await?
+        {
+            out.checks
+                .push((r.try_get("kind")?, r.try_get("status")?, r.try_get("n")?));
+        }
+        for r in sqlx::query("select kind, duration_ms from evidence")
+            .fetch_all(pool)
+            .await?
+        {
+            out.check_seconds
+                .push((r.try_get("kind")?, seconds(r.try_get("duration_ms")?)));
+        }
+        for r in sqlx::query(
+            "select meter, cast(sum(used) as bigint) as used, cast(sum(reserved) as bigint) as reserved from usage_counters \
+             group by meter order by meter",
+        )
+        .fetch_all(pool)
+        .await?
+        {
+            out.usage
+                .push((r.try_get("meter")?, r.try_get("used")?, r.try_get("reserved")?));
         }
         Ok(out)
     }

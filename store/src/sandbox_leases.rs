@@ -30,6 +30,10 @@ pub struct SandboxLease {
     pub in_flight: u32,
 }
 
+/// How long the start of a Sandbox command is remembered: far longer than any retry of the
+/// activity that started it.
+pub const COMMAND_STARTS_KEPT_MS: i64 = 7 * 24 * 3600 * 1000;
+
 async fn lock(tx: &mut Tx) -> Result<(), StoreError> {
     sqlx::query("update sandbox_lease_lock set changes = changes + 1 where id = 1")
         .execute(tx.conn())
@@ -229,6 +233,35 @@ impl Store {
         let out = facts(&mut tx, now_ms).await?.into_iter().map(|(l, _)| l).collect();
         tx.rollback().await?;
         Ok(out)
+    }
+
+    /// Records, before the command is handed to the project's Sandbox, that the activity whose
+    /// identity is `activity` (the same for every attempt) starts its command. `false` when an
+    /// earlier attempt recorded it: that attempt may have run the command, so this one must not.
+    /// Records older than [`COMMAND_STARTS_KEPT_MS`] go at the same time.
+    pub async fn record_command_start(
+        &self,
+        activity: &str,
+        project_id: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query("delete from sandbox_command_starts where started_ms < $1")
+            .bind(now_ms - COMMAND_STARTS_KEPT_MS)
+            .execute(tx.conn())
+            .await?;
+        let first = sqlx::query(
+            "insert into sandbox_command_starts (activity, project_id, started_ms) values ($1, $2, $3) on conflict do nothing",
+        )
+        .bind(activity)
+        .bind(project_id)
+        .bind(now_ms)
+        .execute(tx.conn())
+        .await?
+        .rows_affected()
+            == 1;
+        tx.commit().await?;
+        Ok(first)
     }
 
     /// The deployment's identity, made when the database was first migrated.

@@ -20,6 +20,27 @@ pub fn postgres_admin_url() -> String {
     })
 }
 
+/// A test module `$name` running `$body` (an async closure over a [`Store`]) on a fresh SQLite
+/// database and on a fresh PostgreSQL one: `sqlite()` and `postgres()`.
+#[macro_export]
+macro_rules! on_both {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let db = $crate::testing::fresh($crate::Backend::Sqlite).await;
+                ($body)(db.store.clone()).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let db = $crate::testing::fresh($crate::Backend::Postgres).await;
+                ($body)(db.store.clone()).await;
+            }
+        }
+    };
+}
+
 pub async fn fresh(backend: Backend) -> TestDb {
     fresh_before(backend, i64::MAX).await
 }

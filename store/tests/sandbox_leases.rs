@@ -1,27 +1,9 @@
 //! The Sandbox lease book on SQLite and on PostgreSQL: what every worker of a deployment reads
 //! before it starts a Sandbox, starts a command in one, or removes one.
 
+use belay_store::Store;
+use belay_store::on_both;
 use belay_store::sandbox_leases::LeaseAcquired;
-use belay_store::testing::fresh;
-use belay_store::{Backend, Store};
-
-macro_rules! on_both {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let db = fresh(Backend::Sqlite).await;
-                ($body)(db.store.clone()).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let db = fresh(Backend::Postgres).await;
-                ($body)(db.store.clone()).await;
-            }
-        }
-    };
-}
 
 on_both!(
     a_sandbox_with_a_command_running_is_never_taken_by_another_workers_reaper,
@@ -132,5 +114,43 @@ on_both!(
             store.acquire_sandbox_lease("proj_new", "w9", 4, 6).await.unwrap(),
             LeaseAcquired::Taken
         );
+    }
+);
+
+on_both!(
+    a_command_start_is_recorded_once_per_activity_and_forgotten_after_a_week,
+    async |store: Store| {
+        let week = belay_store::sandbox_leases::COMMAND_STARTS_KEPT_MS;
+        let a = "edit-edit_1/run-1/7";
+        assert!(store.record_command_start(a, "proj_a", 1_000).await.unwrap());
+        // A retry of the same activity (any attempt) finds it; another activity does not.
+        assert!(!store.record_command_start(a, "proj_a", 2_000).await.unwrap());
+        assert!(
+            store
+                .record_command_start("edit-edit_1/run-1/8", "proj_a", 2_000)
+                .await
+                .unwrap()
+        );
+        // Twelve attempts at once: exactly one is first.
+        let b = "ws-trun_1/run-1/3";
+        let tries: Vec<_> = (0..12)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { store.record_command_start(b, "proj_b", 3_000).await.unwrap() })
+            })
+            .collect();
+        let mut firsts = 0;
+        for t in tries {
+            firsts += usize::from(t.await.unwrap());
+        }
+        assert_eq!(firsts, 1);
+        // A week later the old records are gone (a new one prunes them).
+        assert!(
+            store
+                .record_command_start("later", "proj_a", 1_000 + week + 1)
+                .await
+                .unwrap()
+        );
+        assert!(store.record_command_start(a, "proj_a", 1_000 + week + 2).await.unwrap());
     }
 );

@@ -3,36 +3,14 @@
 //! `belay worker --pools git,sandbox` serves only those queues, so each pool scales on its own;
 //! `belay dev` runs every pool in its own process.
 
-/// Registers every belay workflow on a worker's or a replayer's options (both builders take
-/// `register_workflow::<W>()` and answer a `Result`): the one list of workflows the workflows
-/// pool serves and the replay tests replay against.
-#[macro_export]
-macro_rules! register_every_workflow {
-    ($options:expr) => {
-        $options
-            .register_workflow::<belay_workflows::DispatcherWorkflow>()
-            .and_then(|o| o.register_workflow::<belay_workflows::RunWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::probe::ProbeWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::provision::ProjectProvisionWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::provision::ProjectDeleteWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::workspace::WorkspaceWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::edit_session::EditSessionWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::sweep::ForksSweepWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::top_up::TopUpWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::verification::CandidateVerificationWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::promotion::PromotionWorkflow>())
-            .and_then(|o| o.register_workflow::<belay_workflows::ladder::LadderClimbWorkflow>())
-    };
-}
-
-pub mod replay;
+/// Replaying recorded histories (kept in `belay-client`; named here for the worker's callers).
+pub use belay_client::replay;
 
 use anyhow::{Context, bail};
 use belay_activities::edit_session::{
     EditGitActivities, EditSandboxActivities, EditStoreActivities, SweepGitActivities, SweepStoreActivities,
 };
 use belay_activities::harness::HarnessActivities;
-use belay_activities::leases::StoreLeases;
 use belay_activities::project::{GitActivities, ProjectStoreActivities};
 use belay_activities::revocations::StoreRevocations;
 use belay_activities::store::{ClientActivities, ProbeActivities, StoreActivities};
@@ -226,7 +204,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
             // The run lane's store steps (claim, start, mark running, complete, fail), the
             // dispatcher's run starts and promotion's store steps (facts, compare-and-swap,
             // released) run as local activities of the workflow worker.
-            Pool::Workflows => register_every_workflow!(base)?
+            Pool::Workflows => belay_workflows::register_every_workflow!(base)?
                 .register_activities(StoreActivities {
                     store: deps.store.clone(),
                     client: Some(deps.client.clone()),
@@ -345,7 +323,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     );
                 }
                 info!(deployment = ?config.deployment, "the sandbox pool's containers carry this deployment label");
-                let leases = Arc::new(StoreLeases::new(deps.store.clone()));
+                let leases = Arc::new(belay_sandbox::store_leases::StoreLeases::new(deps.store.clone()));
                 let sandboxes = Arc::new(
                     Sandboxes::connect_with_leases(config, leases)
                         .await
@@ -355,11 +333,13 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 let revocations = StoreRevocations(deps.store.clone());
                 base.register_activities(WorkspaceSandboxActivities {
                     sandboxes: sandboxes.clone(),
+                    store: deps.store.clone(),
                     revocations: revocations.clone(),
                     git: sandbox.git.clone(),
                 })
                 .register_activities(EditSandboxActivities {
                     sandboxes: sandboxes.clone(),
+                    store: deps.store.clone(),
                     revocations: revocations.clone(),
                     git: sandbox.git.clone(),
                 })
@@ -444,7 +424,7 @@ async fn browser_activities(
                 .context("reading the deployment's name from the database")?,
         );
     }
-    let leases = Arc::new(StoreLeases::new(deps.store.clone()));
+    let leases = Arc::new(belay_sandbox::store_leases::StoreLeases::new(deps.store.clone()));
     let sandboxes = Arc::new(
         Sandboxes::connect_with_leases(config, leases)
             .await

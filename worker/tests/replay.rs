@@ -75,7 +75,7 @@ async fn every_recorded_history_replays_against_the_current_code() {
     );
     for name in HISTORIES {
         let json = std::fs::read(dir().join(format!("{name}.json"))).unwrap();
-        belay_worker::replay::replay_json(&json)
+        belay_client::replay::replay_json(&json)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
@@ -88,7 +88,7 @@ async fn a_history_of_a_different_command_sequence_fails_to_replay() {
     // current code's command no longer matches the history.
     let tampered = json.replacen("db.start_job", "db.something_else", 1);
     assert_ne!(json, tampered);
-    assert!(belay_worker::replay::replay_json(tampered.as_bytes()).await.is_err());
+    assert!(belay_client::replay::replay_json(tampered.as_bytes()).await.is_err());
 }
 
 #[tokio::test]
@@ -99,8 +99,8 @@ async fn the_forks_sweep_before_it_signalled_ended_sessions_still_replays() {
     let v2 = std::fs::read_to_string(dir().join("forks-sweep-v2.json")).unwrap();
     assert!(!v1.contains("\"signal_name\":\"closed\""));
     assert!(v2.contains("\"signal_name\":\"closed\""));
-    belay_worker::replay::replay_json(v1.as_bytes()).await.unwrap();
-    belay_worker::replay::replay_json(v2.as_bytes()).await.unwrap();
+    belay_client::replay::replay_json(v1.as_bytes()).await.unwrap();
+    belay_client::replay::replay_json(v2.as_bytes()).await.unwrap();
 }
 
 #[tokio::test]
@@ -111,8 +111,8 @@ async fn a_verification_before_it_handed_its_winner_on_still_replays() {
     let after = std::fs::read_to_string(dir().join("verification-winner-ready.json")).unwrap();
     assert!(!before.contains("db.winner_facts"));
     assert!(after.contains("db.winner_facts"));
-    belay_worker::replay::replay_json(before.as_bytes()).await.unwrap();
-    belay_worker::replay::replay_json(after.as_bytes()).await.unwrap();
+    belay_client::replay::replay_json(before.as_bytes()).await.unwrap();
+    belay_client::replay::replay_json(after.as_bytes()).await.unwrap();
 }
 
 #[tokio::test]
@@ -122,13 +122,13 @@ async fn a_selection_before_it_handed_its_winner_on_still_replays() {
     let before = std::fs::read_to_string(dir().join("verification-selected-v1.json")).unwrap();
     let after = std::fs::read_to_string(dir().join("verification-selected-winner-ready.json")).unwrap();
     let marker = belay_workflows::promotion::SELECTED_WINNER_READY_PATCH.to_owned();
-    let before_patches = belay_worker::replay::patches(before.as_bytes()).unwrap();
-    let after_patches = belay_worker::replay::patches(after.as_bytes()).unwrap();
+    let before_patches = belay_client::replay::patches(before.as_bytes()).unwrap();
+    let after_patches = belay_client::replay::patches(after.as_bytes()).unwrap();
     assert!(before_patches.contains(&belay_workflows::selection::SIBLING_SELECTION.to_owned()));
     assert!(!before_patches.contains(&marker), "{before_patches:?}");
     assert!(after_patches.contains(&marker), "{after_patches:?}");
     assert!(!before.contains("db.winner_facts"));
     assert!(after.contains("db.winner_facts"));
-    belay_worker::replay::replay_json(before.as_bytes()).await.unwrap();
-    belay_worker::replay::replay_json(after.as_bytes()).await.unwrap();
+    belay_client::replay::replay_json(before.as_bytes()).await.unwrap();
+    belay_client::replay::replay_json(after.as_bytes()).await.unwrap();
 }

@@ -29,3 +29,25 @@ pub mod workspace;
 
 pub use dispatcher::DispatcherWorkflow;
 pub use run::RunWorkflow;
+
+/// Registers every belay workflow on a worker's or a replayer's options (both builders take
+/// `register_workflow::<W>()` and answer a `Result`): the one list of workflows the workflows
+/// pool serves and the replay tests replay against.
+#[macro_export]
+macro_rules! register_every_workflow {
+    ($options:expr) => {
+        $options
+            .register_workflow::<$crate::DispatcherWorkflow>()
+            .and_then(|o| o.register_workflow::<$crate::RunWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::probe::ProbeWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::provision::ProjectProvisionWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::provision::ProjectDeleteWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::workspace::WorkspaceWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::edit_session::EditSessionWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::sweep::ForksSweepWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::top_up::TopUpWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::verification::CandidateVerificationWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::promotion::PromotionWorkflow>())
+            .and_then(|o| o.register_workflow::<$crate::ladder::LadderClimbWorkflow>())
+    };
+}

@@ -2,7 +2,7 @@
 //! through its container, and only with the tools the image carries (`sh`, `stat`, `dd`,
 //! `base64`, `git`). Reads and writes go in chunks that fit an exec's argument and output limits.
 
-use crate::{ExecOutput, SandboxError, SandboxUser, Sandboxes, WORKSPACE};
+use crate::{ExecOutput, PRIVATE_DIR, SandboxError, SandboxUser, Sandboxes, WORKSPACE, WORKSPACE_UIDS, check_dir};
 use base64::Engine;
 use std::time::Duration;
 
@@ -57,31 +57,84 @@ impl Sandboxes {
         self.prepare_dir(project, dir, owner).await
     }
 
+    /// Makes `dir` an empty directory of a user of its own, removing whatever an earlier use left
+    /// there: a uid of [`WORKSPACE_UIDS`] that owns no other directory of the Sandbox (so no
+    /// command of another directory's user can read it, nor it theirs), with a fresh home.
+    /// Answers the user, who is also the directory's owner from then on
+    /// ([`Sandboxes::checkout_owner`]).
+    pub async fn fresh_private_dir(&self, project: &str, dir: &str) -> Result<SandboxUser, SandboxError> {
+        check_dir(dir)?;
+        if dir == WORKSPACE {
+            return Err(SandboxError::InvalidDirectory(dir.to_owned()));
+        }
+        // The search starts at a place of the directory's own, so uids are seldom reused.
+        let span = WORKSPACE_UIDS.end - WORKSPACE_UIDS.start;
+        let start = WORKSPACE_UIDS.start + fnv1a(dir.as_bytes()) % span;
+        let out = self
+            .sh(
+                project,
+                WORKSPACE,
+                SandboxUser::Root,
+                PRIVATE_DIR,
+                &[
+                    dir,
+                    &WORKSPACE_UIDS.start.to_string(),
+                    &WORKSPACE_UIDS.end.to_string(),
+                    &start.to_string(),
+                ],
+                STEP,
+            )
+            .await?;
+        let uid = out.stdout.trim().parse::<u32>().ok().filter(|_| out.success());
+        match uid {
+            Some(uid) if WORKSPACE_UIDS.contains(&uid) => Ok(SandboxUser::Unprivileged(uid)),
+            _ => Err(SandboxError::NotStarted(format!(
+                "making {dir} a directory of its own user failed (exit {:?}): {}{}",
+                out.exit_code,
+                out.stdout.trim(),
+                out.stderr.trim()
+            ))),
+        }
+    }
+
     /// Ensures the project's Sandbox and says whether `dir` still holds a checkout: `false` when
     /// the Sandbox was replaced (a fresh one starts empty) or the directory is gone.
     pub async fn checkout_present(&self, project: &str, dir: &str) -> Result<bool, SandboxError> {
+        Ok(self.checkout_owner(project, dir).await?.is_some())
+    }
+
+    /// As [`Sandboxes::checkout_present`], answering the user who owns the checkout (whom its
+    /// commands run as), or `None` when there is none.
+    pub async fn checkout_owner(&self, project: &str, dir: &str) -> Result<Option<SandboxUser>, SandboxError> {
         let container = self.ensure(project).await?;
         if container.fresh {
-            return Ok(false);
+            return Ok(None);
         }
         let out = self
             .sh(
                 project,
                 WORKSPACE,
                 SandboxUser::Root,
-                r#"test -d "$1/.git""#,
+                r#"if [ -d "$1/.git" ]; then stat -c %u -- "$1"; fi"#,
                 &[dir],
                 STEP,
             )
             .await?;
-        Ok(out.success())
+        Ok(out
+            .stdout
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|_| out.success())
+            .map(SandboxUser::of_uid))
     }
 
-    /// A file's bytes, or why it cannot be read (not a file, over `max_bytes`).
+    /// A file's bytes, read as `user`, or why it cannot be read (not a file, over `max_bytes`).
     pub async fn read_file(
         &self,
         project: &str,
         dir: &str,
+        user: SandboxUser,
         path: &str,
         max_bytes: usize,
     ) -> Result<Result<Vec<u8>, String>, SandboxError> {
@@ -89,7 +142,7 @@ impl Sandboxes {
             .sh(
                 project,
                 dir,
-                SandboxUser::Root,
+                user,
                 r#"if [ ! -f "$1" ]; then echo missing; exit 0; fi; stat -c %s -- "$1""#,
                 &[path],
                 STEP,
@@ -112,7 +165,7 @@ impl Sandboxes {
                 .sh(
                     project,
                     dir,
-                    SandboxUser::Root,
+                    user,
                     r#"dd if="$1" bs="$2" skip="$3" count=1 status=none | base64 -w0"#,
                     &[path, &CHUNK_READ.to_string(), &chunk.to_string()],
                     STEP,
@@ -130,12 +183,13 @@ impl Sandboxes {
         Ok(Ok(bytes))
     }
 
-    /// Writes `bytes` to `path` (creating parent directories) through a temporary file, so a
-    /// reader never sees half a file; or says why it cannot (a directory is in the way).
+    /// Writes `bytes` to `path` as `user` (creating parent directories) through a temporary file,
+    /// so a reader never sees half a file; or says why it cannot (a directory is in the way).
     pub async fn write_file(
         &self,
         project: &str,
         dir: &str,
+        user: SandboxUser,
         path: &str,
         bytes: &[u8],
     ) -> Result<Result<(), String>, SandboxError> {
@@ -144,7 +198,7 @@ impl Sandboxes {
             .sh(
                 project,
                 dir,
-                SandboxUser::Root,
+                user,
                 r#"if [ -d "$1" ]; then echo directory; exit 0; fi; mkdir -p -- "$(dirname -- "$1")" && : > "$2""#,
                 &[path, &tmp],
                 STEP,
@@ -162,7 +216,7 @@ impl Sandboxes {
                 .sh(
                     project,
                     dir,
-                    SandboxUser::Root,
+                    user,
                     r#"printf %s "$1" | base64 -d >> "$2""#,
                     &[&b64, &tmp],
                     STEP,
@@ -173,14 +227,7 @@ impl Sandboxes {
             }
         }
         let out = self
-            .sh(
-                project,
-                dir,
-                SandboxUser::Root,
-                r#"mv -f -- "$2" "$1""#,
-                &[path, &tmp],
-                STEP,
-            )
+            .sh(project, dir, user, r#"mv -f -- "$2" "$1""#, &[path, &tmp], STEP)
             .await?;
         if !out.success() {
             return Ok(Err(format!("cannot write {path}: {}", out.stderr.trim())));
@@ -188,21 +235,22 @@ impl Sandboxes {
         Ok(Ok(()))
     }
 
-    /// Runs a build command in a git checkout and then puts the working tree back as it was:
-    /// whatever the build wrote is discarded (composition builds it again). Returns the command's
-    /// output and the paths discarded.
+    /// Runs a build command as `user` in a git checkout and then puts the working tree back as it
+    /// was: whatever the build wrote is discarded (composition builds it again). Returns the
+    /// command's output and the paths discarded.
     pub async fn run_discarding_writes(
         &self,
         project: &str,
         dir: &str,
+        user: SandboxUser,
         argv: &[String],
         timeout: Duration,
     ) -> Result<(ExecOutput, Vec<String>), SandboxError> {
-        self.sh(project, dir, SandboxUser::Root, SNAPSHOT, &[], Duration::from_secs(60))
+        self.sh(project, dir, user, SNAPSHOT, &[], Duration::from_secs(60))
             .await?;
-        let exec = self.exec(project, dir, argv, SandboxUser::Root, timeout).await?;
+        let exec = self.exec(project, dir, argv, user, timeout).await?;
         let restored = self
-            .sh(project, dir, SandboxUser::Root, RESTORE, &[], Duration::from_secs(60))
+            .sh(project, dir, user, RESTORE, &[], Duration::from_secs(60))
             .await?;
         let discarded = restored
             .stdout
@@ -212,4 +260,11 @@ impl Sandboxes {
             .collect();
         Ok((exec, discarded))
     }
+}
+
+/// 32-bit FNV-1a: a stable spread of a directory name over the workspace uids.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes
+        .iter()
+        .fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }

@@ -99,7 +99,7 @@ impl SandboxGit {
                         project,
                         dir,
                         user,
-                        r#"export HOME=/tmp; git -c http.extraHeader="Authorization: Bearer $1" clone --quiet "$2" . 2>&1 && git config user.name belay && git config user.email agent@belay.invalid && git rev-parse HEAD"#,
+                        r#"git -c http.extraHeader="Authorization: Bearer $1" clone --quiet "$2" . 2>&1 && git config user.name belay && git config user.email agent@belay.invalid && git rev-parse HEAD"#,
                         &[&token, &url],
                         Duration::from_secs(300),
                     )
@@ -113,12 +113,14 @@ impl SandboxGit {
     }
 
     /// Commits everything in the checkout at `dir` (when anything changed) with `message` and
-    /// pushes HEAD to `repo`'s `main`; nothing is pushed when HEAD is still `start`.
+    /// pushes HEAD to `repo`'s `main`, as `user` (the checkout's owner); nothing is pushed when
+    /// HEAD is still `start`.
     pub async fn commit_and_push(
         &self,
         sandboxes: &Sandboxes,
         revocations: &impl Revocations,
         at: Checkout<'_>,
+        user: SandboxUser,
         message: &str,
         start: &str,
     ) -> Result<Pushed, GitInSandboxError> {
@@ -130,9 +132,8 @@ impl SandboxGit {
                     .sh(
                         project,
                         dir,
-                        SandboxUser::Root,
+                        user,
                         r#"set -e
-export HOME=/tmp
 git add -A
 if ! git diff --cached --quiet; then git commit -q -m "$1"; fi
 head=$(git rev-parse HEAD)

@@ -31,6 +31,7 @@ pub mod git;
 pub mod lease;
 pub mod oneoff;
 pub mod preview;
+pub mod store_leases;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -133,11 +134,42 @@ while :; do
   [ "$n" -eq 0 ] && exit 0
   i=$((i + 1)); [ "$i" -gt 20000 ] && exit 4
 done"#;
-/// Runs as the exec's own process (a session leader under runc): reports its session id, then
-/// becomes coreutils `timeout`, which puts the command in its own process group and kills that
-/// group when time runs out. Forks nothing itself, so it starts even when the pids limit is
-/// exhausted. Arguments: the timeout in seconds, then the command.
-const WRAPPER: &str = r#"read -r st < /proc/self/stat; st=${st##*) }; st=${st#* }; st=${st#* }; st=${st#* }; printf 'belay-sid=%s\n' "${st%% *}" >&2; t=$1; shift; exec timeout -s KILL -k 2 "$t" "$@""#;
+/// Runs as the exec's own process (a session leader under runc): reports its session id, makes
+/// the user's own home the command's `HOME` (and Bun's cache under it), then becomes coreutils
+/// `timeout`, which puts the command in its own process group and kills that group when time runs
+/// out. Forks nothing itself once the home exists, so it starts even when the pids limit is
+/// exhausted. A home that is not a directory of the user's own (another user made it first, or a
+/// link) is replaced, or the command is refused. Arguments: the home, the timeout in seconds,
+/// then the command.
+const WRAPPER: &str = r#"read -r st < /proc/self/stat; st=${st##*) }; st=${st#* }; st=${st#* }; st=${st#* }; printf 'belay-sid=%s\n' "${st%% *}" >&2; h=$1; t=$2; shift 2; if [ -L "$h" ] || [ ! -O "$h" ] || [ ! -d "$h" ]; then rm -rf -- "$h" 2>/dev/null; mkdir -m 0700 -- "$h" || { echo "belay: cannot make the home directory $h" >&2; exit 125; }; fi; export HOME="$h" BUN_INSTALL_CACHE_DIR="$h/.bun/install/cache"; exec timeout -s KILL -k 2 "$t" "$@""#;
+
+/// The uids agent workspaces run as, each directory its own (edit sessions' uids lie below).
+pub const WORKSPACE_UIDS: std::ops::Range<u32> = belay_domain::edit_session::UID_LIMIT..60_000;
+
+/// Hands `$1` (a directory below /workspace, removed first) to a uid of `$2 ≤ uid < $3` that owns
+/// no other directory of /workspace, starting the search at `$4`; makes that user's home afresh
+/// and prints the uid. The search and the hand-over hold a lock on /workspace, so two directories
+/// prepared at once never get the same uid.
+pub(crate) const PRIVATE_DIR: &str = r#"set -e
+exec 9< /workspace
+flock 9
+rm -rf -- "$1"
+used=" $(stat -c %u /workspace/*/ 2>/dev/null | tr '\n' ' ') "
+uid=$4
+while :; do
+  case "$used" in *" $uid "*) ;; *) break ;; esac
+  uid=$((uid + 1))
+  [ "$uid" -lt "$3" ] || uid=$2
+  [ "$uid" -ne "$4" ] || { echo "every workspace uid is taken" >&2; exit 3; }
+done
+mkdir -- "$1"
+chown -- "$uid:$uid" "$1"
+chmod 0700 -- "$1"
+h=/tmp/belay-home-$uid
+rm -rf -- "$h"
+mkdir -m 0700 -- "$h"
+chown -- "$uid:$uid" "$h"
+echo "$uid""#;
 
 /// The container runtime a Sandbox runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,10 +336,12 @@ pub struct Container {
 /// Who a command runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SandboxUser {
-    /// Agent workspaces and Candidate checks (allowlisted commands).
+    /// Candidate checks (allowlisted commands) and belay's own housekeeping.
     Root,
-    /// A code edit session's own user. Give each open session its own uid (1000 for the first):
-    /// after every command every process of that uid is killed.
+    /// A code edit session's or an agent workspace's own user: its directory is readable by it
+    /// alone, and after every command every process of that uid is killed. Each open session of
+    /// a project has its own uid (1000 for the first); each workspace directory gets one of
+    /// [`WORKSPACE_UIDS`] from [`Sandboxes::fresh_private_dir`].
     Unprivileged(u32),
 }
 
@@ -326,6 +360,24 @@ impl SandboxUser {
         match self {
             SandboxUser::Root => "0:0".to_owned(),
             SandboxUser::Unprivileged(uid) => format!("{uid}:{uid}"),
+        }
+    }
+
+    /// The user whose uid this is.
+    pub fn of_uid(uid: u32) -> Self {
+        if uid == 0 {
+            SandboxUser::Root
+        } else {
+            SandboxUser::Unprivileged(uid)
+        }
+    }
+
+    /// The user's own `HOME`, on the Sandbox's tmpfs: each user's git and Bun configuration and
+    /// caches are its own, never a file another user of the Sandbox could have written.
+    fn home(self) -> String {
+        match self {
+            SandboxUser::Root => "/tmp/belay-home-0".to_owned(),
+            SandboxUser::Unprivileged(uid) => format!("/tmp/belay-home-{uid}"),
         }
     }
 }
@@ -448,7 +500,7 @@ fn safe_name(s: &str) -> Result<&str, SandboxError> {
 }
 
 /// `/workspace` or a path below it, without `.`/`..` or unusual characters.
-fn check_dir(dir: &str) -> Result<(), SandboxError> {
+pub(crate) fn check_dir(dir: &str) -> Result<(), SandboxError> {
     let bad = || SandboxError::InvalidDirectory(dir.to_owned());
     let rest = dir.strip_prefix(WORKSPACE).ok_or_else(bad)?;
     if rest.is_empty() {
@@ -708,6 +760,7 @@ impl Sandboxes {
 
         let seconds = format!("{}.{:03}", timeout.as_secs(), timeout.subsec_millis());
         let mut cmd: Vec<String> = ["sh", "-c", WRAPPER, "belay-exec"].map(str::to_owned).to_vec();
+        cmd.push(user.home());
         cmd.push(seconds);
         cmd.extend(argv.iter().cloned());
         let exec = self
@@ -815,20 +868,27 @@ impl Sandboxes {
         })
     }
 
-    /// Creates `dir` (below /workspace) and hands it to `owner`.
+    /// Creates `dir` (below /workspace) and hands it to `owner`; an unprivileged owner's home is
+    /// made afresh (root's is shared by every Candidate check, and made when missing).
     #[instrument(skip_all, fields(project.id = %project_id, exec.dir = %dir), err)]
     pub async fn prepare_dir(&self, project_id: &str, dir: &str, owner: SandboxUser) -> Result<(), SandboxError> {
         let name = container_name(project_id)?;
         check_dir(dir)?;
-        let owner = owner.check()?.docker_user();
+        let owner = owner.check()?;
+        let home = match owner {
+            SandboxUser::Root => String::new(),
+            SandboxUser::Unprivileged(_) => owner.home(),
+        };
+        let owner = owner.docker_user();
         let in_use = self.begin_use(project_id, HOUSEKEEPING_DEADLINE).await?;
         let argv = [
             "sh",
             "-c",
-            r#"mkdir -p -- "$1" && chown -- "$2" "$1" && chmod 0700 -- "$1""#,
+            r#"mkdir -p -- "$1" && chown -- "$2" "$1" && chmod 0700 -- "$1" && { [ -z "$3" ] || { rm -rf -- "$3" && mkdir -m 0700 -- "$3" && chown -- "$2" "$3"; }; }"#,
             "prepare-dir",
             dir,
             &owner,
+            &home,
         ];
         let out = self
             .run_checked(project_id, &name, SandboxUser::Root, &argv, "creating the directory")
@@ -1770,6 +1830,83 @@ mod tests {
             ));
             assert!(f.sandboxes.remove(&project).await.unwrap());
             assert!(!f.sandboxes.remove(&project).await.unwrap());
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn each_private_directory_has_a_user_of_its_own_who_alone_can_read_it() {
+            let f = Fixture::new(4).await;
+            let project = f.project(0);
+            f.sandboxes.ensure(&project).await.unwrap();
+            let (a, b) = (run_dir("trun_aaaa").unwrap(), run_dir("trun_bbbb").unwrap());
+            let ua = f.sandboxes.fresh_private_dir(&project, &a).await.unwrap();
+            let ub = f.sandboxes.fresh_private_dir(&project, &b).await.unwrap();
+            assert_ne!(ua, ub);
+            for u in [ua, ub] {
+                assert!(
+                    matches!(u, SandboxUser::Unprivileged(uid) if WORKSPACE_UIDS.contains(&uid)),
+                    "{u:?}"
+                );
+            }
+            // Made again, a directory gets a uid no other directory holds.
+            let again = f.sandboxes.fresh_private_dir(&project, &a).await.unwrap();
+            assert_ne!(again, ub);
+            let ua = again;
+            let e = edit_dir("00aa").unwrap();
+            f.sandboxes
+                .prepare_dir(&project, &e, SandboxUser::SANDBOX)
+                .await
+                .unwrap();
+            let uses = [(a.as_str(), ua), (b.as_str(), ub), (e.as_str(), SandboxUser::SANDBOX)];
+            for (dir, user) in uses {
+                let out = f
+                    .sandboxes
+                    .exec(
+                        &project,
+                        dir,
+                        &bash("echo secret > s && cat s && echo \"$HOME\" && stat -c %a:%u \"$HOME\" ."),
+                        user,
+                        Duration::from_secs(10),
+                    )
+                    .await
+                    .unwrap();
+                let SandboxUser::Unprivileged(uid) = user else {
+                    unreachable!()
+                };
+                assert_eq!(
+                    out.stdout,
+                    format!("secret\n/tmp/belay-home-{uid}\n700:{uid}\n700:{uid}\n"),
+                    "{dir}: {out:?}"
+                );
+            }
+            for (dir, user) in uses {
+                for (other, _) in uses.iter().filter(|(o, _)| *o != dir) {
+                    let out = f
+                        .sandboxes
+                        .exec(
+                            &project,
+                            dir,
+                            &bash(&format!("cat {other}/s; ls {other}")),
+                            user,
+                            Duration::from_secs(10),
+                        )
+                        .await
+                        .unwrap();
+                    assert!(
+                        !out.stdout.contains("secret") && out.stderr.contains("Permission denied"),
+                        "{dir} read {other}: {out:?}"
+                    );
+                }
+            }
+            // The checkout's owner is whom its commands run as; no checkout, no owner.
+            assert_eq!(f.sandboxes.checkout_owner(&project, &a).await.unwrap(), None);
+            let init = f
+                .sandboxes
+                .exec(&project, &a, &argv(&["git", "init", "-q"]), ua, Duration::from_secs(10))
+                .await
+                .unwrap();
+            assert!(init.success(), "{init:?}");
+            assert_eq!(f.sandboxes.checkout_owner(&project, &a).await.unwrap(), Some(ua));
+            f.sandboxes.remove(&project).await.unwrap();
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -103,7 +103,7 @@ async fn the_spec_commands_run_offline_in_a_sandbox_against_the_sample_app() {
     files(&root, &root, &mut all);
     for (path, bytes) in &all {
         f.sandboxes
-            .write_file(&project, &dir, path, bytes)
+            .write_file(&project, &dir, SandboxUser::Root, path, bytes)
             .await
             .unwrap()
             .unwrap();
@@ -149,6 +149,7 @@ async fn the_spec_commands_run_offline_in_a_sandbox_against_the_sample_app() {
         .write_file(
             &project,
             &dir,
+            SandboxUser::Root,
             "src/broken.ts",
             b"export const n: number = \"not a number\";\n",
         )
@@ -164,6 +165,7 @@ async fn the_spec_commands_run_offline_in_a_sandbox_against_the_sample_app() {
         .write_file(
             &project,
             &dir,
+            SandboxUser::Root,
             "test/broken.test.ts",
             b"import { expect, test } from \"bun:test\";\ntest(\"broken\", () => { expect(1).toBe(2); });\n",
         )

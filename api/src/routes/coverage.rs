@@ -19,6 +19,7 @@ use belay_domain::queue::{ReviewQueue, queue_limit, review_queue};
 use belay_domain::top_up::{Feed, ScheduleLine, Skipped, TopUpAnswer, Trigger, starts_top_up};
 use belay_store::Tx;
 use belay_store::coverage::{self, ResolvedPlan};
+use belay_store::metrics::TopUpKind;
 use belay_workflows::queues;
 use belay_workflows::top_up::{TopUpInput, TopUpOf, TopUpOutcome, TopUpWorkflow, ladder_workflow_id, plan_workflow_id};
 use serde::{Deserialize, Serialize};
@@ -316,7 +317,10 @@ pub(crate) async fn start_top_up(
     };
     let handle = match s.temporal.start_workflow(TopUpWorkflow::run, input, opts).await {
         Ok(h) => h,
-        Err(WorkflowStartError::AlreadyStarted { .. }) => return Ok(None),
+        Err(WorkflowStartError::AlreadyStarted { .. }) => {
+            record_busy(s, of, plan_id).await;
+            return Ok(None);
+        }
         Err(e) => return Err(ApiError::internal(&e)),
     };
     if !wait {
@@ -327,6 +331,17 @@ pub(crate) async fn start_top_up(
         .await
         .map_err(|e| ApiError::internal(&e))?;
     Ok(Some(Some(out)))
+}
+
+/// Counts a top-up answered busy for the metrics; a failure to count is logged, not answered.
+async fn record_busy(s: &AppState, of: TopUpOf, id: &str) {
+    let kind = match of {
+        TopUpOf::Plan => TopUpKind::Plan,
+        TopUpOf::Ladder => TopUpKind::Ladder,
+    };
+    if let Err(e) = s.store.record_top_up_busy(kind, id).await {
+        tracing::warn!(plan.id = %id, error = %e, "a busy top-up was not counted");
+    }
 }
 
 /// Starts a top-up after a review without waiting for it. A top-up already running may have read

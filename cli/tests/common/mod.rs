@@ -396,6 +396,18 @@ impl Belay {
         self.extra_workers[n].0.id()
     }
 
+    /// Waits until extra worker `n` has exited by itself (a failpoint killed it).
+    pub async fn wait_extra_worker_exit(&mut self, n: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.extra_workers[n].0.try_wait().unwrap().is_some() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "extra worker {n} still runs after {limit:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGKILL to an extra worker.
     pub fn kill_extra_worker(&mut self, n: usize) {
         let p = &mut self.extra_workers[n].0;
@@ -565,7 +577,7 @@ pub async fn completed_history(b: &Belay, workflow_id: &str) -> Vec<u8> {
 
 /// [`replays`] for a history already fetched.
 pub async fn replays_json(name: &str, json: Vec<u8>) -> Vec<u8> {
-    belay_worker::replay::replay_json(&json)
+    belay_client::replay::replay_json(&json)
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     record_history(name, &json);

@@ -1,6 +1,8 @@
 //! Replaying recorded histories against the current workflow code: a change to a released
 //! workflow's command sequence fails here before it can fail a running workflow. The replayer
-//! knows exactly the workflows the workflows pool registers (one list, [`register_every_workflow`]).
+//! knows exactly the workflows the workflows pool registers (one list,
+//! [`belay_workflows::register_every_workflow`]). It lives beside the history fetch, outside the
+//! worker, so a test that replays links the workflows and not the activities and adapters.
 
 use temporalio_client::WorkflowHistory;
 use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
@@ -16,7 +18,7 @@ pub enum ReplayError {
 /// Replays one history (Temporal's JSON export) against every belay workflow.
 pub async fn replay_json(json: &[u8]) -> Result<(), ReplayError> {
     let history = WorkflowHistory::from_json(json).map_err(|e| ReplayError::History(e.to_string()))?;
-    let options = crate::register_every_workflow!(WorkflowReplayerOptions::new())
+    let options = belay_workflows::register_every_workflow!(WorkflowReplayerOptions::new())
         .map_err(|e| ReplayError::Replay(e.to_string()))?
         .build();
     let replayer = WorkflowReplayer::new(options).map_err(|e| ReplayError::Replay(e.to_string()))?;

@@ -1,7 +1,9 @@
 //! The deployment's Sandbox lease book in the database, where every sandbox worker reads it:
-//! the store side of `belay_sandbox::lease`.
+//! [`crate::lease::Leases`] over the store's `sandbox_leases` functions. It is the Sandbox's
+//! adapter onto the database, so the worker and the benches take it from here, not from the
+//! activities.
 
-use belay_sandbox::lease::{Acquired, LeaseFuture, Leases};
+use crate::lease::{Acquired, LeaseFuture, Leases};
 use belay_store::Store;
 use belay_store::sandbox_leases::LeaseAcquired;
 
@@ -87,7 +89,7 @@ impl Leases for StoreLeases {
 
     fn projects(&self) -> LeaseFuture<'_, Vec<String>> {
         Box::pin(async move {
-            let now = belay_sandbox::lease::wall_ms();
+            let now = crate::lease::wall_ms();
             Ok(self
                 .store
                 .sandbox_leases(now)
