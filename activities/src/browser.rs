@@ -117,7 +117,7 @@ impl BrowserActivities {
     async fn spa_index(&self, project: &str, dir: &str) -> Result<Option<Vec<u8>>, ActivityError> {
         let sandboxes = &self.sandbox.sandboxes;
         let declared = match sandboxes
-            .read_file(project, dir, WRANGLER_JSONC, SPA_FILE_BYTES)
+            .read_file(project, dir, SandboxUser::Root, WRANGLER_JSONC, SPA_FILE_BYTES)
             .await
             .map_err(sandbox_error)?
         {
@@ -128,7 +128,7 @@ impl BrowserActivities {
             return Ok(None);
         }
         match sandboxes
-            .read_file(project, dir, SPA_INDEX, SPA_FILE_BYTES)
+            .read_file(project, dir, SandboxUser::Root, SPA_INDEX, SPA_FILE_BYTES)
             .await
             .map_err(sandbox_error)?
         {

@@ -48,7 +48,7 @@ on_both!(
         // release) and counted once.
         let t0 = belay_store::now_ms() - 1_500;
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &owner.id, &plan, "run-1", t0)
+            coverage::claim_top_up(&mut tx, &owner.id, &plan, "run-1", t0, coverage::TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Claimed
@@ -61,7 +61,7 @@ on_both!(
         }
         coverage::release_top_up(&mut tx, &plan, "run-1").await.unwrap();
         // One that held the claim and recorded no answer.
-        coverage::claim_top_up(&mut tx, &owner.id, &plan, "run-2", t0)
+        coverage::claim_top_up(&mut tx, &owner.id, &plan, "run-2", t0, coverage::TOP_UP_LEASE_MS)
             .await
             .unwrap();
         record_top_up_end(&mut tx, TopUpKind::Plan, &plan, "run-2")
