@@ -223,6 +223,18 @@ impl VerifyStoreActivities {
             .map(|r| r.evidence)
             .collect())
     }
+
+    #[activity(definition = belay_workflows::verification::verify_definitions::AcceptanceRepair)]
+    pub async fn acceptance_repair(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        candidate_id: CandidateId,
+    ) -> Result<Option<belay_domain::ids::TaskId>, ActivityError> {
+        self.store
+            .repair_lone_after_acceptance(candidate_id.as_str())
+            .await
+            .map_err(store_error)
+    }
 }
 
 /// The Candidate fork, on the `belay.git` pool.

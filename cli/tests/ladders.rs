@@ -591,13 +591,12 @@ async fn a_reorder_keeps_every_rung_id_and_verdict_and_a_bumped_rung_turns_its_v
     assert_eq!(topup(&b, &id).await["recorded"], 1);
     assert_eq!(board(&b, &id).await["climbers"][0]["currentRung"], rungs[1].as_str());
 
-    // Not a permutation: an error naming what is wrong, nothing changed. An id listed twice is
-    // the body's own fault (422); one rung left out or one of no rung of this ladder is a
-    // well-formed list that what the ladder holds rules out (409).
+    // Not a permutation (one rung left out, one listed twice, one of no rung of this ladder):
+    // 422 naming what is wrong, nothing changed.
     for (bad, what, status) in [
-        (json!([rungs[1], rungs[0]]), "missing", 409),
+        (json!([rungs[1], rungs[0]]), "missing", 422),
         (json!([rungs[1], rungs[1], rungs[0], rungs[2]]), "twice", 422),
-        (json!([rungs[1], rungs[0], "rung_other"]), "not a rung", 409),
+        (json!([rungs[1], rungs[0], "rung_other"]), "not a rung", 422),
     ] {
         let (s, v) = b
             .post(&format!("/v1/ladders/{id}/rungs/order"), json!({"rungIds": bad}))
@@ -895,8 +894,8 @@ async fn bad_input_on_every_endpoint_is_a_4xx_naming_the_field_and_another_accou
         (with("rungs", json!([])), 422, "rungs"),
         (with("rungs", json!(fifty_one)), 422, "rungs"),
         (with("rungs", json!([case("c"), case("c")])), 422, "rungs[1]"),
-        (with("rungs", json!([case("perf")])), 409, "performance"),
-        (with("rungs", json!([case("jam")])), 409, "game jam"),
+        (with("rungs", json!([case("perf")])), 422, "performance"),
+        (with("rungs", json!([case("jam")])), 422, "game jam"),
         (with("runsPerCell", json!(0)), 422, "runsPerCell"),
         (
             with(
@@ -948,8 +947,8 @@ async fn bad_input_on_every_endpoint_is_a_4xx_naming_the_field_and_another_accou
     let l = ladder(&b, good()).await;
     let id = l["id"].as_str().unwrap().to_string();
     let rungs = rung_ids(&l);
-    // PUT: bad input changes nothing; a removed or invented rung id is refused (409: the id is
-    // well formed, the ladder has no such rung).
+    // PUT: bad input changes nothing; a removed or invented rung id is refused (422 naming it,
+    // as a reorder naming no rung of the ladder is).
     for (body, status, field) in [
         (with("runsPerCell", json!(101)), 422, "runsPerCell"),
         (
@@ -957,7 +956,7 @@ async fn bad_input_on_every_endpoint_is_a_4xx_naming_the_field_and_another_accou
                 "rungs",
                 json!([{"id": "rung_invented", "slug": "c", "version": "1.0.0", "variant": "default"}]),
             ),
-            409,
+            422,
             "rungs[0].id",
         ),
     ] {

@@ -255,22 +255,22 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
     // writes nothing; so is a ChangeSet of the other Task.
     let side =
         |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
-    // What the body gets wrong by itself is 422; a well-formed citation of the wrong Task,
-    // ChangeSet or path is 409 `conflict`. Either names the field.
+    // A citation of the wrong Task, ChangeSet or path makes the finding unsupported: 422 naming
+    // it, as is what the body gets wrong by itself.
     for (body, status, field) in [
         (
             json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts"), side(&t2, &cs2, "src/app.ts")]}),
-            409,
+            422,
             "sides[1].paths[0]",
         ),
         (
             json!({"status": "fork_required", "sides": [side(&t1, &cs2, "src/export.ts"), side(&t2, &cs2, "src/export.ts")]}),
-            409,
+            422,
             "sides[0].changeSetIds[0]",
         ),
         (
             json!({"status": "fork_required", "sides": [side(&t1, &cs1, "src/stats.ts"), side(&t1, &cs1, "src/stats.ts")]}),
-            409,
+            422,
             "sides[1].taskId",
         ),
         (
@@ -689,4 +689,294 @@ async fn the_criteria_of_a_change_promoted_meanwhile_are_kept_a_kept_not_met_hol
     let seen = fake.seen();
     assert_eq!(seen.iter().filter(|s| s.model == HAIKU).count(), 3, "{seen:#?}");
     assert_eq!(seen.iter().filter(|s| s.model == SONNET).count(), 0, "{seen:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_integrate_rule_puts_the_ui_task_on_the_api_task_and_the_same_pair_again_forks() {
+    let b = Belay::start_with_sandbox_env(&[], None).await;
+    let project = sample_project(&b).await;
+    let (s, c) = b
+        .post(
+            &format!("/v1/projects/{project}/changes"),
+            json!({"goal": "Count the todos", "acceptanceCriteria": ["A helper counts the todos"], "invariants": [], "riskTier": "low"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{c}");
+    let c = c["id"].as_str().unwrap().to_string();
+    const BANNER: &str = "export const banner = (n: number) => `${n} todos`;\n";
+    let (api, api_cs) = task(&b, &c, "api", &["todos:api"], &[("src/stats.ts", STATS)]).await;
+    let (ui, ui_cs) = task(&b, &c, "ui", &["todos:ui"], &[("public/banner.ts", BANNER)]).await;
+    let side = |t: &Value, cs: &Value, path: &str| {
+        json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]})
+    };
+
+    // A confirmed conflict between a UI Task and an API Task is integrated: the UI Task comes to
+    // depend on the API Task, its ChangeSet is rejected and the Task is reset.
+    let (s, found) = b
+        .post(
+            &format!("/v1/changes/{c}/conflicts"),
+            json!({"status": "confirmed", "sides": [side(&api, &api_cs, "src/stats.ts"), side(&ui, &ui_cs, "public/banner.ts")]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{found}");
+    assert_eq!(found["integrate"]["dependent"], "ui", "{found}");
+    assert_eq!(found["integrate"]["dependsOn"], "api", "{found}");
+    let tasks = b.get(&format!("/v1/changes/{c}/tasks")).await;
+    let of = |key: &str| {
+        tasks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["key"] == key)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(of("ui")["dependencies"], json!(["api"]), "{tasks}");
+    assert_eq!(of("api")["dependencies"], json!([]), "{tasks}");
+    assert_eq!(b.get(&format!("/v1/changes/{c}")).await["status"], "running");
+    let receipts = b.get(&format!("/v1/changes/{c}/receipts")).await;
+    let receipts = receipts.as_array().unwrap();
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    assert_eq!(receipts[0]["kind"], "CONFLICT_INTEGRATION");
+    assert_eq!(receipts[0]["outcome"]["rejectedChangeSets"], json!([ui_cs["id"]]));
+    let events = b.get(&format!("/v1/events?entity={c}")).await;
+    let kinds: Vec<&Value> = events.as_array().unwrap().iter().map(|e| &e["kind"]).collect();
+    assert!(kinds.contains(&&json!("conflict.integrated")), "{events}");
+    assert!(
+        events
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "task.reset" && e["payload"]["key"] == "ui"),
+        "{events}"
+    );
+
+    // The UI Task runs again on top of the API; the same pair conflicting again is not
+    // integrated a second time: the fork rule gives each side a Candidate of its own.
+    let (s, r) = b
+        .post(&format!("/v1/tasks/{}/runs", ui["id"].as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(s, 201, "{r}");
+    let run = r["id"].as_str().unwrap();
+    let (s, v) = b
+        .post(
+            &format!("/v1/task-runs/{run}/workspace/tools"),
+            json!({"tool": "write_file", "path": "public/banner.ts", "content": BANNER.replace("todos", "to-dos")}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, ui_again) = b
+        .post(
+            &format!("/v1/task-runs/{run}/workspace/publish"),
+            json!({"message": "ui again", "contractChanges": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{ui_again}");
+    let (s, again) = b
+        .post(
+            &format!("/v1/changes/{c}/conflicts"),
+            json!({"status": "confirmed", "sides": [side(&api, &api_cs, "src/stats.ts"), side(&ui, &ui_again, "public/banner.ts")]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{again}");
+    assert_eq!(again["integrate"], Value::Null, "{again}");
+    assert_eq!(
+        b.get(&format!("/v1/changes/{c}/receipts")).await.as_array().unwrap().len(),
+        1,
+        "no second integration"
+    );
+    let (s, round) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
+    assert_eq!(s, 201, "{round}");
+    let candidates = b.get(&format!("/v1/changes/{c}/candidates")).await;
+    let sets: Vec<&Value> = candidates
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| &k["changeSetIds"])
+        .collect();
+    assert_eq!(sets.len(), 2, "one Candidate per side: {candidates}");
+    assert!(sets.contains(&&json!([api_cs["id"]])), "the API side alone: {candidates}");
+    assert!(
+        sets.iter()
+            .any(|ids| ids.as_array().unwrap().contains(&ui_again["id"])),
+        "the UI side's new ChangeSet: {candidates}"
+    );
+    assert!(
+        sets.iter()
+            .all(|ids| !ids.as_array().unwrap().contains(&ui_cs["id"])),
+        "the rejected UI ChangeSet in neither: {candidates}"
+    );
+}
+
+/// The Change's receipts of `kind`.
+async fn receipts_of(b: &Belay, change: &str, kind: &str) -> Vec<Value> {
+    let receipts = b.get(&format!("/v1/changes/{change}/receipts")).await;
+    receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == kind)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_criterion_not_met_on_a_candidate_that_passed_every_required_check_gets_one_repair_and_the_next_goes_to_a_person() {
+    let fake = FakeAnthropic::start(|s: &Seen| {
+        if s.tool != "record_acceptance" {
+            return Reply::Status(400);
+        }
+        acceptance(Value::Array(judge_by_content(s)))
+    })
+    .await;
+    let env = fake.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let b = Belay::start_with_sandbox_env(&env, None).await;
+    let project = sample_project(&b).await;
+    // The criterion asks for a count; the work lists titles instead: judged not met.
+    let change = todo_helper_change(&b, &project, "A helper counts the todos").await;
+    task(&b, &change, "t1", &[], &[("src/export.ts", EXPORT)]).await;
+    let (s, k) = b.post(&format!("/v1/changes/{change}/verification"), json!({})).await;
+    assert_eq!(s, 201, "{k}");
+    let first = k["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let repair = loop {
+        let found = receipts_of(&b, &change, "ACCEPTANCE_REPAIR").await;
+        if let Some(r) = found.first() {
+            break r.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no repair: {:#}",
+            b.get(&format!("/v1/candidates/{first}")).await
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let k = b.get(&format!("/v1/candidates/{first}")).await;
+    assert!(
+        k["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["checkId"] == "acceptance"),
+        "every required check passed: {k:#}"
+    );
+    assert_eq!(k["acceptance"][0]["result"], "not_met", "{k:#}");
+    let objective = repair["outcome"]["objective"].as_str().unwrap();
+    assert!(
+        objective.contains(&format!(
+            "Candidate {first} passed every required check but does not meet these acceptance criteria:\n- A helper counts the todos"
+        )),
+        "{objective}"
+    );
+    assert_eq!(b.get(&format!("/v1/changes/{change}")).await["status"], "running");
+    let tasks = b.get(&format!("/v1/changes/{change}/tasks")).await;
+    let repairs: Vec<&Value> = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["key"] == "repair")
+        .collect();
+    assert_eq!(repairs.len(), 1, "{tasks:#}");
+    assert_eq!(repairs[0]["dependencies"], json!(["t1"]), "{tasks:#}");
+    let events = b.get(&format!("/v1/events?entity={change}")).await;
+    let asked: Vec<&Value> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "task.repair_requested")
+        .collect();
+    assert_eq!(asked.len(), 1, "{events:#}");
+    assert_eq!(asked[0]["payload"]["objective"], objective);
+    // The lone Candidate's repair is a step of its verification, behind its marker; the
+    // histories before it (a lone winner held for a person at once) still replay.
+    let history = replays(&b, "verification-lone-acceptance-repair-v1", &format!("verify-{first}")).await;
+    let patches = belay_worker::replay::patches(&history).unwrap();
+    assert!(
+        patches.contains(&belay_workflows::verification::LONE_ACCEPTANCE_REPAIR.to_owned()),
+        "{patches:?}"
+    );
+    assert!(String::from_utf8_lossy(&history).contains("db.verify_acceptance_repair"));
+
+    // The repair Task runs and publishes; the next Candidate holds it and falls short again: a
+    // person decides, and there is no second repair.
+    let (s, r) = b
+        .post(&format!("/v1/tasks/{}/runs", repairs[0]["id"].as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(s, 201, "{r}");
+    let run = r["id"].as_str().unwrap();
+    let (s, v) = b
+        .post(
+            &format!("/v1/task-runs/{run}/workspace/tools"),
+            json!({"tool": "write_file", "path": "src/titles.ts", "content": EXPORT}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, fixed) = b
+        .post(
+            &format!("/v1/task-runs/{run}/workspace/publish"),
+            json!({"message": "repair", "contractChanges": []}),
+        )
+        .await;
+    assert_eq!(s, 201, "{fixed}");
+    let (s, k) = b.post(&format!("/v1/changes/{change}/verification"), json!({})).await;
+    assert_eq!(s, 201, "{k}");
+    let second = k["id"].as_str().unwrap().to_owned();
+    assert_ne!(second, first);
+    assert!(
+        k["changeSetIds"]
+            .as_array()
+            .unwrap()
+            .contains(&fixed["id"]),
+        "the next Candidate holds the repair: {k:#}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while b.get(&format!("/v1/changes/{change}")).await["status"] != "awaiting_approval" {
+        if Instant::now() > deadline {
+            let k = b.get(&format!("/v1/candidates/{second}")).await;
+            let checks: Vec<(Value, Value)> = k["evidence"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| (e["checkId"].clone(), e["status"].clone()))
+                .collect();
+            panic!(
+                "change {}; second {} ({}), gaps {}, checks {checks:?}; first {}; events {:#}",
+                b.get(&format!("/v1/changes/{change}")).await["status"],
+                k["status"],
+                k["statusReason"],
+                k["gaps"],
+                b.get(&format!("/v1/candidates/{first}")).await["status"],
+                b.get(&format!("/v1/events?entity={change}")).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let tasks = b.get(&format!("/v1/changes/{change}/tasks")).await;
+    assert_eq!(
+        tasks
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["key"] == "repair")
+            .count(),
+        1,
+        "{tasks:#}"
+    );
+    assert_eq!(receipts_of(&b, &change, "ACCEPTANCE_REPAIR").await.len(), 1);
+    let events = b.get(&format!("/v1/events?entity={second}")).await;
+    let person: Vec<&Value> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "approval.requested")
+        .collect();
+    assert_eq!(person.len(), 1, "{events:#}");
+    assert_eq!(person[0]["payload"]["changeId"], change.as_str());
+    assert_eq!(person[0]["payload"]["trigger"], "acceptance", "{person:#?}");
+    // holdForAcceptance: the human gate on its plan, the reason on the Candidate and the event.
+    let k = b.get(&format!("/v1/candidates/{second}")).await;
+    let reason = person[0]["payload"]["reason"].as_str().unwrap();
+    assert!(!reason.is_empty(), "{person:#?}");
+    assert_eq!(k["statusReason"].as_str(), Some(reason), "{k:#}");
 }

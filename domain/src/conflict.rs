@@ -71,11 +71,11 @@ pub struct ChangeSetPaths<'a> {
 
 impl ConflictInput {
     /// Checks the finding and every citation against the Change's Tasks and ChangeSets. A bad
-    /// citation makes the finding unsupported: the error names it. What the body gets wrong by
-    /// itself (two sides, the counts of citations, the summary) is checked first and is
-    /// [`Refused::Invalid`](crate::validation::Refused); a well-formed citation of the wrong
-    /// Task, ChangeSet, path or contract line (both sides one Task included) is
-    /// [`Refused::Conflict`](crate::validation::Refused).
+    /// citation makes the finding unsupported: the error names it, and every refusal is
+    /// [`Refused::Invalid`](crate::validation::Refused) (422), as the spec says. What the body
+    /// gets wrong by itself (two sides, the counts of citations, the summary) is checked first;
+    /// then a citation of the wrong Task, ChangeSet, path or contract line (both sides one Task
+    /// included).
     pub fn validate(&self, tasks: &[Task], change_sets: &[ChangeSetPaths<'_>]) -> Result<(), ValidationError> {
         if self.sides.len() != 2 {
             return Err(ValidationError::new("sides", "must name exactly two sides"));
@@ -105,7 +105,7 @@ impl ConflictInput {
             }
         }
         if self.sides[0].task_id == self.sides[1].task_id {
-            return Err(ValidationError::conflict(
+            return Err(ValidationError::new(
                 "sides[1].taskId",
                 "must be another Task than sides[0].taskId",
             ));
@@ -113,20 +113,20 @@ impl ConflictInput {
         for (i, side) in self.sides.iter().enumerate() {
             let at = |f: &str| format!("sides[{i}].{f}");
             if !tasks.iter().any(|t| t.id == side.task_id.0) {
-                return Err(ValidationError::conflict(at("taskId"), "is not a Task of this Change"));
+                return Err(ValidationError::new(at("taskId"), "is not a Task of this Change"));
             }
             let mut cited: Vec<&ChangeSetPaths<'_>> = Vec::new();
             for (j, id) in side.change_set_ids.iter().enumerate() {
                 match change_sets.iter().find(|c| c.change_set.id == id.0) {
                     Some(c) if c.change_set.task_id == side.task_id.0 => cited.push(c),
                     Some(_) => {
-                        return Err(ValidationError::conflict(
+                        return Err(ValidationError::new(
                             at(&format!("changeSetIds[{j}]")),
                             format!("{id} is not a ChangeSet of Task {}", side.task_id),
                         ));
                     }
                     None => {
-                        return Err(ValidationError::conflict(
+                        return Err(ValidationError::new(
                             at(&format!("changeSetIds[{j}]")),
                             format!("{id} is not a ChangeSet of this Change"),
                         ));
@@ -135,7 +135,7 @@ impl ConflictInput {
             }
             for (j, p) in side.paths.iter().enumerate() {
                 if !cited.iter().any(|c| c.changed_paths.contains(p)) {
-                    return Err(ValidationError::conflict(
+                    return Err(ValidationError::new(
                         at(&format!("paths[{j}]")),
                         format!("{p} is not a path in the patches of the cited ChangeSets"),
                     ));
@@ -146,7 +146,7 @@ impl ConflictInput {
                     .iter()
                     .any(|c| c.change_set.contract_changes.iter().any(|d| d.trim() == l.trim()))
                 {
-                    return Err(ValidationError::conflict(
+                    return Err(ValidationError::new(
                         at(&format!("contractLines[{j}]")),
                         "is not a contract line the cited ChangeSets declare",
                     ));
@@ -461,7 +461,7 @@ mod tests {
 
     #[test]
     fn a_bad_citation_makes_the_finding_unsupported_and_names_it() {
-        use crate::validation::Refused::{Conflict, Invalid};
+        use crate::validation::Refused::Invalid;
         let f = Fixture::new();
         let refused = |sides| {
             let e = f.check(&finding(sides)).unwrap_err();
@@ -469,38 +469,38 @@ mod tests {
         };
         let t1 = |cs: &[&str], paths: &[&str], lines: &[&str]| side("task_t1", cs, paths, lines);
         let t2_app = || side("task_t2", &["cs_b"], &["src/app.ts"], &[]);
-        // Well formed, but citing what the Change does not hold that way: a conflict (409).
+        // Citing what the Change does not hold that way: unsupported, 422 naming the citation.
         assert_eq!(
             refused(vec![t1(&["cs_b"], &["src/app.ts"], &[]), t2_app()]),
-            ("sides[0].changeSetIds[0]".into(), Conflict)
+            ("sides[0].changeSetIds[0]".into(), Invalid)
         );
         assert_eq!(
             refused(vec![
                 t1(&["cs_a"], &["src/app.ts"], &[]),
                 side("task_t2", &["cs_b"], &["src/other.ts"], &[])
             ]),
-            ("sides[1].paths[0]".into(), Conflict)
+            ("sides[1].paths[0]".into(), Invalid)
         );
         assert_eq!(
             refused(vec![t1(&["cs_a"], &[], &["Adds DELETE /api/todos"]), t2_app()]),
-            ("sides[0].contractLines[0]".into(), Conflict)
+            ("sides[0].contractLines[0]".into(), Invalid)
         );
         assert_eq!(
             refused(vec![t1(&["cs_zz"], &["src/app.ts"], &[]), t2_app()]),
-            ("sides[0].changeSetIds[0]".into(), Conflict)
+            ("sides[0].changeSetIds[0]".into(), Invalid)
         );
         assert_eq!(
             refused(vec![side("task_t9", &["cs_a"], &["src/app.ts"], &[]), t2_app()]),
-            ("sides[0].taskId".into(), Conflict)
+            ("sides[0].taskId".into(), Invalid)
         );
         assert_eq!(
             refused(vec![
                 t1(&["cs_a"], &["src/app.ts"], &[]),
                 t1(&["cs_a"], &["src/app.ts"], &[])
             ]),
-            ("sides[1].taskId".into(), Conflict)
+            ("sides[1].taskId".into(), Invalid)
         );
-        // What the body gets wrong by itself (422), checked before any citation: even a side of
+        // What the body gets wrong by itself, checked before any citation: even a side of
         // an unknown Task is refused for its empty citations first.
         assert_eq!(
             refused(vec![t1(&["cs_a"], &[], &[]), t2_app()]),

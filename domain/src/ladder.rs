@@ -186,7 +186,7 @@ impl LadderInput {
                 ));
             }
             if let Some(why) = cases.test_type(&pin.slug, &pin.version).and_then(unclearable) {
-                return Err(ValidationError::conflict(
+                return Err(ValidationError::new(
                     format!("{field}.version"),
                     format!("{}@{} {why}", pin.slug, pin.version),
                 ));
@@ -233,7 +233,7 @@ impl LadderInput {
             .map(|(i, r)| {
                 let id = match &r.id {
                     Some(id) if !current.contains(id) => {
-                        return Err(ValidationError::conflict(
+                        return Err(ValidationError::new(
                             format!("rungs[{i}].id"),
                             format!("{id} is not a rung of this ladder; a new rung is sent without an id"),
                         ));
@@ -314,7 +314,7 @@ impl RungOrderInput {
         let mut seen = BTreeSet::new();
         for (i, id) in self.rung_ids.iter().enumerate() {
             if !known.contains(id) {
-                return Err(ValidationError::conflict(
+                return Err(ValidationError::new(
                     format!("rungIds[{i}]"),
                     format!("{id} is not a rung of this ladder"),
                 ));
@@ -332,7 +332,7 @@ impl RungOrderInput {
             .map(RungId::as_str)
             .collect();
         if !missing.is_empty() {
-            return Err(ValidationError::conflict(
+            return Err(ValidationError::new(
                 "rungIds",
                 format!(
                     "must list every rung of the ladder exactly once; missing {}",
@@ -506,11 +506,7 @@ mod tests {
     fn a_performance_rung_is_refused_because_nobody_could_ever_clear_it() {
         let err = ladder(serde_json::json!({"name": "x", "rungs": [rung("snake"), rung("bench")]})).unwrap_err();
         assert_eq!(err.field, "rungs[1].version");
-        assert_eq!(
-            err.refused,
-            Refused::Conflict,
-            "the catalogue, not the body, rules it out"
-        );
+        assert_eq!(err.refused, Refused::Invalid, "the issue's 422, with the explanation");
         assert!(err.rule.contains("nobody could ever clear"), "{}", err.rule);
         assert!(err.rule.contains("coverage plan"), "{}", err.rule);
     }
@@ -519,7 +515,7 @@ mod tests {
     fn a_game_jam_rung_is_refused_because_it_records_no_rating_for_the_gate() {
         let err = ladder(serde_json::json!({"name": "x", "rungs": [rung("jam")]})).unwrap_err();
         assert_eq!(err.field, "rungs[0].version");
-        assert_eq!(err.refused, Refused::Conflict);
+        assert_eq!(err.refused, Refused::Invalid);
         assert!(err.rule.contains("no domain ratings"), "{}", err.rule);
         assert!(err.rule.contains("coverage plan"), "{}", err.rule);
     }
@@ -603,7 +599,7 @@ mod tests {
             .unwrap();
         let err = l.rungs_with_ids(&ids(&["a"]), || RungId("rung_n".into())).unwrap_err();
         assert_eq!(err.field, "rungs[0].id");
-        assert_eq!(err.refused, Refused::Conflict);
+        assert_eq!(err.refused, Refused::Invalid);
         let l = ladder(serde_json::json!({"name": "x", "rungs": [
             {"id": "rung_a", "slug": "snake", "version": "1.0.0", "variant": "default"},
             {"id": "rung_a", "slug": "pong", "version": "1.0.0", "variant": "default"},
@@ -628,13 +624,13 @@ mod tests {
         assert!(order(&["a", "b", "c"]).is_ok());
         let err = order(&["c", "a"]).unwrap_err();
         assert_eq!(err.field, "rungIds");
-        assert_eq!(err.refused, Refused::Conflict);
+        assert_eq!(err.refused, Refused::Invalid, "not a permutation: 422");
         assert!(err.rule.contains("rung_b"), "{}", err.rule);
         let twice = order(&["c", "a", "b", "a"]).unwrap_err();
         assert_eq!((twice.field.as_str(), twice.refused), ("rungIds[3]", Refused::Invalid));
         let err = order(&["c", "a", "x"]).unwrap_err();
         assert_eq!(err.field, "rungIds[2]");
-        assert_eq!(err.refused, Refused::Conflict);
+        assert_eq!(err.refused, Refused::Invalid);
         assert!(err.rule.contains("rung_x"));
         assert!(serde_json::from_value::<RungOrderInput>(serde_json::json!({"rungIds": [], "rungs": []})).is_err());
     }

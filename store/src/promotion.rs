@@ -415,10 +415,13 @@ impl Store {
         Ok(out)
     }
 
-    /// Whether other Candidates of the Candidate's Change share its base generation (siblings).
+    /// Whether the Candidate has siblings: other Candidates of its sibling group (one round's
+    /// fork) on its base generation, as the selection reads them. An earlier Candidate of the
+    /// Change (rejected, or verified and sent back for its repair) is not a sibling: the lone
+    /// Candidate after it is the winner.
     pub async fn has_siblings(&self, candidate_id: &str) -> Result<bool, StoreError> {
         let n: i64 = sqlx::query(
-            r#"select count(*) as n from candidates o join candidates k on k.change_id = o.change_id
+            r#"select count(*) as n from candidates o join candidates k on k.sibling_group = o.sibling_group
                and k.base_generation = o.base_generation and o.id <> k.id
                where k.id = $1 and o.status <> 'stale'"#,
         )

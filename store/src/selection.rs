@@ -678,6 +678,80 @@ impl Store {
     }
 }
 
+impl Store {
+    /// A verified Candidate without siblings (a selected winner's repair is its selection's)
+    /// whose acceptance check judged criteria of the request `not_met` after every required
+    /// check passed: when no other Candidate of its Change can still ship and the Change has no
+    /// repair yet, the Change gets its one repair Task (its objective lists the unmet criteria),
+    /// returns to `running` and has the `ACCEPTANCE_REPAIR` receipt. `None`: no repair was made
+    /// (none is due, or the Change already had its repair: the winner is then held for a person
+    /// as any other acceptance shortfall). A retry finds the repair Task its first call made.
+    pub async fn repair_lone_after_acceptance(&self, candidate_id: &str) -> Result<Option<TaskId>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let sql = format!("select {CANDIDATE_COLUMNS}, k.sibling_group from candidates k where k.id = $1");
+        let Some(row) = sqlx::query(&sql).bind(candidate_id).fetch_optional(&mut *tx).await? else {
+            return Ok(None);
+        };
+        let k = candidate_row(&row)?;
+        if k.status != CandidateStatus::Verified {
+            return Ok(None);
+        }
+        let change_id = k.change_id.to_string();
+        // A retry: the repair this Candidate asked for is there already.
+        let asked = sqlx::query(
+            "select inputs_json, outcome_json from decision_receipts where change_id = $1 and kind = 'ACCEPTANCE_REPAIR'",
+        )
+        .bind(&change_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(r) = asked {
+            let inputs: serde_json::Value = json(&r.try_get::<String, _>("inputs_json")?, "inputs_json")?;
+            if inputs["trigger"] == "acceptance_not_met" && inputs["candidate_id"] == candidate_id {
+                let outcome: serde_json::Value = json(&r.try_get::<String, _>("outcome_json")?, "outcome_json")?;
+                return Ok(outcome["taskId"].as_str().map(|t| TaskId::from(t.to_owned())));
+            }
+        }
+        let Some(outcome) = k
+            .acceptance
+            .as_ref()
+            .map(|j| acceptance_outcome(&AcceptanceRun::Judged(j.clone())))
+        else {
+            return Ok(None);
+        };
+        let evidence: Vec<Evidence> = crate::candidates::evidence_in(&mut tx, candidate_id).await?;
+        let required_passed = k
+            .plan
+            .as_ref()
+            .is_some_and(|p| gate_required_checks(p, &evidence).gaps.is_empty());
+        let Some(trigger) = acceptance_trigger(&k.id, required_passed, &outcome) else {
+            return Ok(None);
+        };
+        let group: Option<String> = row.try_get("sibling_group")?;
+        let others: i64 = sqlx::query_scalar(
+            r#"select count(*) from candidates o
+               where o.id <> $1 and ((o.change_id = $2 and o.status in ('composing', 'verifying', 'verified'))
+                     or (o.sibling_group = $3 and o.base_generation = $4))"#,
+        )
+        .bind(candidate_id)
+        .bind(&change_id)
+        .bind(group)
+        .bind(k.base_generation)
+        .fetch_one(&mut *tx)
+        .await?;
+        if others > 0 {
+            return Ok(None);
+        }
+        let held: Vec<String> = k.change_set_ids.iter().map(|c| c.to_string()).collect();
+        match repair_in(&mut tx, &change_id, &held, &trigger).await? {
+            Ok(task) => {
+                tx.commit().await?;
+                Ok(Some(task))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+}
+
 /// A Candidate the gate just rejected for a failed required or preview check, in the rejection's
 /// transaction: when it has no siblings (a group's repair is its selection's) and no other
 /// Candidate of its Change can still ship, the Change gets its one repair Task (objective: each

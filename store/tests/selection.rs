@@ -294,7 +294,7 @@ on_both!(
         match s.record_conflict(&w.alice, &w.change, &bad, &w.paths).await {
             Err(StoreError::Invalid(v)) => assert_eq!(
                 (v.field.as_str(), v.refused),
-                ("sides[1].paths[0]", belay_domain::validation::Refused::Conflict)
+                ("sides[1].paths[0]", belay_domain::validation::Refused::Invalid)
             ),
             other => panic!("{other:?}"),
         }

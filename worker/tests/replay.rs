@@ -18,7 +18,8 @@
 //! test (a Candidate whose browser check ran), and `verification`'s live-app test (a preview smoke
 //! check, run after the meter settles since `verification-preview-after-settle`; the `-v1`
 //! recording before it ran the preview first; `verification-step-rows-kept-v1` reads the
-//! store's Evidence once, for the gate, where the ones before read it after every step).
+//! store's Evidence once, for the gate, where the ones before read it after every step), and
+//! `selection`'s lone-Candidate acceptance repair (`verification-lone-acceptance-repair-v1`).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -52,6 +53,7 @@ const HISTORIES: &[&str] = &[
     "verification-preview-smoke-v1",
     "verification-preview-after-settle-v1",
     "verification-step-rows-kept-v1",
+    "verification-lone-acceptance-repair-v1",
 ];
 
 fn dir() -> std::path::PathBuf {

@@ -18,7 +18,7 @@ use belay_domain::check::CheckId;
 use belay_domain::client_assets::check_client_assets;
 use belay_domain::compatibility::{ChangeSetFacts, check_compatibility};
 use belay_domain::evidence::{CheckResult, Coverage, Evidence, EvidenceStatus, Gap, gaps_before, gate_required_checks};
-use belay_domain::ids::{CandidateId, ProjectId};
+use belay_domain::ids::{CandidateId, ProjectId, TaskId};
 use belay_domain::plan::{PlanInput, PlannedCheck, TaskScope, VerificationPlan, build_verification_plan};
 use belay_domain::policy::{PolicyCommands, ProjectPolicy};
 use serde::{Deserialize, Serialize};
@@ -285,6 +285,14 @@ impl VerifyStoreApi {
     pub fn evidence(candidate_id: CandidateId) -> Result<Vec<Evidence>, ActivityError> {
         unimplemented!()
     }
+
+    /// A verified Candidate without siblings whose acceptance check found criteria `not_met`:
+    /// the Change's one repair Task, when it has none yet. The repair Task's id; `None` when no
+    /// repair was made (the winner then goes on, and a shortfall is held for a person).
+    #[activity(name = "db.verify_acceptance_repair")]
+    pub fn acceptance_repair(candidate_id: CandidateId) -> Result<Option<TaskId>, ActivityError> {
+        unimplemented!()
+    }
 }
 
 /// Verification activities on the `belay.git` queue.
@@ -345,8 +353,14 @@ impl VerifySandboxApi {
 pub mod verify_definitions {
     pub use super::verify_git_api::{Compose, Inspect, Patch, Paths};
     pub use super::verify_sandbox_api::{Build, Check, Checkout};
-    pub use super::verify_store_api::{Composed, Evidence, Load, Record, Reserve, Settle, Stale, Status};
+    pub use super::verify_store_api::{
+        AcceptanceRepair, Composed, Evidence, Load, Record, Reserve, Settle, Stale, Status,
+    };
 }
+
+/// The `patched` marker of the repair a lone verified Candidate gets when its acceptance check
+/// found criteria `not_met` (a selected winner gets it from the selection).
+pub const LONE_ACCEPTANCE_REPAIR: &str = "verification-lone-acceptance-repair";
 
 /// The `patched` marker of the gaps so far read from the rows the steps answered.
 pub const STEP_ROWS_KEPT: &str = "verification-step-rows-kept";
@@ -630,7 +644,18 @@ impl CandidateVerificationWorkflow {
                 // A gated Candidate without siblings is the winner: promotion's next step.
                 if ctx.patched(crate::promotion::WINNER_READY_PATCH) {
                     ctx.state_mut(|s| s.step = "winnerReady".into());
-                    crate::promotion::winner_ready(ctx, id, crate::promotion::Winner::IfAlone).await?;
+                    // Criteria not met on a Candidate that passed every required check: the
+                    // Change's one repair before a person.
+                    let repaired = if ctx.patched(LONE_ACCEPTANCE_REPAIR) {
+                        ctx.execute_activity(VerifyStoreApi::acceptance_repair, id.clone(), options::db())
+                            .await?
+                            .is_some()
+                    } else {
+                        false
+                    };
+                    if !repaired {
+                        crate::promotion::winner_ready(ctx, id, crate::promotion::Winner::IfAlone).await?;
+                    }
                 }
                 Ok(CandidateStatus::Verified)
             }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 #[utoipa::path(post, path = "/v1/changes/{id}/conflicts", tag = "verification", params(("id" = String, Path)),
     request_body = ConflictInput,
     responses((status = 201, body = Conflict), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody), (status = 503, body = ErrorBody)))]
+        (status = 422, body = ErrorBody, description = "Bad input, named; a bad citation (a Task not of the Change, a ChangeSet not of the side's Task, a path not in the cited patches, a contract line not declared): the finding is unsupported, nothing written"), (status = 503, body = ErrorBody)))]
 pub async fn create(
     Caller(a): Caller,
     State(s): State<AppState>,

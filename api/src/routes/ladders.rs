@@ -85,8 +85,8 @@ async fn check_ladder(tx: &mut Tx, account_id: &str, input: LadderInput) -> ApiR
 #[utoipa::path(post, path = "/v1/ladders", tag = "ladders", request_body = LadderInput,
     responses((status = 201, body = Ladder),
         (status = 403, body = ErrorBody, description = "A gg combination names a configuration the caller does not own (`gg_config_not_owned`)"),
-        (status = 409, body = ErrorBody, description = "A group pointer names no combo group of this account (`invalid_group_pointer`); a performance or game jam rung, with why nobody could clear it; a rung id (`conflict`)"),
-        (status = 422, body = ErrorBody, description = "Bad input, named; a count threshold above a rung's runs (the one rule of this body JSON Schema cannot state)")))]
+        (status = 409, body = ErrorBody, description = "A group pointer names no combo group of this account (`invalid_group_pointer`)"),
+        (status = 422, body = ErrorBody, description = "Bad input, named; a performance or game jam rung, with why nobody could clear it (the catalogue decides a case's type); a rung id (a new rung is sent without one); a count threshold above a rung's runs")))]
 pub async fn create(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -130,8 +130,8 @@ pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
 #[utoipa::path(put, path = "/v1/ladders/{id}", tag = "ladders", params(("id" = String, Path)), request_body = LadderInput,
     responses((status = 200, body = Ladder), (status = 404, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "A gg combination names a configuration the caller does not own (`gg_config_not_owned`)"),
-        (status = 409, body = ErrorBody, description = "A group pointer names no combo group of this account (`invalid_group_pointer`); a performance or game jam rung; a rung id that is not a rung of this ladder (`conflict`)"),
-        (status = 422, body = ErrorBody, description = "Bad input, named; a count threshold above a rung's runs")))]
+        (status = 409, body = ErrorBody, description = "A group pointer names no combo group of this account (`invalid_group_pointer`)"),
+        (status = 422, body = ErrorBody, description = "Bad input, named; a performance or game jam rung, with why nobody could clear it; a rung id that is not a rung of this ladder; a count threshold above a rung's runs")))]
 pub async fn update(
     Caller(a): Caller,
     State(s): State<AppState>,
@@ -181,8 +181,7 @@ pub async fn delete(Caller(a): Caller, State(s): State<AppState>, Path(id): Path
 /// in the new order, it has not advanced past.
 #[utoipa::path(post, path = "/v1/ladders/{id}/rungs/order", tag = "ladders", params(("id" = String, Path)), request_body = RungOrderInput,
     responses((status = 200, body = Ladder), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "An id of no rung of this ladder, or a rung left out (`conflict`): nothing changed"),
-        (status = 422, body = ErrorBody, description = "An id listed twice: nothing changed")))]
+        (status = 422, body = ErrorBody, description = "Not a permutation of the current rung ids (an id of no rung of this ladder, a rung left out, an id listed twice), named: nothing changed")))]
 pub async fn reorder(
     Caller(a): Caller,
     State(s): State<AppState>,
