@@ -580,7 +580,8 @@ fn acceptance_judged(k: &Value, status: &str) -> Value {
 const SORT: &str = "export function sortTitles(titles: string[]): string[] {\n  return [...titles].sort();\n}\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_criteria_of_a_change_promoted_meanwhile_are_kept_a_kept_not_met_holds_and_a_kept_unclear_does_not() {
+async fn the_criteria_of_a_change_promoted_meanwhile_are_kept_a_kept_not_met_gets_the_repair_and_a_kept_unclear_does_not()
+ {
     // Without the mark the request is the promoted Change's own; with it, the one that went on
     // meeting its own criterion judges the kept one not met (titles) or unclear (sorting).
     let fake = FakeAnthropic::start(|s: &Seen| {
@@ -631,18 +632,30 @@ async fn the_criteria_of_a_change_promoted_meanwhile_are_kept_a_kept_not_met_hol
     wait_status(&b, &first, "promoted").await;
 
     // Its criterion is judged again, marked, in the next request's acceptance check; not met
-    // there, the Candidate cannot ship by itself.
+    // there, the Candidate cannot ship by itself: the Change gets its one repair, whose
+    // objective names the kept criterion.
     let held = verify(titles.clone()).await;
     let k = wait_status(&b, &held, "verified").await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while b.get(&format!("/v1/changes/{titles}")).await["status"] != "awaiting_approval" {
+    let repair = loop {
+        if let Some(r) = receipts_of(&b, &titles, "ACCEPTANCE_REPAIR").await.first() {
+            break r.clone();
+        }
         assert!(
             Instant::now() < deadline,
             "{:#}",
             b.get(&format!("/v1/changes/{titles}")).await
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    };
+    assert!(
+        repair["outcome"]["objective"]
+            .as_str()
+            .unwrap()
+            .contains("A helper counts the todos"),
+        "{repair:#}"
+    );
+    assert_eq!(b.get(&format!("/v1/changes/{titles}")).await["status"], "running");
     let acc = acceptance_judged(&k, "fail");
     assert!(
         acc["summary"]
@@ -706,9 +719,8 @@ async fn the_integrate_rule_puts_the_ui_task_on_the_api_task_and_the_same_pair_a
     const BANNER: &str = "export const banner = (n: number) => `${n} todos`;\n";
     let (api, api_cs) = task(&b, &c, "api", &["todos:api"], &[("src/stats.ts", STATS)]).await;
     let (ui, ui_cs) = task(&b, &c, "ui", &["todos:ui"], &[("public/banner.ts", BANNER)]).await;
-    let side = |t: &Value, cs: &Value, path: &str| {
-        json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]})
-    };
+    let side =
+        |t: &Value, cs: &Value, path: &str| json!({"taskId": t["id"], "changeSetIds": [cs["id"]], "paths": [path]});
 
     // A confirmed conflict between a UI Task and an API Task is integrated: the UI Task comes to
     // depend on the API Task, its ChangeSet is rejected and the Task is reset.
@@ -781,7 +793,11 @@ async fn the_integrate_rule_puts_the_ui_task_on_the_api_task_and_the_same_pair_a
     assert_eq!(s, 201, "{again}");
     assert_eq!(again["integrate"], Value::Null, "{again}");
     assert_eq!(
-        b.get(&format!("/v1/changes/{c}/receipts")).await.as_array().unwrap().len(),
+        b.get(&format!("/v1/changes/{c}/receipts"))
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
         1,
         "no second integration"
     );
@@ -795,15 +811,16 @@ async fn the_integrate_rule_puts_the_ui_task_on_the_api_task_and_the_same_pair_a
         .map(|k| &k["changeSetIds"])
         .collect();
     assert_eq!(sets.len(), 2, "one Candidate per side: {candidates}");
-    assert!(sets.contains(&&json!([api_cs["id"]])), "the API side alone: {candidates}");
     assert!(
-        sets.iter()
-            .any(|ids| ids.as_array().unwrap().contains(&ui_again["id"])),
+        sets.contains(&&json!([api_cs["id"]])),
+        "the API side alone: {candidates}"
+    );
+    assert!(
+        sets.iter().any(|ids| ids.as_array().unwrap().contains(&ui_again["id"])),
         "the UI side's new ChangeSet: {candidates}"
     );
     assert!(
-        sets.iter()
-            .all(|ids| !ids.as_array().unwrap().contains(&ui_cs["id"])),
+        sets.iter().all(|ids| !ids.as_array().unwrap().contains(&ui_cs["id"])),
         "the rejected UI ChangeSet in neither: {candidates}"
     );
 }
@@ -821,7 +838,8 @@ async fn receipts_of(b: &Belay, change: &str, kind: &str) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_criterion_not_met_on_a_candidate_that_passed_every_required_check_gets_one_repair_and_the_next_goes_to_a_person() {
+async fn a_criterion_not_met_on_a_candidate_that_passed_every_required_check_gets_one_repair_and_the_next_goes_to_a_person()
+ {
     let fake = FakeAnthropic::start(|s: &Seen| {
         if s.tool != "record_acceptance" {
             return Reply::Status(400);
@@ -901,7 +919,10 @@ async fn a_criterion_not_met_on_a_candidate_that_passed_every_required_check_get
     // The repair Task runs and publishes; the next Candidate holds it and falls short again: a
     // person decides, and there is no second repair.
     let (s, r) = b
-        .post(&format!("/v1/tasks/{}/runs", repairs[0]["id"].as_str().unwrap()), json!({}))
+        .post(
+            &format!("/v1/tasks/{}/runs", repairs[0]["id"].as_str().unwrap()),
+            json!({}),
+        )
         .await;
     assert_eq!(s, 201, "{r}");
     let run = r["id"].as_str().unwrap();
@@ -924,10 +945,7 @@ async fn a_criterion_not_met_on_a_candidate_that_passed_every_required_check_get
     let second = k["id"].as_str().unwrap().to_owned();
     assert_ne!(second, first);
     assert!(
-        k["changeSetIds"]
-            .as_array()
-            .unwrap()
-            .contains(&fixed["id"]),
+        k["changeSetIds"].as_array().unwrap().contains(&fixed["id"]),
         "the next Candidate holds the repair: {k:#}"
     );
     let deadline = Instant::now() + Duration::from_secs(300);

@@ -268,13 +268,7 @@ pub async fn delete_group(tx: &mut Tx, account_id: &str, id: &str) -> Result<boo
 async fn delete_owned(tx: &mut Tx, sql: &str, account_id: &str, id: &str, event: &str) -> Result<bool, StoreError> {
     let done = sqlx::query(sql).bind(id).bind(account_id).execute(tx.conn()).await?;
     if done.rows_affected() == 1 {
-        events::append(
-            tx.conn(),
-            id,
-            event,
-            &serde_json::json!({ "accountId": account_id }),
-        )
-        .await?;
+        events::append(tx.conn(), id, event, &serde_json::json!({ "accountId": account_id })).await?;
     }
     Ok(done.rows_affected() == 1)
 }
