@@ -5,8 +5,9 @@
 #[path = "common/fake_anthropic.rs"]
 mod fake_anthropic;
 
-use belay_activities::llm::{AnthropicClient, LlmActivities, LlmConfig};
+use belay_activities::llm::LlmActivities;
 use belay_domain::acceptance::{AcceptanceCriterion, AcceptanceInput, CriterionResult, InputPart, PartKind};
+use belay_llm::{AnthropicClient, LlmConfig};
 use belay_store::Backend;
 use belay_store::model_meter::ModelLimits;
 use belay_store::testing::fresh;

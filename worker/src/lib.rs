@@ -354,13 +354,13 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .build()
             }
             Pool::Llm => {
-                let config = belay_activities::llm::LlmConfig::from_env()?;
+                let config = belay_llm::LlmConfig::from_env()?;
                 if config.api_key.is_none() {
                     warn!("BELAY_ANTHROPIC_API_KEY is unset: every model call is refused before it is made");
                 }
                 base.register_activities(belay_activities::llm::LlmActivities {
                     store: deps.store.clone(),
-                    client: Arc::new(belay_activities::llm::AnthropicClient::new(config)?),
+                    client: Arc::new(belay_llm::AnthropicClient::new(config)?),
                 })
                 .build()
             }

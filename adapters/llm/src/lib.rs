@@ -1,0 +1,326 @@
+//! The model client: the Anthropic Messages API over reqwest with tool use, each call metered
+//! before it is made (the monthly budget, the daily call cap, the Change budget, in the store's
+//! model meters) and settled at the cost computed from the usage the API reports. Without an API
+//! key every call is refused before it is made. The key is never logged: `Debug` of the
+//! configuration redacts it. The prompts of the acceptance check and the Integration Judge are
+//! here too; what the answers mean is decided by `belay_domain`.
+
+use belay_domain::acceptance::{AcceptanceCriterion, AcceptanceInput, PartKind, ToolCall};
+use belay_store::Store;
+use belay_store::model_meter::ModelLimits;
+use serde::Deserialize;
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// The default models: the current Haiku and Sonnet.
+pub const DEFAULT_HAIKU: &str = "claude-haiku-4-5";
+pub const DEFAULT_SONNET: &str = "claude-sonnet-4-5";
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    pub fn cost(&self, input_tokens: u64, output_tokens: u64) -> f64 {
+        (input_tokens as f64 * self.input_per_mtok + output_tokens as f64 * self.output_per_mtok) / 1_000_000.0
+    }
+}
+
+/// Which of the two models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    Haiku,
+    Sonnet,
+}
+
+/// The model client's configuration.
+#[derive(Clone)]
+pub struct LlmConfig {
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub haiku: String,
+    pub sonnet: String,
+    pub haiku_price: Price,
+    pub sonnet_price: Price,
+    pub limits: ModelLimits,
+    /// One call's deadline.
+    pub timeout: Duration,
+    pub max_tokens: u32,
+}
+
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("haiku", &self.haiku)
+            .field("sonnet", &self.sonnet)
+            .field("limits", &self.limits)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn env_num<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
+    match env(name) {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{name} must be a number, not {v:?}")),
+    }
+}
+
+impl LlmConfig {
+    /// From BELAY_ANTHROPIC_* (base URL, API key, the two model names, prices per million
+    /// tokens, the monthly budget, the daily call cap, the per-call timeout) and
+    /// BELAY_CHANGE_MODEL_BUDGET_USD.
+    pub fn from_env() -> anyhow::Result<Self> {
+        Ok(LlmConfig {
+            base_url: env("BELAY_ANTHROPIC_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.into()),
+            api_key: env("BELAY_ANTHROPIC_API_KEY"),
+            haiku: env("BELAY_ANTHROPIC_HAIKU_MODEL").unwrap_or_else(|| DEFAULT_HAIKU.into()),
+            sonnet: env("BELAY_ANTHROPIC_SONNET_MODEL").unwrap_or_else(|| DEFAULT_SONNET.into()),
+            haiku_price: Price {
+                input_per_mtok: env_num("BELAY_ANTHROPIC_HAIKU_INPUT_USD_PER_MTOK", 1.0)?,
+                output_per_mtok: env_num("BELAY_ANTHROPIC_HAIKU_OUTPUT_USD_PER_MTOK", 5.0)?,
+            },
+            sonnet_price: Price {
+                input_per_mtok: env_num("BELAY_ANTHROPIC_SONNET_INPUT_USD_PER_MTOK", 3.0)?,
+                output_per_mtok: env_num("BELAY_ANTHROPIC_SONNET_OUTPUT_USD_PER_MTOK", 15.0)?,
+            },
+            limits: ModelLimits {
+                monthly_budget_usd: env_num("BELAY_ANTHROPIC_MONTHLY_BUDGET_USD", 100.0)?,
+                daily_call_cap: env_num("BELAY_ANTHROPIC_DAILY_CALL_CAP", 1000)?,
+                change_budget_usd: env_num("BELAY_CHANGE_MODEL_BUDGET_USD", 2.0)?,
+            },
+            timeout: Duration::from_millis(env_num("BELAY_ANTHROPIC_TIMEOUT_MS", 120_000u64)?),
+            max_tokens: env_num("BELAY_ANTHROPIC_MAX_TOKENS", 4096u32)?,
+        })
+    }
+
+    fn name(&self, m: Model) -> &str {
+        match m {
+            Model::Haiku => &self.haiku,
+            Model::Sonnet => &self.sonnet,
+        }
+    }
+
+    fn price(&self, m: Model) -> Price {
+        match m {
+            Model::Haiku => self.haiku_price,
+            Model::Sonnet => self.sonnet_price,
+        }
+    }
+}
+
+/// Why a model call gave no answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// A meter (or a missing key) refused it before it was made.
+    #[error("{0}")]
+    Refused(String),
+    #[error("the Messages API answered HTTP {status}: {body}")]
+    Http { status: u16, body: String },
+    #[error("the Messages API could not be reached: {0}")]
+    Transport(String),
+    #[error("the Messages API's answer is not a message: {0}")]
+    Decode(String),
+}
+
+/// One answer: its tool calls and what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub calls: Vec<ToolCall>,
+    pub cost_usd: f64,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Vec<Block>,
+    usage: Usage,
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    input: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+/// A tool the model is given.
+pub struct Tool<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub schema: serde_json::Value,
+}
+
+/// The Anthropic Messages API client.
+#[derive(Clone)]
+pub struct AnthropicClient {
+    http: reqwest::Client,
+    pub config: LlmConfig,
+}
+
+impl AnthropicClient {
+    pub fn new(config: LlmConfig) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder().timeout(config.timeout).build()?;
+        Ok(AnthropicClient { http, config })
+    }
+
+    /// One metered call: refused before it is made when there is no key or a meter would pass
+    /// its limit; settled at the reported usage.
+    pub async fn call(
+        &self,
+        store: &Store,
+        change_id: &str,
+        model: Model,
+        system: &str,
+        user: &str,
+        tool: &Tool<'_>,
+    ) -> Result<Answer, CallError> {
+        let Some(key) = self.config.api_key.as_deref() else {
+            return Err(CallError::Refused("no Anthropic API key is configured".into()));
+        };
+        let price = self.config.price(model);
+        // At most this: the input at one token per 3 characters, and every output token.
+        let estimate_tokens = ((system.len() + user.len() + tool.schema.to_string().len()) / 3 + 64) as u64;
+        let estimate = price.cost(estimate_tokens, u64::from(self.config.max_tokens));
+        let now = belay_store::now_ms();
+        let reservation = match store
+            .reserve_model_call(change_id, estimate, self.config.limits, now)
+            .await
+        {
+            Ok(Ok(r)) => r,
+            Ok(Err(why)) => return Err(CallError::Refused(why)),
+            Err(e) => return Err(CallError::Transport(format!("the meters could not be read: {e}"))),
+        };
+        let body = serde_json::json!({
+            "model": self.config.name(model),
+            "max_tokens": self.config.max_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+            "tools": [{"name": tool.name, "description": tool.description, "input_schema": tool.schema}],
+            "tool_choice": {"type": "tool", "name": tool.name},
+        });
+        let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
+        let sent = self
+            .http
+            .post(&url)
+            .header("x-api-key", key)
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .json(&body)
+            .send()
+            .await;
+        let result = match sent {
+            Err(e) => Err(CallError::Transport(e.without_url().to_string())),
+            Ok(resp) if !resp.status().is_success() => {
+                let status = resp.status().as_u16();
+                let text = resp.text().await.unwrap_or_default();
+                Err(CallError::Http {
+                    status,
+                    body: text.chars().take(500).collect(),
+                })
+            }
+            Ok(resp) => match resp.json::<Message>().await {
+                Err(e) => Err(CallError::Decode(e.without_url().to_string())),
+                Ok(m) => Ok(m),
+            },
+        };
+        let cost = match &result {
+            Ok(m) => price.cost(m.usage.input_tokens, m.usage.output_tokens),
+            Err(_) => 0.0,
+        };
+        if let Err(e) = store.settle_model_call(&reservation, cost).await {
+            warn!(error = %e, "settling a model call failed; its reservation stays counted");
+        }
+        let m = result?;
+        info!(model = self.config.name(model), cost_usd = cost, "model call");
+        Ok(Answer {
+            calls: m
+                .content
+                .into_iter()
+                .filter(|b| b.kind == "tool_use")
+                .map(|b| ToolCall {
+                    name: b.name.unwrap_or_default(),
+                    input: b.input.unwrap_or(serde_json::Value::Null),
+                })
+                .collect(),
+            cost_usd: cost,
+        })
+    }
+}
+
+/// The acceptance check's system prompt.
+pub const ACCEPTANCE_SYSTEM: &str = "You check whether a code change does what a person asked for. You are given \
+acceptance criteria and the source you may rely on: the change's patch and the full text of composed files. \
+Judge each criterion met, not_met or unclear, with the tool record_acceptance, exactly once. A met needs a \
+citation: the path of a text you were given and a quote of at least 8 characters copied from it (in a patch, \
+from added or context lines; a removed line only with removed: true). Use nothing you were not given.";
+
+/// The acceptance prompt: the criteria, then every part of the input under its path.
+pub fn acceptance_prompt(criteria: &[AcceptanceCriterion], input: &AcceptanceInput) -> String {
+    let mut out = String::from("Acceptance criteria:\n");
+    for c in criteria {
+        out.push_str(&format!("- {}: {}\n", c.id, c.text));
+    }
+    for part in &input.parts {
+        let kind = match part.kind {
+            PartKind::Patch => "patch",
+            PartKind::File => "file",
+        };
+        let cut = if part.truncated { ", truncated" } else { "" };
+        out.push_str(&format!("\n=== {} ({kind}{cut}) ===\n{}\n", part.path, part.text));
+    }
+    out
+}
+
+/// The Integration Judge's system prompt.
+pub const JUDGE_SYSTEM: &str = "You are the Integration Judge. Sibling candidates of one change rank equal. You read \
+only their Evidence snapshot (check summaries and acceptance results). Answer with the tool record_verdict \
+exactly once: prefer_candidate with the candidateId and the evidenceIds your preference rests on, or \
+reject_candidate, needs_more_evidence, or escalate_to_human.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_never_in_debug_output() {
+        let mut c = LlmConfig::from_env().unwrap();
+        c.api_key = Some("sk-secret-value".into());
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("sk-secret-value"), "{shown}");
+        assert!(shown.contains("<redacted>"));
+    }
+
+    #[test]
+    fn cost_follows_the_reported_usage() {
+        let p = Price {
+            input_per_mtok: 1.0,
+            output_per_mtok: 5.0,
+        };
+        assert!((p.cost(1_000_000, 200_000) - 2.0).abs() < 1e-9);
+    }
+}
