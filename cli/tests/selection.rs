@@ -909,7 +909,7 @@ async fn a_criterion_not_met_on_a_candidate_that_passed_every_required_check_get
     // The lone Candidate's repair is a step of its verification, behind its marker; the
     // histories before it (a lone winner held for a person at once) still replay.
     let history = replays(&b, "verification-lone-acceptance-repair-v1", &format!("verify-{first}")).await;
-    let patches = belay_worker::replay::patches(&history).unwrap();
+    let patches = belay_client::replay::patches(&history).unwrap();
     assert!(
         patches.contains(&belay_workflows::verification::LONE_ACCEPTANCE_REPAIR.to_owned()),
         "{patches:?}"

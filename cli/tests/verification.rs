@@ -911,7 +911,7 @@ async fn a_live_app_is_smoke_tested_in_the_sandbox_and_a_client_change_without_a
     // The gaps so far come from the rows the steps answered: the store's Evidence is read once,
     // for the gate (behind its marker; the histories before it read it after every step).
     let history = replays(&b, "verification-step-rows-kept-v1", &format!("verify-{id}")).await;
-    let patches = belay_worker::replay::patches(&history).unwrap();
+    let patches = belay_client::replay::patches(&history).unwrap();
     for marker in [
         belay_workflows::verification::PREVIEW_AFTER_SETTLE,
         belay_workflows::verification::STEP_ROWS_KEPT,
