@@ -346,10 +346,8 @@ async fn measure(
     let mut matrix = Vec::new();
     let mut raw = Vec::new();
     let mut steps = Steps::default();
-    // How the raw counts were measured before decision 0026 (each query on the pool, outside a
-    // transaction, awaited on the bench's own task), and the same on a task of its own.
-    let mut before = Vec::new();
-    let mut before_own_task = Vec::new();
+    // The same counts packed into one row each, as the matrix reads them (decision 0033).
+    let mut packed = Vec::new();
     for i in 0..samples + 2 {
         let (a, m) = timed_get(&http, format!("{api}/v1/coverage-plans/{id}/coverage"), token).await?;
         ensure!(
@@ -365,19 +363,16 @@ async fn measure(
             let (store, account_id, id) = (store.clone(), account_id.to_string(), id.clone());
             timed(async move { matrix_steps(&store, &account_id, &id).await }).await?
         };
-        let t = Instant::now();
-        store.bench_raw_grouped_counts_on_pool(account_id).await?;
-        let c = t.elapsed().as_secs_f64() * 1000.0;
-        let (d, _) = {
+        let (c, packed_rows) = {
             let (store, account_id) = (store.clone(), account_id.to_string());
-            timed(async move { Ok(store.bench_raw_grouped_counts_on_pool(&account_id).await?) }).await?
+            timed(async move { Ok(store.bench_raw_grouped_counts_packed(&account_id).await?) }).await?
         };
+        ensure!(packed_rows == rows, "packed {packed_rows} rows, row by row {rows}");
         if i >= 2 {
             matrix.push(a);
             raw.push(b);
             steps.push(step);
-            before.push(c);
-            before_own_task.push(d);
+            packed.push(c);
         }
     }
     let (m50, m95) = stats(matrix);
@@ -387,10 +382,9 @@ async fn measure(
         m50 / r50
     );
     steps.print(label, "GET coverage", m50);
-    let (c50, c95) = stats(before);
-    let (d50, d95) = stats(before_own_task);
+    let (c50, c95) = stats(packed);
     println!(
-        "{label}: the raw counts as measured before (on the pool, outside a transaction) median {c50:.1} ms, p95 {c95:.1} ms on the bench's own task; {d50:.1} ms, p95 {d95:.1} ms on a task of their own"
+        "{label}: the same grouped counts packed into one row each (as the matrix reads them) median {c50:.1} ms, p95 {c95:.1} ms"
     );
 
     // 2. One unbounded top-up against the landed batch enqueue of as many jobs.

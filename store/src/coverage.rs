@@ -556,22 +556,20 @@ pub(crate) async fn facts(
         .as_ref()
         .map(|k| format!(" where r.cell_key in ({})", placeholders(2, k.len())))
         .unwrap_or_default();
-    let sql = runs_by_cell_sql(&filter);
-    let mut q = sqlx::query(&sql).bind(account_id);
-    for k in keys.iter().flatten() {
-        q = q.bind(*k);
-    }
-    let run_rows = if reads.runs {
-        q.fetch_all(tx.conn()).await?
-    } else {
-        Vec::new()
-    };
-    for r in run_rows {
-        let key = CellKey(r.try_get("cell_key")?);
-        if wanted.contains(&key) {
-            let c = counts.entry(key).or_default();
-            c.completed = r.try_get("completed")?;
-            c.unreviewed = r.try_get::<Option<i64>, _>("unreviewed")?.unwrap_or(0);
+    let sql = rows::packed_sql(tx.backend(), &runs_by_cell_sql(&filter), RUNS_BY_CELL_COLUMNS);
+    if reads.runs {
+        let mut q = sqlx::query(&sql).bind(account_id);
+        for k in keys.iter().flatten() {
+            q = q.bind(*k);
+        }
+        let packed = q.fetch_one(tx.conn()).await?;
+        for (key, completed, unreviewed) in rows::unpacked::<(String, i64, Option<i64>)>(&packed, "runs by cell")? {
+            let key = CellKey(key);
+            if wanted.contains(&key) {
+                let c = counts.entry(key).or_default();
+                c.completed = completed;
+                c.unreviewed = unreviewed.unwrap_or(0);
+            }
         }
     }
 
@@ -580,16 +578,17 @@ pub(crate) async fn facts(
         .as_ref()
         .map(|k| format!(" and cell_key in ({})", placeholders(1, k.len())))
         .unwrap_or_default();
-    let sql = jobs_by_cell_sql(&filter);
+    let sql = rows::packed_sql(tx.backend(), &jobs_by_cell_sql(&filter), JOBS_BY_CELL_COLUMNS);
     let mut q = sqlx::query(&sql);
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
-    for r in q.fetch_all(tx.conn()).await? {
-        let key = CellKey(r.try_get("cell_key")?);
+    let packed = q.fetch_one(tx.conn()).await?;
+    for (key, status, n) in rows::unpacked::<(String, String, i64)>(&packed, "jobs by cell")? {
+        let key = CellKey(key);
         if wanted.contains(&key) {
-            let status = rows::status(&r.try_get::<String, _>("status")?)?;
-            counts.entry(key).or_default().jobs.insert(status, r.try_get("n")?);
+            let status = rows::status(&status)?;
+            counts.entry(key).or_default().jobs.insert(status, n);
         }
     }
 
@@ -676,6 +675,12 @@ pub(crate) async fn facts(
         lanes,
     })
 }
+
+/// The columns of [`runs_by_cell_sql`], in the order a packed read gives them.
+const RUNS_BY_CELL_COLUMNS: &[&str] = &["cell_key", "completed", "unreviewed"];
+
+/// The columns of [`jobs_by_cell_sql`], in the order a packed read gives them.
+pub(crate) const JOBS_BY_CELL_COLUMNS: &[&str] = &["cell_key", "status", "n"];
 
 /// The grouped run counts: completed runs by cell key, with those the account bound as `$1` has
 /// not reviewed (auto-graded ones never count). `filter` narrows the cells
@@ -1154,14 +1159,18 @@ impl crate::Store {
         Ok(runs.len() + jobs.len())
     }
 
-    /// For `belay bench coverage` only: the same two grouped counts as the bench ran them before
-    /// decision 0026, each query on the pool outside a transaction. Returns the rows read.
-    pub async fn bench_raw_grouped_counts_on_pool(&self, account_id: &str) -> Result<usize, StoreError> {
-        let runs = sqlx::query(&runs_by_cell_sql(""))
-            .bind(account_id)
-            .fetch_all(self.pool())
-            .await?;
-        let jobs = sqlx::query(&jobs_by_cell_sql("")).fetch_all(self.pool()).await?;
+    /// For `belay bench coverage` only: the same two grouped counts packed into one row each, as
+    /// the matrix reads them (decision 0033), in a read transaction on the same pool. Returns the
+    /// rows they pack.
+    pub async fn bench_raw_grouped_counts_packed(&self, account_id: &str) -> Result<usize, StoreError> {
+        let mut tx = self.begin_read().await?;
+        let sql = rows::packed_sql(self.backend(), &runs_by_cell_sql(""), RUNS_BY_CELL_COLUMNS);
+        let runs = sqlx::query(&sql).bind(account_id).fetch_one(tx.conn()).await?;
+        let runs = rows::unpacked::<(String, i64, Option<i64>)>(&runs, "runs by cell")?;
+        let sql = rows::packed_sql(self.backend(), &jobs_by_cell_sql(""), JOBS_BY_CELL_COLUMNS);
+        let jobs = sqlx::query(&sql).fetch_one(tx.conn()).await?;
+        let jobs = rows::unpacked::<(String, String, i64)>(&jobs, "jobs by cell")?;
+        tx.commit().await?;
         Ok(runs.len() + jobs.len())
     }
 }

@@ -12,7 +12,7 @@
 
 use crate::coverage::{self, Claim, ClaimOf, CoverageFacts};
 use crate::jobs::{cancel_in, job_in, take_dispatch_lock};
-use crate::rows::{enum_from, enum_text, json, status_list, to_json};
+use crate::rows::{self, enum_from, enum_text, json, status_list, to_json};
 use crate::{StoreError, Tx, events, new_id_body, now_ms};
 use belay_domain::buffer::{BufferTarget, outstanding, target_in_force};
 use belay_domain::coverage::Cell;
@@ -308,19 +308,26 @@ fn outcome_from(text: Option<String>, what: &str) -> Result<Option<Outcome>, Sto
 
 /// A ladder's verdict rows (`$1`), every version.
 const VERDICTS_SQL: &str = r#"select climber_key, rung_id, version, verdict, override_outcome from ladder_verdicts
-   where ladder_id = $1 order by climber_key, rung_id, version"#;
+   where ladder_id = $1"#;
 
-/// The ladder's verdict rows, every version.
+/// The columns of [`VERDICTS_SQL`], in the order a packed read gives them.
+const VERDICTS_COLUMNS: &[&str] = &["climber_key", "rung_id", "version", "verdict", "override_outcome"];
+
+/// The ladder's verdict rows, every version, by climber, rung and version (byte order).
 pub async fn verdicts(tx: &mut Tx, ladder_id: &str) -> Result<Vec<RecordedVerdict>, StoreError> {
-    let rows = sqlx::query(VERDICTS_SQL).bind(ladder_id).fetch_all(tx.conn()).await?;
-    rows.iter()
-        .map(|r| {
+    let sql = rows::packed_sql(tx.backend(), VERDICTS_SQL, VERDICTS_COLUMNS);
+    let packed = sqlx::query(&sql).bind(ladder_id).fetch_one(tx.conn()).await?;
+    type Row = (String, String, String, Option<String>, Option<String>);
+    let mut rows = rows::unpacked::<Row>(&packed, "ladder verdicts")?;
+    rows.sort_unstable_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+    rows.into_iter()
+        .map(|(climber, rung, version, verdict, override_outcome)| {
             Ok(RecordedVerdict {
-                climber: ClimberKey(r.try_get("climber_key")?),
-                rung_id: RungId(r.try_get("rung_id")?),
-                version: r.try_get("version")?,
-                verdict: outcome_from(r.try_get("verdict")?, "verdict")?,
-                override_outcome: outcome_from(r.try_get("override_outcome")?, "override")?,
+                climber: ClimberKey(climber),
+                rung_id: RungId(rung),
+                version,
+                verdict: outcome_from(verdict, "verdict")?,
+                override_outcome: outcome_from(override_outcome, "override")?,
             })
         })
         .collect()
@@ -410,6 +417,9 @@ fn gate_runs_sql(filter: &str) -> String {
     )
 }
 
+/// The columns of [`gate_runs_sql`], in the order a packed read gives them.
+const GATE_RUNS_COLUMNS: &[&str] = &["cell_key", "loaded", "worst", "n"];
+
 /// The jobs of an origin (`$1`) still queued or pending, in queue order.
 fn waiting_sql() -> String {
     format!(
@@ -436,23 +446,23 @@ async fn gate_runs(
             format!(" where r.cell_key in ({})", marks.join(", "))
         })
         .unwrap_or_default();
-    let sql = gate_runs_sql(&filter);
+    let sql = rows::packed_sql(tx.backend(), &gate_runs_sql(&filter), GATE_RUNS_COLUMNS);
     let mut q = sqlx::query(&sql).bind(account_id);
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
+    let packed = q.fetch_one(tx.conn()).await?;
     let mut runs: BTreeMap<CellKey, Vec<GateRun>> = BTreeMap::new();
-    for r in q.fetch_all(tx.conn()).await? {
-        let key = CellKey(r.try_get("cell_key")?);
+    for (key, loaded, worst, n) in rows::unpacked::<(String, i64, Option<String>, i64)>(&packed, "gate runs")? {
+        let key = CellKey(key);
         if !wanted.contains(&key) {
             continue;
         }
-        let worst: Option<String> = r.try_get("worst")?;
         let run = GateRun {
-            loaded: r.try_get::<i64, _>("loaded")? != 0,
+            loaded: loaded != 0,
             review: worst.map(|w| json::<Rating>(&w, "worst")).transpose()?,
         };
-        let n = usize::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+        let n = usize::try_from(n).unwrap_or(0);
         runs.entry(key).or_default().extend(std::iter::repeat_n(run, n));
     }
     let mut waiting: BTreeMap<CellKey, Vec<JobId>> = BTreeMap::new();

@@ -645,3 +645,42 @@ on_both!(
         tx.commit().await.unwrap();
     }
 );
+
+on_both!(
+    counts_read_packed_keep_every_key_and_number_with_a_key_list_and_without,
+    |s: Store| async move {
+        catalogue(&s, &[("x", 10)]).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        // A slug with every character JSON escapes: a quote, a backslash, a newline, a tab,
+        // a control character and text outside ASCII.
+        let odd = pin("q\"b\\c\n\td\u{1}é×", "1.0.0", "none");
+        let j1 = s.enqueue(hand_job(odd.clone(), combo("x"), None)).await.unwrap();
+        let j2 = s.enqueue(hand_job(odd.clone(), combo("x"), None)).await.unwrap();
+        let r1 = complete(&s, &j1.id).await;
+        complete(&s, &j2.id).await;
+        review(&s, &r1, &alice.id).await;
+        s.enqueue(hand_job(odd.clone(), combo("x"), None)).await.unwrap();
+        // A few cells read with an `in (…)` list of keys, and more cells than such a list takes
+        // (one grouped scan): the same counts for the odd cell either way.
+        let few: Vec<Cell> = cross(
+            &[odd.clone(), pin("a", "1.0.0", "none")],
+            &[combo("x")],
+            OuterAxis::Case,
+        );
+        let mut pins = vec![odd.clone()];
+        pins.extend((0..600).map(|i| pin(&format!("c{i}"), "1.0.0", "none")));
+        let many: Vec<Cell> = cross(&pins, &[combo("x")], OuterAxis::Case);
+        let mut tx = s.begin_read().await.unwrap();
+        for cells in [&few, &many] {
+            let f = coverage::coverage_facts(&mut tx, &alice.id, cells).await.unwrap();
+            let c = &f.counts[&few[0].cell_key];
+            assert_eq!((c.completed, c.unreviewed), (2, 1), "{} cells", cells.len());
+            assert_eq!(c.jobs.get(&JobStatus::Queued), Some(&1), "{} cells", cells.len());
+            assert_eq!(f.counts.len(), 1, "only the odd cell has runs or jobs");
+            let m = coverage::cells_matrix(&mut tx, &alice.id, cells, 3).await.unwrap();
+            let odd_cell = m.cells.iter().find(|c| c.cell_key == few[0].cell_key).unwrap();
+            assert_eq!((odd_cell.completed, odd_cell.in_flight, odd_cell.remaining), (2, 1, 0));
+        }
+        tx.commit().await.unwrap();
+    }
+);
