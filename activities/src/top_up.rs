@@ -8,7 +8,7 @@ use belay_store::Store;
 use belay_store::coverage::{self, Claim};
 use belay_store::ladders;
 use belay_store::metrics::{TopUpEnd, TopUpKind, record_top_up_end, record_top_up_skipped};
-use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, ReleaseInput, TopUpOf};
+use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, OneStepAnswer, ReleaseInput, TopUpOf};
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -110,15 +110,9 @@ impl TopUpStoreActivities {
     }
 }
 
-#[activities]
 impl TopUpStoreActivities {
-    #[activity(definition = belay_workflows::top_up::top_up_definitions::Claim)]
-    #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
-    pub async fn claim(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: ClaimInput,
-    ) -> Result<ClaimAnswer, ActivityError> {
+    /// Takes the claim (a paused plan's or disabled ladder's skip recorded), in one transaction.
+    async fn claim_step(&self, input: ClaimInput) -> Result<ClaimAnswer, ActivityError> {
         if input.of == TopUpOf::Ladder {
             return self.claim_ladder(input).await;
         }
@@ -156,13 +150,8 @@ impl TopUpStoreActivities {
         Ok(claim_answer(claim))
     }
 
-    #[activity(definition = belay_workflows::top_up::top_up_definitions::Enqueue)]
-    #[instrument(skip_all, fields(plan.id = %input.plan_id, topup.id = %input.topup_id), err(Debug))]
-    pub async fn enqueue(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: EnqueueInput,
-    ) -> Result<Enqueued, ActivityError> {
+    /// Walks and enqueues, recording the answer under the top-up id, in one transaction.
+    async fn enqueue_step(&self, input: EnqueueInput) -> Result<Enqueued, ActivityError> {
         if input.of == TopUpOf::Ladder {
             return self.enqueue_ladder(input).await;
         }
@@ -196,9 +185,8 @@ impl TopUpStoreActivities {
         })
     }
 
-    #[activity(definition = belay_workflows::top_up::top_up_definitions::Release)]
-    #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
-    pub async fn release(self: Arc<Self>, _ctx: ActivityContext, input: ReleaseInput) -> Result<bool, ActivityError> {
+    /// Records the top-up's end and releases the claim if this holder has it, in one transaction.
+    async fn release_step(&self, input: ReleaseInput) -> Result<bool, ActivityError> {
         let mut tx = self.store.begin().await.map_err(store_error)?;
         record_top_up_end(&mut tx, kind_of(input.of), &input.plan_id, &input.holder)
             .await
@@ -210,5 +198,72 @@ impl TopUpStoreActivities {
         .map_err(store_error)?;
         tx.commit().await.map_err(store_error)?;
         Ok(released)
+    }
+}
+
+#[activities]
+impl TopUpStoreActivities {
+    #[activity(definition = belay_workflows::top_up::top_up_definitions::Claim)]
+    #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
+    pub async fn claim(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ClaimInput,
+    ) -> Result<ClaimAnswer, ActivityError> {
+        self.claim_step(input).await
+    }
+
+    #[activity(definition = belay_workflows::top_up::top_up_definitions::Enqueue)]
+    #[instrument(skip_all, fields(plan.id = %input.plan_id, topup.id = %input.topup_id), err(Debug))]
+    pub async fn enqueue(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: EnqueueInput,
+    ) -> Result<Enqueued, ActivityError> {
+        self.enqueue_step(input).await
+    }
+
+    /// The claim, then (when claimed) the enqueue and the release. A retry after a crash between
+    /// them is the same holder: it takes its own claim again, finds its answer recorded (nothing
+    /// is enqueued twice) and releases. An enqueue that fails still releases before the error is
+    /// returned.
+    #[activity(definition = belay_workflows::top_up::top_up_definitions::OneStep)]
+    #[instrument(skip_all, fields(plan.id = %input.plan_id, topup.id = %input.holder), err(Debug))]
+    pub async fn one_step(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ClaimInput,
+    ) -> Result<OneStepAnswer, ActivityError> {
+        let claim = self.claim_step(input.clone()).await?;
+        if claim != ClaimAnswer::Claimed {
+            return Ok(OneStepAnswer { claim, enqueued: 0 });
+        }
+        let enqueued = self
+            .enqueue_step(EnqueueInput {
+                plan_id: input.plan_id.clone(),
+                account_id: input.account_id.clone(),
+                topup_id: input.holder.clone(),
+                of: input.of,
+            })
+            .await;
+        let released = self
+            .release_step(ReleaseInput {
+                plan_id: input.plan_id,
+                holder: input.holder,
+                of: input.of,
+            })
+            .await;
+        let enqueued = enqueued?;
+        released?;
+        Ok(OneStepAnswer {
+            claim,
+            enqueued: enqueued.enqueued,
+        })
+    }
+
+    #[activity(definition = belay_workflows::top_up::top_up_definitions::Release)]
+    #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
+    pub async fn release(self: Arc<Self>, _ctx: ActivityContext, input: ReleaseInput) -> Result<bool, ActivityError> {
+        self.release_step(input).await
     }
 }

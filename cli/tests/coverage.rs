@@ -219,7 +219,14 @@ async fn the_buffer_stops_at_the_cell_boundary_and_null_zero_unbounded_and_600_a
     );
     assert_eq!(second["skipped"], Value::Null);
     assert_eq!(jobs_of(&b, &id).await.len(), 6);
-    replays(&b, "topup-plan-v1", &format!("topup-plan-{id}")).await;
+    // Claim, enqueue and release ran as one activity, behind the patch marker.
+    let h = replays(&b, "topup-plan-v2", &format!("topup-plan-{id}")).await;
+    let patches = belay_client::replay::patches(&h).unwrap();
+    assert!(
+        patches.iter().any(|p| p == belay_workflows::top_up::ONE_STEP_TOP_UP),
+        "{patches:?}"
+    );
+    assert_eq!(common::scheduled_activities(&h), ["db.topup_one_step"]);
     assert!(
         b.get("/v1/events?limit=1000")
             .await

@@ -196,7 +196,14 @@ async fn a_new_ladder_enqueues_nothing_until_enabled_and_enabling_launches_rung_
         assert_eq!(c["status"], "climbing", "{c}");
         assert_eq!(standing(c, &ids[0])["tally"]["pending"], 5, "{c}");
     }
-    replays(&b, "topup-ladder-v1", &format!("topup-ladder-{id}")).await;
+    // Claim, enqueue and release ran as one activity, behind the patch marker.
+    let h = replays(&b, "topup-ladder-v2", &format!("topup-ladder-{id}")).await;
+    let patches = belay_client::replay::patches(&h).unwrap();
+    assert!(
+        patches.iter().any(|p| p == belay_workflows::top_up::ONE_STEP_TOP_UP),
+        "{patches:?}"
+    );
+    assert_eq!(common::scheduled_activities(&h), ["db.topup_one_step"]);
     // A second top-up finds every current rung at target.
     let t = topup(&b, &id).await;
     assert_eq!((t["enqueued"].clone(), t["occupancy"].clone()), (json!(0), json!(10)));

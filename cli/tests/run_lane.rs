@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Belay, replays, wait_for};
+use common::{Belay, replays, scheduled_activities, wait_for};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -431,18 +431,6 @@ fn signal_identities(history: &[u8]) -> Vec<String> {
         .unwrap()
         .iter()
         .filter_map(|e| e["attributes"]["WorkflowExecutionSignaledEventAttributes"]["identity"].as_str())
-        .map(str::to_string)
-        .collect()
-}
-
-/// The activity types a history scheduled on task queues (local activities are markers instead).
-fn scheduled_activities(history: &[u8]) -> Vec<String> {
-    let history: serde_json::Value = serde_json::from_slice(history).unwrap();
-    history["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["attributes"]["ActivityTaskScheduledEventAttributes"]["activity_type"]["name"].as_str())
         .map(str::to_string)
         .collect()
 }

@@ -140,6 +140,15 @@ impl StoreError {
     }
 }
 
+/// How much of a SQLite database file each connection reads through a memory map (SQLite's own
+/// ceiling, 2 GiB): the map's pages are the operating system's page cache, shared by every
+/// connection, not copied into each one's.
+const SQLITE_MMAP_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// Each SQLite connection's page cache, in KiB, for what the map does not serve (the write-ahead
+/// log's pages, pages being written).
+const SQLITE_CACHE_KIB: u64 = 16 * 1024;
+
 /// The repository handle: cheap to clone, shared by every caller.
 #[derive(Clone)]
 pub struct Store {
@@ -174,6 +183,14 @@ impl Store {
                         conn.execute("pragma synchronous = normal").await?;
                         conn.execute("pragma foreign_keys = on").await?;
                         conn.execute("pragma busy_timeout = 10000").await?;
+                        // Reads of the database file through a memory map, and a larger page
+                        // cache for the rest (decision 0033): with SQLite's default 2 MiB cache
+                        // a connection scanning more than that recycles its pages for every read,
+                        // and a grouped read of 100,000 runs ran four times slower.
+                        conn.execute(format!("pragma mmap_size = {SQLITE_MMAP_BYTES}").as_str())
+                            .await?;
+                        conn.execute(format!("pragma cache_size = -{SQLITE_CACHE_KIB}").as_str())
+                            .await?;
                     }
                     Ok(())
                 })

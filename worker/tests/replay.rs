@@ -43,6 +43,8 @@ const HISTORIES: &[&str] = &[
     "verification-winner-ready",
     "forks-sweep-v4",
     "topup-ladder-v1",
+    "topup-plan-v2",
+    "topup-ladder-v2",
     "ladder-climb-v1",
     "verification-selected-v1",
     "verification-selected-v1-sibling",

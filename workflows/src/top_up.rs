@@ -10,6 +10,11 @@
 //! answer under this run's id in the transaction that enqueues, so a retried activity returns the
 //! first answer and inserts nothing twice (each repeat also carries a natural key).
 //!
+//! Behind the `patched` marker [`ONE_STEP_TOP_UP`] the claim, the enqueue and the release are one
+//! activity, `db.topup_one_step` (three store transactions in one attempt, in that order); the
+//! workflow calls `db.topup_release` only when that activity failed for good, so a claim it may
+//! have left is still released. Histories recorded before the marker keep their three activities.
+//!
 //! A ladder's top-up (`topup-ladder-{id}`) is this workflow with `of: ladder`: the same claim
 //! (on the ladder row), the same release and wake; its enqueue first persists the verdicts the
 //! gate has decided and the early-stop cancellations, then walks only each climber's current
@@ -38,6 +43,10 @@ pub enum TopUpOf {
     Plan,
     Ladder,
 }
+
+/// The `patched` marker of the one-step top-up: claim, enqueue and release in one activity
+/// (before it, three).
+pub const ONE_STEP_TOP_UP: &str = "top-up-one-step";
 
 /// The workflow id of a plan's top-up.
 pub fn plan_workflow_id(plan_id: &str) -> String {
@@ -88,6 +97,13 @@ pub struct ClaimInput {
     pub of: TopUpOf,
 }
 
+/// What the one-step top-up did: its claim and, when it claimed, how many jobs it enqueued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OneStepAnswer {
+    pub claim: ClaimAnswer,
+    pub enqueued: i64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnqueueInput {
     pub plan_id: String,
@@ -128,6 +144,13 @@ impl TopUpStoreApi {
         unimplemented!()
     }
 
+    /// The claim, the enqueue (when claimed) and the release, each its own transaction, in one
+    /// activity; the input's `holder` is also the top-up id the answer is recorded under.
+    #[activity(name = "db.topup_one_step")]
+    pub fn one_step(input: ClaimInput) -> Result<OneStepAnswer, ActivityError> {
+        unimplemented!()
+    }
+
     /// Releases the claim if this top-up still holds it.
     #[activity(name = "db.topup_release")]
     pub fn release(input: ReleaseInput) -> Result<bool, ActivityError> {
@@ -137,7 +160,7 @@ impl TopUpStoreApi {
 
 /// The marker types, re-exported for `#[activity(definition = …)]`.
 pub mod top_up_definitions {
-    pub use super::top_up_store_api::{Claim, Enqueue, Release};
+    pub use super::top_up_store_api::{Claim, Enqueue, OneStep, Release};
 }
 
 #[workflow]
@@ -156,6 +179,52 @@ impl TopUpWorkflow {
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TopUpOutcome> {
         let input = ctx.state(|s| s.input.clone());
         let holder = ctx.run_id().to_string();
+        let skipped = |why: Option<Skipped>, missing: bool| TopUpOutcome {
+            skipped: why,
+            topup_id: None,
+            enqueued: 0,
+            missing,
+        };
+        let release = ReleaseInput {
+            plan_id: input.plan_id.clone(),
+            holder: holder.clone(),
+            of: input.of,
+        };
+        if ctx.patched(ONE_STEP_TOP_UP) {
+            let claim_input = ClaimInput {
+                plan_id: input.plan_id.clone(),
+                account_id: input.account_id.clone(),
+                holder: holder.clone(),
+                of: input.of,
+            };
+            let answer = match ctx
+                .execute_activity(TopUpStoreApi::one_step, claim_input, options::db())
+                .await
+            {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of retries: the claim may still be this top-up's until released.
+                    ctx.execute_activity(TopUpStoreApi::release, release, options::db())
+                        .await?;
+                    return Err(e.into());
+                }
+            };
+            match answer.claim {
+                ClaimAnswer::Claimed => {}
+                ClaimAnswer::Busy => return Ok(skipped(Some(Skipped::Busy), false)),
+                ClaimAnswer::Paused => return Ok(skipped(Some(Skipped::Paused), false)),
+                ClaimAnswer::Missing => return Ok(skipped(None, true)),
+            }
+            if answer.enqueued > 0 {
+                wake_dispatcher(ctx).await;
+            }
+            return Ok(TopUpOutcome {
+                skipped: None,
+                topup_id: Some(holder),
+                enqueued: answer.enqueued,
+                missing: false,
+            });
+        }
         let claim = ctx
             .execute_activity(
                 TopUpStoreApi::claim,
@@ -168,12 +237,6 @@ impl TopUpWorkflow {
                 options::db(),
             )
             .await?;
-        let skipped = |why: Option<Skipped>, missing: bool| TopUpOutcome {
-            skipped: why,
-            topup_id: None,
-            enqueued: 0,
-            missing,
-        };
         match claim {
             ClaimAnswer::Claimed => {}
             ClaimAnswer::Busy => return Ok(skipped(Some(Skipped::Busy), false)),
@@ -193,23 +256,11 @@ impl TopUpWorkflow {
             )
             .await;
         // The claim is released whether or not the enqueue succeeded.
-        ctx.execute_activity(
-            TopUpStoreApi::release,
-            ReleaseInput {
-                plan_id: input.plan_id.clone(),
-                holder: holder.clone(),
-                of: input.of,
-            },
-            options::db(),
-        )
-        .await?;
+        ctx.execute_activity(TopUpStoreApi::release, release, options::db())
+            .await?;
         let enqueued = enqueued?;
         if enqueued.enqueued > 0 {
-            // The dispatcher may be between runs: a lost wake-up is covered by its backstop timer.
-            let _ = ctx
-                .external_workflow(queues::DISPATCHER_ID.to_string(), None)
-                .signal(DispatcherWorkflow::wake, (), SignalWorkflowOptions::default())
-                .await;
+            wake_dispatcher(ctx).await;
         }
         Ok(TopUpOutcome {
             skipped: None,
@@ -218,4 +269,13 @@ impl TopUpWorkflow {
             missing: false,
         })
     }
+}
+
+/// Wakes the dispatcher for what a top-up enqueued. It may be between runs: a lost wake-up is
+/// covered by its backstop timer.
+async fn wake_dispatcher(ctx: &mut WorkflowContext<TopUpWorkflow>) {
+    let _ = ctx
+        .external_workflow(queues::DISPATCHER_ID.to_string(), None)
+        .signal(DispatcherWorkflow::wake, (), SignalWorkflowOptions::default())
+        .await;
 }

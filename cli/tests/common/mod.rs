@@ -584,6 +584,18 @@ pub async fn replays_json(name: &str, json: Vec<u8>) -> Vec<u8> {
     json
 }
 
+/// The activity types a history scheduled on task queues (local activities are markers instead).
+pub fn scheduled_activities(history: &[u8]) -> Vec<String> {
+    let history: serde_json::Value = serde_json::from_slice(history).unwrap();
+    history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["attributes"]["ActivityTaskScheduledEventAttributes"]["activity_type"]["name"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
 /// With `BELAY_RECORD_HISTORIES=DIR`, writes `json` to `DIR/<name>.json` unless a history of that
 /// name is there already (recorded histories are append-only).
 pub fn record_history(name: &str, json: &[u8]) {
