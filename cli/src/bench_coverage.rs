@@ -346,7 +346,7 @@ async fn measure(
     let mut matrix = Vec::new();
     let mut raw = Vec::new();
     let mut steps = Steps::default();
-    // The same counts packed into one row each, as the matrix reads them (decision 0033).
+    // The same counts as the matrix reads them: packed into one row each on SQLite (decision 0033).
     let mut packed = Vec::new();
     for i in 0..samples + 2 {
         let (a, m) = timed_get(&http, format!("{api}/v1/coverage-plans/{id}/coverage"), token).await?;
@@ -384,7 +384,7 @@ async fn measure(
     steps.print(label, "GET coverage", m50);
     let (c50, c95) = stats(packed);
     println!(
-        "{label}: the same grouped counts packed into one row each (as the matrix reads them) median {c50:.1} ms, p95 {c95:.1} ms"
+        "{label}: the same grouped counts as the matrix reads them (packed into one row each on SQLite) median {c50:.1} ms, p95 {c95:.1} ms"
     );
 
     // 2. One unbounded top-up against the landed batch enqueue of as many jobs.

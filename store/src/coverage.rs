@@ -556,14 +556,14 @@ pub(crate) async fn facts(
         .as_ref()
         .map(|k| format!(" where r.cell_key in ({})", placeholders(2, k.len())))
         .unwrap_or_default();
-    let sql = rows::packed_sql(tx.backend(), &runs_by_cell_sql(&filter), RUNS_BY_CELL_COLUMNS);
+    let sql = rows::grouped_sql(tx.backend(), &runs_by_cell_sql(&filter), RUNS_BY_CELL_COLUMNS);
     if reads.runs {
         let mut q = sqlx::query(&sql).bind(account_id);
         for k in keys.iter().flatten() {
             q = q.bind(*k);
         }
-        let packed = q.fetch_one(tx.conn()).await?;
-        for (key, completed, unreviewed) in rows::unpacked::<(String, i64, Option<i64>)>(&packed, "runs by cell")? {
+        type Row = (String, i64, Option<i64>);
+        for (key, completed, unreviewed) in rows::grouped::<Row>(q, tx, RUNS_BY_CELL_COLUMNS, "runs by cell").await? {
             let key = CellKey(key);
             if wanted.contains(&key) {
                 let c = counts.entry(key).or_default();
@@ -578,13 +578,13 @@ pub(crate) async fn facts(
         .as_ref()
         .map(|k| format!(" and cell_key in ({})", placeholders(1, k.len())))
         .unwrap_or_default();
-    let sql = rows::packed_sql(tx.backend(), &jobs_by_cell_sql(&filter), JOBS_BY_CELL_COLUMNS);
+    let sql = rows::grouped_sql(tx.backend(), &jobs_by_cell_sql(&filter), JOBS_BY_CELL_COLUMNS);
     let mut q = sqlx::query(&sql);
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
-    let packed = q.fetch_one(tx.conn()).await?;
-    for (key, status, n) in rows::unpacked::<(String, String, i64)>(&packed, "jobs by cell")? {
+    type Row = (String, String, i64);
+    for (key, status, n) in rows::grouped::<Row>(q, tx, JOBS_BY_CELL_COLUMNS, "jobs by cell").await? {
         let key = CellKey(key);
         if wanted.contains(&key) {
             let status = rows::status(&status)?;
@@ -1159,17 +1159,18 @@ impl crate::Store {
         Ok(runs.len() + jobs.len())
     }
 
-    /// For `belay bench coverage` only: the same two grouped counts packed into one row each, as
-    /// the matrix reads them (decision 0033), in a read transaction on the same pool. Returns the
-    /// rows they pack.
+    /// For `belay bench coverage` only: the same two grouped counts as the matrix reads them (on
+    /// SQLite packed into one row each, decision 0033), in a read transaction on the same pool.
+    /// Returns the rows they hold.
     pub async fn bench_raw_grouped_counts_packed(&self, account_id: &str) -> Result<usize, StoreError> {
         let mut tx = self.begin_read().await?;
-        let sql = rows::packed_sql(self.backend(), &runs_by_cell_sql(""), RUNS_BY_CELL_COLUMNS);
-        let runs = sqlx::query(&sql).bind(account_id).fetch_one(tx.conn()).await?;
-        let runs = rows::unpacked::<(String, i64, Option<i64>)>(&runs, "runs by cell")?;
-        let sql = rows::packed_sql(self.backend(), &jobs_by_cell_sql(""), JOBS_BY_CELL_COLUMNS);
-        let jobs = sqlx::query(&sql).fetch_one(tx.conn()).await?;
-        let jobs = rows::unpacked::<(String, String, i64)>(&jobs, "jobs by cell")?;
+        let sql = rows::grouped_sql(self.backend(), &runs_by_cell_sql(""), RUNS_BY_CELL_COLUMNS);
+        let q = sqlx::query(&sql).bind(account_id);
+        let runs =
+            rows::grouped::<(String, i64, Option<i64>)>(q, &mut tx, RUNS_BY_CELL_COLUMNS, "runs by cell").await?;
+        let sql = rows::grouped_sql(self.backend(), &jobs_by_cell_sql(""), JOBS_BY_CELL_COLUMNS);
+        let q = sqlx::query(&sql);
+        let jobs = rows::grouped::<(String, String, i64)>(q, &mut tx, JOBS_BY_CELL_COLUMNS, "jobs by cell").await?;
         tx.commit().await?;
         Ok(runs.len() + jobs.len())
     }

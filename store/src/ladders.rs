@@ -315,10 +315,10 @@ const VERDICTS_COLUMNS: &[&str] = &["climber_key", "rung_id", "version", "verdic
 
 /// The ladder's verdict rows, every version, by climber, rung and version (byte order).
 pub async fn verdicts(tx: &mut Tx, ladder_id: &str) -> Result<Vec<RecordedVerdict>, StoreError> {
-    let sql = rows::packed_sql(tx.backend(), VERDICTS_SQL, VERDICTS_COLUMNS);
-    let packed = sqlx::query(&sql).bind(ladder_id).fetch_one(tx.conn()).await?;
+    let sql = rows::grouped_sql(tx.backend(), VERDICTS_SQL, VERDICTS_COLUMNS);
+    let q = sqlx::query(&sql).bind(ladder_id);
     type Row = (String, String, String, Option<String>, Option<String>);
-    let mut rows = rows::unpacked::<Row>(&packed, "ladder verdicts")?;
+    let mut rows = rows::grouped::<Row>(q, tx, VERDICTS_COLUMNS, "ladder verdicts").await?;
     rows.sort_unstable_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
     rows.into_iter()
         .map(|(climber, rung, version, verdict, override_outcome)| {
@@ -446,14 +446,14 @@ async fn gate_runs(
             format!(" where r.cell_key in ({})", marks.join(", "))
         })
         .unwrap_or_default();
-    let sql = rows::packed_sql(tx.backend(), &gate_runs_sql(&filter), GATE_RUNS_COLUMNS);
+    let sql = rows::grouped_sql(tx.backend(), &gate_runs_sql(&filter), GATE_RUNS_COLUMNS);
     let mut q = sqlx::query(&sql).bind(account_id);
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
-    let packed = q.fetch_one(tx.conn()).await?;
     let mut runs: BTreeMap<CellKey, Vec<GateRun>> = BTreeMap::new();
-    for (key, loaded, worst, n) in rows::unpacked::<(String, i64, Option<String>, i64)>(&packed, "gate runs")? {
+    type Row = (String, i64, Option<String>, i64);
+    for (key, loaded, worst, n) in rows::grouped::<Row>(q, tx, GATE_RUNS_COLUMNS, "gate runs").await? {
         let key = CellKey(key);
         if !wanted.contains(&key) {
             continue;

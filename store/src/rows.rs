@@ -12,28 +12,57 @@ pub(crate) fn json<T: DeserializeOwned>(text: &str, column: &str) -> Result<T, S
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
 }
 
-/// `inner`, a read of many small rows, with its rows packed into one: a JSON array holding one
-/// array of `columns` (in that order) per row of `inner`, in the column `packed`, read back with
-/// [`unpacked`]. The order of the rows is not kept.
+/// `inner`, a read of many small rows, as [`grouped`] runs it: on SQLite with its rows packed
+/// into one, a JSON array holding one array of `columns` (in that order) per row of `inner`, in
+/// the column `packed`; on PostgreSQL as it is. The order of the rows is not kept.
 ///
 /// On SQLite sqlx runs each connection on a thread of its own and hands every row to the caller
 /// through a bounded channel, so a read of 10,000 rows is hundreds of hand-offs between two
 /// threads, each a wake-up the scheduler can delay on a busy machine; the packed read is one
-/// row (decision 0033). PostgreSQL packs alike, so both backends run one shape of query.
-pub(crate) fn packed_sql(backend: Backend, inner: &str, columns: &[&str]) -> String {
-    let cols = columns.iter().map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", ");
+/// row. PostgreSQL streams rows over its socket, and its `json_agg` of the same rows measured
+/// slower than the rows themselves (decision 0033).
+pub(crate) fn grouped_sql(backend: Backend, inner: &str, columns: &[&str]) -> String {
     match backend {
-        Backend::Sqlite => format!("select json_group_array(json_array({cols})) as packed from ({inner}) as t"),
+        Backend::Sqlite => {
+            let cols = columns.iter().map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", ");
+            format!("select json_group_array(json_array({cols})) as packed from ({inner}) as t")
+        }
+        Backend::Postgres => inner.to_string(),
+    }
+}
+
+/// Runs `q`, a query over [`grouped_sql`] with `columns`, on `tx`, and decodes each of its rows
+/// as `T` (a tuple of the columns: integers, text, either of them nullable); `what` names the read
+/// in an error.
+pub(crate) async fn grouped<'q, T: DeserializeOwned>(
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    tx: &mut crate::Tx,
+    columns: &[&str],
+    what: &str,
+) -> Result<Vec<T>, StoreError> {
+    match tx.backend() {
+        Backend::Sqlite => json(&q.fetch_one(tx.conn()).await?.try_get::<String, _>("packed")?, what),
         Backend::Postgres => {
-            format!("select coalesce(json_agg(json_build_array({cols}))::text, '[]') as packed from ({inner}) as t")
+            let corrupt = |e: serde_json::Error| StoreError::Corrupt(format!("{what}: {e}"));
+            let mut out = Vec::new();
+            for row in q.fetch_all(tx.conn()).await? {
+                let values = (0..columns.len())
+                    .map(|i| column_value(&row, i))
+                    .collect::<Result<Vec<_>, _>>()?;
+                out.push(serde_json::from_value(serde_json::Value::Array(values)).map_err(corrupt)?);
+            }
+            Ok(out)
         }
     }
 }
 
-/// The rows a [`packed_sql`] read packed, each decoded as `T` (a tuple of its columns); `what`
-/// names the read in an error.
-pub(crate) fn unpacked<T: DeserializeOwned>(row: &AnyRow, what: &str) -> Result<Vec<T>, StoreError> {
-    json(&row.try_get::<String, _>("packed")?, what)
+/// Column `i` of `row` as JSON: an integer, text or null.
+fn column_value(row: &AnyRow, i: usize) -> Result<serde_json::Value, StoreError> {
+    if let Ok(n) = row.try_get::<Option<i64>, _>(i) {
+        return Ok(n.map(serde_json::Value::from).unwrap_or(serde_json::Value::Null));
+    }
+    let text: Option<String> = row.try_get(i)?;
+    Ok(text.map(serde_json::Value::String).unwrap_or(serde_json::Value::Null))
 }
 
 pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
