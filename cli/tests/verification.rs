@@ -801,18 +801,6 @@ fn find_key(v: &Value, key: &str) -> Option<Value> {
     }
 }
 
-/// The activity types a history scheduled, in order.
-fn activities_scheduled(history: &[u8]) -> Vec<String> {
-    let h: Value = serde_json::from_slice(history).unwrap();
-    h["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["attributes"]["ActivityTaskScheduledEventAttributes"]["activity_type"]["name"].as_str())
-        .map(str::to_owned)
-        .collect()
-}
-
 /// A low-risk Change with no criteria of one Task making `edits` and declaring `contract`.
 async fn low_risk_change(b: &Belay, project: &str, goal: &str, edits: &[Value], contract: &[&str]) -> String {
     let c = change(
@@ -918,7 +906,7 @@ async fn a_live_app_is_smoke_tested_in_the_sandbox_and_a_client_change_without_a
     ] {
         assert!(patches.contains(&marker.to_owned()), "{marker}: {patches:?}");
     }
-    let scheduled = activities_scheduled(&history);
+    let scheduled = common::scheduled_activities(&history);
     let settle = scheduled.iter().position(|a| a == "db.verify_settle").unwrap();
     let last_check = scheduled.iter().rposition(|a| a == "sandbox.verify_check").unwrap();
     assert!(settle < last_check, "{scheduled:?}");

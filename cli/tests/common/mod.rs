@@ -584,7 +584,8 @@ pub async fn replays_json(name: &str, json: Vec<u8>) -> Vec<u8> {
     json
 }
 
-/// The activity types a history scheduled on task queues (local activities are markers instead).
+/// The activity types a history scheduled on task queues, in order (local activities are markers
+/// instead).
 pub fn scheduled_activities(history: &[u8]) -> Vec<String> {
     let history: serde_json::Value = serde_json::from_slice(history).unwrap();
     history["events"]
