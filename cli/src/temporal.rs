@@ -72,8 +72,38 @@ pub struct DevServer {
 }
 
 impl DevServer {
+    /// Starts the dev server and waits until it serves: it printed its banner (after every
+    /// service started), the frontend answers, and it still runs a moment later. The dev server
+    /// picks its internal services' ports itself; one taken by another process between its pick
+    /// and its listen makes that service panic just after the banner. Such a start is retried,
+    /// up to three times, each failed log kept as `temporal.failed-N.log`.
     pub async fn start(bin: &Path, data_dir: &Path, port: u16, ui_port: u16) -> anyhow::Result<Self> {
-        let log = std::fs::File::create(data_dir.join("temporal.log"))?;
+        let log = data_dir.join("temporal.log");
+        let mut last = None;
+        for attempt in 1..=3 {
+            match Self::try_start(bin, data_dir, port, ui_port).await? {
+                Ok(server) => return Ok(server),
+                Err(why) => {
+                    let kept = data_dir.join(format!("temporal.failed-{attempt}.log"));
+                    let _ = std::fs::rename(&log, &kept);
+                    eprintln!(
+                        "belay: the Temporal dev server {why} (try {attempt} of 3); its log: {}",
+                        kept.display()
+                    );
+                    last = Some(why);
+                }
+            }
+        }
+        bail!(
+            "the Temporal dev server did not start in three tries: it {}",
+            last.unwrap_or_default()
+        )
+    }
+
+    /// `Ok(Err(why))`: this start failed and another may succeed.
+    async fn try_start(bin: &Path, data_dir: &Path, port: u16, ui_port: u16) -> anyhow::Result<Result<Self, String>> {
+        let log_path = data_dir.join("temporal.log");
+        let log = std::fs::File::create(&log_path)?;
         let mut cmd = Command::new(bin);
         cmd.args(["server", "start-dev", "--ip", "127.0.0.1"])
             .arg("--port")
@@ -92,18 +122,30 @@ impl DevServer {
             .stdout(log.try_clone()?)
             .stderr(log)
             .kill_on_drop(true);
-        let child = cmd.spawn().with_context(|| format!("starting {}", bin.display()))?;
+        let mut child = cmd.spawn().with_context(|| format!("starting {}", bin.display()))?;
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !listening(port) {
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(Err(format!("exited ({status}) before it served")));
+            }
+            let banner = std::fs::read_to_string(&log_path).is_ok_and(|l| l.contains("Temporal Server:"));
+            if banner && listening(port) {
+                break;
+            }
             if Instant::now() > deadline {
+                let _ = child.kill().await;
                 bail!(
-                    "the Temporal dev server did not listen on port {port} within 60 s; see {}",
-                    data_dir.join("temporal.log").display()
+                    "the Temporal dev server did not serve on port {port} within 60 s; see {}",
+                    log_path.display()
                 );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Ok(Self { child })
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Some(status) = child.try_wait()? {
+            return Ok(Err(format!("exited ({status}) just after it started")));
+        }
+        Ok(Ok(Self { child }))
     }
 
     /// SIGTERM, then SIGKILL after a grace period.

@@ -25,6 +25,11 @@ fn sandbox_tag(test: &str) -> String {
 }
 
 fn start(data_dir: &std::path::Path, ports: (u16, u16, u16), test: &str) -> Dev {
+    start_with(data_dir, ports, test, &temporal_bin())
+}
+
+/// `start` with `temporal` as the Temporal binary.
+fn start_with(data_dir: &std::path::Path, ports: (u16, u16, u16), test: &str, temporal: &std::path::Path) -> Dev {
     let mut child = Command::new(BELAY)
         .args([
             "dev",
@@ -38,7 +43,7 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16), test: &str) -> Dev 
         ])
         .arg("--data-dir")
         .arg(data_dir)
-        .env("BELAY_TEMPORAL_BIN", temporal_bin())
+        .env("BELAY_TEMPORAL_BIN", temporal)
         .env("BELAY_SANDBOX_NETWORK", sandbox_tag(test))
         .env(
             "BELAY_SANDBOX_LABELS",
@@ -76,6 +81,44 @@ fn start(data_dir: &std::path::Path, ports: (u16, u16, u16), test: &str) -> Dev 
         console: console.expect("belay dev prints the console's URL"),
         metrics: metrics.expect("belay dev prints the metrics URL"),
     }
+}
+
+/// Launches the demo case on the script harness through `dev`'s API; answers the job's id.
+async fn launch_demo_job(http: &reqwest::Client, dev: &Dev) -> String {
+    let r = http
+        .post(format!("{}/v1/jobs", dev.api))
+        .bearer_auth(&dev.token)
+        .json(
+            &json!({"case": {"slug": "hello", "version": "1.0.0", "variant": "default"},
+            "combination": {"kind": "harness", "harness": "script", "model": "demo-model"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let job: serde_json::Value = r.json().await.unwrap();
+    job["id"].as_str().expect("a job id").to_owned()
+}
+
+/// Waits up to 60 s for the resource at `path` to show `status`, read through `dev`'s API.
+async fn status_becomes(http: &reqwest::Client, dev: &Dev, path: String, status: &str, what: &str) {
+    let (api, token) = (dev.api.clone(), dev.token.clone());
+    wait_for(what, Duration::from_secs(60), || {
+        let (http, api, token, path) = (http.clone(), api.clone(), token.clone(), path.clone());
+        async move {
+            let r: serde_json::Value = http
+                .get(format!("{api}{path}"))
+                .bearer_auth(&token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            r["status"] == status
+        }
+    })
+    .await;
 }
 
 fn children_of(pid: u32) -> Vec<u32> {
@@ -134,35 +177,15 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
     let http = reqwest::Client::new();
     let _cleanup = SandboxCleanup("demo");
     let dev = start(dir.path(), ports, "demo");
-    let launch = json!({"case": {"slug": "hello", "version": "1.0.0", "variant": "default"},
-        "combination": {"kind": "harness", "harness": "script", "model": "demo-model"}});
-    let job: serde_json::Value = http
-        .post(format!("{}/v1/jobs", dev.api))
-        .bearer_auth(&dev.token)
-        .json(&launch)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = job["id"].as_str().expect("a job id").to_string();
-    let (api, token) = (dev.api.clone(), dev.token.clone());
-    wait_for("the demo job to complete", Duration::from_secs(60), || {
-        let (http, api, token, id) = (http.clone(), api.clone(), token.clone(), id.clone());
-        async move {
-            let j: serde_json::Value = http
-                .get(format!("{api}/v1/jobs/{id}"))
-                .bearer_auth(&token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            j["status"] == "completed"
-        }
-    })
+    let id = launch_demo_job(&http, &dev).await;
+    let token = dev.token.clone();
+    status_becomes(
+        &http,
+        &dev,
+        format!("/v1/jobs/{id}"),
+        "completed",
+        "the demo job to complete",
+    )
     .await;
     // The addresses it printed answer: the console's page and the Prometheus exposition, whose
     // job counters have seen the demo job complete.
@@ -329,22 +352,13 @@ async fn belay_dev_serves_agent_workspaces_through_its_sandbox_network() {
     let (s, p) = post("/v1/projects".into(), json!({"name": "dev"})).await;
     assert_eq!(s, 201, "{p}");
     let project = p["id"].as_str().unwrap().to_string();
-    let (api, token) = (dev.api.clone(), dev.token.clone());
-    wait_for("the project to be provisioned", Duration::from_secs(60), || {
-        let (http, api, token, project) = (http.clone(), api.clone(), token.clone(), project.clone());
-        async move {
-            let p: serde_json::Value = http
-                .get(format!("{api}/v1/projects/{project}"))
-                .bearer_auth(&token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            p["status"] == "ready"
-        }
-    })
+    status_becomes(
+        &http,
+        &dev,
+        format!("/v1/projects/{project}"),
+        "ready",
+        "the project to be provisioned",
+    )
     .await;
     let (_, c) = post(format!("/v1/projects/{project}/changes"), json!({"goal": "g"})).await;
     let (_, t) = post(
@@ -360,5 +374,58 @@ async fn belay_dev_serves_agent_workspaces_through_its_sandbox_network() {
     )
     .await;
     assert_eq!(s, 200, "the workspace cloned over the Sandbox network: {out}");
+    stop(dev);
+}
+
+/// The dev server picks its internal services' ports itself, and a port another process takes
+/// between its pick and its listen makes it panic just after it printed its banner and served.
+/// `belay dev` sees it die and starts it again, keeping the dead one's log. The `temporal` here
+/// is the real one behind a script that, the first time, lets it start and kills it then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn belay_dev_starts_temporal_again_when_it_dies_just_after_it_started() {
+    let _cleanup = SandboxCleanup("respawn");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let once = dir.path().join("died-once");
+    let script = dir.path().join("temporal");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/sh
+if [ -e '{once}' ]; then exec '{real}' "$@"; fi
+touch '{once}'
+log=$(readlink /proc/$$/fd/1)
+'{real}' "$@" &
+pid=$!
+until grep -q 'Temporal Server:' "$log"; do sleep 0.05; done
+kill -9 $pid
+echo 'panic: runtime error: invalid memory address or nil pointer dereference' >&2
+exit 2
+"#,
+            once = once.display(),
+            real = temporal_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let dev = start_with(&data, (free_port(), free_port(), free_port()), "respawn", &script);
+    assert!(once.exists(), "the first start went through the dying script");
+    let failed = std::fs::read_to_string(data.join("temporal.failed-1.log")).expect("the dead start's log is kept");
+    assert!(
+        failed.contains("Temporal Server:") && failed.contains("panic:"),
+        "{failed}"
+    );
+    // The second server serves: a job launched through the API runs to completion.
+    let http = reqwest::Client::new();
+    let id = launch_demo_job(&http, &dev).await;
+    status_becomes(
+        &http,
+        &dev,
+        format!("/v1/jobs/{id}"),
+        "completed",
+        "the job to complete on the second server",
+    )
+    .await;
     stop(dev);
 }

@@ -10,7 +10,7 @@ use belay_store::testing::fresh;
 use belay_store::{Backend, Store};
 use belay_workflows::contracts::StoreApi;
 use belay_workflows::options;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use temporalio_client::{Client, WorkflowDescribeOptions, WorkflowGetResultOptions, WorkflowStartOptions};
@@ -38,35 +38,69 @@ impl StartJobWorkflow {
     }
 }
 
-struct Server(Child, String);
+struct Server(Child, String, std::path::PathBuf);
 
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let _ = std::fs::remove_file(&self.2);
     }
 }
 
+/// A dev server that has started: it printed its banner, its frontend answers, and it is still
+/// running a moment later (a service whose port another process took panics just after the
+/// banner). Such a start is retried on fresh ports, up to three times.
 fn temporal() -> Server {
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        match try_temporal() {
+            Ok(s) => return s,
+            Err(why) => failures.push(why),
+        }
+    }
+    panic!("temporal did not start in three tries: {failures:?}");
+}
+
+fn try_temporal() -> Result<Server, String> {
     let bin = std::env::var("BELAY_TEMPORAL_BIN").unwrap_or_else(|_| "temporal".to_owned());
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
+    let log = std::env::temp_dir().join(format!("belay-retries-temporal-{}-{port}.log", std::process::id()));
+    let file = std::fs::File::create(&log).unwrap();
     let child = Command::new(bin)
         .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
         .args(["--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
         .spawn()
         .expect("start temporal (set BELAY_TEMPORAL_BIN)");
+    let mut server = Server(child, format!("127.0.0.1:{port}"), log);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "temporal did not start");
+    loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            return Err(format!("exited ({status}) before it served"));
+        }
+        let banner = std::fs::read_to_string(&server.2).is_ok_and(|l| l.contains("Temporal Server:"));
+        if banner && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err("did not serve within 60 s".to_owned());
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Server(child, format!("127.0.0.1:{port}"))
+    std::thread::sleep(Duration::from_millis(200));
+    match server.0.try_wait().unwrap() {
+        Some(status) => Err(format!(
+            "exited ({status}) just after it started: {}",
+            std::fs::read_to_string(&server.2).unwrap_or_default()
+        )),
+        None => Ok(server),
+    }
 }
 
 /// Runs the test workflow on its own queue and the store activities on `belay.db` until `body`

@@ -60,14 +60,36 @@ impl Drop for Proc {
 
 /// A Temporal dev server (in memory) on free ports.
 pub struct Temporal {
-    _proc: Proc,
+    process: Proc,
     pub address: String,
 }
 
 impl Temporal {
+    /// Starts a dev server and waits until it serves. The dev server picks its internal
+    /// services' ports itself, and one taken by another process between its pick and its listen
+    /// makes that service panic right after the server reports it started (seen in CI: a nil
+    /// listener in the worker service's `Serve`). Such a start is retried on fresh ports, up to
+    /// three times; each failed start's log is kept beside `temporal.log`.
     pub fn start(dir: &Path) -> Temporal {
+        let log = dir.join("temporal.log");
+        let mut failures = Vec::new();
+        for attempt in 1..=3 {
+            match Self::try_start(&log) {
+                Ok(t) => return t,
+                Err(why) => {
+                    let kept = dir.join(format!("temporal.failed-{attempt}.log"));
+                    let _ = std::fs::rename(&log, &kept);
+                    eprintln!("temporal start {attempt} failed: {why}; its log: {}", kept.display());
+                    failures.push(why);
+                }
+            }
+        }
+        panic!("temporal did not start in three tries: {failures:?}");
+    }
+
+    fn try_start(log_path: &Path) -> Result<Temporal, String> {
         let port = free_port();
-        let log = std::fs::File::create(dir.join("temporal.log")).unwrap();
+        let log = std::fs::File::create(log_path).unwrap();
         let mut cmd = Command::new(temporal_bin());
         cmd.args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
             .args(["--port", &port.to_string()])
@@ -80,16 +102,32 @@ impl Temporal {
             .stderr(log)
             .spawn()
             .expect("start temporal");
-        let t = Temporal {
-            _proc: Proc(child),
+        let mut t = Temporal {
+            process: Proc(child),
             address: format!("127.0.0.1:{port}"),
         };
+        // Started: it printed its banner (after every service started) and the frontend answers.
+        // A port that answers without the banner may be another process's.
         let deadline = Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "temporal did not start");
+        loop {
+            if let Some(status) = t.process.0.try_wait().unwrap() {
+                return Err(format!("it exited ({status}) before it served"));
+            }
+            let banner = std::fs::read_to_string(log_path).is_ok_and(|l| l.contains("Temporal Server:"));
+            if banner && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("it did not serve within 60 s".to_owned());
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        t
+        // A service with no listener panics just after the banner.
+        std::thread::sleep(Duration::from_millis(200));
+        match t.process.0.try_wait().unwrap() {
+            Some(status) => Err(format!("it exited ({status}) just after it started")),
+            None => Ok(t),
+        }
     }
 }
 
