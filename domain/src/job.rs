@@ -234,8 +234,22 @@ impl Combination {
 pub struct CellKey(pub String);
 
 impl CellKey {
+    /// What joins a cell key's pin and its combination's identity.
+    const JOIN: &'static str = " × ";
+
     pub fn of(pin: &CasePin, combo: &Combination) -> Self {
-        CellKey(format!("{pin} × {}", combo.identity()))
+        Self::joined(&pin.to_string(), &combo.identity())
+    }
+
+    /// The key of the cell whose pin is written `pin` and whose combination's identity is
+    /// `identity`: [`CellKey::of`] for a caller that crosses many pins with many combinations
+    /// and writes each once.
+    pub fn joined(pin: &str, identity: &str) -> Self {
+        let mut k = String::with_capacity(pin.len() + Self::JOIN.len() + identity.len());
+        k.push_str(pin);
+        k.push_str(Self::JOIN);
+        k.push_str(identity);
+        CellKey(k)
     }
 }
 

@@ -146,11 +146,22 @@ pub fn cell_of(
     case: &CaseView,
     unlaunchable: Option<UnlaunchableReason>,
 ) -> MatrixCell {
+    cell_from(cell.clone(), desired, counts, case, unlaunchable)
+}
+
+/// [`cell_of`], taking the cell.
+pub fn cell_from(
+    cell: Cell,
+    desired: i64,
+    counts: &CellCounts,
+    case: &CaseView,
+    unlaunchable: Option<UnlaunchableReason>,
+) -> MatrixCell {
     let in_flight = counts.in_flight();
     MatrixCell {
-        case: cell.case.clone(),
-        combination: cell.combination.clone(),
-        cell_key: cell.cell_key.clone(),
+        case: cell.case,
+        combination: cell.combination,
+        cell_key: cell.cell_key,
         desired,
         completed: counts.completed,
         in_flight,

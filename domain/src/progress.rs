@@ -18,9 +18,9 @@ use crate::ids::{JobId, RungId};
 use crate::job::{CasePin, CellKey, Combination, JobStatus};
 use crate::ladder::{ClimberKey, Ladder, LadderAxis, Steering};
 use crate::launch::LaunchFacts;
-use crate::matrix::{CaseView, CellCounts, MatrixCell, UnlaunchableReason, cell_of, in_flight_of};
+use crate::matrix::{CaseView, CellCounts, MatrixCell, UnlaunchableReason, cell_from, in_flight_of};
 use serde::{Deserialize, Deserializer, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
@@ -50,10 +50,16 @@ impl Climber {
 /// Every cell of a ladder, rung (at its current pin) by climber: the cell keys the store reads
 /// the evidence for.
 pub fn ladder_cells(ladder: &Ladder, climbers: &[Climber]) -> Vec<Cell> {
+    let identities: Vec<String> = climbers.iter().map(|c| c.combination.identity()).collect();
     let mut cells = Vec::with_capacity(ladder.rungs.len() * climbers.len());
     for rung in &ladder.rungs {
-        for climber in climbers {
-            cells.push(Cell::new(rung.case.clone(), climber.combination.clone()));
+        let pin = rung.case.to_string();
+        for (climber, identity) in climbers.iter().zip(&identities) {
+            cells.push(Cell {
+                case: rung.case.clone(),
+                combination: climber.combination.clone(),
+                cell_key: CellKey::joined(&pin, identity),
+            });
         }
     }
     cells
@@ -74,16 +80,18 @@ pub struct RecordedVerdict {
 }
 
 /// What the store read for a ladder: every rung (at its current pin) × every climber, in a few
-/// grouped queries keyed by cell key.
+/// grouped queries keyed by cell key. The board looks every cell up in each map and never walks
+/// them in order, so they are hashed: cell keys share long prefixes (the pin), which a sorted map
+/// compares again at every level.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LadderEvidence {
     /// Each cell's completed runs (globally), with the requesting account's own review.
-    pub runs: BTreeMap<CellKey, Vec<GateRun>>,
+    pub runs: HashMap<CellKey, Vec<GateRun>>,
     /// Each cell's jobs by status (globally).
-    pub jobs: BTreeMap<CellKey, BTreeMap<JobStatus, i64>>,
+    pub jobs: HashMap<CellKey, BTreeMap<JobStatus, i64>>,
     /// Each cell's jobs launched by this ladder and still queued or pending.
-    pub waiting: BTreeMap<CellKey, Vec<JobId>>,
+    pub waiting: HashMap<CellKey, Vec<JobId>>,
     /// The ladder's stored verdict rows, every version.
     pub recorded: Vec<RecordedVerdict>,
 }
@@ -236,12 +244,16 @@ pub fn progress(
     // A board crosses every rung with every climber: each rung's case facts and each climber's
     // launch check are worked out once, not once per cell.
     let case_views: Vec<CaseView> = rungs.iter().map(|r| CaseView::of(&r.case, cases)).collect();
+    // Each rung's pin is written once, each climber's identity once, and each cell key is their
+    // join ([`CellKey::joined`]).
+    let pins: Vec<String> = rungs.iter().map(|r| r.case.to_string()).collect();
     let no_jobs = BTreeMap::new();
     let mut record = Vec::new();
     let mut cancel = Vec::new();
     let mut board_climbers = Vec::with_capacity(climbers.len());
     for climber in climbers {
         let key = ClimberKey::of(&climber.combination);
+
         let unlaunchable = launch
             .check(&climber.combination)
             .err()
@@ -249,8 +261,8 @@ pub fn progress(
             .map(UnlaunchableReason::from);
         // The gate on every rung, in order; which of them show is decided below.
         let mut live = Vec::with_capacity(rungs.len());
-        for rung in &rungs {
-            let cell_key = CellKey::of(&rung.case, &climber.combination);
+        for (rung, pin) in rungs.iter().zip(&pins) {
+            let cell_key = CellKey::joined(pin, &key.0);
             let completed: &[GateRun] = evidence.runs.get(&cell_key).map(Vec::as_slice).unwrap_or(&[]);
             let jobs = evidence.jobs.get(&cell_key).unwrap_or(&no_jobs);
             let waiting: &[JobId] = evidence.waiting.get(&cell_key).map(Vec::as_slice).unwrap_or(&[]);
@@ -314,12 +326,13 @@ pub fn progress(
                     unreviewed: l.tally.unjudged,
                     jobs: l.jobs.clone(),
                 };
+                let cell_key = l.cell_key.clone();
                 let cell = Cell {
                     case: rung.case.clone(),
                     combination: climber.combination.clone(),
                     cell_key: l.cell_key,
                 };
-                let cell = cell_of(&cell, rung.runs, &counts, &case_views[i], unlaunchable.clone());
+                let cell = cell_from(cell, rung.runs, &counts, &case_views[i], unlaunchable.clone());
                 standings.push(RungStanding {
                     rung_id: rung.rung_id.clone(),
                     version: rung.case.version.clone(),
@@ -329,7 +342,7 @@ pub fn progress(
                     recorded: l.recorded,
                     stale: false,
                     tally: Some(l.tally),
-                    cell_key: Some(cell.cell_key.clone()),
+                    cell_key: Some(cell_key),
                     cell: Some(cell),
                 });
             }
@@ -648,6 +661,38 @@ mod tests {
 
     fn solo() -> Vec<Combination> {
         vec![harness("cc", "m")]
+    }
+
+    #[test]
+    fn cell_keys_written_once_per_pin_and_identity_are_each_cells_key() {
+        let climbers = [
+            harness("cc", "m"),
+            Combination::Harness {
+                harness: "or".into(),
+                model: "m".into(),
+                provider: Some("p".into()),
+            },
+            gg("gg_1", "m2"),
+        ];
+        let mut f = Fixture::new(&["a", "b"], &climbers);
+        let cells = ladder_cells(&f.ladder, &f.climbers);
+        assert_eq!(cells.len(), 6);
+        for c in &cells {
+            assert_eq!(c.cell_key, CellKey::of(&c.case, &c.combination));
+        }
+        // The board reads each cell's evidence by the same key: a's runs land on a's standing.
+        f.ran("a", 2, &[Some(Great); 5]);
+        let p = f.progress();
+        for climber in &p.board.climbers {
+            for s in &climber.rungs {
+                let cell = s.cell.as_ref().unwrap();
+                assert_eq!(s.cell_key.as_ref(), Some(&CellKey::of(&cell.case, &cell.combination)));
+                assert_eq!(cell.cell_key, CellKey::of(&cell.case, &cell.combination));
+            }
+        }
+        let gg_climber = &p.board.climbers[2];
+        assert_eq!(current(gg_climber), Some("rung_b"));
+        assert_eq!(standing(gg_climber, "a").tally.unwrap().completed, 5);
     }
 
     #[test]

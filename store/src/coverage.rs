@@ -9,7 +9,7 @@
 
 use crate::jobs::{NewJob, insert_keyed_job, job_in, take_dispatch_lock};
 use crate::rows::{self, enum_from, enum_text, json, status_list, to_json};
-use crate::{StoreError, Tx, events, new_id_body, now_ms};
+use crate::{Backend, StoreError, Tx, events, new_id_body, now_ms};
 use belay_domain::buffer::{BufferTarget, outstanding, target_in_force};
 use belay_domain::catalogue::{CaseFacts, GgConfigFacts, ModelFacts, TestType};
 use belay_domain::coverage::{
@@ -552,23 +552,13 @@ pub(crate) async fn facts(
     let mut counts: BTreeMap<CellKey, CellCounts> = BTreeMap::new();
 
     // Runs by cell key, with the ones this account has not reviewed (auto-graded ones never).
-    let filter = keys
-        .as_ref()
-        .map(|k| format!(" where r.cell_key in ({})", placeholders(2, k.len())))
-        .unwrap_or_default();
-    let sql = rows::grouped_sql(tx.backend(), &runs_by_cell_sql(&filter), RUNS_BY_CELL_COLUMNS);
     if reads.runs {
-        let mut q = sqlx::query(&sql).bind(account_id);
-        for k in keys.iter().flatten() {
-            q = q.bind(*k);
-        }
-        type Row = (String, i64, Option<i64>);
-        for (key, completed, unreviewed) in rows::grouped::<Row>(q, tx, RUNS_BY_CELL_COLUMNS, "runs by cell").await? {
+        for (key, completed, unreviewed) in run_counts(tx, account_id, keys.as_deref()).await? {
             let key = CellKey(key);
             if wanted.contains(&key) {
                 let c = counts.entry(key).or_default();
                 c.completed = completed;
-                c.unreviewed = unreviewed.unwrap_or(0);
+                c.unreviewed = unreviewed;
             }
         }
     }
@@ -584,7 +574,7 @@ pub(crate) async fn facts(
         q = q.bind(*k);
     }
     type Row = (String, String, i64);
-    for (key, status, n) in rows::grouped::<Row>(q, tx, JOBS_BY_CELL_COLUMNS, "jobs by cell").await? {
+    for (key, status, n) in rows::grouped::<Row>(q, tx, "jobs by cell").await? {
         let key = CellKey(key);
         if wanted.contains(&key) {
             let status = rows::status(&status)?;
@@ -676,14 +666,72 @@ pub(crate) async fn facts(
     })
 }
 
-/// The columns of [`runs_by_cell_sql`], in the order a packed read gives them.
-const RUNS_BY_CELL_COLUMNS: &[&str] = &["cell_key", "completed", "unreviewed"];
-
 /// The columns of [`jobs_by_cell_sql`], in the order a packed read gives them.
 pub(crate) const JOBS_BY_CELL_COLUMNS: &[&str] = &["cell_key", "status", "n"];
 
-/// The grouped run counts: completed runs by cell key, with those the account bound as `$1` has
-/// not reviewed (auto-graded ones never count). `filter` narrows the cells
+/// The grouped run counts of the cells `keys` names (every cell: `None`): each cell's completed
+/// runs and those of them `account_id` has not reviewed (auto-graded ones never count), as
+/// `(cell key, completed, unreviewed)`.
+///
+/// PostgreSQL joins the runs to the account's reviews ([`runs_by_cell_sql`]). SQLite counts the
+/// runs by cell ([`runs_counted_sql`]) and the account's reviews by cell ([`reviews_by_cell_sql`])
+/// apart, each from an index already in cell order, and subtracts: its join looked every run up
+/// in the reviews, twice the time of the two counts (decision 0035). A review exists only for a
+/// run that takes one (never an auto-graded one), once per run and account, so the two agree.
+async fn run_counts(
+    tx: &mut Tx,
+    account_id: &str,
+    keys: Option<&[&str]>,
+) -> Result<Vec<(String, i64, i64)>, StoreError> {
+    match tx.backend() {
+        Backend::Postgres => {
+            let filter = keys
+                .map(|k| format!(" where r.cell_key in ({})", placeholders(2, k.len())))
+                .unwrap_or_default();
+            let sql = runs_by_cell_sql(&filter);
+            let mut q = sqlx::query(&sql).bind(account_id);
+            for k in keys.into_iter().flatten() {
+                q = q.bind(*k);
+            }
+            type Row = (String, i64, Option<i64>);
+            let rows = rows::grouped::<Row>(q, tx, "runs by cell").await?;
+            Ok(rows.into_iter().map(|(k, c, u)| (k, c, u.unwrap_or(0))).collect())
+        }
+        Backend::Sqlite => {
+            let filter = keys
+                .map(|k| format!(" where cell_key in ({})", placeholders(1, k.len())))
+                .unwrap_or_default();
+            let sql = rows::grouped_sql(Backend::Sqlite, &runs_counted_sql(&filter), RUNS_COUNTED_COLUMNS);
+            let mut q = sqlx::query(&sql);
+            for k in keys.into_iter().flatten() {
+                q = q.bind(*k);
+            }
+            let runs = rows::grouped::<(String, i64, i64)>(q, tx, "runs by cell").await?;
+            let filter = keys
+                .map(|k| format!(" and cell_key in ({})", placeholders(2, k.len())))
+                .unwrap_or_default();
+            let sql = rows::grouped_sql(Backend::Sqlite, &reviews_by_cell_sql(&filter), REVIEWS_BY_CELL_COLUMNS);
+            let mut q = sqlx::query(&sql).bind(account_id);
+            for k in keys.into_iter().flatten() {
+                q = q.bind(*k);
+            }
+            let reviewed: BTreeMap<String, i64> = rows::grouped::<(String, i64)>(q, tx, "reviews by cell")
+                .await?
+                .into_iter()
+                .collect();
+            Ok(runs
+                .into_iter()
+                .map(|(k, completed, reviewable)| {
+                    let unreviewed = (reviewable - reviewed.get(&k).copied().unwrap_or(0)).max(0);
+                    (k, completed, unreviewed)
+                })
+                .collect())
+        }
+    }
+}
+
+/// PostgreSQL's grouped run counts: completed runs by cell key, with those the account bound as
+/// `$1` has not reviewed (auto-graded ones never count). `filter` narrows the cells
 /// (` where r.cell_key in (…)`) or is empty.
 fn runs_by_cell_sql(filter: &str) -> String {
     format!(
@@ -693,6 +741,29 @@ fn runs_by_cell_sql(filter: &str) -> String {
            group by r.cell_key"#
     )
 }
+
+/// SQLite's grouped run counts: completed runs by cell key, with those of them a reviewer could
+/// review (auto-graded ones never). `filter` narrows the cells (` where cell_key in (…)`, bound
+/// from `$1`) or is empty.
+fn runs_counted_sql(filter: &str) -> String {
+    format!(
+        r#"select cell_key, count(*) as completed,
+               sum(case when test_type <> 'performance' then 1 else 0 end) as reviewable
+           from runs{filter} group by cell_key"#
+    )
+}
+
+/// The columns of [`runs_counted_sql`], in the order a packed read gives them.
+const RUNS_COUNTED_COLUMNS: &[&str] = &["cell_key", "completed", "reviewable"];
+
+/// SQLite's grouped review counts: the reviews of the account bound as `$1` by cell key. `filter`
+/// narrows the cells (` and cell_key in (…)`) or is empty.
+fn reviews_by_cell_sql(filter: &str) -> String {
+    format!("select cell_key, count(*) as reviewed from reviews where account_id = $1{filter} group by cell_key")
+}
+
+/// The columns of [`reviews_by_cell_sql`], in the order a packed read gives them.
+const REVIEWS_BY_CELL_COLUMNS: &[&str] = &["cell_key", "reviewed"];
 
 /// The grouped in-flight job counts by cell key and status. `filter` narrows the cells
 /// (` and cell_key in (…)`) or is empty.
@@ -1126,51 +1197,68 @@ impl crate::Store {
             }
             q.execute(tx.conn()).await?;
         }
-        let reviewed: Vec<&String> = runs.iter().step_by(review_every.max(1)).map(|(id, _)| id).collect();
+        let reviewed: Vec<&(String, &Cell)> = runs.iter().step_by(review_every.max(1)).collect();
         for chunk in reviewed.chunks(1000) {
             let rows: Vec<String> = (0..chunk.len())
-                .map(|i| format!("(${}, $1, '{{\"code\":\"great\"}}', '\"great\"', $2, $2)", i + 3))
+                .map(|i| {
+                    format!(
+                        "(${}, $1, '{{\"code\":\"great\"}}', '\"great\"', $2, $2, ${})",
+                        2 * i + 3,
+                        2 * i + 4
+                    )
+                })
                 .collect();
             let sql = format!(
-                "insert into reviews (run_id, account_id, ratings, worst, created_at, updated_at) values {}",
+                "insert into reviews (run_id, account_id, ratings, worst, created_at, updated_at, cell_key) values {}",
                 rows.join(", ")
             );
             let mut q = sqlx::query(&sql).bind(reviewer).bind(now);
-            for id in chunk {
-                q = q.bind((*id).clone());
+            for (id, c) in chunk {
+                q = q.bind(id.clone()).bind(c.cell_key.0.clone());
             }
             q.execute(tx.conn()).await?;
         }
         tx.commit().await
     }
 
-    /// For `belay bench coverage` only: the matrix's two grouped counts as raw queries (runs by
-    /// cell with the reviewer's reviews; in-flight jobs by cell and status), nothing else: the
-    /// same SQL the matrix runs for a plan of more than 500 cells, in a read transaction on the
-    /// same pool, as the matrix reads them. Returns the rows read.
+    /// For `belay bench coverage` only: the matrix's grouped counts as raw queries (the runs by
+    /// cell with the reviewer's reviews: on PostgreSQL one join, on SQLite the runs and the
+    /// reviewer's reviews counted by cell apart; in-flight jobs by cell and status), nothing else:
+    /// the same SQL the matrix runs for a plan of more than 500 cells, in a read transaction on
+    /// the same pool, as the matrix reads them. Returns the cells counted and the job rows read.
     pub async fn bench_raw_grouped_counts(&self, account_id: &str) -> Result<usize, StoreError> {
         let mut tx = self.begin_read().await?;
-        let runs = sqlx::query(&runs_by_cell_sql(""))
-            .bind(account_id)
-            .fetch_all(tx.conn())
-            .await?;
+        let runs = match self.backend() {
+            Backend::Postgres => sqlx::query(&runs_by_cell_sql(""))
+                .bind(account_id)
+                .fetch_all(tx.conn())
+                .await?
+                .len(),
+            Backend::Sqlite => {
+                let runs = sqlx::query(&runs_counted_sql("")).fetch_all(tx.conn()).await?;
+                let reviews = sqlx::query(&reviews_by_cell_sql(""))
+                    .bind(account_id)
+                    .fetch_all(tx.conn())
+                    .await?;
+                // Every reviewed cell is a counted cell: the runs' rows are the cells.
+                debug_assert!(reviews.len() <= runs.len());
+                runs.len()
+            }
+        };
         let jobs = sqlx::query(&jobs_by_cell_sql("")).fetch_all(tx.conn()).await?;
         tx.commit().await?;
-        Ok(runs.len() + jobs.len())
+        Ok(runs + jobs.len())
     }
 
-    /// For `belay bench coverage` only: the same two grouped counts as the matrix reads them (on
+    /// For `belay bench coverage` only: the same grouped counts as the matrix reads them (on
     /// SQLite packed into one row each, decision 0033), in a read transaction on the same pool.
-    /// Returns the rows they hold.
+    /// Returns the cells counted and the job rows.
     pub async fn bench_raw_grouped_counts_packed(&self, account_id: &str) -> Result<usize, StoreError> {
         let mut tx = self.begin_read().await?;
-        let sql = rows::grouped_sql(self.backend(), &runs_by_cell_sql(""), RUNS_BY_CELL_COLUMNS);
-        let q = sqlx::query(&sql).bind(account_id);
-        let runs =
-            rows::grouped::<(String, i64, Option<i64>)>(q, &mut tx, RUNS_BY_CELL_COLUMNS, "runs by cell").await?;
+        let runs = run_counts(&mut tx, account_id, None).await?;
         let sql = rows::grouped_sql(self.backend(), &jobs_by_cell_sql(""), JOBS_BY_CELL_COLUMNS);
         let q = sqlx::query(&sql);
-        let jobs = rows::grouped::<(String, String, i64)>(q, &mut tx, JOBS_BY_CELL_COLUMNS, "jobs by cell").await?;
+        let jobs = rows::grouped::<(String, String, i64)>(q, &mut tx, "jobs by cell").await?;
         tx.commit().await?;
         Ok(runs.len() + jobs.len())
     }

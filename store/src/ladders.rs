@@ -27,7 +27,7 @@ use belay_domain::review::Rating;
 use belay_domain::top_up::{TopUpAnswer, plan_top_up};
 use sqlx::Row;
 use sqlx::any::AnyRow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A ladder resolved for reading: the ladder, its climbers (resolved order, with steering), every
 /// rung × climber cell, and the buffer target in force.
@@ -318,7 +318,7 @@ pub async fn verdicts(tx: &mut Tx, ladder_id: &str) -> Result<Vec<RecordedVerdic
     let sql = rows::grouped_sql(tx.backend(), VERDICTS_SQL, VERDICTS_COLUMNS);
     let q = sqlx::query(&sql).bind(ladder_id);
     type Row = (String, String, String, Option<String>, Option<String>);
-    let mut rows = rows::grouped::<Row>(q, tx, VERDICTS_COLUMNS, "ladder verdicts").await?;
+    let mut rows = rows::grouped::<Row>(q, tx, "ladder verdicts").await?;
     rows.sort_unstable_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
     rows.into_iter()
         .map(|(climber, rung, version, verdict, override_outcome)| {
@@ -436,8 +436,8 @@ async fn gate_runs(
     account_id: &str,
     ladder_id: &str,
     cells: &[Cell],
-) -> Result<(BTreeMap<CellKey, Vec<GateRun>>, BTreeMap<CellKey, Vec<JobId>>), StoreError> {
-    let wanted: BTreeSet<&CellKey> = cells.iter().map(|c| &c.cell_key).collect();
+) -> Result<(HashMap<CellKey, Vec<GateRun>>, HashMap<CellKey, Vec<JobId>>), StoreError> {
+    let wanted: HashSet<&CellKey> = cells.iter().map(|c| &c.cell_key).collect();
     let keys: Option<Vec<&str>> = (wanted.len() <= 500).then(|| wanted.iter().map(|k| k.0.as_str()).collect());
     let filter = keys
         .as_ref()
@@ -451,21 +451,34 @@ async fn gate_runs(
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
-    let mut runs: BTreeMap<CellKey, Vec<GateRun>> = BTreeMap::new();
+    let mut runs: HashMap<CellKey, Vec<GateRun>> = HashMap::with_capacity(wanted.len());
+    // The few ratings there are, each read once (a row per cell and rating).
+    let mut ratings: Vec<(String, Rating)> = Vec::new();
     type Row = (String, i64, Option<String>, i64);
-    for (key, loaded, worst, n) in rows::grouped::<Row>(q, tx, GATE_RUNS_COLUMNS, "gate runs").await? {
+    for (key, loaded, worst, n) in rows::grouped::<Row>(q, tx, "gate runs").await? {
         let key = CellKey(key);
         if !wanted.contains(&key) {
             continue;
         }
+        let review = match worst {
+            None => None,
+            Some(w) => Some(match ratings.iter().find(|(text, _)| *text == w) {
+                Some((_, r)) => *r,
+                None => {
+                    let r = json::<Rating>(&w, "worst")?;
+                    ratings.push((w, r));
+                    r
+                }
+            }),
+        };
         let run = GateRun {
             loaded: loaded != 0,
-            review: worst.map(|w| json::<Rating>(&w, "worst")).transpose()?,
+            review,
         };
         let n = usize::try_from(n).unwrap_or(0);
         runs.entry(key).or_default().extend(std::iter::repeat_n(run, n));
     }
-    let mut waiting: BTreeMap<CellKey, Vec<JobId>> = BTreeMap::new();
+    let mut waiting: HashMap<CellKey, Vec<JobId>> = HashMap::new();
     for r in sqlx::query(&waiting_sql())
         .bind(Origin::Ladder(ladder_id.to_string()).to_string())
         .fetch_all(tx.conn())

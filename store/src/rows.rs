@@ -31,38 +31,47 @@ pub(crate) fn grouped_sql(backend: Backend, inner: &str, columns: &[&str]) -> St
     }
 }
 
-/// Runs `q`, a query over [`grouped_sql`] with `columns`, on `tx`, and decodes each of its rows
-/// as `T` (a tuple of the columns: integers, text, either of them nullable); `what` names the read
-/// in an error.
-pub(crate) async fn grouped<'q, T: DeserializeOwned>(
+/// A row of a grouped read: a tuple of its columns (integers, text, either of them nullable),
+/// decoded from a packed read's JSON on SQLite and column by column, by type, on PostgreSQL.
+pub(crate) trait GroupedRow: DeserializeOwned + Sized {
+    fn decode(row: &AnyRow) -> Result<Self, sqlx::Error>;
+}
+
+macro_rules! grouped_row {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t),+> GroupedRow for ($($t,)+)
+        where
+            $($t: DeserializeOwned + for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>),+
+        {
+            fn decode(row: &AnyRow) -> Result<Self, sqlx::Error> {
+                Ok(($(row.try_get::<$t, _>($i)?,)+))
+            }
+        }
+    };
+}
+grouped_row!(A 0, B 1);
+grouped_row!(A 0, B 1, C 2);
+grouped_row!(A 0, B 1, C 2, D 3);
+grouped_row!(A 0, B 1, C 2, D 3, E 4);
+
+/// Runs `q`, a query over [`grouped_sql`], on `tx`, and decodes each of its rows as `T`; `what`
+/// names the read in an error.
+pub(crate) async fn grouped<'q, T: GroupedRow>(
     q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
     tx: &mut crate::Tx,
-    columns: &[&str],
     what: &str,
 ) -> Result<Vec<T>, StoreError> {
     match tx.backend() {
         Backend::Sqlite => json(&q.fetch_one(tx.conn()).await?.try_get::<String, _>("packed")?, what),
         Backend::Postgres => {
-            let corrupt = |e: serde_json::Error| StoreError::Corrupt(format!("{what}: {e}"));
-            let mut out = Vec::new();
-            for row in q.fetch_all(tx.conn()).await? {
-                let values = (0..columns.len())
-                    .map(|i| column_value(&row, i))
-                    .collect::<Result<Vec<_>, _>>()?;
-                out.push(serde_json::from_value(serde_json::Value::Array(values)).map_err(corrupt)?);
+            let rows = q.fetch_all(tx.conn()).await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in &rows {
+                out.push(T::decode(row).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))?);
             }
             Ok(out)
         }
     }
-}
-
-/// Column `i` of `row` as JSON: an integer, text or null.
-fn column_value(row: &AnyRow, i: usize) -> Result<serde_json::Value, StoreError> {
-    if let Ok(n) = row.try_get::<Option<i64>, _>(i) {
-        return Ok(n.map(serde_json::Value::from).unwrap_or(serde_json::Value::Null));
-    }
-    let text: Option<String> = row.try_get(i)?;
-    Ok(text.map(serde_json::Value::String).unwrap_or(serde_json::Value::Null))
 }
 
 pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {

@@ -136,8 +136,8 @@ impl Store {
         let worst = input.ratings.as_ref().and_then(belay_domain::review::worst_domain);
         let mut tx = self.pool().begin().await?;
         sqlx::query(
-            r#"insert into reviews (run_id, account_id, ratings, category, worst, note, created_at, updated_at)
-               values ($1, $2, $3, $4, $5, $6, $7, $7)
+            r#"insert into reviews (run_id, account_id, ratings, category, worst, note, created_at, updated_at, cell_key)
+               values ($1, $2, $3, $4, $5, $6, $7, $7, $8)
                on conflict (run_id, account_id) do update set ratings = excluded.ratings, category = excluded.category,
                    worst = excluded.worst, note = excluded.note, updated_at = excluded.updated_at"#,
         )
@@ -148,6 +148,7 @@ impl Store {
         .bind(worst.map(|w| to_json(&w)))
         .bind(&input.note)
         .bind(now)
+        .bind(&run.cell_key)
         .execute(&mut *tx)
         .await?;
         events::append(

@@ -684,3 +684,83 @@ on_both!(
         tx.commit().await.unwrap();
     }
 );
+
+/// Reviews written before a review carried its run's cell key get it from their run, so the
+/// matrix counts them as before; a review submitted after is counted by the cell too, and one
+/// replaced is still one review.
+async fn reviews_get_their_runs_cells(backend: Backend) {
+    const MIGRATION: i64 = 20261205100000;
+    let db = belay_store::testing::fresh_before(backend, MIGRATION).await;
+    let s = db.store.clone();
+    catalogue(&s, &[("x", 10)]).await;
+    let (alice, _) = s.create_account("alice").await.unwrap();
+    let (bob, _) = s.create_account("bob").await.unwrap();
+    let cells: Vec<Cell> = cross(
+        &[pin("a", "1.0.0", "none"), pin("b", "1.0.0", "none")],
+        &[combo("x")],
+        OuterAxis::Case,
+    );
+    let mut runs = Vec::new();
+    for c in [&cells[0], &cells[0], &cells[0], &cells[1]] {
+        let j = s.enqueue(hand_job(c.case.clone(), combo("x"), None)).await.unwrap();
+        runs.push(complete(&s, &j.id).await);
+    }
+    // Alice reviewed two of a's runs and b's run, Bob one of a's, in the old shape of the table.
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
+    for (run, account) in [
+        (&runs[0], &alice.id),
+        (&runs[1], &alice.id),
+        (&runs[3], &alice.id),
+        (&runs[2], &bob.id),
+    ] {
+        sqlx::query(
+            r#"insert into reviews (run_id, account_id, ratings, worst, created_at, updated_at)
+               values ($1, $2, '{"code":"great"}', '"great"', 1, 1)"#,
+        )
+        .bind(run.as_str())
+        .bind(account.as_str())
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    pool.close().await;
+    assert!(s.migrate().await.unwrap() >= 1);
+    // Both paths of the read: an `in (…)` list of the two cells, and one grouped scan of every
+    // cell (more cells than such a list takes).
+    let mut pins = vec![pin("a", "1.0.0", "none"), pin("b", "1.0.0", "none")];
+    pins.extend((0..600).map(|i| pin(&format!("c{i}"), "1.0.0", "none")));
+    let many: Vec<Cell> = cross(&pins, &[combo("x")], OuterAxis::Case);
+    let unreviewed = |who: String| {
+        let (s, cells, many) = (s.clone(), cells.clone(), many.clone());
+        async move {
+            let mut tx = s.begin_read().await.unwrap();
+            let mut seen = Vec::new();
+            for set in [&cells, &many] {
+                let f = coverage::coverage_facts(&mut tx, &who, set).await.unwrap();
+                let n = |c: &Cell| f.counts.get(&c.cell_key).map(|k| (k.completed, k.unreviewed));
+                seen.push((n(&cells[0]), n(&cells[1])));
+            }
+            tx.commit().await.unwrap();
+            assert_eq!(seen[0], seen[1], "with a key list and without");
+            seen[0]
+        }
+    };
+    assert_eq!(unreviewed(alice.id.to_string()).await, (Some((3, 1)), Some((1, 0))));
+    assert_eq!(unreviewed(bob.id.to_string()).await, (Some((3, 2)), Some((1, 1))));
+    // Bob reviews b's run and replaces his review of a's: one review each.
+    review(&s, &runs[3], &bob.id).await;
+    review(&s, &runs[2], &bob.id).await;
+    assert_eq!(unreviewed(bob.id.to_string()).await, (Some((3, 2)), Some((1, 0))));
+    assert_eq!(unreviewed(alice.id.to_string()).await, (Some((3, 1)), Some((1, 0))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviews_written_before_they_carried_a_cell_count_on_sqlite() {
+    reviews_get_their_runs_cells(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviews_written_before_they_carried_a_cell_count_on_postgres() {
+    reviews_get_their_runs_cells(Backend::Postgres).await;
+}
