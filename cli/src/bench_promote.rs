@@ -12,7 +12,7 @@
 
 use crate::bench_selection::{bare_workflow_ms, low_risk_change, published_task, stats, with_pools};
 use crate::bench_source::{clone_bare, git, grow};
-use crate::serve::object_store_at;
+use crate::objects::dir_store;
 use anyhow::{Context, ensure};
 use belay_domain::candidate::CandidateStatus;
 use belay_domain::evidence::{CheckResult, Coverage, EvidenceStatus};
@@ -233,7 +233,7 @@ pub async fn promote(files: usize, samples: usize) -> anyhow::Result<()> {
     let store = crate::bench::fresh_store(dir.path(), None, "promote").await?;
     // The pools' git root and object store (see `with_pools`).
     let svc = GitService::new(dir.path().join("git").join("belay"));
-    let sources = SourceObjects::new(object_store_at(&dir.path().join("objects"))?);
+    let sources = SourceObjects::new(dir_store(&dir.path().join("objects"))?);
     let (account, _) = store.create_account("bench").await?;
     let project = store
         .create_project(

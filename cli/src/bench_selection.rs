@@ -7,7 +7,7 @@
 //!    from the fork directly (`git cat-file --batch`).
 
 use crate::bench_source::{git, grow};
-use crate::serve::object_store_at;
+use crate::objects::dir_store;
 use anyhow::{Context, bail, ensure};
 use belay_domain::candidate::CandidateStatus;
 use belay_domain::change::{Change, ChangeInput, ChangeSet, ChangeSetInput, RiskTier, Task, TaskInput, TaskKind};
@@ -163,10 +163,11 @@ pub(crate) fn worker_deps(client: &temporalio_client::Client, store: &Store, dir
     Ok(WorkerDeps {
         client: client.clone(),
         store: store.clone(),
-        objects: object_store_at(&dir.join("objects"))?,
+        objects: dir_store(&dir.join("objects"))?,
         work_root: dir.join("work"),
         dispatcher: Default::default(),
         sandbox: None,
+        sandbox_config: None,
         git_root: dir.join("git").join("belay"),
         top_up_lease: belay_worker::DEFAULT_TOP_UP_LEASE,
     })
@@ -279,7 +280,7 @@ async fn assembly(dir: &Path, samples: usize) -> anyhow::Result<()> {
         .collect();
     let paths: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
     let composed = svc.commit_files(&fork, &base, files, "24 files").await?;
-    let sources = SourceObjects::new(object_store_at(&dir.join("objects-assembly"))?);
+    let sources = SourceObjects::new(dir_store(&dir.join("objects-assembly"))?);
     let diff = svc.unified_diff(&fork, &base, &composed).await?;
     sources.put_candidate_patch(PROJECT, CANDIDATE, &diff).await?;
     let req = AcceptanceSourceRequest {

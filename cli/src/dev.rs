@@ -4,7 +4,8 @@
 //! where everything is, and stops it all on SIGINT or SIGTERM. A second start on the same data
 //! dir resumes with all state.
 
-use crate::serve::{object_store_at, shutdown_signal};
+use crate::objects::dir_store;
+use crate::serve::shutdown_signal;
 use crate::temporal::{self, DevServer};
 use anyhow::Context;
 use belay_store::Store;
@@ -97,7 +98,7 @@ async fn run_with_server(
     let api_url = format!("http://{}", listener.local_addr()?);
     let secret = git_secret(data_dir)?;
     let sandbox = dev_sandbox(listener.local_addr()?.port(), &secret).await;
-    let objects = object_store_at(&data_dir.join("objects"))?;
+    let objects = dir_store(&data_dir.join("objects"))?;
     let deps = WorkerDeps {
         client: client.clone(),
         store: store.clone(),
@@ -105,6 +106,7 @@ async fn run_with_server(
         work_root: data_dir.join("work"),
         dispatcher: Default::default(),
         sandbox: sandbox.as_ref().ok().map(|(deps, _)| deps.clone()),
+        sandbox_config: belay_sandbox::SandboxConfig::from_env().ok(),
         git_root: data_dir.join("git").join("belay"),
         top_up_lease: belay_worker::DEFAULT_TOP_UP_LEASE,
     };
@@ -117,7 +119,7 @@ async fn run_with_server(
         store,
         temporal: client,
         git: Some(belay_api::GitConfig::new(data_dir.join("git").join("belay"), secret)),
-        objects: object_store_at(&data_dir.join("objects"))?,
+        objects: dir_store(&data_dir.join("objects"))?,
     };
     let sandbox_line = match sandbox {
         Ok((deps, gateway)) => {

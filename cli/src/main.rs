@@ -13,6 +13,7 @@ mod bench_source;
 mod bench_verify;
 mod demo;
 mod dev;
+mod objects;
 mod serve;
 mod temporal;
 
@@ -46,15 +47,28 @@ pub struct Conn {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Storage {
-    /// Where belay keeps its files (object store, scratch space).
+    /// Where belay keeps its files (the git pool's repositories, the default object store,
+    /// scratch space).
     #[arg(long, env = "BELAY_DATA_DIR", default_value = ".belay")]
     pub data_dir: PathBuf,
-    /// Object store directory (default: DATA_DIR/objects).
-    #[arg(long, env = "BELAY_OBJECT_STORE")]
-    pub object_store: Option<PathBuf>,
+    #[command(flatten)]
+    pub objects: objects::ObjectStoreArgs,
     /// Bare repositories live under DATA_DIR/git/<namespace>.
     #[arg(long, env = "BELAY_GIT_NAMESPACE", default_value = "belay")]
     pub git_namespace: String,
+}
+
+/// How the sandbox and browser pools give Sandboxes their repositories: over the API's smart-HTTP
+/// endpoint, with repository tokens signed by the API's secret. Both pools refuse to start without
+/// either.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SandboxGitArgs {
+    /// The API's `/git/` listener as a Sandbox sees it, e.g. `http://belay-git:8080`.
+    #[arg(long, env = "BELAY_SANDBOX_GIT_URL")]
+    pub sandbox_git_url: Option<String>,
+    /// Signs repository tokens; the same secret as the API's.
+    #[arg(long = "git-token-secret", env = "BELAY_GIT_TOKEN_SECRET", hide_env_values = true)]
+    pub git_token_secret: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -100,6 +114,8 @@ enum Command {
         /// (its workflow ended without the release), in seconds.
         #[arg(long, env = "BELAY_TOP_UP_LEASE_SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
         top_up_lease_seconds: u64,
+        #[command(flatten)]
+        sandbox_git: SandboxGitArgs,
     },
     /// Apply database migrations.
     Migrate {
@@ -167,6 +183,7 @@ async fn main() -> anyhow::Result<()> {
             pools,
             dispatcher_claims_per_run,
             top_up_lease_seconds,
+            sandbox_git,
         } => {
             serve::worker(
                 &conn,
@@ -174,6 +191,7 @@ async fn main() -> anyhow::Result<()> {
                 &pools,
                 dispatcher_claims_per_run,
                 std::time::Duration::from_secs(top_up_lease_seconds),
+                &sandbox_git,
             )
             .await
         }

@@ -1,13 +1,10 @@
 //! The production processes: `belay api` and `belay worker`, and the pieces `belay dev` shares
 //! with them.
 
-use crate::{Conn, Storage};
+use crate::{Conn, SandboxGitArgs, Storage};
 use anyhow::Context;
 use belay_store::Store;
 use belay_worker::{Pool, WorkerDeps};
-use object_store::ObjectStore;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
@@ -26,11 +23,6 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'stat
     }
 }
 
-pub fn object_store_at(dir: &Path) -> anyhow::Result<Arc<dyn ObjectStore>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir)?))
-}
-
 pub async fn api(
     conn: &Conn,
     storage: &Storage,
@@ -39,6 +31,7 @@ pub async fn api(
     port: u16,
     git_listen: Option<&str>,
 ) -> anyhow::Result<()> {
+    let objects = storage.objects.open(&storage.data_dir)?;
     let store = Store::connect(&conn.database_url).await?;
     let temporal = belay_client::connect(&conn.temporal_address, &conn.namespace, "belay-api").await?;
     let listener = TcpListener::bind((host, port))
@@ -54,12 +47,7 @@ pub async fn api(
                 secret.into_bytes(),
             )
         }),
-        objects: object_store_at(
-            &storage
-                .object_store
-                .clone()
-                .unwrap_or_else(|| storage.data_dir.join("objects")),
-        )?,
+        objects,
     };
     let git_only = match git_listen {
         Some(addr) => {
@@ -88,8 +76,17 @@ pub async fn worker(
     pools: &str,
     claims_per_run: Option<u64>,
     top_up_lease: Duration,
+    sandbox_git: &SandboxGitArgs,
 ) -> anyhow::Result<()> {
+    // Everything this worker cannot use stops it here, before it connects or serves anything.
     let pools = Pool::parse_list(pools)?;
+    let objects = storage.objects.open(&storage.data_dir)?;
+    let sandbox_config = belay_sandbox::SandboxConfig::from_env()?;
+    let sandbox = if let Some(pool) = pools.iter().find(|p| matches!(p, Pool::Sandbox | Pool::Browser)) {
+        Some(sandbox_deps(pool.name(), sandbox_config.clone(), sandbox_git)?)
+    } else {
+        None
+    };
     let store = Store::connect(&conn.database_url).await?;
     let client = belay_client::connect(
         &conn.temporal_address,
@@ -97,22 +94,13 @@ pub async fn worker(
         &format!("belay-worker@{}", std::process::id()),
     )
     .await?;
-    let objects = object_store_at(
-        &storage
-            .object_store
-            .clone()
-            .unwrap_or_else(|| storage.data_dir.join("objects")),
-    )?;
     let deps = WorkerDeps {
         client,
         store,
         objects,
         work_root: storage.data_dir.join("work"),
-        sandbox: if pools.contains(&Pool::Sandbox) || pools.contains(&Pool::Browser) {
-            belay_worker::SandboxDeps::from_env()?
-        } else {
-            None
-        },
+        sandbox,
+        sandbox_config: Some(sandbox_config),
         dispatcher: belay_workflows::dispatcher::DispatcherInput {
             carried_wakes: 0,
             claims_per_run,
@@ -133,4 +121,35 @@ pub async fn worker(
         ));
     }
     belay_worker::run_pools(&pools, deps, shutdown_signal()).await
+}
+
+/// What the sandbox and browser pools need to give Sandboxes their repositories; `pool` names the
+/// first of them in `--pools`, for the error.
+fn sandbox_deps(
+    pool: &str,
+    config: belay_sandbox::SandboxConfig,
+    git: &SandboxGitArgs,
+) -> anyhow::Result<belay_worker::SandboxDeps> {
+    let url = git.sandbox_git_url.as_deref().map(str::trim).filter(|u| !u.is_empty());
+    let Some(url) = url else {
+        anyhow::bail!(
+            "BELAY_SANDBOX_GIT_URL is unset: the {pool} pool clones into Sandboxes over the API's /git/ listener as a Sandbox sees it (e.g. http://belay-git:8080)"
+        );
+    };
+    anyhow::ensure!(
+        url.starts_with("http://") || url.starts_with("https://"),
+        "BELAY_SANDBOX_GIT_URL {url:?}: the API's /git/ listener is an http:// or https:// URL"
+    );
+    let Some(secret) = git.git_token_secret.as_deref().filter(|s| !s.is_empty()) else {
+        anyhow::bail!(
+            "BELAY_GIT_TOKEN_SECRET is unset: the {pool} pool signs the Sandboxes' repository tokens with the API's secret"
+        );
+    };
+    Ok(belay_worker::SandboxDeps {
+        config,
+        git: belay_sandbox::git::SandboxGit {
+            url: url.trim_end_matches('/').to_owned(),
+            token_secret: secret.as_bytes().to_vec(),
+        },
+    })
 }

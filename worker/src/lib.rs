@@ -110,6 +110,9 @@ pub struct WorkerDeps {
     pub dispatcher: belay_workflows::dispatcher::DispatcherInput,
     /// The Sandbox pool's configuration; `None` leaves that pool without activities.
     pub sandbox: Option<SandboxDeps>,
+    /// The Docker side of the Sandbox configuration, for the harness pool's adapters marked
+    /// `sandbox` when `sandbox` is `None`; with neither, those adapters fail.
+    pub sandbox_config: Option<SandboxConfig>,
     /// How long a top-up's claim holds its plan or ladder when the top-up never releases it.
     pub top_up_lease: Duration,
 }
@@ -122,28 +125,19 @@ pub struct SandboxDeps {
     pub git: SandboxGit,
 }
 
-impl SandboxDeps {
-    /// From BELAY_SANDBOX_* (see [`SandboxConfig::from_env`]), BELAY_SANDBOX_GIT_URL and
-    /// BELAY_GIT_TOKEN_SECRET. `None` (with a warning naming what is missing) when either of the
-    /// last two is unset.
-    pub fn from_env() -> anyhow::Result<Option<Self>> {
-        let config = SandboxConfig::from_env()?;
-        let url = std::env::var("BELAY_SANDBOX_GIT_URL").ok().filter(|v| !v.is_empty());
-        let secret = std::env::var("BELAY_GIT_TOKEN_SECRET").ok().filter(|v| !v.is_empty());
-        match (url, secret) {
-            (Some(url), Some(secret)) => Ok(Some(Self {
-                config,
-                git: SandboxGit {
-                    url,
-                    token_secret: secret.into_bytes(),
-                },
-            })),
-            _ => {
-                warn!("BELAY_SANDBOX_GIT_URL or BELAY_GIT_TOKEN_SECRET is unset: agent workspaces are off");
-                Ok(None)
-            }
-        }
+/// `config` with its deployment: BELAY_DEPLOYMENT when set, else the name the database's first
+/// migration made, so every worker on one database (the harness, sandbox and browser pools alike)
+/// labels its containers the same and counts only those.
+async fn with_deployment(mut config: SandboxConfig, store: &Store) -> anyhow::Result<SandboxConfig> {
+    if config.deployment.is_none() {
+        config.deployment = Some(
+            store
+                .deployment_name()
+                .await
+                .context("reading the deployment's name from the database")?,
+        );
     }
+    Ok(config)
 }
 
 /// Removes the Sandboxes the deployment's lease book says have been idle for two minutes
@@ -261,16 +255,19 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 // Adapters marked `sandbox` need only the Docker side of the configuration.
                 let config = match &deps.sandbox {
                     Some(s) => Some(s.config.clone()),
-                    None => SandboxConfig::from_env().ok(),
+                    None => deps.sandbox_config.clone(),
                 };
                 let sandbox = match config {
-                    Some(config) => match Sandboxes::connect(config).await {
-                        Ok(s) => Some(Arc::new(s)),
-                        Err(e) => {
-                            warn!(error = %e, "no Docker Engine for the harness pool: adapters marked sandbox will fail");
-                            None
+                    Some(config) => {
+                        let config = with_deployment(config, &deps.store).await?;
+                        match Sandboxes::connect(config).await {
+                            Ok(s) => Some(Arc::new(s)),
+                            Err(e) => {
+                                warn!(error = %e, "no Docker Engine for the harness pool: adapters marked sandbox will fail");
+                                None
+                            }
                         }
-                    },
+                    }
                     None => None,
                 };
                 base.register_activities(HarnessActivities {
@@ -313,15 +310,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
             }
             Pool::Sandbox if deps.sandbox.is_some() => {
                 let sandbox = deps.sandbox.clone().expect("checked");
-                let mut config = sandbox.config;
-                if config.deployment.is_none() {
-                    config.deployment = Some(
-                        deps.store
-                            .deployment_name()
-                            .await
-                            .context("reading the deployment's name from the database")?,
-                    );
-                }
+                let config = with_deployment(sandbox.config, &deps.store).await?;
                 info!(deployment = ?config.deployment, "the sandbox pool's containers carry this deployment label");
                 let leases = Arc::new(belay_sandbox::store_leases::StoreLeases::new(deps.store.clone()));
                 let sandboxes = Arc::new(
@@ -415,15 +404,7 @@ async fn browser_activities(
     deps: &WorkerDeps,
     sandbox: SandboxDeps,
 ) -> anyhow::Result<belay_activities::browser::BrowserActivities> {
-    let mut config = sandbox.config;
-    if config.deployment.is_none() {
-        config.deployment = Some(
-            deps.store
-                .deployment_name()
-                .await
-                .context("reading the deployment's name from the database")?,
-        );
-    }
+    let config = with_deployment(sandbox.config, &deps.store).await?;
     let leases = Arc::new(belay_sandbox::store_leases::StoreLeases::new(deps.store.clone()));
     let sandboxes = Arc::new(
         Sandboxes::connect_with_leases(config, leases)

@@ -210,16 +210,23 @@ async fn run_in(
     mut cancelled: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<AdapterRun, AdapterRunError> {
     let manifest_path = dir.join(MANIFEST_FILE);
-    job.output_dir = utf8(dir)?.to_string();
-    job.manifest = utf8(&manifest_path)?.to_string();
-    prepare_dir(dir, &job).await.map_err(AdapterRunError::Prepare)?;
-
     let ran = match sandbox {
         Some(sandboxes) => {
-            let job = one_off(spec, &job, dir)?;
-            let run = ticking(sandboxes.run_one_off(&job), on_tick, cancelled.as_mut())
+            // The adapter's directory is the container's own; it comes back to `dir` when the
+            // command ends (see belay_sandbox::oneoff).
+            let work_root = dir
+                .parent()
+                .ok_or_else(|| AdapterRunError::Prepare(io::Error::other("the output directory has no parent")))?;
+            remove_dir(dir).await.map_err(AdapterRunError::Prepare)?;
+            tokio::fs::create_dir_all(work_root)
+                .await
+                .map_err(AdapterRunError::Prepare)?;
+            let one_off = one_off(spec, job.clone(), dir, work_root)?;
+            let run = ticking(sandboxes.run_one_off(&one_off), on_tick, cancelled.as_mut())
                 .await?
                 .map_err(AdapterRunError::Sandbox)?;
+            // A command that wrote nothing still leaves its directory, but be sure of it.
+            tokio::fs::create_dir_all(dir).await.map_err(AdapterRunError::Prepare)?;
             Ran {
                 end: match run.end {
                     OneOffEnd::Exited(code) => ProcessEnd::Exited(i32::try_from(code).unwrap_or(i32::MAX)),
@@ -231,6 +238,9 @@ async fn run_in(
             }
         }
         None => {
+            job.output_dir = utf8(dir)?.to_string();
+            job.manifest = utf8(&manifest_path)?.to_string();
+            prepare_dir(dir, &job).await.map_err(AdapterRunError::Prepare)?;
             let mut cmd = command(spec, &job)?;
             cmd.current_dir(dir);
             run_process(cmd, spec.timeout_seconds(), on_tick, cancelled.as_mut()).await?
@@ -294,11 +304,21 @@ async fn remove_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// How an adapter's process group dies with its worker. The group's leader starts as this script:
+/// it keeps the worker's end of a pipe (its stdin) on fd 3 in a watcher of its own group, then
+/// becomes the adapter (`exec`, so the adapter is the leader the worker waits on, with the same
+/// pid). When the worker dies, however it dies (SIGKILL included), the kernel closes the pipe's
+/// other end, the watcher reads end of file and kills the whole group. While the worker lives,
+/// the watcher only waits; when the adapter is done, the worker kills the group, watcher and all.
+const DIE_WITH_WORKER: &str = r#"exec 3<&0
+( cat <&3 >/dev/null; kill -s KILL 0 ) &
+exec "$@" 3<&- </dev/null"#;
+
 fn command(spec: &AdapterSpec, job: &JobFile) -> Result<tokio::process::Command, AdapterRunError> {
     let argv = argv(spec, job)?;
-    let (program, args) = argv.split_first().expect("argv() refuses an empty argv");
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
+    let mut cmd = tokio::process::Command::new("/bin/sh");
+    cmd.args(["-c", DIE_WITH_WORKER, "belay-adapter"])
+        .args(&argv)
         .env_clear()
         .envs(
             PASSED_THROUGH_ENV
@@ -306,7 +326,9 @@ fn command(spec: &AdapterSpec, job: &JobFile) -> Result<tokio::process::Command,
                 .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
         )
         .envs(adapter::environment(job))
-        .stdin(Stdio::null())
+        // The watcher's end of the worker-death pipe (see DIE_WITH_WORKER); the adapter itself
+        // gets /dev/null.
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so that everything it starts can be killed with one signal.
@@ -333,21 +355,28 @@ fn argv(spec: &AdapterSpec, job: &JobFile) -> Result<Vec<String>, AdapterRunErro
 }
 
 /// The adapter as a one-off container of the Sandbox image (its limits and internal network, see
-/// `belay_sandbox::oneoff`), the output directory mounted at its own path, run as the owner of
-/// that directory (this worker's user) so the files it writes stay readable and removable.
-fn one_off(spec: &AdapterSpec, job: &JobFile, dir: &Path) -> Result<OneOff, AdapterRunError> {
-    let owner = std::fs::metadata(dir).map_err(AdapterRunError::Prepare)?;
-    let user = {
-        use std::os::unix::fs::MetadataExt;
-        format!("{}:{}", owner.uid(), owner.gid())
-    };
+/// `belay_sandbox::oneoff`), in a directory of the container's own named like `dir` and holding
+/// the job file, brought back to `dir` under `work_root` when it ends. Nothing of the worker's
+/// filesystem is mounted: the Docker Engine may be another host's.
+fn one_off(spec: &AdapterSpec, mut job: JobFile, dir: &Path, work_root: &Path) -> Result<OneOff, AdapterRunError> {
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| AdapterRunError::Prepare(io::Error::other("the output directory has no UTF-8 name")))?
+        .to_owned();
+    let container_dir = format!("{}/{name}", belay_sandbox::oneoff::ONE_OFF_ROOT);
+    job.output_dir = container_dir.clone();
+    job.manifest = format!("{container_dir}/{MANIFEST_FILE}");
+    let job_file = serde_json::to_vec_pretty(&job).map_err(|e| AdapterRunError::Prepare(e.into()))?;
     Ok(OneOff {
         name: format!("belay-job-{}-a{}", job.job_id, job.attempt),
         role: "harness-job".to_owned(),
-        argv: argv(spec, job)?,
-        dir: utf8(dir)?.to_owned(),
-        user,
-        env: adapter::environment(job).into_iter().collect(),
+        key: job.job_id.to_string(),
+        argv: argv(spec, &job)?,
+        dir: name,
+        files: vec![("job.json".to_owned(), job_file)],
+        collect_into: Some(work_root.to_path_buf()),
+        env: adapter::environment(&job).into_iter().collect(),
         timeout: Duration::from_secs(spec.timeout_seconds()),
     })
 }
@@ -382,6 +411,7 @@ async fn run_process(
     let mut group = ProcessGroup {
         pgid: Pid::from_raw(pid),
         killed: false,
+        lifeline: child.stdin.take(),
     };
     let stdout = Capture::start(child.stdout.take());
     let stderr = Capture::start(child.stderr.take());
@@ -458,10 +488,13 @@ async fn ticking<T>(
 }
 
 /// The adapter's process group. Killed on drop too, so that no way out of a run (the caller
-/// dropping the future included) leaves adapter processes behind.
+/// dropping the future included) leaves adapter processes behind; and, through `lifeline`, when
+/// the worker itself dies (see [`DIE_WITH_WORKER`]).
 struct ProcessGroup {
     pgid: Pid,
     killed: bool,
+    /// The worker's end of the pipe the group's watcher reads; closing it kills the group.
+    lifeline: Option<tokio::process::ChildStdin>,
 }
 
 impl ProcessGroup {
@@ -471,6 +504,8 @@ impl ProcessGroup {
         if std::mem::replace(&mut self.killed, true) {
             return;
         }
+        // The signal kills the watcher too; closing its pipe first would race it to the kill.
+        let lifeline = self.lifeline.take();
         match killpg(self.pgid, Signal::SIGKILL) {
             // ESRCH: the group is already empty.
             Ok(()) | Err(Errno::ESRCH) => {}
@@ -478,6 +513,7 @@ impl ProcessGroup {
                 warn!(adapter.pgid = self.pgid.as_raw(), error = %e, "could not kill the adapter's process group")
             }
         }
+        drop(lifeline);
     }
 }
 
@@ -822,6 +858,30 @@ mod tests {
             assert!(Instant::now() < deadline, "{} was never written", path.display());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// The worker's death is the closing of its end of the lifeline (the kernel closes it
+    /// whatever kills the worker): the whole group goes, the adapter's children included.
+    #[tokio::test]
+    async fn closing_the_workers_lifeline_kills_the_adapters_whole_process_group() {
+        let rig = rig();
+        let pid_file = rig.owned("child.pid");
+        let spec = script(&format!("sleep 300 & echo $! > {}; wait", pid_file.display()), 600);
+        let mut j = job("job_lifeline");
+        j.output_dir = rig.scratch.path().display().to_string();
+        let mut cmd = command(&spec, &j).unwrap();
+        cmd.current_dir(rig.scratch.path());
+        let mut child = cmd.spawn().unwrap();
+        let leader = i32::try_from(child.id().unwrap()).unwrap();
+        let grandchild = written_pid(&pid_file).await;
+        assert!(!is_gone(grandchild));
+        drop(child.stdin.take());
+        let closed = Instant::now();
+        let status = child.wait().await.unwrap();
+        wait_until_gone(grandchild).await;
+        assert!(closed.elapsed() < Duration::from_secs(1), "took {:?}", closed.elapsed());
+        assert!(status.code().is_none(), "the leader was killed, not exited: {status:?}");
+        assert!(is_gone(leader));
     }
 
     #[tokio::test]
@@ -1177,13 +1237,16 @@ printf '{{"status":"completed","artifacts":["huge.bin"]}}' > manifest.json"#,
             ..belay_sandbox::SandboxConfig::from_env().unwrap()
         };
         let sandboxes = Sandboxes::connect(config).await.unwrap();
+        // Nothing of the worker's filesystem is in the container: the Engine may be another host's.
         let spec = AdapterSpec::Script {
-            script: r#"set -e
-test -f /.dockerenv
+            script: format!(
+                "set -e\ntest ! -e {}\n{}",
+                rig.work_root.display(),
+                r#"test -f /.dockerenv
 grep -q job_t20 "$BELAY_JOB_FILE"
 if timeout 3 bash -c ': > /dev/tcp/1.1.1.1/53' 2>/dev/null; then echo reached > out.txt; else echo isolated > out.txt; fi
 printf '{"status":"completed","loaded":true,"artifacts":["out.txt"]}' > "$BELAY_MANIFEST""#
-                .into(),
+            ),
             timeout_seconds: 60,
             sandbox: true,
         };

@@ -441,6 +441,9 @@ pub enum SandboxError {
     Docker(#[from] DockerError),
     #[error("the Sandbox lease book could not be read or written: {0}")]
     Leases(String),
+    /// A one-off container's working directory could not be put in or brought back.
+    #[error("a one-off container's files: {0}")]
+    Collect(String),
 }
 
 impl SandboxError {
