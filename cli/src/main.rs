@@ -163,9 +163,19 @@ fn init_tracing() {
         .init();
 }
 
+/// A command that fails says why in one line (its causes joined with `: `) and exits non-zero.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+async fn main() -> std::process::ExitCode {
+    match run(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     init_tracing();
     match cli.command {
         Command::Dev(args) => dev::run(args).await,

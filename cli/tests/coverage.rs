@@ -476,7 +476,7 @@ async fn a_top_up_killed_between_claim_and_release_frees_the_plan_after_its_leas
     let lease_ms: i64 = 20_000;
     let mut b = Belay::start_with_env(&[("BELAY_TOP_UP_LEASE_SECONDS", "20")]).await;
     b.kill_worker();
-    b.worker_pools = Some("workflows,git,sandbox,llm,browser,harness".into());
+    b.worker_pools = Some("workflows,git,llm,harness".into());
     b.start_worker().await;
     let stalling = b.start_extra_worker("db", &[("BELAY_FAILPOINT", "topup-after-claim")]);
     let id = four_cells_of_two(&b).await;

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 pub const BELAY: &str = env!("CARGO_BIN_EXE_belay");
 
+/// Every pool but the two that need Sandboxes (and so a Sandbox network's git URL).
+pub const WITHOUT_SANDBOXES: &str = "workflows,db,git,llm,harness";
+
 /// The `temporal` binary: `BELAY_TEMPORAL_BIN`, else `temporal` on PATH. Its absence fails the
 /// test: these tests exist to run against a real server.
 pub fn temporal_bin() -> PathBuf {
@@ -286,6 +289,22 @@ impl Belay {
         Self::start_on(dir, db.url.clone(), vec![]).await
     }
 
+    /// belay on a fresh PostgreSQL database with the sandbox pool on a Docker network of its own,
+    /// its processes given `env`, the main worker (and the API, on the same data dir) running
+    /// only `pools`.
+    pub async fn start_postgres_with_sandbox_env(env: &[(&str, &str)], pools: &str) -> Belay {
+        let dir = tempfile::tempdir().unwrap();
+        let db = belay_store::testing::fresh(belay_store::Backend::Postgres).await;
+        db.store.close().await;
+        let extra = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let temporal = Temporal::start(dir.path());
+        let mut b = Self::prepare(dir, temporal, db.url.clone(), extra, Some(SandboxNet::create()));
+        b.worker_pools = Some(pools.to_owned());
+        b.start_api().await;
+        b.start_worker().await;
+        b
+    }
+
     async fn start_on(dir: tempfile::TempDir, database_url: String, extra_env: Vec<(String, String)>) -> Belay {
         Self::start_full(dir, database_url, extra_env, None).await
     }
@@ -381,7 +400,8 @@ impl Belay {
         .await;
     }
 
-    /// Starts (or restarts) the worker process with every pool.
+    /// Starts (or restarts) the worker process with every pool (every pool that can run: without
+    /// a Sandbox network, [`WITHOUT_SANDBOXES`]).
     pub async fn start_worker(&mut self) {
         let n = std::fs::read_dir(self.dir.path())
             .unwrap()
@@ -391,8 +411,16 @@ impl Belay {
         let mut cmd = Command::new(BELAY);
         self.env(&mut cmd);
         cmd.arg("worker").stdout(Stdio::null()).stderr(log);
-        if let Some(pools) = &self.worker_pools {
-            cmd.args(["--pools", pools]);
+        match (&self.worker_pools, &self.sandbox) {
+            (Some(pools), _) => {
+                cmd.args(["--pools", pools]);
+            }
+            // Without a Sandbox network there is no git URL for Sandboxes, and a sandbox or
+            // browser pool would refuse to start.
+            (None, None) => {
+                cmd.args(["--pools", WITHOUT_SANDBOXES]);
+            }
+            (None, Some(_)) => {}
         }
         self.worker = Some(Proc(cmd.spawn().unwrap()));
     }
