@@ -143,6 +143,21 @@ pub enum BenchCommand {
         #[arg(long)]
         bun: Option<std::path::PathBuf>,
     },
+    /// Artifacts of 1 KiB, 1 MiB and 50 MiB written and read on S3 (moto's server over HTTPS)
+    /// and on the filesystem store, each against the store's own client (boto3, the filesystem);
+    /// a promotion's source sync of a 50,000-file tree on S3 against the filesystem store.
+    Objects {
+        #[arg(long, default_value_t = 20)]
+        samples: usize,
+        #[arg(long, default_value_t = 50_000)]
+        files: usize,
+        /// Also time the first sync, which stores every blob (slow on moto: two requests a blob).
+        #[arg(long)]
+        first_sync: bool,
+        /// moto's `moto_server` (the one scripts/setup.sh installs by default).
+        #[arg(long, env = "BELAY_MOTO_SERVER")]
+        moto_server: Option<std::path::PathBuf>,
+    },
     /// The console's matrix page of a 10,000-cell plan and its ladder board of 50 × 100 in a
     /// headless Chromium: time to the page painted and its weight, against the API call behind
     /// each (starts its own Temporal dev server).
@@ -195,6 +210,12 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::Ladder { postgres_url, samples } => crate::bench_ladder::ladder(postgres_url, samples).await,
         BenchCommand::Console { samples } => crate::bench_console::console(samples).await,
+        BenchCommand::Objects {
+            samples,
+            files,
+            first_sync,
+            moto_server,
+        } => crate::bench_objects::objects(samples, files, first_sync, moto_server).await,
         BenchCommand::Selection { samples } => crate::bench_selection::selection(samples).await,
         BenchCommand::Promote { files, samples } => crate::bench_promote::promote(files, samples).await,
         BenchCommand::Browser { runs, app, bun } => {

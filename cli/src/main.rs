@@ -7,6 +7,7 @@ mod bench_console;
 mod bench_coverage;
 mod bench_hardening;
 mod bench_ladder;
+mod bench_objects;
 mod bench_promote;
 mod bench_selection;
 mod bench_source;

@@ -689,6 +689,18 @@ async fn store_artifacts(
     Ok(Ok(stored))
 }
 
+/// Copies the file at `path` to `key` as an artifact is kept (one `put` up to 8 MiB, parts of
+/// 1 MiB, 4 in flight, above), returning how many bytes were copied.
+pub async fn store_file(objects: &dyn ObjectStore, key: &str, path: &Path) -> Result<u64, AdapterRunError> {
+    let read_err = |source| AdapterRunError::ReadArtifact {
+        path: path.display().to_string(),
+        source,
+    };
+    let file = tokio::fs::File::open(path).await.map_err(read_err)?;
+    let size = file.metadata().await.map_err(read_err)?.len();
+    upload(objects, &ObjectPath::from(key), &path.display().to_string(), file, size).await
+}
+
 /// Copies `size` bytes of `file` to `key`, returning how many were copied.
 async fn upload(
     objects: &dyn ObjectStore,
