@@ -65,10 +65,15 @@ pub struct Storage {
 #[derive(Debug, Clone, clap::Args)]
 pub struct SandboxGitArgs {
     /// The API's `/git/` listener as a Sandbox sees it, e.g. `http://belay-git:8080`.
-    #[arg(long, env = "BELAY_SANDBOX_GIT_URL")]
+    #[arg(long, env = "BELAY_SANDBOX_GIT_URL", num_args = 0..=1)]
     pub sandbox_git_url: Option<String>,
     /// Signs repository tokens; the same secret as the API's.
-    #[arg(long = "git-token-secret", env = "BELAY_GIT_TOKEN_SECRET", hide_env_values = true)]
+    #[arg(
+        long = "git-token-secret",
+        env = "BELAY_GIT_TOKEN_SECRET",
+        hide_env_values = true,
+        num_args = 0..=1
+    )]
     pub git_token_secret: Option<String>,
 }
 

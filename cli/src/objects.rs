@@ -16,48 +16,44 @@ use std::sync::Arc;
 pub struct ObjectStoreArgs {
     /// The object store: a directory, `file://PATH` or `s3://BUCKET[/PREFIX]` (default:
     /// DATA_DIR/objects).
-    #[arg(long, env = "BELAY_OBJECT_STORE")]
+    #[arg(long, env = "BELAY_OBJECT_STORE", num_args = 0..=1)]
     pub object_store: Option<String>,
     #[command(flatten)]
     pub s3: S3Args,
 }
 
-/// How to reach an `s3://` object store: the variables the AWS CLI and SDKs read.
+/// How to reach an `s3://` object store: the variables the AWS CLI and SDKs read. A variable set
+/// but empty counts as unset (`num_args = 0..=1`), as it does for those tools.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct S3Args {
     /// The S3 endpoint (`https://…`; MinIO, R2 or any S3-compatible store), default AWS's for the
     /// region. AWS_ENDPOINT_URL_S3 takes precedence over AWS_ENDPOINT_URL. An `http://` endpoint
     /// is plain text, and only ever used when named so.
-    #[arg(long = "s3-endpoint", env = "AWS_ENDPOINT_URL")]
+    #[arg(long = "s3-endpoint", env = "AWS_ENDPOINT_URL", num_args = 0..=1)]
     pub endpoint: Option<String>,
-    #[arg(long = "s3-endpoint-s3", env = "AWS_ENDPOINT_URL_S3", hide = true)]
+    #[arg(long = "s3-endpoint-s3", env = "AWS_ENDPOINT_URL_S3", hide = true, num_args = 0..=1)]
     pub endpoint_s3: Option<String>,
     /// The bucket's region (AWS_REGION, else AWS_DEFAULT_REGION; `us-east-1` when neither is set;
     /// R2 takes `auto`).
-    #[arg(long = "s3-region", env = "AWS_REGION")]
+    #[arg(long = "s3-region", env = "AWS_REGION", num_args = 0..=1)]
     pub region: Option<String>,
-    #[arg(long = "s3-default-region", env = "AWS_DEFAULT_REGION", hide = true)]
+    #[arg(long = "s3-default-region", env = "AWS_DEFAULT_REGION", hide = true, num_args = 0..=1)]
     pub default_region: Option<String>,
     /// The access key; without it (and the secret) the backend's own chain applies: web
     /// identity (AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN), then instance metadata.
-    #[arg(long = "s3-access-key-id", env = "AWS_ACCESS_KEY_ID")]
+    #[arg(long = "s3-access-key-id", env = "AWS_ACCESS_KEY_ID", num_args = 0..=1)]
     pub access_key_id: Option<String>,
-    #[arg(long = "s3-secret-access-key", env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
+    #[arg(long = "s3-secret-access-key", env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true, num_args = 0..=1)]
     pub secret_access_key: Option<String>,
-    #[arg(long = "s3-session-token", env = "AWS_SESSION_TOKEN", hide_env_values = true)]
+    #[arg(long = "s3-session-token", env = "AWS_SESSION_TOKEN", hide_env_values = true, num_args = 0..=1)]
     pub session_token: Option<String>,
-    /// Virtual-hosted-style requests (`https://BUCKET.endpoint/KEY`); path-style
+    /// `true` for virtual-hosted-style requests (`https://BUCKET.endpoint/KEY`); path-style
     /// (`https://endpoint/BUCKET/KEY`, what MinIO and most S3-compatible stores want) by default.
-    #[arg(
-        long = "s3-virtual-hosted-style",
-        env = "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
-    pub virtual_hosted_style: bool,
+    #[arg(long = "s3-virtual-hosted-style", env = "AWS_VIRTUAL_HOSTED_STYLE_REQUEST", num_args = 0..=1)]
+    pub virtual_hosted_style: Option<String>,
     /// A PEM bundle of further CA certificates to trust for the S3 endpoint, besides the
     /// platform's roots (a private CA in front of MinIO, say).
-    #[arg(long = "s3-ca-bundle", env = "AWS_CA_BUNDLE")]
+    #[arg(long = "s3-ca-bundle", env = "AWS_CA_BUNDLE", num_args = 0..=1)]
     pub ca_bundle: Option<PathBuf>,
 }
 
@@ -76,9 +72,6 @@ impl Location {
     /// an unknown scheme is refused rather than taken for a directory named `s3:` or `gs:`.
     pub fn parse(value: &str) -> Result<Location, String> {
         let value = value.trim();
-        if value.is_empty() {
-            return Err(format!("BELAY_OBJECT_STORE is empty; expected {FORMS}"));
-        }
         let Some((scheme, rest)) = split_scheme(value) else {
             return Ok(Location::Dir(PathBuf::from(value)));
         };
@@ -147,7 +140,7 @@ fn check_bucket(bucket: &str) -> Result<(), String> {
 impl ObjectStoreArgs {
     /// Where the objects are: `BELAY_OBJECT_STORE`, else `data_dir/objects`.
     pub fn location(&self, data_dir: &Path) -> anyhow::Result<Location> {
-        match &self.object_store {
+        match set(&self.object_store) {
             Some(value) => Location::parse(value).map_err(anyhow::Error::msg),
             None => Ok(Location::Dir(data_dir.join("objects"))),
         }
@@ -173,28 +166,25 @@ impl ObjectStoreArgs {
 impl S3Args {
     /// The endpoint in force: AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL.
     fn endpoint(&self) -> Option<&str> {
-        [&self.endpoint_s3, &self.endpoint]
-            .into_iter()
-            .flatten()
-            .map(|e| e.trim())
-            .find(|e| !e.is_empty())
+        set(&self.endpoint_s3).or(set(&self.endpoint))
     }
 
     /// The region in force: AWS_REGION, else AWS_DEFAULT_REGION.
     fn region(&self) -> Option<&str> {
-        [&self.region, &self.default_region]
-            .into_iter()
-            .flatten()
-            .map(|r| r.trim())
-            .find(|r| !r.is_empty())
+        set(&self.region).or(set(&self.default_region))
     }
 
     /// The S3 backend for `bucket`.
     pub fn build(&self, bucket: &str) -> anyhow::Result<object_store::aws::AmazonS3> {
         let mut options = object_store::ClientOptions::new();
+        let virtual_hosted = match set(&self.virtual_hosted_style).map(str::to_ascii_lowercase).as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => anyhow::bail!("AWS_VIRTUAL_HOSTED_STYLE_REQUEST {other:?}: expected true or false"),
+        };
         let mut builder = AmazonS3Builder::new()
             .with_bucket_name(bucket)
-            .with_virtual_hosted_style_request(self.virtual_hosted_style);
+            .with_virtual_hosted_style_request(virtual_hosted);
         if let Some(endpoint) = self.endpoint() {
             let scheme = endpoint.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
             match scheme.as_deref() {
@@ -210,22 +200,18 @@ impl S3Args {
         if let Some(region) = self.region() {
             builder = builder.with_region(region);
         }
-        match (&self.access_key_id, &self.secret_access_key) {
-            (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {
+        match (set(&self.access_key_id), set(&self.secret_access_key)) {
+            (Some(id), Some(secret)) => {
                 builder = builder.with_access_key_id(id).with_secret_access_key(secret);
-                if let Some(token) = self.session_token.as_deref().filter(|t| !t.is_empty()) {
+                if let Some(token) = set(&self.session_token) {
                     builder = builder.with_token(token);
                 }
             }
-            (Some(id), _) if !id.is_empty() => {
-                anyhow::bail!("AWS_SECRET_ACCESS_KEY is unset: AWS_ACCESS_KEY_ID needs its secret")
-            }
-            (_, Some(secret)) if !secret.is_empty() => {
-                anyhow::bail!("AWS_ACCESS_KEY_ID is unset: AWS_SECRET_ACCESS_KEY needs its key id")
-            }
-            _ => {}
+            (Some(_), None) => anyhow::bail!("AWS_SECRET_ACCESS_KEY is unset: AWS_ACCESS_KEY_ID needs its secret"),
+            (None, Some(_)) => anyhow::bail!("AWS_ACCESS_KEY_ID is unset: AWS_SECRET_ACCESS_KEY needs its key id"),
+            (None, None) => {}
         }
-        if let Some(path) = &self.ca_bundle {
+        if let Some(path) = self.ca_bundle.as_ref().filter(|p| !p.as_os_str().is_empty()) {
             let pem = std::fs::read(path)
                 .map_err(|e| anyhow::anyhow!("AWS_CA_BUNDLE {}: cannot be read ({e})", path.display()))?;
             let certs = object_store::Certificate::from_pem_bundle(&pem)
@@ -244,6 +230,11 @@ impl S3Args {
             .build()
             .map_err(|e| anyhow::anyhow!("BELAY_OBJECT_STORE s3://{bucket}: {e}"))
     }
+}
+
+/// A variable's value, `None` when unset or blank.
+fn set(value: &Option<String>) -> Option<&str> {
+    value.as_deref().map(str::trim).filter(|v| !v.is_empty())
 }
 
 /// The filesystem store rooted at `dir`, created when missing.
@@ -337,6 +328,31 @@ mod tests {
         };
         assert_eq!(args.endpoint(), Some("https://s3.example"));
         assert_eq!(args.region(), Some("eu-west-1"));
+    }
+
+    #[test]
+    fn an_empty_variable_counts_as_unset() {
+        let args = ObjectStoreArgs {
+            object_store: Some(" ".into()),
+            s3: S3Args {
+                ca_bundle: Some("".into()),
+                virtual_hosted_style: Some("".into()),
+                region: Some("".into()),
+                access_key_id: Some("".into()),
+                ..Default::default()
+            },
+        };
+        assert_eq!(
+            args.location(Path::new("/d")).unwrap(),
+            Location::Dir("/d/objects".into())
+        );
+        args.s3.build("belay-objects").unwrap();
+        let bad = S3Args {
+            virtual_hosted_style: Some("yes please".into()),
+            ..Default::default()
+        };
+        let e = bad.build("belay-objects").unwrap_err().to_string();
+        assert!(e.starts_with("AWS_VIRTUAL_HOSTED_STYLE_REQUEST"), "{e}");
     }
 
     #[test]

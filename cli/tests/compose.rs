@@ -41,3 +41,68 @@ fn compose_registers_every_search_attribute() {
             .count();
     assert!(waits >= 2, "belay services wait for the registration ({waits} found)");
 }
+
+/// The block of service `name` in compose.yaml's text: its line and every line after it up to
+/// the next service or top-level key.
+fn service<'a>(text: &'a str, name: &str) -> &'a str {
+    let start = text
+        .find(&format!("\n  {name}:\n"))
+        .unwrap_or_else(|| panic!("compose.yaml has no service {name}"))
+        + 1;
+    let rest = &text[start..];
+    let mut end = rest.len();
+    let mut offset = rest.find('\n').map_or(rest.len(), |i| i + 1);
+    for line in rest[offset..].split_inclusive('\n') {
+        let next_service = line.starts_with("  ") && !line[2..].starts_with([' ', '#', '\n']);
+        let top_level = !line.starts_with([' ', '\n', '#']);
+        if next_service || top_level {
+            end = offset;
+            break;
+        }
+        offset += line.len();
+    }
+    &rest[..end]
+}
+
+/// Pools on hosts of their own: only the API (both listeners) and the git pool mount the bare
+/// repositories; every pool reaches objects through BELAY_OBJECT_STORE, whose S3 variables the
+/// shared environment passes on; the harness pool reaches the Docker Engine through the socket
+/// proxy, as the sandbox pool does, for adapters marked `sandbox`.
+#[test]
+fn compose_keeps_repositories_with_the_api_and_the_git_pool_and_objects_behind_a_url() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../compose.yaml");
+    let text = std::fs::read_to_string(&path).expect("compose.yaml");
+    for name in ["belay-api", "belay-git", "belay-worker-git"] {
+        assert!(service(&text, name).contains("- belay-git:/data/git"), "{name}");
+    }
+    for name in [
+        "belay-worker-workflows",
+        "belay-worker-db",
+        "belay-worker-harness",
+        "belay-worker-sandbox",
+        "belay-worker-llm",
+        "belay-worker-browser",
+    ] {
+        assert!(!service(&text, name).contains("- belay-git:"), "{name}");
+    }
+    assert_eq!(text.matches("- belay-git:").count(), 3);
+    for var in [
+        "BELAY_OBJECT_STORE",
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_CA_BUNDLE",
+    ] {
+        assert!(
+            text.contains(&format!("    {var}: ${{{var}:-")),
+            "the shared environment passes {var} on"
+        );
+    }
+    let harness = service(&text, "belay-worker-harness");
+    assert!(
+        harness.contains("DOCKER_HOST: tcp://docker-socket-proxy:2375"),
+        "{harness}"
+    );
+    assert!(harness.contains("- docker-api"), "{harness}");
+}
