@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PROJECT: &str = "proj_bench";
-const BUCKET: &str = "belay-bench";
+pub(crate) const BUCKET: &str = "belay-bench";
 
 /// boto3 against the same server: `n` managed uploads of the file, then `n` reads into memory;
 /// prints each one's seconds.
@@ -38,11 +38,12 @@ for i in range(int(n)):
 print(json.dumps({"write": w, "read": r}))
 "#;
 
-/// moto's S3 server over HTTPS, stopped when dropped.
-struct Moto {
+/// moto's S3 server over HTTPS (its certificate signed by a CA made for the run, bucket
+/// [`BUCKET`] created), stopped when dropped.
+pub(crate) struct Moto {
     child: Child,
-    endpoint: String,
-    ca: PathBuf,
+    pub(crate) endpoint: String,
+    pub(crate) ca: PathBuf,
     python: PathBuf,
 }
 
@@ -62,7 +63,7 @@ fn run(cmd: &mut Command) -> anyhow::Result<String> {
 }
 
 impl Moto {
-    fn start(dir: &Path, server: &Path) -> anyhow::Result<Moto> {
+    pub(crate) fn start(dir: &Path, server: &Path) -> anyhow::Result<Moto> {
         let openssl = |args: &[&str]| run(Command::new("openssl").current_dir(dir).args(args));
         openssl(&[
             "req",
@@ -262,7 +263,7 @@ pub async fn objects(
             ..Default::default()
         },
     };
-    let s3 = args.open(dir.path())?;
+    let s3 = args.open(dir.path(), &[])?;
     let fs = dir_store(&dir.path().join("objects"))?;
     println!(
         "object store: moto_server over HTTPS (a CA made for the run) and the filesystem store, {samples} samples (50 MiB: {})",

@@ -147,12 +147,14 @@ impl ObjectStoreArgs {
     }
 
     /// Opens the object store (a directory is created when missing). Refuses, with one line naming
-    /// the variable, a value belay cannot use.
-    pub fn open(&self, data_dir: &Path) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    /// the variable, a value belay cannot use. An S3 endpoint's certificate is checked against the
+    /// platform's roots, `extra_roots` (DER; the CA bundle every HTTPS client of the process
+    /// trusts) and AWS_CA_BUNDLE.
+    pub fn open(&self, data_dir: &Path, extra_roots: &[Vec<u8>]) -> anyhow::Result<Arc<dyn ObjectStore>> {
         match self.location(data_dir)? {
             Location::Dir(dir) => dir_store(&dir),
             Location::S3 { bucket, prefix } => {
-                let s3 = self.s3.build(&bucket)?;
+                let s3 = self.s3.build(&bucket, extra_roots)?;
                 Ok(if prefix.is_empty() {
                     Arc::new(s3)
                 } else {
@@ -174,9 +176,15 @@ impl S3Args {
         set(&self.region).or(set(&self.default_region))
     }
 
-    /// The S3 backend for `bucket`.
-    pub fn build(&self, bucket: &str) -> anyhow::Result<object_store::aws::AmazonS3> {
+    /// The S3 backend for `bucket`, trusting `extra_roots` (DER) besides the platform's roots and
+    /// AWS_CA_BUNDLE.
+    pub fn build(&self, bucket: &str, extra_roots: &[Vec<u8>]) -> anyhow::Result<object_store::aws::AmazonS3> {
         let mut options = object_store::ClientOptions::new();
+        for der in extra_roots {
+            let cert = object_store::Certificate::from_der(der)
+                .map_err(|e| anyhow::anyhow!("a CA certificate for the S3 endpoint is not DER ({e})"))?;
+            options = options.with_root_certificate(cert);
+        }
         let virtual_hosted = match set(&self.virtual_hosted_style).map(str::to_ascii_lowercase).as_deref() {
             None | Some("false") => false,
             Some("true") => true,
@@ -346,12 +354,12 @@ mod tests {
             args.location(Path::new("/d")).unwrap(),
             Location::Dir("/d/objects".into())
         );
-        args.s3.build("belay-objects").unwrap();
+        args.s3.build("belay-objects", &[]).unwrap();
         let bad = S3Args {
             virtual_hosted_style: Some("yes please".into()),
             ..Default::default()
         };
-        let e = bad.build("belay-objects").unwrap_err().to_string();
+        let e = bad.build("belay-objects", &[]).unwrap_err().to_string();
         assert!(e.starts_with("AWS_VIRTUAL_HOSTED_STYLE_REQUEST"), "{e}");
     }
 
@@ -361,8 +369,53 @@ mod tests {
             access_key_id: Some("AKIA".into()),
             ..Default::default()
         };
-        let e = args.build("belay-objects").unwrap_err().to_string();
+        let e = args.build("belay-objects", &[]).unwrap_err().to_string();
         assert!(e.starts_with("AWS_SECRET_ACCESS_KEY is unset"), "{e}");
+    }
+
+    /// S3 over HTTPS with a private CA (moto's server, a CA made for the test): trusted through
+    /// AWS_CA_BUNDLE or the process's CA bundle, refused without either.
+    #[tokio::test]
+    async fn s3_over_tls_trusts_a_configured_ca_and_nothing_else() {
+        use crate::bench_objects::{BUCKET, Moto, default_moto_server};
+        let dir = tempfile::tempdir().unwrap();
+        let moto = Moto::start(dir.path(), &default_moto_server()).unwrap();
+        let args = |ca_bundle: Option<PathBuf>| ObjectStoreArgs {
+            object_store: Some(format!("s3://{BUCKET}/t")),
+            s3: S3Args {
+                endpoint: Some(moto.endpoint.clone()),
+                access_key_id: Some("k".into()),
+                secret_access_key: Some("s".into()),
+                ca_bundle,
+                ..Default::default()
+            },
+        };
+        let key = object_store::path::Path::from("a/b.txt");
+        let trusted = args(Some(moto.ca.clone())).open(dir.path(), &[]).unwrap();
+        trusted.put(&key, b"hello".to_vec().into()).await.unwrap();
+        let got = trusted.get(&key).await.unwrap().bytes().await.unwrap();
+        assert_eq!(&got[..], b"hello");
+
+        let der = std::process::Command::new("openssl")
+            .args(["x509", "-outform", "DER", "-in"])
+            .arg(&moto.ca)
+            .output()
+            .unwrap()
+            .stdout;
+        let through_the_process_bundle = args(None).open(dir.path(), &[der]).unwrap();
+        let got = through_the_process_bundle
+            .get(&key)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(&got[..], b"hello");
+
+        let untrusted = args(None).open(dir.path(), &[]).unwrap();
+        let e = untrusted.get(&key).await.unwrap_err();
+        assert!(format!("{e:?}").to_lowercase().contains("certificate"), "{e:?}");
+        assert!(!dir.path().join("objects").exists(), "nothing on the disk");
     }
 
     #[test]
@@ -371,7 +424,7 @@ mod tests {
             endpoint: Some("minio:9000".into()),
             ..Default::default()
         };
-        let e = args.build("belay-objects").unwrap_err().to_string();
+        let e = args.build("belay-objects", &[]).unwrap_err().to_string();
         assert!(e.starts_with("AWS_ENDPOINT_URL"), "{e}");
     }
 }

@@ -31,7 +31,7 @@ pub async fn api(
     port: u16,
     git_listen: Option<&str>,
 ) -> anyhow::Result<()> {
-    let objects = storage.objects.open(&storage.data_dir)?;
+    let objects = storage.objects.open(&storage.data_dir, &[])?;
     let store = Store::connect(&conn.database_url).await?;
     let temporal = belay_client::connect(&conn.temporal_address, &conn.namespace, "belay-api").await?;
     let listener = TcpListener::bind((host, port))
@@ -80,7 +80,7 @@ pub async fn worker(
 ) -> anyhow::Result<()> {
     // Everything this worker cannot use stops it here, before it connects or serves anything.
     let pools = Pool::parse_list(pools)?;
-    let objects = storage.objects.open(&storage.data_dir)?;
+    let objects = storage.objects.open(&storage.data_dir, &[])?;
     let sandbox_config = belay_sandbox::SandboxConfig::from_env()?;
     let sandbox = if let Some(pool) = pools.iter().find(|p| matches!(p, Pool::Sandbox | Pool::Browser)) {
         Some(sandbox_deps(pool.name(), sandbox_config.clone(), sandbox_git)?)
