@@ -234,6 +234,23 @@ async fn pools_on_hosts_of_their_own_share_only_the_database_temporal_s3_and_sma
         .await;
     assert_eq!(done["status"], "completed", "{done}");
 
+    // A sandboxed adapter, on the harness pool's host: a one-off container that mounts nothing
+    // of the worker's data directory; its artifact goes to the bucket too.
+    let (s, v) = b
+        .post(
+            "/v1/harnesses",
+            json!({"name": "hs", "maxParallelism": 1, "adapter": {"kind": "script", "timeoutSeconds": 120, "sandbox": true,
+                "script": r#"test -f /.dockerenv && echo boxed > out.txt; printf '{"status":"completed","loaded":true,"artifacts":["out.txt"]}' > "$BELAY_MANIFEST""#}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let boxed = b.launch("hs").await;
+    let boxed_id = boxed["id"].as_str().unwrap().to_owned();
+    let done = b
+        .wait_status(&boxed_id, &["completed", "failed"], Duration::from_secs(120))
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+
     // A project provisioned, a Change verified and promoted (low risk: at once).
     let project = sample_project(&b).await;
     let c = change(
@@ -269,6 +286,7 @@ async fn pools_on_hosts_of_their_own_share_only_the_database_temporal_s3_and_sma
     let starts = |prefix: &str| keys.iter().any(|k| k.starts_with(prefix));
     assert!(keys.iter().all(|k| k.starts_with("deploy-1/")), "{keys:#?}");
     assert!(has(&format!("deploy-1/artifacts/{job_id}/a1/out.txt")), "{keys:#?}");
+    assert!(has(&format!("deploy-1/artifacts/{boxed_id}/a1/out.txt")), "{keys:#?}");
     assert!(
         has(&format!("deploy-1/source/{project}/{tree}/index.json")),
         "{keys:#?}"
