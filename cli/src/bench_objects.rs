@@ -5,162 +5,20 @@
 //! store); and a promotion's source sync (blobs, code manifest, file index) of a 50,000-file tree
 //! on S3 against the filesystem store.
 
-use crate::bench_source::{grow, median, ms};
+use crate::bench_source::{commit_files, grow, median, ms};
+use crate::moto::{Moto, default_moto_server};
 use crate::objects::{ObjectStoreArgs, S3Args, dir_store};
-use anyhow::{Context, bail};
+use anyhow::Context;
 use belay_git::GitService;
 use belay_git::source_objects::SourceObjects;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PROJECT: &str = "proj_bench";
-pub(crate) const BUCKET: &str = "belay-bench";
-
-/// boto3 against the same server: `n` managed uploads of the file, then `n` reads into memory;
-/// prints each one's seconds.
-const BOTO3: &str = r#"
-import boto3, sys, time, json
-endpoint, ca, bucket, path, n, prefix = sys.argv[1:7]
-s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
-                  region_name="us-east-1", verify=ca)
-if n == "create":
-    s3.create_bucket(Bucket=bucket)
-    sys.exit(0)
-w, r = [], []
-for i in range(int(n)):
-    t = time.perf_counter(); s3.upload_file(path, bucket, f"{prefix}/{i}"); w.append(time.perf_counter() - t)
-for i in range(int(n)):
-    t = time.perf_counter(); s3.get_object(Bucket=bucket, Key=f"{prefix}/{i}")["Body"].read(); r.append(time.perf_counter() - t)
-print(json.dumps({"write": w, "read": r}))
-"#;
-
-/// moto's S3 server over HTTPS (its certificate signed by a CA made for the run, bucket
-/// [`BUCKET`] created), stopped when dropped.
-pub(crate) struct Moto {
-    child: Child,
-    pub(crate) endpoint: String,
-    pub(crate) ca: PathBuf,
-    python: PathBuf,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn run(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8(out.stdout)?)
-}
-
-impl Moto {
-    pub(crate) fn start(dir: &Path, server: &Path) -> anyhow::Result<Moto> {
-        let openssl = |args: &[&str]| run(Command::new("openssl").current_dir(dir).args(args));
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=belay-bench-ca",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-        ])?;
-        openssl(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ])?;
-        std::fs::write(dir.join("ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n")?;
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            "ext",
-            "-out",
-            "server.crt",
-        ])?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let log = std::fs::File::create(dir.join("moto.log"))?;
-        let child = Command::new(server)
-            .args([
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-c",
-                "server.crt",
-                "-k",
-                "server.key",
-            ])
-            .current_dir(dir)
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {}", server.display()))?;
-        let moto = Moto {
-            child,
-            endpoint: format!("https://127.0.0.1:{port}"),
-            ca: dir.join("ca.crt"),
-            python: server.with_file_name("python"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            anyhow::ensure!(Instant::now() < deadline, "moto_server did not listen within 30 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        moto.boto3(&["-", "create", "-"])?;
-        Ok(moto)
-    }
-
-    fn boto3(&self, rest: &[&str]) -> anyhow::Result<String> {
-        run(Command::new(&self.python)
-            .args(["-c", BOTO3, &self.endpoint])
-            .arg(&self.ca)
-            .arg(BUCKET)
-            .args(rest))
-    }
-}
-
-/// The moto_server scripts/setup.sh installs (BELAY_TOOLS_DIR, else ~/.cache/belay/tools).
-pub fn default_moto_server() -> PathBuf {
-    let tools = std::env::var_os("BELAY_TOOLS_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/belay/tools")))
-        .unwrap_or_default();
-    tools.join("moto-venv/bin/moto_server")
-}
+const BUCKET: &str = "belay-bench";
 
 /// Deterministic bytes that do not compress.
 fn payload(size: usize) -> Vec<u8> {
@@ -251,7 +109,7 @@ pub async fn objects(
         server.display()
     );
     let dir = tempfile::tempdir()?;
-    let moto = Moto::start(dir.path(), &server)?;
+    let moto = Moto::start(dir.path(), &server, BUCKET)?;
     let args = ObjectStoreArgs {
         object_store: Some(format!("s3://{BUCKET}/belay")),
         s3: S3Args {
@@ -280,6 +138,7 @@ pub async fn objects(
         std::fs::write(&file, payload(size))?;
         let (s3_w, s3_r) = belay_rounds(s3.as_ref(), &file, &format!("artifacts/{size}"), n).await?;
         let boto: serde_json::Value = serde_json::from_str(&moto.boto3(&[
+            "rounds",
             file.to_str().context("path")?,
             &n.to_string(),
             &format!("boto3/{size}"),
@@ -295,34 +154,6 @@ pub async fn objects(
     }
 
     source_sync(dir.path(), files, first_sync, s3, fs).await
-}
-
-/// A commit on `main` changing files 0..n of the grown tree (round `k` of changes).
-fn change_files(repo: &Path, k: usize, n: usize) -> anyhow::Result<String> {
-    use std::io::Write;
-    let mut script = Vec::new();
-    writeln!(
-        script,
-        "commit refs/heads/main\ncommitter b <b@b> 1700000000 +0000\ndata 6\nchange\nfrom refs/heads/main^0"
-    )?;
-    for i in 0..n {
-        let body = format!("// file {i}, change {k}\npub fn f{i}() -> usize {{ {} }}\n", i + k);
-        write!(script, "M 100644 inline src/m0/f{i}.rs\ndata {}\n{body}\n", body.len())?;
-    }
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()?;
-    child.stdin.take().context("stdin")?.write_all(&script)?;
-    anyhow::ensure!(child.wait()?.success(), "git fast-import failed");
-    Ok(run(Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["rev-parse", "refs/heads/main"]))?
-    .trim()
-    .to_owned())
 }
 
 /// A promotion's source sync of a `files`-file tree: the first (every blob stored) and one of a
@@ -349,7 +180,16 @@ async fn source_sync(
     // Five promotions' worth of commits, each changing 10 files of the one before.
     let mut chain = Vec::new();
     for k in 0..5 {
-        let commit = change_files(&canonical, k, 10)?;
+        let commit = commit_files(
+            &canonical,
+            "change",
+            (0..10).map(|i| {
+                (
+                    format!("src/m0/f{i}.rs"),
+                    format!("// file {i}, change {k}\npub fn f{i}() -> usize {{ {} }}\n", i + k),
+                )
+            }),
+        )?;
         chain.push((
             svc.tree_of(PROJECT, &commit).await?,
             svc.file_index(PROJECT, &commit).await?,

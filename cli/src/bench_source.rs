@@ -39,19 +39,33 @@ pub(crate) fn clone_bare(from: &Path, to: &Path) -> anyhow::Result<()> {
 
 /// Adds `files` small source files to canonical `main` in one commit (git fast-import).
 pub(crate) fn grow(repo: &Path, files: usize) -> anyhow::Result<String> {
+    commit_files(
+        repo,
+        "grow",
+        (0..files).map(|i| {
+            (
+                format!("src/m{}/f{i}.rs", i / 500),
+                format!("// file {i}\npub fn f{i}() -> usize {{ {i} }}\n"),
+            )
+        }),
+    )
+}
+
+/// Commits `files` (path, contents) on top of `main` in one commit (git fast-import); the new
+/// `main`.
+pub(crate) fn commit_files(
+    repo: &Path,
+    message: &str,
+    files: impl IntoIterator<Item = (String, String)>,
+) -> anyhow::Result<String> {
     let mut script = Vec::new();
     writeln!(
         script,
-        "commit refs/heads/main\ncommitter b <b@b> 1700000000 +0000\ndata 4\ngrow\nfrom refs/heads/main^0"
+        "commit refs/heads/main\ncommitter b <b@b> 1700000000 +0000\ndata {}\n{message}\nfrom refs/heads/main^0",
+        message.len()
     )?;
-    for i in 0..files {
-        let body = format!("// file {i}\npub fn f{i}() -> usize {{ {i} }}\n");
-        write!(
-            script,
-            "M 100644 inline src/m{}/f{i}.rs\ndata {}\n{body}\n",
-            i / 500,
-            body.len()
-        )?;
+    for (path, body) in files {
+        write!(script, "M 100644 inline {path}\ndata {}\n{body}\n", body.len())?;
     }
     let mut child = Command::new("git")
         .arg("-C")

@@ -14,6 +14,7 @@ mod bench_source;
 mod bench_verify;
 mod demo;
 mod dev;
+mod moto;
 mod objects;
 mod serve;
 mod temporal;

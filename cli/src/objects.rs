@@ -377,11 +377,11 @@ mod tests {
     /// AWS_CA_BUNDLE or the process's CA bundle, refused without either.
     #[tokio::test]
     async fn s3_over_tls_trusts_a_configured_ca_and_nothing_else() {
-        use crate::bench_objects::{BUCKET, Moto, default_moto_server};
+        use crate::moto::{Moto, default_moto_server};
         let dir = tempfile::tempdir().unwrap();
-        let moto = Moto::start(dir.path(), &default_moto_server()).unwrap();
+        let moto = Moto::start(dir.path(), &default_moto_server(), "belay-objects").unwrap();
         let args = |ca_bundle: Option<PathBuf>| ObjectStoreArgs {
-            object_store: Some(format!("s3://{BUCKET}/t")),
+            object_store: Some(format!("s3://{}/t", moto.bucket)),
             s3: S3Args {
                 endpoint: Some(moto.endpoint.clone()),
                 access_key_id: Some("k".into()),
@@ -395,6 +395,11 @@ mod tests {
         trusted.put(&key, b"hello".to_vec().into()).await.unwrap();
         let got = trusted.get(&key).await.unwrap().bytes().await.unwrap();
         assert_eq!(&got[..], b"hello");
+        assert_eq!(
+            moto.keys().unwrap(),
+            vec!["t/a/b.txt".to_owned()],
+            "under the prefix, in the bucket"
+        );
 
         let der = std::process::Command::new("openssl")
             .args(["x509", "-outform", "DER", "-in"])

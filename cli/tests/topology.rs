@@ -6,176 +6,42 @@
 mod common;
 
 use common::sample::{change, git, repo, sample_project, start_verification, task, wait_candidate, write};
-use common::{BELAY, Belay, free_port, wait_for};
+use common::{BELAY, Belay, wait_for};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// moto's S3 server (`moto_server`): BELAY_MOTO_SERVER, else the one scripts/setup.sh installs.
-fn moto_server() -> PathBuf {
-    if let Ok(p) = std::env::var("BELAY_MOTO_SERVER") {
-        return PathBuf::from(p);
-    }
-    let tools = std::env::var("BELAY_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/belay/tools"));
-    let bin = tools.join("moto-venv/bin/moto_server");
-    assert!(
-        bin.is_file(),
-        "no moto_server at {}: run scripts/setup.sh (it installs moto[server]) or set BELAY_MOTO_SERVER",
-        bin.display()
-    );
-    bin
-}
+#[path = "../src/moto.rs"]
+mod moto;
 
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// An S3-compatible server over HTTPS, its certificate signed by a CA made here; stopped (by pid)
-/// when dropped.
-struct S3 {
-    process: Child,
-    dir: tempfile::TempDir,
-    endpoint: String,
-    bucket: String,
-}
-
-impl Drop for S3 {
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
-}
-
-const LIST_KEYS: &str = r#"
-import boto3, sys
-s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="test", aws_secret_access_key="test",
-                  region_name="us-east-1", verify=sys.argv[2])
-if sys.argv[4] == "create":
-    s3.create_bucket(Bucket=sys.argv[3])
-else:
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=sys.argv[3]):
-        for o in page.get("Contents", []):
-            print(o["Key"])
-"#;
+/// moto's S3 server for this test (BELAY_MOTO_SERVER, else the one scripts/setup.sh installs),
+/// and the directory of its certificates, removed after it stops.
+struct S3(moto::Moto, #[allow(dead_code)] tempfile::TempDir);
 
 impl S3 {
     fn start(bucket: &str) -> S3 {
+        let server = std::env::var_os("BELAY_MOTO_SERVER")
+            .map(PathBuf::from)
+            .unwrap_or_else(moto::default_moto_server);
         let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        let openssl = |args: &[&str]| run(Command::new("openssl").current_dir(d).args(args));
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=belay-test-ca",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-        ]);
-        openssl(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ]);
-        std::fs::write(d.join("ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            "ext",
-            "-out",
-            "server.crt",
-        ]);
-        let port = free_port();
-        let log = std::fs::File::create(d.join("moto.log")).unwrap();
-        let process = Command::new(moto_server())
-            .args([
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-c",
-                "server.crt",
-                "-k",
-                "server.key",
-            ])
-            .current_dir(d)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let s3 = S3 {
-            process,
-            dir,
-            endpoint: format!("https://127.0.0.1:{port}"),
-            bucket: bucket.to_owned(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "moto_server did not listen");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        s3.boto("create");
-        s3
+        let moto = moto::Moto::start(dir.path(), &server, bucket).unwrap();
+        S3(moto, dir)
     }
 
-    fn ca(&self) -> PathBuf {
-        self.dir.path().join("ca.crt")
-    }
-
-    fn boto(&self, what: &str) -> String {
-        let python = moto_server().parent().unwrap().join("python");
-        run(Command::new(python)
-            .args(["-c", LIST_KEYS, &self.endpoint])
-            .arg(self.ca())
-            .args([&self.bucket, what]))
-    }
-
-    /// Every key in the bucket.
     fn keys(&self) -> Vec<String> {
-        self.boto("list").lines().map(str::to_owned).collect()
+        self.0.keys().unwrap()
     }
 
     /// What a belay process needs to keep its objects under `prefix` of the bucket.
     fn env(&self, prefix: &str) -> Vec<(String, String)> {
         [
-            ("BELAY_OBJECT_STORE", format!("s3://{}/{prefix}", self.bucket)),
-            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("BELAY_OBJECT_STORE", format!("s3://{}/{prefix}", self.0.bucket)),
+            ("AWS_ENDPOINT_URL", self.0.endpoint.clone()),
             ("AWS_REGION", "us-east-1".to_owned()),
             ("AWS_ACCESS_KEY_ID", "test".to_owned()),
             ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
-            ("AWS_CA_BUNDLE", self.ca().display().to_string()),
+            ("AWS_CA_BUNDLE", self.0.ca.display().to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
