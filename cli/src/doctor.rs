@@ -223,14 +223,16 @@ fn tonic_request<T>(message: T) -> temporalio_client::tonic::Request<T> {
 
 async fn objects(storage: &Storage, http_roots: &anyhow::Result<Vec<Vec<u8>>>) -> Outcome {
     use object_store::{ObjectStore, PutPayload, path::Path};
-    let roots = match http_roots {
-        Ok(r) => r.as_slice(),
+    let (location, s3) = match storage.objects.location(&storage.data_dir) {
+        Ok(crate::objects::Location::Dir(dir)) => (format!("directory {}", dir.display()), false),
+        Ok(crate::objects::Location::S3 { bucket, prefix }) => (format!("s3://{bucket}/{prefix}"), true),
         Err(e) => return fail(format!("{e:#}")),
     };
-    let location = match storage.objects.location(&storage.data_dir) {
-        Ok(crate::objects::Location::Dir(dir)) => format!("directory {}", dir.display()),
-        Ok(crate::objects::Location::S3 { bucket, prefix }) => format!("s3://{bucket}/{prefix}"),
-        Err(e) => return fail(format!("{e:#}")),
+    // The CA bundle matters only to an S3 endpoint.
+    let roots = match (http_roots, s3) {
+        (Ok(r), true) => r.as_slice(),
+        (Err(e), true) => return fail(format!("{e:#}")),
+        (_, false) => &[],
     };
     let store = match storage.objects.open(&storage.data_dir, roots) {
         Ok(s) => s,

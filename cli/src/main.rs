@@ -213,10 +213,27 @@ async fn main() -> std::process::ExitCode {
     match run(Cli::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, joined with `: `, a cause already said (errors that print
+/// their source inline) said once.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -252,7 +269,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Doctor(args) => doctor::run(args).await,
         Command::Migrate { database_url } => {
             tls::check_database_url(&database_url)?;
-            let store = belay_store::Store::connect(&database_url).await?;
+            let store = belay_store::Store::connect(&database_url)
+                .await
+                .context("DATABASE_URL: cannot connect")?;
             let n = store.migrate().await?;
             println!("applied {n} migration(s)");
             Ok(())
@@ -286,5 +305,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Bench { command } => bench::run(command).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every command's arguments are well formed (unique names, valid defaults).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

@@ -33,7 +33,9 @@ pub async fn api(
 ) -> anyhow::Result<()> {
     let checked = conn.check()?;
     let objects = storage.objects.open(&storage.data_dir, &checked.http_roots)?;
-    let store = Store::connect(&conn.database_url).await?;
+    let store = Store::connect(&conn.database_url)
+        .await
+        .context("DATABASE_URL: cannot connect")?;
     let temporal = conn.temporal(&checked, "belay-api").await?;
     let listener = TcpListener::bind((host, port))
         .await
@@ -92,7 +94,9 @@ pub async fn worker(
     } else {
         None
     };
-    let store = Store::connect(&conn.database_url).await?;
+    let store = Store::connect(&conn.database_url)
+        .await
+        .context("DATABASE_URL: cannot connect")?;
     let client = conn
         .temporal(&checked, &format!("belay-worker@{}", std::process::id()))
         .await?;

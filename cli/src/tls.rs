@@ -38,23 +38,24 @@ impl HttpTlsArgs {
 pub struct TemporalTlsArgs {
     /// `true` to connect over TLS (implied by any option below or an https:// address), `false`
     /// for plain text (the dev server).
-    #[arg(long = "temporal-tls", env = "BELAY_TEMPORAL_TLS", num_args = 0..=1)]
+    #[arg(id = "temporal_tls", long = "temporal-tls", env = "BELAY_TEMPORAL_TLS", num_args = 0..=1)]
     pub tls: Option<String>,
     /// The CA certificate(s) (PEM) the frontend's certificate is checked against, in place of
     /// the platform's roots.
-    #[arg(long = "temporal-ca-file", env = "BELAY_TEMPORAL_CA_FILE", num_args = 0..=1)]
+    #[arg(id = "temporal_ca_file", long = "temporal-ca-file", env = "BELAY_TEMPORAL_CA_FILE", num_args = 0..=1)]
     pub ca_file: Option<PathBuf>,
     /// The client certificate (PEM) for mTLS; needs BELAY_TEMPORAL_KEY_FILE.
-    #[arg(long = "temporal-cert-file", env = "BELAY_TEMPORAL_CERT_FILE", num_args = 0..=1)]
+    #[arg(id = "temporal_cert_file", long = "temporal-cert-file", env = "BELAY_TEMPORAL_CERT_FILE", num_args = 0..=1)]
     pub cert_file: Option<PathBuf>,
     /// The client certificate's private key (PEM) for mTLS; needs BELAY_TEMPORAL_CERT_FILE.
-    #[arg(long = "temporal-key-file", env = "BELAY_TEMPORAL_KEY_FILE", num_args = 0..=1)]
+    #[arg(id = "temporal_key_file", long = "temporal-key-file", env = "BELAY_TEMPORAL_KEY_FILE", num_args = 0..=1)]
     pub key_file: Option<PathBuf>,
     /// The name the frontend's certificate is checked against, when it is not the address's host.
-    #[arg(long = "temporal-server-name", env = "BELAY_TEMPORAL_SERVER_NAME", num_args = 0..=1)]
+    #[arg(id = "temporal_server_name", long = "temporal-server-name", env = "BELAY_TEMPORAL_SERVER_NAME", num_args = 0..=1)]
     pub server_name: Option<String>,
     /// An API key, sent as `Authorization: Bearer` over TLS (Temporal Cloud).
     #[arg(
+        id = "temporal_api_key",
         long = "temporal-api-key",
         env = "BELAY_TEMPORAL_API_KEY",
         hide_env_values = true,
