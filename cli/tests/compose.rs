@@ -107,15 +107,16 @@ fn compose_keeps_repositories_with_the_api_and_the_git_pool_and_objects_behind_a
     assert!(harness.contains("- docker-api"), "{harness}");
 }
 
-/// The llm pool gets the key under the one name belay reads, and every service gets the TLS
-/// settings: a managed database's URL, Temporal's TLS, mTLS and API key, the extra CA bundle.
+/// The llm pool gets the key under the one name belay reads (from `.env`'s ANTHROPIC_API_KEY),
+/// and every service gets the TLS settings: a managed database's URL, Temporal's TLS, mTLS and
+/// API key, the extra CA bundle.
 #[test]
 fn compose_passes_the_model_key_under_belays_name_and_the_tls_settings() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../compose.yaml");
     let text = std::fs::read_to_string(&path).expect("compose.yaml");
     let llm = service(&text, "belay-worker-llm");
     assert!(
-        llm.contains("      BELAY_ANTHROPIC_API_KEY: ${BELAY_ANTHROPIC_API_KEY:-}"),
+        llm.contains("      BELAY_ANTHROPIC_API_KEY: ${ANTHROPIC_API_KEY:-}"),
         "{llm}"
     );
     let bare_key = text
