@@ -305,6 +305,25 @@ impl Belay {
         b
     }
 
+    /// A temp dir and a Temporal dev server in it, for a test that puts something in front of the
+    /// server before belay starts ([`Belay::start_on_temporal`]).
+    pub fn temporal_first() -> (tempfile::TempDir, Temporal) {
+        let dir = tempfile::tempdir().unwrap();
+        let temporal = Temporal::start(dir.path());
+        (dir, temporal)
+    }
+
+    /// belay on a fresh SQLite database and the given Temporal server, its processes given `env`
+    /// (which may name another `BELAY_TEMPORAL_ADDRESS`).
+    pub async fn start_on_temporal(dir: tempfile::TempDir, temporal: Temporal, env: &[(&str, &str)]) -> Belay {
+        let database_url = format!("sqlite:{}", dir.path().join("belay.db").display());
+        let extra = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut b = Self::prepare(dir, temporal, database_url, extra, None);
+        b.start_api().await;
+        b.start_worker().await;
+        b
+    }
+
     async fn start_on(dir: tempfile::TempDir, database_url: String, extra_env: Vec<(String, String)>) -> Belay {
         Self::start_full(dir, database_url, extra_env, None).await
     }
