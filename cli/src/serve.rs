@@ -48,6 +48,7 @@ pub async fn api(
             )
         }),
         objects,
+        auth: Default::default(),
     };
     let git_only = match git_listen {
         Some(addr) => {
