@@ -56,11 +56,10 @@ pub struct AccountInput {
     /// 1 to 200 characters, not blank.
     pub name: String,
     /// `operator` or `member` (the default).
-    #[schema(value_type = Option<String>, example = "member")]
     pub role: Option<RoleWord>,
 }
 
-/// A role as a request names it.
+/// A role as a request names it: `operator` or `member`.
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RoleWord {
@@ -119,7 +118,6 @@ pub async fn list(Caller(a): Caller, State(s): State<AppState>) -> ApiResult<Jso
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccountUpdate {
-    #[schema(value_type = Option<String>, example = "operator")]
     pub role: Option<RoleWord>,
     pub disabled: Option<bool>,
 }
