@@ -124,6 +124,7 @@ async fn run_with_server(
         temporal: client,
         git: Some(belay_api::GitConfig::new(data_dir.join("git").join("belay"), secret)),
         objects: dir_store(&data_dir.join("objects"))?,
+        auth: crate::serve::auth_guard()?,
     };
     let sandbox_line = match sandbox {
         Ok((deps, gateway)) => {

@@ -1,7 +1,9 @@
 //! `belay`: the one binary. `belay dev` runs everything on one machine; `belay api`,
 //! `belay worker` and `belay migrate` are the production processes; `belay bench` measures.
 
+mod account_token;
 mod bench;
+mod bench_auth;
 mod bench_browser;
 mod bench_console;
 mod bench_coverage;
@@ -195,6 +197,11 @@ enum AccountCommand {
         #[arg(long)]
         operator: bool,
     },
+    /// Your account's tokens, through the API: make, list and revoke them.
+    Token {
+        #[command(subcommand)]
+        command: account_token::TokenCommand,
+    },
 }
 
 fn init_tracing() {
@@ -304,6 +311,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{token}");
             Ok(())
         }
+        Command::Account {
+            command: AccountCommand::Token { command },
+        } => account_token::run(command).await,
         Command::Bench { command } => bench::run(command).await,
     }
 }

@@ -51,6 +51,7 @@ pub async fn api(
             )
         }),
         objects,
+        auth: auth_guard()?,
     };
     let git_only = match git_listen {
         Some(addr) => {
@@ -165,4 +166,20 @@ pub fn sandbox_git(pool: &str, git: &SandboxGitArgs) -> anyhow::Result<belay_san
         url: url.trim_end_matches('/').to_owned(),
         token_secret: secret.as_bytes().to_vec(),
     })
+}
+
+/// The API's bound on failed authentication (decision 0042). `BELAY_AUTH_FAILURES_FREE` (10):
+/// failures from one address answered at once in a window, before the slowed ones and the 429s;
+/// the API fuzz raises it, so that its requests with bad credentials test the answers rather than
+/// the bound (which a test of its own covers).
+pub fn auth_guard() -> anyhow::Result<belay_api::auth::AuthGuard> {
+    let mut bound = belay_domain::api_token::FailureBound::default();
+    if let Ok(v) = std::env::var("BELAY_AUTH_FAILURES_FREE")
+        && !v.is_empty()
+    {
+        bound.free = v
+            .parse()
+            .map_err(|_| anyhow::anyhow!("BELAY_AUTH_FAILURES_FREE {v:?} is not a whole number"))?;
+    }
+    Ok(belay_api::auth::AuthGuard::new(bound, true))
 }

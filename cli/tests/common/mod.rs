@@ -500,6 +500,29 @@ impl Belay {
         let _ = p.wait();
     }
 
+    /// Starts another `belay api` process over the same database and Temporal server (stopped
+    /// when the value is dropped); its base URL is [`SecondApi::url`].
+    pub async fn start_second_api(&self) -> SecondApi {
+        let port = free_port();
+        let log = std::fs::File::create(self.dir.path().join(format!("api-{port}.log"))).unwrap();
+        let mut cmd = Command::new(BELAY);
+        self.env(&mut cmd);
+        cmd.args(["api", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log);
+        let process = Proc(cmd.spawn().unwrap());
+        let url = format!("http://127.0.0.1:{port}");
+        let http = self.http.clone();
+        let probe = url.clone();
+        wait_for("the second API to answer", Duration::from_secs(60), || {
+            let http = http.clone();
+            let url = probe.clone();
+            async move { http.get(format!("{url}/v1/healthz")).send().await.is_ok() }
+        })
+        .await;
+        SecondApi { _process: process, url }
+    }
+
     pub async fn request(&self, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, Value) {
         let mut r = self
             .http
@@ -609,6 +632,12 @@ pub async fn ready_project(b: &Belay, name: &str) -> String {
         assert!(p["status"] != "failed" && Instant::now() < deadline, "{p}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A further `belay api` process ([`Belay::start_second_api`]).
+pub struct SecondApi {
+    _process: Proc,
+    pub url: String,
 }
 
 /// A member account's token.
