@@ -155,7 +155,9 @@ impl Store {
         belay_domain::validation::check_text("name", name, belay_domain::api_token::MAX_TOKEN_NAME)?;
         belay_domain::api_token::check_lifetime(expires_in_seconds)?;
         let expires_at = expires_in_seconds.map(|s| now_ms() + s * 1000);
-        let mut tx = self.pool().begin().await?;
+        // It reads the account before it writes: on SQLite it must hold the write lock from the
+        // start, or a writer committing in between makes it fail rather than wait.
+        let mut tx = self.begin_write().await?;
         let exists = sqlx::query("select 1 from accounts where id = $1")
             .bind(account_id)
             .fetch_optional(&mut *tx)
