@@ -8,6 +8,8 @@
 # Environment:
 #   BELAY_PG_DIR   the cluster's data directory (default /var/tmp/belay-pg)
 #   BELAY_PG_PORT  the port (default 55432)
+#   BELAY_PG_SSL_CERT, BELAY_PG_SSL_KEY  a server certificate and key (PEM): the server starts
+#                  with ssl=on serving them (copied into the data directory, the key mode 600)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -59,9 +61,19 @@ if belay_as_pg_owner "$bindir/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
         || belay_die "the cluster in $dir is running on port $running_port, not $port; stop it with scripts/pg-stop.sh"
     belay_log "pg-start: already running in $dir"
 else
-    belay_log "pg-start: starting PostgreSQL $major on 127.0.0.1:$port (data $dir)"
+    ssl=""
+    if [ -n "${BELAY_PG_SSL_CERT:-}" ] || [ -n "${BELAY_PG_SSL_KEY:-}" ]; then
+        [ -r "${BELAY_PG_SSL_CERT:-}" ] || belay_die "BELAY_PG_SSL_CERT must name a readable certificate file"
+        [ -r "${BELAY_PG_SSL_KEY:-}" ] || belay_die "BELAY_PG_SSL_KEY must name a readable key file"
+        owner=()
+        [ "$(id -u)" -eq 0 ] && owner=(-o postgres -g postgres)
+        install -m 644 "${owner[@]}" "$BELAY_PG_SSL_CERT" "$dir/server.crt"
+        install -m 600 "${owner[@]}" "$BELAY_PG_SSL_KEY" "$dir/server.key"
+        ssl=" -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key"
+    fi
+    belay_log "pg-start: starting PostgreSQL $major on 127.0.0.1:$port (data $dir)${ssl:+ with TLS}"
     belay_as_pg_owner "$bindir/pg_ctl" -D "$dir" -l "$dir/postgres.log" -w -t 60 \
-        -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir -c fsync=off -c max_connections=300 -c shared_buffers=128MB" \
+        -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir -c fsync=off -c max_connections=300 -c shared_buffers=128MB$ssl" \
         start >&2 \
         || { tail -n 20 "$dir/postgres.log" >&2 || true; belay_die "PostgreSQL did not start"; }
 fi

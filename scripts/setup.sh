@@ -72,6 +72,20 @@ else
     belay_log "setup: postgresql installed in $pg_bindir"
 fi
 
+# openssl makes the test CAs (at test time, never committed) and nginx (Debian's nginx-light, which
+# has the gRPC proxy module) stands in front of the Temporal dev server with TLS, mTLS and an API
+# key in the TLS tests.
+if command -v openssl >/dev/null 2>&1; then
+    belay_log "setup: openssl found"
+else
+    apt_install openssl
+fi
+if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
+    belay_log "setup: nginx found"
+else
+    apt_install nginx-light
+fi
+
 # Headless Chromium drives the browser check (the `browser` pool and its tests). BELAY_CHROMIUM
 # names another binary to use instead.
 if [ -n "${BELAY_CHROMIUM:-}" ]; then

@@ -61,16 +61,34 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "schemathesis against belay dev (scripts/api-fuzz.sh)"
-bash scripts/api-fuzz.sh "$CARGO_TARGET_DIR/debug/belay"
+# schemathesis against `belay dev` and the test suite both spend most of their time
+# waiting on HTTP, Temporal and containers: the fuzz runs beside the tests, its output
+# kept in a log printed when it ends, and either failing fails the run.
+fuzz_log=$(mktemp)
+fuzz_pid=""
+stop_fuzz() { [ -z "$fuzz_pid" ] || kill -TERM "$fuzz_pid" 2>/dev/null || true; rm -f "$fuzz_log"; }
+trap stop_fuzz EXIT
+step "schemathesis against belay dev (scripts/api-fuzz.sh), beside the tests"
+bash scripts/api-fuzz.sh "$CARGO_TARGET_DIR/debug/belay" >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
 
+tests=0
 if cargo nextest --version >/dev/null 2>&1; then
     # nextest does not run doctests: run them first, so nextest's summary closes the output.
     step "cargo test --workspace --doc"
-    cargo test --workspace --doc
-    step "cargo nextest run --workspace --no-fail-fast"
-    cargo nextest run --workspace --no-fail-fast
+    cargo test --workspace --doc || tests=$?
+    step "cargo nextest run --workspace --no-fail-fast (settings in .config/nextest.toml)"
+    cargo nextest run --workspace --no-fail-fast || tests=$?
 else
     step "cargo test --workspace --no-fail-fast"
-    cargo test --workspace --no-fail-fast
+    cargo test --workspace --no-fail-fast || tests=$?
 fi
+
+step "schemathesis (scripts/api-fuzz.sh): its output"
+fuzz=0
+wait "$fuzz_pid" || fuzz=$?
+fuzz_pid=""
+cat "$fuzz_log"
+[ "$fuzz" -eq 0 ] || belay_log "api-fuzz failed (exit $fuzz)"
+[ "$tests" -eq 0 ] || belay_log "tests failed (exit $tests)"
+[ "$fuzz" -eq 0 ] && [ "$tests" -eq 0 ]

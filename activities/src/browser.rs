@@ -177,7 +177,7 @@ impl BrowserActivities {
         };
         let address = sandboxes.address(project).await.map_err(sandbox_error)?;
         let base = format!("http://{address}:{port}");
-        let mut upstream = Upstream::new(&base).map_err(|e| fatal(Plain(e)))?;
+        let mut upstream = Upstream::with_roots(&base, &self.config.extra_roots).map_err(|e| fatal(Plain(e)))?;
         let single_page_application = spa_index.is_some();
         if let Some(index) = spa_index {
             upstream = upstream.serving_spa_index(index);

@@ -144,9 +144,19 @@ pub(crate) fn activity_identity(ctx: &ActivityContext) -> String {
 /// command, before the server heard that it had.
 pub const COMMAND_STARTED: &str = "sandbox-command-started";
 
-/// Whether the failpoint `name` is set for this process.
+/// The variable that names this process's failpoint, in a build with the `failpoints` feature.
+pub const FAILPOINT_ENV: &str = "BELAY_FAILPOINT";
+
+/// Whether the failpoint `name` is set for this process. Always false without the `failpoints`
+/// feature, which only the test build enables.
+#[cfg(feature = "failpoints")]
 pub(crate) fn failpoint(name: &str) -> bool {
-    std::env::var(promotion::FAILPOINT_ENV).is_ok_and(|v| v == name)
+    std::env::var(FAILPOINT_ENV).is_ok_and(|v| v == name)
+}
+
+#[cfg(not(feature = "failpoints"))]
+pub(crate) fn failpoint(_name: &str) -> bool {
+    false
 }
 
 /// The failpoint's death: SIGKILL to this process, nothing flushed.

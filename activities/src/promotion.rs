@@ -24,7 +24,6 @@ use tracing::instrument;
 
 /// A test-only failpoint: with `BELAY_FAILPOINT=promotion-after-cas` the worker process exits
 /// right after the compare-and-swap commits, before the fast-forward, as a crash there would.
-pub const FAILPOINT_ENV: &str = "BELAY_FAILPOINT";
 pub const AFTER_CAS: &str = "promotion-after-cas";
 
 /// Promotion's rows, on the `belay.db` pool.
@@ -77,9 +76,7 @@ impl PromotionStoreActivities {
             )
             .await
             .map_err(store_error)?;
-        if matches!(out, PromotionOutcome::Promoted { .. })
-            && std::env::var(FAILPOINT_ENV).is_ok_and(|v| v == AFTER_CAS)
-        {
+        if matches!(out, PromotionOutcome::Promoted { .. }) && crate::failpoint(AFTER_CAS) {
             tracing::warn!("failpoint {AFTER_CAS}: exiting after the compare-and-swap");
             std::process::exit(86);
         }

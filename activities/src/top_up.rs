@@ -28,7 +28,7 @@ pub const AFTER_CLAIM: &str = "topup-after-claim";
 
 /// Stalls forever when the [`AFTER_CLAIM`] failpoint is set and the claim was taken.
 async fn after_claim(claim: Claim) {
-    if claim == Claim::Claimed && std::env::var(crate::promotion::FAILPOINT_ENV).is_ok_and(|v| v == AFTER_CLAIM) {
+    if claim == Claim::Claimed && crate::failpoint(AFTER_CLAIM) {
         tracing::warn!("failpoint {AFTER_CLAIM}: the claim is committed; this worker answers no more");
         std::future::pending::<()>().await;
     }

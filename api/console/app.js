@@ -83,7 +83,7 @@ async function act(fn) {
     return await fn();
   } catch (err) {
     showError(err);
-    if (err instanceof ApiError && err.status === 401) signOut();
+    if (err instanceof ApiError && err.status === 401) signOut(err);
     return undefined;
   }
 }
@@ -99,9 +99,30 @@ function navigate(path) {
   render();
 }
 
-function signOut() {
+// Why the API refused the token, as the sign-in page says it: each 401 code of its own.
+const SIGNED_OUT_KEY = "belay.signedOut";
+const SIGNED_OUT = {
+  token_expired: "Your token has expired. Sign in with another (belay account token create makes one).",
+  token_revoked: "Your token was revoked. Sign in with another (belay account token create makes one).",
+  account_disabled: "Your account is disabled. An operator can enable it again.",
+  unauthorized: "The API does not know that token.",
+};
+
+function signOut(err) {
   sessionStorage.removeItem(TOKEN_KEY);
+  if (err) sessionStorage.setItem(SIGNED_OUT_KEY, JSON.stringify({ code: err.code, message: err.message }));
   if (location.pathname !== "/sign-in") navigate("/sign-in");
+  else showSignedOut();
+}
+
+// The reason the last token was refused, on the sign-in page, until a sign-in succeeds.
+function showSignedOut() {
+  const box = document.getElementById("signed-out");
+  if (!box) return;
+  const why = JSON.parse(sessionStorage.getItem(SIGNED_OUT_KEY) || "null");
+  box.hidden = !why;
+  box.dataset.code = why ? why.code : "";
+  box.textContent = why ? (SIGNED_OUT[why.code] || why.message) + ` (${why.code})` : "";
 }
 
 // ---- labels ------------------------------------------------------------------------------
@@ -142,14 +163,20 @@ function signInPage() {
       e.preventDefault();
       sessionStorage.setItem(TOKEN_KEY, input.value.trim());
       const me = await act(() => api("GET", "/v1/account"));
-      if (me) navigate("/plans");
+      if (me) {
+        sessionStorage.removeItem(SIGNED_OUT_KEY);
+        navigate("/plans");
+      }
       else sessionStorage.removeItem(TOKEN_KEY);
     },
   },
   h("p", {}, h("label", { for: "token" }, "Account token ")),
   h("p", {}, input),
   h("p", {}, h("button", { type: "submit" }, "Sign in")));
-  setMain(h("h1", {}, "Sign in"), h("p", { class: "muted" }, "The token stays in this browser tab's session."), form);
+  setMain(h("h1", {}, "Sign in"),
+    h("p", { id: "signed-out", class: "notice", role: "alert", hidden: true }),
+    h("p", { class: "muted" }, "The token stays in this browser tab's session."), form);
+  showSignedOut();
   input.focus();
 }
 

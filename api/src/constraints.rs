@@ -186,6 +186,13 @@ fn rules() -> Vec<(String, Value)> {
         ),
         // Projects.
         (schema("ProjectInput", "/properties/name"), text(200)),
+        // Accounts and tokens.
+        (schema("AccountInput", "/properties/name"), text(200)),
+        (schema("TokenInput", "/properties/name"), text(200)),
+        (
+            schema("TokenInput", "/properties/expiresInSeconds"),
+            json!({"minimum": 1, "maximum": belay_domain::api_token::MAX_TOKEN_LIFETIME_SECONDS}),
+        ),
         (
             schema("WorkspacePolicy", "/properties/commands"),
             json!({"maxItems": 100, "items": command_pattern(true)}),

@@ -6,12 +6,20 @@ use crate::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use belay_store::accounts::Account;
+use belay_domain::api_token::{FailureAnswer, TokenState};
+use belay_store::accounts::{Account, Authentication};
+use belay_store::events::Actor;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// The authenticated account behind `Authorization: Bearer <token>`.
+/// The authenticated account behind `Authorization: Bearer <token>`. A token the database
+/// knows but may not be used is answered 401 with the reason as its code (`token_revoked`,
+/// `token_expired`, `account_disabled`); one it does not know, `unauthorized`. Every presented
+/// token that fails counts against the client's address ([`crate::auth`]), which is slowed and
+/// then refused (429) past the bound; a valid token is answered without delay whatever its
+/// address did. Once authenticated, the account and the token's name are the request's actor
+/// (`belay_store::events`).
 pub struct Caller(pub Account);
 
 impl FromRequestParts<AppState> for Caller {
@@ -26,11 +34,83 @@ impl FromRequestParts<AppState> for Caller {
             .to_str()
             .ok()
             .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
-            .map(str::trim)
-            .ok_or_else(|| ApiError::unauthorized("Authorization must be `Bearer <token>`"))?;
-        match state.store.authenticate(token).await? {
-            Some(account) => Ok(Caller(account)),
-            None => Err(ApiError::unauthorized("the bearer token is not valid")),
+            .map(str::trim);
+        let Some(token) = token else {
+            return Err(failed(
+                parts,
+                state,
+                "malformed",
+                ApiError::unauthorized("Authorization must be `Bearer <token>`"),
+            )
+            .await);
+        };
+        let now = belay_store::now_ms();
+        match state
+            .store
+            .authenticate_token(token, now, state.auth.track_last_used())
+            .await?
+        {
+            Authentication::Valid {
+                account, token_name, ..
+            } => {
+                if let Some(slot) = belay_store::events::current_actor_slot() {
+                    slot.set(Actor {
+                        account_id: account.id.to_string(),
+                        account_name: account.name.clone(),
+                        token_name,
+                    });
+                }
+                Ok(Caller(account))
+            }
+            Authentication::Unknown => Err(failed(
+                parts,
+                state,
+                "unknown",
+                ApiError::unauthorized("the bearer token is not valid"),
+            )
+            .await),
+            Authentication::Refused(why) => {
+                let message = match why {
+                    TokenState::Revoked => "the bearer token was revoked; make a new one (belay account token create)",
+                    TokenState::Expired => "the bearer token has expired; make a new one (belay account token create)",
+                    _ => "the token's account is disabled; an operator may enable it again",
+                };
+                Err(failed(
+                    parts,
+                    state,
+                    why.code(),
+                    ApiError::new(StatusCode::UNAUTHORIZED, why.code(), message),
+                )
+                .await)
+            }
+        }
+    }
+}
+
+/// The answer to a presented token that failed: `refusal` after the bound's delay, or 429
+/// `too_many_failures` with `Retry-After` once the address used up its failures.
+async fn failed(parts: &Parts, state: &AppState, reason: &str, refusal: ApiError) -> ApiError {
+    let address = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    match state.auth.fail(address, reason, belay_store::now_ms()) {
+        FailureAnswer::Unauthorized { delay_ms } => {
+            if delay_ms > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+            }
+            refusal
+        }
+        FailureAnswer::TooMany { retry_after_s } => {
+            tracing::warn!(client.address = %address, "failed authentications refused");
+            let mut e = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_failures",
+                format!("too many failed authentications from this address; retry after {retry_after_s} s"),
+            );
+            e.retry_after = Some(retry_after_s);
+            e
         }
     }
 }

@@ -1,6 +1,7 @@
 //! belay's HTTP API: axum handlers over the store and the Temporal client, bearer-token auth,
 //! one error shape, and an OpenAPI document generated from the handlers' annotations.
 
+pub mod auth;
 pub mod console;
 mod constraints;
 pub mod error;
@@ -36,6 +37,8 @@ pub struct AppState {
     /// The object store the workers write to: Evidence objects (the browser check's screenshots)
     /// and run artifacts are served from here.
     pub objects: std::sync::Arc<dyn object_store::ObjectStore>,
+    /// The bound on failed authentication and whether tokens' last use is tracked.
+    pub auth: auth::AuthGuard,
 }
 
 /// Where the bare repositories are and how repository tokens are signed. Revocations live in the
@@ -66,6 +69,10 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(health::readyz))
         .routes(utoipa_axum::routes!(openapi::serve))
         .routes(utoipa_axum::routes!(accounts::me))
+        .routes(utoipa_axum::routes!(accounts::create, accounts::list))
+        .routes(utoipa_axum::routes!(accounts::update))
+        .routes(utoipa_axum::routes!(accounts::create_token, accounts::list_tokens))
+        .routes(utoipa_axum::routes!(accounts::revoke_token))
         .routes(utoipa_axum::routes!(
             catalogue::ingest_version,
             catalogue::list_test_cases
@@ -213,7 +220,8 @@ pub async fn serve_git_only(
 /// The whole API.
 pub fn router(state: AppState) -> Router {
     let git = git_routes(&state);
-    let metrics = metrics::metrics_router(state.store.clone());
+    let guard = state.auth.clone();
+    let metrics = metrics::metrics_router_with(state.store.clone(), std::sync::Arc::new(move || guard.exposition()));
     let (api, _) = operations().split_for_parts();
     let api = api
         .fallback(|| async { error::ApiError::not_found("no such route") })
@@ -224,6 +232,7 @@ pub fn router(state: AppState) -> Router {
                 "this route does not take that method",
             )
         })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), audit))
         .layer(TraceLayer::new_for_http())
         .with_state(state);
     // `GET /metrics`: Prometheus's exposition format, outside `/v1` and its bearer token, as a
@@ -237,13 +246,46 @@ pub fn router(state: AppState) -> Router {
     }
 }
 
+/// Serves a request with an actor slot of its own (`belay_store::events`): every event it
+/// appends names the account and token that authenticated it. A write that succeeded without
+/// appending an event itself (a signal to a workflow, whose worker records the effects) is
+/// recorded as an `api.write` event, so that every write through the API names its actor.
+async fn audit(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let slot = std::sync::Arc::new(belay_store::events::ActorSlot::default());
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let response = belay_store::events::with_actor_slot(slot.clone(), next.run(req)).await;
+    let write = !matches!(
+        method,
+        axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
+    );
+    if write && response.status().is_success() && slot.actor().is_some() && slot.appended() == 0 {
+        let status = response.status().as_u16();
+        let recorded =
+            belay_store::events::with_actor_slot(slot, state.store.record_api_write(method.as_str(), &path, status))
+                .await;
+        if let Err(e) = recorded {
+            tracing::error!(error = %e, http.path = %path, "recording the write's actor failed");
+        }
+    }
+    response
+}
+
 /// Serves the API on `listener` until `shutdown` resolves; requests in flight finish first.
+/// Each request knows its client's address, which bounds failed authentication.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }

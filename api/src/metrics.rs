@@ -198,9 +198,17 @@ pub async fn render(store: &Store) -> Result<String, String> {
     String::from_utf8(text).map_err(|e| e.to_string())
 }
 
-async fn scrape(State(store): State<Store>) -> Response {
+/// Figures a process adds of its own to the database's (the API's failed authentications).
+pub type ProcessFigures = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
+
+async fn scrape(State((store, extra)): State<(Store, Option<ProcessFigures>)>) -> Response {
     match render(&store).await {
-        Ok(text) => ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response(),
+        Ok(mut text) => {
+            if let Some(extra) = extra {
+                text.push_str(&extra());
+            }
+            ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response()
+        }
         Err(e) => {
             tracing::error!(error = %e, "rendering metrics failed");
             (StatusCode::SERVICE_UNAVAILABLE, format!("metrics unavailable: {e}\n")).into_response()
@@ -210,7 +218,14 @@ async fn scrape(State(store): State<Store>) -> Response {
 
 /// `GET /metrics` over `store`.
 pub fn metrics_router(store: Store) -> Router {
-    Router::new().route("/metrics", get(scrape)).with_state(store)
+    Router::new().route("/metrics", get(scrape)).with_state((store, None))
+}
+
+/// `GET /metrics` over `store`, followed by the process's own `extra` figures.
+pub fn metrics_router_with(store: Store, extra: ProcessFigures) -> Router {
+    Router::new()
+        .route("/metrics", get(scrape))
+        .with_state((store, Some(extra)))
 }
 
 /// Serves `GET /metrics` on `listener` (a worker's `BELAY_METRICS_ADDR`) until `shutdown`.

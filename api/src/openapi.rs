@@ -87,7 +87,16 @@ fn add_standard_answers(op: &mut Operation) {
         .as_ref()
         .is_some_and(|reqs| reqs.iter().all(|r| *r == Default::default()));
     if !public {
-        answer(op, 401, "No bearer token, or not a valid one (`unauthorized`).");
+        answer(
+            op,
+            401,
+            "No bearer token or an unknown one (`unauthorized`), a revoked one (`token_revoked`), an expired one (`token_expired`), or one of a disabled account (`account_disabled`).",
+        );
+        answer(
+            op,
+            429,
+            "Too many failed authentications from this address (`too_many_failures`); `Retry-After` says when to try again.",
+        );
     }
     if op.request_body.is_some() {
         answer(op, 400, "The body is not JSON (`malformed_json`).");

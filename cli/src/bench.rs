@@ -75,6 +75,21 @@ pub enum BenchCommand {
         #[arg(long)]
         postgres_url: Option<String>,
     },
+    /// Authentication with tokens' last use tracked against without, on `GET /v1/account`
+    /// (SQLite; PostgreSQL with --postgres-url; starts its own Temporal dev server).
+    Auth {
+        /// A PostgreSQL server where the bench may create a database.
+        #[arg(long, env = "BELAY_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+        /// Requests of each API per round.
+        #[arg(long, default_value_t = 2000)]
+        requests: usize,
+        /// Tokens the requests are spread over (each written once when first used).
+        #[arg(long, default_value_t = 50)]
+        tokens: usize,
+        #[arg(long, default_value_t = 6)]
+        rounds: usize,
+    },
     /// A 10,000-cell plan over 100,000 runs and 20,000 jobs: the matrix against the raw grouped
     /// counts, an unbounded top-up against a batch enqueue, and a bounded top-up through the API
     /// against a bare one-activity workflow (starts its own Temporal dev server).
@@ -191,6 +206,12 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::SandboxLeases { runs, postgres_url } => {
             crate::bench_hardening::sandbox_leases(runs, postgres_url).await
         }
+        BenchCommand::Auth {
+            postgres_url,
+            requests,
+            tokens,
+            rounds,
+        } => crate::bench_auth::auth(postgres_url, requests, tokens, rounds).await,
         BenchCommand::Coverage { postgres_url, samples } => {
             crate::bench_coverage::coverage(postgres_url, samples).await
         }

@@ -291,6 +291,7 @@ where
         temporal: client.clone(),
         git: None,
         objects: dir_store(&dir.join("objects"))?,
+        auth: Default::default(),
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut api_stop = stop_rx.clone();

@@ -170,6 +170,7 @@ pub(crate) fn worker_deps(client: &temporalio_client::Client, store: &Store, dir
         sandbox_config: None,
         git_root: dir.join("git").join("belay"),
         top_up_lease: belay_worker::DEFAULT_TOP_UP_LEASE,
+        http_roots: Vec::new(),
     })
 }
 

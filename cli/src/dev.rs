@@ -31,6 +31,8 @@ pub struct DevArgs {
     /// Seed a demo catalogue (a case, a script harness, a priced model).
     #[arg(long)]
     pub demo: bool,
+    #[command(flatten)]
+    pub http_tls: crate::tls::HttpTlsArgs,
 }
 
 const TOKEN_FILE: &str = "dev-token";
@@ -99,6 +101,7 @@ async fn run_with_server(
     let secret = git_secret(data_dir)?;
     let sandbox = dev_sandbox(listener.local_addr()?.port(), &secret).await;
     let objects = dir_store(&data_dir.join("objects"))?;
+    let http_roots = args.http_tls.extra_roots()?;
     let deps = WorkerDeps {
         client: client.clone(),
         store: store.clone(),
@@ -109,6 +112,7 @@ async fn run_with_server(
         sandbox_config: belay_sandbox::SandboxConfig::from_env().ok(),
         git_root: data_dir.join("git").join("belay"),
         top_up_lease: belay_worker::DEFAULT_TOP_UP_LEASE,
+        http_roots,
     };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -120,6 +124,7 @@ async fn run_with_server(
         temporal: client,
         git: Some(belay_api::GitConfig::new(data_dir.join("git").join("belay"), secret)),
         objects: dir_store(&data_dir.join("objects"))?,
+        auth: crate::serve::auth_guard()?,
     };
     let sandbox_line = match sandbox {
         Ok((deps, gateway)) => {

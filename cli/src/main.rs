@@ -1,7 +1,9 @@
 //! `belay`: the one binary. `belay dev` runs everything on one machine; `belay api`,
 //! `belay worker` and `belay migrate` are the production processes; `belay bench` measures.
 
+mod account_token;
 mod bench;
+mod bench_auth;
 mod bench_browser;
 mod bench_console;
 mod bench_coverage;
@@ -14,10 +16,12 @@ mod bench_source;
 mod bench_verify;
 mod demo;
 mod dev;
+mod doctor;
 mod moto;
 mod objects;
 mod serve;
 mod temporal;
+mod tls;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -45,6 +49,37 @@ pub struct Conn {
     pub temporal_address: String,
     #[arg(long, env = "BELAY_TEMPORAL_NAMESPACE", default_value = "default")]
     pub namespace: String,
+    #[command(flatten)]
+    pub temporal_tls: tls::TemporalTlsArgs,
+    #[command(flatten)]
+    pub http_tls: tls::HttpTlsArgs,
+}
+
+impl Conn {
+    /// Every connection setting read and checked (the URLs' schemes, the database's TLS files,
+    /// the Temporal TLS files, the CA bundle), before anything connects.
+    pub fn check(&self) -> anyhow::Result<Checked> {
+        tls::check_database_url(&self.database_url)?;
+        Ok(Checked {
+            temporal_tls: self.temporal_tls.resolve(&self.temporal_address)?,
+            http_roots: self.http_tls.extra_roots()?,
+        })
+    }
+
+    /// A Temporal client over the checked settings.
+    pub async fn temporal(&self, checked: &Checked, identity: &str) -> anyhow::Result<temporalio_client::Client> {
+        Ok(
+            belay_client::connect_with(&self.temporal_address, &self.namespace, identity, &checked.temporal_tls)
+                .await?,
+        )
+    }
+}
+
+/// What [`Conn::check`] read.
+pub struct Checked {
+    pub temporal_tls: belay_client::TemporalTls,
+    /// CA certificates (DER) every outbound HTTPS client trusts besides the platform's roots.
+    pub http_roots: Vec<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -124,6 +159,10 @@ enum Command {
         #[command(flatten)]
         sandbox_git: SandboxGitArgs,
     },
+    /// Check what this deployment's processes need, one line per check: the database, Temporal
+    /// (and the pollers on belay's task queues), the object store, the Docker Engine, the model
+    /// API and Chromium. Exits non-zero when a check fails.
+    Doctor(doctor::DoctorArgs),
     /// Apply database migrations.
     Migrate {
         #[arg(long, env = "DATABASE_URL")]
@@ -158,6 +197,11 @@ enum AccountCommand {
         #[arg(long)]
         operator: bool,
     },
+    /// Your account's tokens, through the API: make, list and revoke them.
+    Token {
+        #[command(subcommand)]
+        command: account_token::TokenCommand,
+    },
 }
 
 fn init_tracing() {
@@ -176,10 +220,27 @@ async fn main() -> std::process::ExitCode {
     match run(Cli::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, joined with `: `, a cause already said (errors that print
+/// their source inline) said once.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -212,8 +273,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             )
             .await
         }
+        Command::Doctor(args) => doctor::run(args).await,
         Command::Migrate { database_url } => {
-            let store = belay_store::Store::connect(&database_url).await?;
+            tls::check_database_url(&database_url)?;
+            let store = belay_store::Store::connect(&database_url)
+                .await
+                .context("DATABASE_URL: cannot connect")?;
             let n = store.migrate().await?;
             println!("applied {n} migration(s)");
             Ok(())
@@ -246,6 +311,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{token}");
             Ok(())
         }
+        Command::Account {
+            command: AccountCommand::Token { command },
+        } => account_token::run(command).await,
         Command::Bench { command } => bench::run(command).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every command's arguments are well formed (unique names, valid defaults).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

@@ -31,9 +31,12 @@ pub async fn api(
     port: u16,
     git_listen: Option<&str>,
 ) -> anyhow::Result<()> {
-    let objects = storage.objects.open(&storage.data_dir, &[])?;
-    let store = Store::connect(&conn.database_url).await?;
-    let temporal = belay_client::connect(&conn.temporal_address, &conn.namespace, "belay-api").await?;
+    let checked = conn.check()?;
+    let objects = storage.objects.open(&storage.data_dir, &checked.http_roots)?;
+    let store = Store::connect(&conn.database_url)
+        .await
+        .context("DATABASE_URL: cannot connect")?;
+    let temporal = conn.temporal(&checked, "belay-api").await?;
     let listener = TcpListener::bind((host, port))
         .await
         .with_context(|| format!("binding {host}:{port}"))?;
@@ -48,6 +51,7 @@ pub async fn api(
             )
         }),
         objects,
+        auth: auth_guard()?,
     };
     let git_only = match git_listen {
         Some(addr) => {
@@ -80,20 +84,23 @@ pub async fn worker(
 ) -> anyhow::Result<()> {
     // Everything this worker cannot use stops it here, before it connects or serves anything.
     let pools = Pool::parse_list(pools)?;
-    let objects = storage.objects.open(&storage.data_dir, &[])?;
+    let checked = conn.check()?;
+    let objects = storage.objects.open(&storage.data_dir, &checked.http_roots)?;
+    if pools.contains(&Pool::Llm) {
+        belay_llm::LlmConfig::from_env()?;
+    }
     let sandbox_config = belay_sandbox::SandboxConfig::from_env()?;
     let sandbox = if let Some(pool) = pools.iter().find(|p| matches!(p, Pool::Sandbox | Pool::Browser)) {
         Some(sandbox_deps(pool.name(), sandbox_config.clone(), sandbox_git)?)
     } else {
         None
     };
-    let store = Store::connect(&conn.database_url).await?;
-    let client = belay_client::connect(
-        &conn.temporal_address,
-        &conn.namespace,
-        &format!("belay-worker@{}", std::process::id()),
-    )
-    .await?;
+    let store = Store::connect(&conn.database_url)
+        .await
+        .context("DATABASE_URL: cannot connect")?;
+    let client = conn
+        .temporal(&checked, &format!("belay-worker@{}", std::process::id()))
+        .await?;
     let deps = WorkerDeps {
         client,
         store,
@@ -107,6 +114,7 @@ pub async fn worker(
         },
         git_root: storage.data_dir.join("git").join(&storage.git_namespace),
         top_up_lease,
+        http_roots: checked.http_roots,
     };
     // BELAY_METRICS_ADDR: this process's `GET /metrics` (the same figures as the API's).
     if let Some(addr) = std::env::var("BELAY_METRICS_ADDR").ok().filter(|a| !a.is_empty()) {
@@ -130,6 +138,15 @@ fn sandbox_deps(
     config: belay_sandbox::SandboxConfig,
     git: &SandboxGitArgs,
 ) -> anyhow::Result<belay_worker::SandboxDeps> {
+    Ok(belay_worker::SandboxDeps {
+        config,
+        git: sandbox_git(pool, git)?,
+    })
+}
+
+/// Where Sandboxes clone from and the secret their tokens are signed with, refused in one line
+/// when either is missing.
+pub fn sandbox_git(pool: &str, git: &SandboxGitArgs) -> anyhow::Result<belay_sandbox::git::SandboxGit> {
     let url = git.sandbox_git_url.as_deref().map(str::trim).filter(|u| !u.is_empty());
     let Some(url) = url else {
         anyhow::bail!(
@@ -145,11 +162,24 @@ fn sandbox_deps(
             "BELAY_GIT_TOKEN_SECRET is unset: the {pool} pool signs the Sandboxes' repository tokens with the API's secret"
         );
     };
-    Ok(belay_worker::SandboxDeps {
-        config,
-        git: belay_sandbox::git::SandboxGit {
-            url: url.trim_end_matches('/').to_owned(),
-            token_secret: secret.as_bytes().to_vec(),
-        },
+    Ok(belay_sandbox::git::SandboxGit {
+        url: url.trim_end_matches('/').to_owned(),
+        token_secret: secret.as_bytes().to_vec(),
     })
+}
+
+/// The API's bound on failed authentication (decision 0042). `BELAY_AUTH_FAILURES_FREE` (10):
+/// failures from one address answered at once in a window, before the slowed ones and the 429s;
+/// the API fuzz raises it, so that its requests with bad credentials test the answers rather than
+/// the bound (which a test of its own covers).
+pub fn auth_guard() -> anyhow::Result<belay_api::auth::AuthGuard> {
+    let mut bound = belay_domain::api_token::FailureBound::default();
+    if let Ok(v) = std::env::var("BELAY_AUTH_FAILURES_FREE")
+        && !v.is_empty()
+    {
+        bound.free = v
+            .parse()
+            .map_err(|_| anyhow::anyhow!("BELAY_AUTH_FAILURES_FREE {v:?} is not a whole number"))?;
+    }
+    Ok(belay_api::auth::AuthGuard::new(bound, true))
 }

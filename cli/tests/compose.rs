@@ -106,3 +106,42 @@ fn compose_keeps_repositories_with_the_api_and_the_git_pool_and_objects_behind_a
     );
     assert!(harness.contains("- docker-api"), "{harness}");
 }
+
+/// The llm pool gets the key under the one name belay reads (from `.env`'s ANTHROPIC_API_KEY),
+/// and every service gets the TLS settings: a managed database's URL, Temporal's TLS, mTLS and
+/// API key, the extra CA bundle.
+#[test]
+fn compose_passes_the_model_key_under_belays_name_and_the_tls_settings() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../compose.yaml");
+    let text = std::fs::read_to_string(&path).expect("compose.yaml");
+    let llm = service(&text, "belay-worker-llm");
+    assert!(
+        llm.contains("      BELAY_ANTHROPIC_API_KEY: ${ANTHROPIC_API_KEY:-}"),
+        "{llm}"
+    );
+    let bare_key = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .any(|l| l.trim_start().starts_with("ANTHROPIC_API_KEY"));
+    assert!(
+        !bare_key,
+        "a service is given ANTHROPIC_API_KEY, which belay never reads"
+    );
+    for var in [
+        "DATABASE_URL",
+        "BELAY_TEMPORAL_ADDRESS",
+        "BELAY_TEMPORAL_NAMESPACE",
+        "BELAY_TEMPORAL_TLS",
+        "BELAY_TEMPORAL_CA_FILE",
+        "BELAY_TEMPORAL_CERT_FILE",
+        "BELAY_TEMPORAL_KEY_FILE",
+        "BELAY_TEMPORAL_SERVER_NAME",
+        "BELAY_TEMPORAL_API_KEY",
+        "BELAY_CA_FILE",
+    ] {
+        assert!(
+            text.contains(&format!("    {var}: ${{{var}:-")),
+            "the shared environment passes {var} on"
+        );
+    }
+}

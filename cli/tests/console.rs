@@ -1675,3 +1675,83 @@ async fn siblings_show_their_acceptance_citations_selection_and_receipts_and_a_r
     con.assert_clean("after the rejection");
     con.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_console_says_why_the_api_refused_its_token() {
+    let b = Belay::start().await;
+    let (s, created) = b.post("/v1/accounts", json!({"name": "reviewer"})).await;
+    assert_eq!(s, 201, "{created}");
+    let member = created["account"]["id"].as_str().unwrap().to_owned();
+    let first = created["token"].as_str().unwrap().to_owned();
+    let (s, browser) = b
+        .request(
+            "POST",
+            "/v1/account/tokens",
+            Some(&first),
+            Some(r#"{"name":"browser"}"#),
+        )
+        .await;
+    assert_eq!(s, 201, "{browser}");
+    let secret = browser["secret"].as_str().unwrap().to_owned();
+    let id = browser["token"]["id"].as_str().unwrap().to_owned();
+
+    let c = Console::open(&b.url).await;
+    c.sign_in(&secret).await;
+    // Revoked while signed in: the next page's call is refused, and the sign-in page says why.
+    let (s, _) = b
+        .request("DELETE", &format!("/v1/account/tokens/{id}"), Some(&first), None)
+        .await;
+    assert_eq!(s, 200);
+    c.page.goto(format!("{}/plans", c.base)).await.unwrap();
+    c.until(
+        "the sign-in page saying why",
+        "location.pathname === '/sign-in' && !!document.querySelector('#signed-out') && !document.querySelector('#signed-out').hidden",
+    )
+    .await;
+    assert_eq!(
+        c.eval::<String>("document.querySelector('#signed-out').dataset.code")
+            .await,
+        "token_revoked"
+    );
+    let said = c.text("#signed-out").await;
+    assert!(said.contains("revoked") && said.ends_with("(token_revoked)"), "{said}");
+
+    // A disabled account's token, at sign-in.
+    let (s, _) = b
+        .request(
+            "PATCH",
+            &format!("/v1/accounts/{member}"),
+            Some(&b.token),
+            Some(r#"{"disabled":true}"#),
+        )
+        .await;
+    assert_eq!(s, 200);
+    c.type_into("#token", &first).await;
+    c.click("button[type=submit]").await;
+    c.until(
+        "the disabled account's reason",
+        "document.querySelector('#signed-out').dataset.code === 'account_disabled'",
+    )
+    .await;
+    assert!(c.text("#signed-out").await.contains("disabled"));
+    assert!(
+        c.text("#error").await.starts_with("401 account_disabled"),
+        "{}",
+        c.text("#error").await
+    );
+    assert_eq!(c.eval::<String>("location.pathname").await, "/sign-in");
+    c.screenshot("sign-in-account-disabled").await;
+    {
+        // The refused calls are the failed answers, and they were the API's.
+        let mut j = c.journal.lock().unwrap();
+        assert!(
+            j.bad_answers.iter().all(|a| a.starts_with("401 ")),
+            "{:?}",
+            j.bad_answers
+        );
+        j.bad_answers.clear();
+        j.errors.retain(|e| !e.starts_with("log: Failed to load resource"));
+    }
+    c.assert_clean("after the refused tokens");
+    c.close().await;
+}

@@ -1,6 +1,6 @@
-//! The model client and its meters against the fake Anthropic Messages API over real HTTP, on a
-//! real SQLite store: the acceptance check's second opinion, refusals before any call, an HTTP
-//! 529 and a slow answer.
+//! The model client and its meters against the fake Anthropic Messages API over real HTTPS (a
+//! test CA made at run time), on a real SQLite store: the acceptance check's second opinion,
+//! refusals before any call, an HTTP 529 and a slow answer, a server the client does not trust.
 
 #[path = "common/fake_anthropic.rs"]
 mod fake_anthropic;
@@ -13,6 +13,7 @@ use belay_store::model_meter::ModelLimits;
 use belay_store::testing::fresh;
 use belay_workflows::selection::{AcceptanceAnswer, AcceptanceRequest};
 use fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance};
+use rustls_pki_types::pem::PemObject;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +66,7 @@ async fn activities(
 ) -> (LlmActivities, belay_store::testing::TestDb) {
     let db = fresh(Backend::Sqlite).await;
     let mut c = config(&fake.url, key);
+    c.extra_roots = fake.roots();
     tweak(&mut c);
     (
         LlmActivities {
@@ -201,4 +203,79 @@ async fn an_http_529_and_a_slow_answer_are_model_errors_that_cost_nothing() {
     }
     assert_eq!(llm.store.change_model_cost(slow.change_id.as_str()).await.unwrap(), 0.0);
     assert_eq!(llm.store.model_calls_on(belay_store::now_ms()).await.unwrap(), 2);
+}
+
+#[tokio::test]
+async fn over_https_a_call_succeeds_with_the_ca_and_without_it_fails_clearly_before_it_is_sent_counting_nothing() {
+    let fake = FakeAnthropic::start(|_: &Seen| {
+        let c1: serde_json::Value = serde_json::from_str(MET_C1).unwrap();
+        acceptance(json!([c1, {"id": "c2", "result": "not_met", "reason": "no titles helper"}]))
+    })
+    .await;
+    assert!(fake.url.starts_with("https://"), "{}", fake.url);
+    // Without the CA: the platform's roots do not know the test CA, the handshake fails.
+    let (llm, _db) = activities(&fake, Some("test-key"), |c| c.extra_roots.clear()).await;
+    match llm.judge_acceptance(&request()).await {
+        AcceptanceAnswer::ModelError { reason, cost_usd, .. } => {
+            assert!(reason.contains("could not be reached"), "{reason}");
+            assert!(reason.contains("certificate"), "the cause is named: {reason}");
+            assert!(!reason.contains("test-key"), "{reason}");
+            assert_eq!(cost_usd, 0.0);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(fake.seen().is_empty(), "a request reached the fake without the CA");
+    let now = belay_store::now_ms();
+    assert_eq!(
+        llm.store.model_calls_on(now).await.unwrap(),
+        0,
+        "an unsent call was counted"
+    );
+    let month = llm.store.model_cost_in_month(now).await.unwrap();
+    assert_eq!(month, 0.0);
+    let (used, reserved) = llm
+        .store
+        .usage_counter(
+            belay_store::model_meter::MODEL_COST_CHANGE,
+            request().change_id.as_str(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((used, reserved), (0, 0), "the unsent call's reservation was released");
+    // Trusting the test CA: the same call goes through, over TLS.
+    let (llm, _db) = activities(&fake, Some("test-key"), |_| {}).await;
+    let answer = llm.judge_acceptance(&request()).await;
+    let AcceptanceAnswer::Judged { criteria, .. } = answer else {
+        panic!("judged over HTTPS with the CA: {answer:?}")
+    };
+    assert_eq!(criteria[0].result, CriterionResult::Met);
+    assert_eq!(fake.seen().len(), 1);
+    assert_eq!(llm.store.model_calls_on(belay_store::now_ms()).await.unwrap(), 1);
+    // A CA that did not sign the server is no better than none.
+    let other = fake_anthropic::test_ca::TestCa::new();
+    let pem = std::fs::read(&other.ca).unwrap();
+    let der = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
+        .map(|c| c.unwrap().as_ref().to_vec())
+        .collect::<Vec<_>>();
+    let (llm, _db) = activities(&fake, Some("test-key"), |c| c.extra_roots = der).await;
+    assert!(matches!(
+        llm.judge_acceptance(&request()).await,
+        AcceptanceAnswer::ModelError { .. }
+    ));
+    assert_eq!(fake.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn the_probe_spends_no_tokens_and_tells_a_wrong_key() {
+    let fake = FakeAnthropic::start(|_: &Seen| acceptance(json!([]))).await;
+    let mut c = config(&fake.url, Some("test-key"));
+    c.extra_roots = fake.roots();
+    let ok = AnthropicClient::new(c.clone()).unwrap().probe().await.unwrap();
+    assert!(ok.contains("200"), "{ok}");
+    c.api_key = Some("wrong".into());
+    match AnthropicClient::new(c).unwrap().probe().await {
+        Err(belay_llm::CallError::Http { status: 401, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(fake.seen().is_empty(), "the probe sent a message");
 }

@@ -34,15 +34,69 @@ pub enum ClientError {
     },
 }
 
-/// Connects a client to `address` (`host:port` or a URL).
+/// How belay reaches a Temporal frontend that wants TLS: a server CA (PEM) in place of the
+/// platform's roots, a client certificate and key (PEM) for mTLS, the name the server's
+/// certificate is checked against when it is not the address's host, and an API key sent as
+/// `Authorization: Bearer` (Temporal Cloud). `enabled` false is plain text, the dev server's way.
+#[derive(Clone, Default)]
+pub struct TemporalTls {
+    pub enabled: bool,
+    pub server_ca_pem: Option<Vec<u8>>,
+    /// `(certificate, key)`, both PEM.
+    pub client_identity_pem: Option<(Vec<u8>, Vec<u8>)>,
+    pub server_name: Option<String>,
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for TemporalTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TemporalTls")
+            .field("enabled", &self.enabled)
+            .field("server_ca", &self.server_ca_pem.is_some())
+            .field("client_certificate", &self.client_identity_pem.is_some())
+            .field("server_name", &self.server_name)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Connects a client to `address` (`host:port` or a URL) in plain text.
 pub async fn connect(address: &str, namespace: &str, identity: &str) -> Result<Client, ClientError> {
+    connect_with(address, namespace, identity, &TemporalTls::default()).await
+}
+
+/// Connects a client to `address` (`host:port` or a URL) with `tls`: over TLS when it is
+/// enabled (a `host:port` is then `https://host:port`), in plain text otherwise.
+pub async fn connect_with(
+    address: &str,
+    namespace: &str,
+    identity: &str,
+    tls: &TemporalTls,
+) -> Result<Client, ClientError> {
+    let scheme = if tls.enabled { "https" } else { "http" };
     let url = if address.contains("://") {
         address.to_string()
     } else {
-        format!("http://{address}")
+        format!("{scheme}://{address}")
     };
     let url = Url::parse(&url).map_err(|_| ClientError::Address(address.to_string()))?;
-    let conn = ConnectionOptions::new(url).identity(identity.to_string()).build();
+    let tls_options = tls.enabled.then(|| {
+        temporalio_client::TlsOptions::builder()
+            .maybe_server_root_ca_cert(tls.server_ca_pem.clone())
+            .maybe_domain(tls.server_name.clone())
+            .maybe_client_tls_options(tls.client_identity_pem.as_ref().map(|(cert, key)| {
+                temporalio_client::ClientTlsOptions::builder()
+                    .client_cert(cert.clone())
+                    .client_private_key(key.clone())
+                    .build()
+            }))
+            .build()
+    });
+    let conn = ConnectionOptions::new(url)
+        .identity(identity.to_string())
+        .maybe_tls_options(tls_options)
+        .maybe_api_key(tls.api_key.clone())
+        .build();
     Client::connect(conn, ClientOptions::new(namespace.to_string()).build())
         .await
         .map_err(|e| ClientError::Connect {

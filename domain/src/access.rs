@@ -68,8 +68,9 @@ pub fn may_cancel_job(role: Role, caller: &str, launched_by: Option<&str>, origi
 /// Whether events of `kind` belong to an owned entity (seen by its owner only) rather than to a
 /// job, run, review or catalogue entry (seen by every account).
 pub fn event_is_owned(kind: &str) -> bool {
-    const OWNED: [&str; 21] = [
+    const OWNED: [&str; 22] = [
         "account.",
+        "api.",
         "project.",
         "change.",
         "task.",

@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod adapter;
+pub mod api_token;
 pub mod buffer;
 pub mod catalogue;
 pub mod change;

@@ -233,6 +233,42 @@ impl Store {
         Ok(())
     }
 
+    /// What `belay doctor` reports of the database: its server, whether this connection is
+    /// encrypted (PostgreSQL), and whether its migrations are all applied.
+    pub async fn describe(&self) -> Result<String, StoreError> {
+        use sqlx::Row;
+        let server = match self.backend {
+            Backend::Sqlite => {
+                let v: String = sqlx::query("select sqlite_version()")
+                    .fetch_one(&self.pool)
+                    .await?
+                    .try_get(0)?;
+                format!("SQLite {v}")
+            }
+            Backend::Postgres => {
+                let row = sqlx::query(
+                    "select current_setting('server_version'), coalesce((select ssl from pg_stat_ssl where pid = pg_backend_pid()), false), coalesce((select version from pg_stat_ssl where pid = pg_backend_pid()), '')",
+                )
+                .fetch_one(&self.pool)
+                .await?;
+                let version: String = row.try_get(0)?;
+                let ssl: bool = row.try_get(1)?;
+                let tls: String = row.try_get(2)?;
+                if ssl {
+                    format!("PostgreSQL {version} over TLS ({tls})")
+                } else {
+                    format!("PostgreSQL {version} in plain text")
+                }
+            }
+        };
+        let pending = migrate::pending(self).await?;
+        Ok(if pending == 0 {
+            format!("{server}, every migration applied")
+        } else {
+            format!("{server}, {pending} migration(s) not applied (run belay migrate)")
+        })
+    }
+
     /// Runs one administrative statement (`create database …`) on this connection's server.
     pub async fn execute_admin(&self, sql: &str) -> Result<(), StoreError> {
         self.pool.execute(sql).await?;

@@ -18,6 +18,32 @@ pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {
     run_before(store, i64::MAX).await
 }
 
+/// How many of the embedded migrations the database has not applied.
+pub(crate) async fn pending(store: &Store) -> Result<usize, StoreError> {
+    let exists: Option<(i64,)> = match store.backend() {
+        Backend::Sqlite => {
+            sqlx::query_as("select 1 from sqlite_master where type = 'table' and name = 'schema_migrations'")
+                .fetch_optional(store.pool())
+                .await?
+        }
+        Backend::Postgres => {
+            sqlx::query_as("select 1::bigint where to_regclass('schema_migrations') is not null")
+                .fetch_optional(store.pool())
+                .await?
+        }
+    };
+    if exists.is_none() {
+        return Ok(MIGRATIONS.len());
+    }
+    let applied: Vec<(i64,)> = sqlx::query_as("select version from schema_migrations")
+        .fetch_all(store.pool())
+        .await?;
+    Ok(MIGRATIONS
+        .iter()
+        .filter(|m| !applied.iter().any(|(v,)| *v == m.version))
+        .count())
+}
+
 /// Applies every migration not yet applied whose version is below `before`.
 pub(crate) async fn run_before(store: &Store, before: i64) -> Result<usize, StoreError> {
     let pool = store.pool();

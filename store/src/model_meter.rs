@@ -4,7 +4,7 @@
 //! Costs are micro-USD. A call counts one call and reserves its estimated cost before it is made,
 //! by conditional upserts that refuse to pass a limit; once the answer is back the reservation
 //! settles into `used` at the cost the API reported. A refused call is never made and counts
-//! nothing.
+//! nothing; nor does a call whose connection could not be made (it is released).
 
 use crate::usage_counters::settle_counter;
 use crate::{Store, StoreError};
@@ -33,6 +33,9 @@ pub struct ModelReservation {
     pub change_id: String,
     pub month: String,
     pub estimate_micro: i64,
+    /// The UTC day whose call cap counted the call (`YYYY-MM-DD`).
+    #[serde(default)]
+    pub day: String,
 }
 
 /// The UTC civil date of a unix time in milliseconds: (year, month, day).
@@ -148,6 +151,7 @@ impl Store {
             change_id: change_id.to_owned(),
             month,
             estimate_micro: estimate,
+            day,
         }))
     }
 
@@ -158,6 +162,25 @@ impl Store {
         let mut tx = self.begin_write().await?;
         settle_counter(&mut tx, MODEL_COST_MONTH, &r.month, cost, r.estimate_micro).await?;
         settle_counter(&mut tx, MODEL_COST_CHANGE, &r.change_id, cost, r.estimate_micro).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Releases a reservation whose call was never sent (its connection could not be made): the
+    /// estimate leaves `reserved` and the call leaves the day's count, as if it had been refused.
+    pub async fn release_model_call(&self, r: &ModelReservation) -> Result<(), StoreError> {
+        let mut tx = self.begin_write().await?;
+        settle_counter(&mut tx, MODEL_COST_MONTH, &r.month, 0, r.estimate_micro).await?;
+        settle_counter(&mut tx, MODEL_COST_CHANGE, &r.change_id, 0, r.estimate_micro).await?;
+        if !r.day.is_empty() {
+            sqlx::query(
+                "update usage_counters set used = case when used > 0 then used - 1 else 0 end where meter = $1 and scope = $2",
+            )
+            .bind(MODEL_CALLS)
+            .bind(&r.day)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(())
     }

@@ -115,6 +115,9 @@ pub struct WorkerDeps {
     pub sandbox_config: Option<SandboxConfig>,
     /// How long a top-up's claim holds its plan or ladder when the top-up never releases it.
     pub top_up_lease: Duration,
+    /// CA certificates (DER) every outbound HTTPS client trusts besides the platform's roots
+    /// (BELAY_CA_FILE): the model API's, the browser pool's fetches.
+    pub http_roots: Vec<Vec<u8>>,
 }
 
 /// What the `sandbox` pool needs: the Docker configuration, and where (and with which token key)
@@ -343,7 +346,8 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .build()
             }
             Pool::Llm => {
-                let config = belay_llm::LlmConfig::from_env()?;
+                let mut config = belay_llm::LlmConfig::from_env()?;
+                config.extra_roots = deps.http_roots.clone();
                 if config.api_key.is_none() {
                     warn!("BELAY_ANTHROPIC_API_KEY is unset: every model call is refused before it is made");
                 }
@@ -411,7 +415,8 @@ async fn browser_activities(
             .await
             .context("connecting to the Docker Engine for the browser pool")?,
     );
-    let browser = belay_browser::BrowserConfig::from_env();
+    let mut browser = belay_browser::BrowserConfig::from_env();
+    browser.extra_roots = deps.http_roots.clone();
     if !browser.chromium.exists() {
         warn!(chromium = %browser.chromium.display(), "no Chromium there: every browser check will be an error (set BELAY_CHROMIUM)");
     }

@@ -54,13 +54,20 @@ pub struct Upstream {
 impl Upstream {
     /// `base`: `http://<address>:<port>` of the app.
     pub fn new(base: &str) -> Result<Self, String> {
+        Self::with_roots(base, &[])
+    }
+
+    /// `base`, its HTTPS certificates checked against the platform's roots and `extra_roots` (DER).
+    pub fn with_roots(base: &str, extra_roots: &[Vec<u8>]) -> Result<Self, String> {
         let base = Url::parse(base).map_err(|e| format!("upstream {base}: {e}"))?;
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
-            .timeout(Duration::from_secs(15))
-            .build()
-            .map_err(|e| e.to_string())?;
+            .timeout(Duration::from_secs(15));
+        for der in extra_roots {
+            builder = builder.add_root_certificate(reqwest::Certificate::from_der(der).map_err(|e| e.to_string())?);
+        }
+        let client = builder.build().map_err(|e| e.to_string())?;
         Ok(Self {
             base,
             client,

@@ -55,6 +55,8 @@ pub struct BrowserConfig {
     pub session: Duration,
     /// How long one navigation may take before the step cannot observe the app.
     pub navigation_timeout: Duration,
+    /// CA certificates (DER) the fetches trust besides the platform's roots (BELAY_CA_FILE).
+    pub extra_roots: Vec<Vec<u8>>,
 }
 
 impl Default for BrowserConfig {
@@ -63,6 +65,7 @@ impl Default for BrowserConfig {
             chromium: PathBuf::from(DEFAULT_CHROMIUM),
             session: Duration::from_millis(BROWSER_SESSION_MS),
             navigation_timeout: Duration::from_secs(15),
+            extra_roots: Vec::new(),
         }
     }
 }

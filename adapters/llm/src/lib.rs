@@ -51,6 +51,8 @@ pub struct LlmConfig {
     /// One call's deadline.
     pub timeout: Duration,
     pub max_tokens: u32,
+    /// CA certificates (DER) trusted besides the platform's roots (BELAY_CA_FILE).
+    pub extra_roots: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for LlmConfig {
@@ -83,10 +85,22 @@ fn env_num<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
 impl LlmConfig {
     /// From BELAY_ANTHROPIC_* (base URL, API key, the two model names, prices per million
     /// tokens, the monthly budget, the daily call cap, the per-call timeout) and
-    /// BELAY_CHANGE_MODEL_BUDGET_USD.
+    /// BELAY_CHANGE_MODEL_BUDGET_USD. Refuses a key under the name other tools read
+    /// (ANTHROPIC_API_KEY) when BELAY_ANTHROPIC_API_KEY is unset, and a base URL that is not
+    /// `https://` (or `http://`).
     pub fn from_env() -> anyhow::Result<Self> {
+        if env("BELAY_ANTHROPIC_API_KEY").is_none() && env("ANTHROPIC_API_KEY").is_some() {
+            anyhow::bail!(
+                "ANTHROPIC_API_KEY is set but BELAY_ANTHROPIC_API_KEY is not: belay reads the model API key from BELAY_ANTHROPIC_API_KEY only"
+            );
+        }
+        let base_url = env("BELAY_ANTHROPIC_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.into());
+        let scheme = base_url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        if !matches!(scheme.as_deref(), Some("https" | "http")) {
+            anyhow::bail!("BELAY_ANTHROPIC_BASE_URL {base_url:?}: the model API is an https:// (or http://) URL");
+        }
         Ok(LlmConfig {
-            base_url: env("BELAY_ANTHROPIC_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.into()),
+            base_url,
             api_key: env("BELAY_ANTHROPIC_API_KEY"),
             haiku: env("BELAY_ANTHROPIC_HAIKU_MODEL").unwrap_or_else(|| DEFAULT_HAIKU.into()),
             sonnet: env("BELAY_ANTHROPIC_SONNET_MODEL").unwrap_or_else(|| DEFAULT_SONNET.into()),
@@ -105,6 +119,7 @@ impl LlmConfig {
             },
             timeout: Duration::from_millis(env_num("BELAY_ANTHROPIC_TIMEOUT_MS", 120_000u64)?),
             max_tokens: env_num("BELAY_ANTHROPIC_MAX_TOKENS", 4096u32)?,
+            extra_roots: Vec::new(),
         })
     }
 
@@ -185,8 +200,42 @@ pub struct AnthropicClient {
 
 impl AnthropicClient {
     pub fn new(config: LlmConfig) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder().timeout(config.timeout).build()?;
-        Ok(AnthropicClient { http, config })
+        let mut builder = reqwest::Client::builder().timeout(config.timeout);
+        for der in &config.extra_roots {
+            builder = builder.add_root_certificate(
+                reqwest::Certificate::from_der(der).map_err(|e| anyhow::anyhow!("BELAY_CA_FILE: {e}"))?,
+            );
+        }
+        Ok(AnthropicClient {
+            http: builder.build()?,
+            config,
+        })
+    }
+
+    /// The reachability and authentication probe `belay doctor` makes: `GET /v1/models`, which
+    /// needs the key and spends no tokens. `Ok` names what answered.
+    pub async fn probe(&self) -> Result<String, CallError> {
+        let Some(key) = self.config.api_key.as_deref() else {
+            return Err(CallError::Refused("BELAY_ANTHROPIC_API_KEY is unset".into()));
+        };
+        let url = format!("{}/v1/models", self.config.base_url.trim_end_matches('/'));
+        let resp = self
+            .http
+            .get(&url)
+            .header("x-api-key", key)
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .send()
+            .await
+            .map_err(|e| CallError::Transport(transport_cause(&e)))?;
+        let status = resp.status().as_u16();
+        if !resp.status().is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            return Err(CallError::Http {
+                status,
+                body: text.chars().take(200).collect(),
+            });
+        }
+        Ok(format!("GET /v1/models answered {status}, the key accepted"))
     }
 
     /// One metered call: refused before it is made when there is no key or a meter would pass
@@ -201,6 +250,10 @@ impl AnthropicClient {
         tool: &Tool<'_>,
     ) -> Result<Answer, CallError> {
         let Some(key) = self.config.api_key.as_deref() else {
+            warn!(
+                model = self.config.name(model),
+                "model call refused: no Anthropic API key is configured"
+            );
             return Err(CallError::Refused("no Anthropic API key is configured".into()));
         };
         let price = self.config.price(model);
@@ -213,8 +266,14 @@ impl AnthropicClient {
             .await
         {
             Ok(Ok(r)) => r,
-            Ok(Err(why)) => return Err(CallError::Refused(why)),
-            Err(e) => return Err(CallError::Transport(format!("the meters could not be read: {e}"))),
+            Ok(Err(why)) => {
+                warn!(model = self.config.name(model), reason = %why, "model call refused by a meter");
+                return Err(CallError::Refused(why));
+            }
+            Err(e) => {
+                warn!(model = self.config.name(model), error = %e, "model call failed: the meters could not be read");
+                return Err(CallError::Transport(format!("the meters could not be read: {e}")));
+            }
         };
         let body = serde_json::json!({
             "model": self.config.name(model),
@@ -234,7 +293,16 @@ impl AnthropicClient {
             .send()
             .await;
         let result = match sent {
-            Err(e) => Err(CallError::Transport(e.without_url().to_string())),
+            // Never sent (no connection, the TLS handshake refused): the call counts nothing.
+            Err(e) if e.is_connect() || e.is_builder() => {
+                let cause = transport_cause(&e);
+                warn!(model = self.config.name(model), error = %cause, "model call failed before it was sent; not counted");
+                if let Err(e) = store.release_model_call(&reservation).await {
+                    warn!(error = %e, "releasing an unsent model call failed; its reservation stays counted");
+                }
+                return Err(CallError::Transport(cause));
+            }
+            Err(e) => Err(CallError::Transport(transport_cause(&e))),
             Ok(resp) if !resp.status().is_success() => {
                 let status = resp.status().as_u16();
                 let text = resp.text().await.unwrap_or_default();
@@ -255,6 +323,9 @@ impl AnthropicClient {
         if let Err(e) = store.settle_model_call(&reservation, cost).await {
             warn!(error = %e, "settling a model call failed; its reservation stays counted");
         }
+        if let Err(e) = &result {
+            warn!(model = self.config.name(model), error = %e, "model call failed");
+        }
         let m = result?;
         info!(model = self.config.name(model), cost_usd = cost, "model call");
         Ok(Answer {
@@ -270,6 +341,25 @@ impl AnthropicClient {
             cost_usd: cost,
         })
     }
+}
+
+/// A transport error with its causes (the TLS handshake's reason is a few levels down), never
+/// the URL's query nor any header.
+fn transport_cause(e: &reqwest::Error) -> String {
+    let mut out = String::from(if e.is_connect() { "connecting" } else { "sending" });
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    if e.is_timeout() {
+        out.push_str(": timed out");
+    }
+    out
 }
 
 /// The acceptance check's system prompt.

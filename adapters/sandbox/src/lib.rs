@@ -599,6 +599,25 @@ impl Sandboxes {
 
     /// Connects to the Docker Engine named by DOCKER_HOST (the local socket by default, or a
     /// socket proxy over TCP) and agrees on an API version with it.
+    /// What `belay doctor` reports of the Docker Engine (DOCKER_HOST, else the local socket): its
+    /// version, and that the Sandbox image is there.
+    pub async fn probe_engine(config: &SandboxConfig) -> Result<String, SandboxError> {
+        let docker = Docker::connect_with_defaults()?.negotiate_version().await?;
+        let version = docker.version().await?;
+        match docker.inspect_image(&config.image).await {
+            Ok(_) => Ok(format!(
+                "Docker Engine {} (API {}), image {} present",
+                version.version.unwrap_or_default(),
+                version.api_version.unwrap_or_default(),
+                config.image
+            )),
+            Err(DockerError::DockerResponseServerError { status_code: 404, .. }) => {
+                Err(SandboxError::ImageMissing(config.image.clone()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     pub async fn connect(config: SandboxConfig) -> Result<Self, SandboxError> {
         let docker = Docker::connect_with_defaults()?.negotiate_version().await?;
         Ok(Self::new(docker, config))

@@ -16,6 +16,8 @@ pub struct EventsQuery {
     pub after: Option<String>,
     /// Only events of this entity (a job id, a run id, …).
     pub entity: Option<String>,
+    /// Only events written through the API by this account (its id).
+    pub actor: Option<String>,
     pub limit: Option<String>,
 }
 
@@ -28,11 +30,23 @@ pub struct EventView {
     #[schema(value_type = Object)]
     pub payload: serde_json::Value,
     pub at: i64,
+    /// Who wrote it through the API (none: a worker or the command line).
+    pub actor: Option<ActorView>,
 }
 
-/// Events after a given id: those of the caller's own projects (and everything in them), gg
-/// configurations and account, and those of jobs, runs, reviews and the catalogue, which every
-/// account sees.
+/// The account and the name of the token that made a write through the API.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActorView {
+    pub account_id: String,
+    pub account_name: String,
+    pub token_name: String,
+}
+
+/// Events after a given id: for a member, those of its own projects (and everything in them), gg
+/// configurations, account and writes, and those of jobs, runs, reviews and the catalogue, which
+/// every account sees; for an operator, every event. `actor` keeps those written through the API
+/// by one account.
 #[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery), responses((status = 200, body = [EventView])))]
 pub async fn list(
     Caller(a): Caller,
@@ -41,7 +55,14 @@ pub async fn list(
 ) -> ApiResult<Json<Vec<EventView>>> {
     let after = int_param("after", q.after.as_deref(), 0, 0, i64::MAX)?;
     let limit = int_param("limit", q.limit.as_deref(), 100, 1, 1000)?;
-    let events = s.store.events_for(&a.id, after, q.entity.as_deref(), limit).await?;
+    let filter = belay_store::events::EventFilter {
+        after_id: after,
+        entity: q.entity.as_deref(),
+        actor: q.actor.as_deref(),
+        limit,
+    };
+    let operator = a.role == belay_domain::access::Role::Operator;
+    let events = s.store.events_seen_by(&a.id, operator, &filter).await?;
     Ok(Json(
         events
             .into_iter()
@@ -51,6 +72,11 @@ pub async fn list(
                 kind: e.kind,
                 payload: e.payload,
                 at: e.at,
+                actor: e.actor.map(|x| ActorView {
+                    account_id: x.account_id,
+                    account_name: x.account_name,
+                    token_name: x.token_name,
+                }),
             })
             .collect(),
     ))

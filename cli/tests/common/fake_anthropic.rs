@@ -1,13 +1,15 @@
-//! A fake Anthropic Messages API, served over HTTP on loopback by the test itself and scripted
-//! per test: a function from each request to its reply (a tool call, a wrong schema, two tool
-//! calls, an HTTP 529, a slow answer). Every request is kept, so a test can count the calls.
+//! A fake Anthropic Messages API, served over HTTPS on loopback by the test itself (its
+//! certificate signed by a test CA made at run time) and scripted per test: a function from each
+//! request to its reply (a tool call, a wrong schema, two tool calls, an HTTP 529, a slow answer).
+//! Every request is kept, so a test can count the calls. `GET /v1/models` answers 200 to the key
+//! `test-key` and 401 to any other, as the real API's does.
 
 #![allow(dead_code)]
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,6 +43,76 @@ pub fn verdict(v: Value) -> Reply {
     Reply::Tools(vec![("record_verdict".into(), v)])
 }
 
+#[path = "test_ca.rs"]
+pub mod test_ca;
+
+/// A TLS listener for `axum::serve`: each accepted connection's handshake done before it is
+/// handed on; a failed handshake (a client that does not trust the CA) is dropped.
+pub struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl TlsListener {
+    /// Binds a free loopback port serving `cert` and `key` (PEM files).
+    pub async fn bind(cert: &std::path::Path, key: &std::path::Path) -> TlsListener {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_file_iter(cert)
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_file(key).unwrap();
+        let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+        TlsListener {
+            tcp: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            let handshake = tokio::time::timeout(Duration::from_secs(5), self.acceptor.accept(tcp));
+            if let Ok(Ok(tls)) = handshake.await {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+async fn models(headers: HeaderMap) -> axum::response::Response {
+    let key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+    if key == Some("test-key") {
+        axum::Json(json!({"data": [{"type": "model", "id": "claude-haiku-4-5"}], "has_more": false})).into_response()
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(
+                json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+            ),
+        )
+            .into_response()
+    }
+}
+
 type Script = dyn Fn(&Seen) -> Reply + Send + Sync;
 
 #[derive(Clone)]
@@ -50,7 +122,10 @@ struct Fake {
 }
 
 pub struct FakeAnthropic {
+    /// `https://localhost:PORT`.
     pub url: String,
+    /// The CA that signed the fake's certificate.
+    pub ca: test_ca::TestCa,
     seen: Arc<Mutex<Vec<Seen>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -122,9 +197,14 @@ impl FakeAnthropic {
         };
         let app = axum::Router::new()
             .route("/v1/messages", post(messages))
+            .route("/v1/models", get(models))
             .with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let ca = test_ca::TestCa::new();
+        let listener = TlsListener::bind(&ca.server_cert, &ca.server_key).await;
+        let url = format!(
+            "https://localhost:{}",
+            axum::serve::Listener::local_addr(&listener).unwrap().port()
+        );
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
@@ -135,6 +215,7 @@ impl FakeAnthropic {
         });
         FakeAnthropic {
             url,
+            ca,
             seen,
             stop: Some(tx),
         }
@@ -145,11 +226,22 @@ impl FakeAnthropic {
         self.seen.lock().unwrap().clone()
     }
 
-    /// The environment a `belay` process needs to call this fake.
+    /// The environment a `belay` process needs to call this fake: its URL, the key and the CA.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("BELAY_ANTHROPIC_BASE_URL", self.url.clone()),
             ("BELAY_ANTHROPIC_API_KEY", "test-key".into()),
+            ("BELAY_CA_FILE", self.ca.ca.display().to_string()),
         ]
+    }
+
+    /// The CA (DER) a model client given directly must trust.
+    pub fn roots(&self) -> Vec<Vec<u8>> {
+        use rustls_pki_types::CertificateDer;
+        use rustls_pki_types::pem::PemObject;
+        CertificateDer::pem_file_iter(&self.ca.ca)
+            .unwrap()
+            .map(|c| c.unwrap().as_ref().to_vec())
+            .collect()
     }
 }

@@ -305,6 +305,25 @@ impl Belay {
         b
     }
 
+    /// A temp dir and a Temporal dev server in it, for a test that puts something in front of the
+    /// server before belay starts ([`Belay::start_on_temporal`]).
+    pub fn temporal_first() -> (tempfile::TempDir, Temporal) {
+        let dir = tempfile::tempdir().unwrap();
+        let temporal = Temporal::start(dir.path());
+        (dir, temporal)
+    }
+
+    /// belay on a fresh SQLite database and the given Temporal server, its processes given `env`
+    /// (which may name another `BELAY_TEMPORAL_ADDRESS`).
+    pub async fn start_on_temporal(dir: tempfile::TempDir, temporal: Temporal, env: &[(&str, &str)]) -> Belay {
+        let database_url = format!("sqlite:{}", dir.path().join("belay.db").display());
+        let extra = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut b = Self::prepare(dir, temporal, database_url, extra, None);
+        b.start_api().await;
+        b.start_worker().await;
+        b
+    }
+
     async fn start_on(dir: tempfile::TempDir, database_url: String, extra_env: Vec<(String, String)>) -> Belay {
         Self::start_full(dir, database_url, extra_env, None).await
     }
@@ -481,6 +500,29 @@ impl Belay {
         let _ = p.wait();
     }
 
+    /// Starts another `belay api` process over the same database and Temporal server (stopped
+    /// when the value is dropped); its base URL is [`SecondApi::url`].
+    pub async fn start_second_api(&self) -> SecondApi {
+        let port = free_port();
+        let log = std::fs::File::create(self.dir.path().join(format!("api-{port}.log"))).unwrap();
+        let mut cmd = Command::new(BELAY);
+        self.env(&mut cmd);
+        cmd.args(["api", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log);
+        let process = Proc(cmd.spawn().unwrap());
+        let url = format!("http://127.0.0.1:{port}");
+        let http = self.http.clone();
+        let probe = url.clone();
+        wait_for("the second API to answer", Duration::from_secs(60), || {
+            let http = http.clone();
+            let url = probe.clone();
+            async move { http.get(format!("{url}/v1/healthz")).send().await.is_ok() }
+        })
+        .await;
+        SecondApi { _process: process, url }
+    }
+
     pub async fn request(&self, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, Value) {
         let mut r = self
             .http
@@ -590,6 +632,12 @@ pub async fn ready_project(b: &Belay, name: &str) -> String {
         assert!(p["status"] != "failed" && Instant::now() < deadline, "{p}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A further `belay api` process ([`Belay::start_second_api`]).
+pub struct SecondApi {
+    _process: Proc,
+    pub url: String,
 }
 
 /// A member account's token.
