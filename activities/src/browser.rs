@@ -94,13 +94,15 @@ impl BrowserActivities {
     /// Stops the dev command the pid file names, with everything in its session (the exec's
     /// own leftover kill does the same when the exec ends, but not for an exec whose worker was
     /// lost).
-    async fn stop_preview(&self, project: &str, pidfile: &str) {
+    /// Stops the preview from the Candidate's own checkout directory (`dir`): the Sandbox runs
+    /// commands only in a directory of its own, never `/`.
+    async fn stop_preview(&self, project: &str, dir: &str, pidfile: &str) {
         let stopped = self
             .sandbox
             .sandboxes
             .sh(
                 project,
-                "/",
+                dir,
                 SandboxUser::Root,
                 STOP_SESSION,
                 &[pidfile],
@@ -149,26 +151,25 @@ impl BrowserActivities {
         let port = preview_port(candidate);
         let pidfile = format!("/tmp/belay-browser-{candidate}.pid");
         let dev = input.commands.dev.clone();
+        // The pid file and the port, then the dev command's words (shell-word split).
+        let mut dev_args: Vec<String> = vec![pidfile.clone(), port.to_string()];
+        dev_args.extend(crate::verification::command_argv(&dev));
         let limit = self.config.session + PREVIEW_START + Duration::from_secs(30);
         let spa_index = self.spa_index(project, &dir).await?;
         // A dev server an earlier attempt left (its worker lost mid-session) still holds the port.
-        self.stop_preview(project, &pidfile).await;
+        self.stop_preview(project, &dir, &pidfile).await;
         let preview = {
-            let (sandboxes, project, dir, dev, pidfile) = (
-                sandboxes.clone(),
-                project.to_owned(),
-                dir.clone(),
-                dev.clone(),
-                pidfile.clone(),
-            );
+            let (sandboxes, project, dir, dev_args) = (sandboxes.clone(), project.to_owned(), dir.clone(), dev_args);
             tokio::spawn(async move {
                 sandboxes
                     .sh(
                         &project,
                         &dir,
                         SandboxUser::Root,
-                        &format!(r#"{SESSION_OF_SELF} echo "$sid" > "$2"; PORT="$3" HOST=0.0.0.0 exec $1"#),
-                        &[&dev, &pidfile, &port.to_string()],
+                        &format!(
+                            r#"{SESSION_OF_SELF} echo "$sid" > "$1"; port=$2; shift 2; PORT="$port" HOST=0.0.0.0 exec "$@""#
+                        ),
+                        &dev_args.iter().map(String::as_str).collect::<Vec<_>>(),
                         limit,
                     )
                     .await
@@ -214,7 +215,7 @@ impl BrowserActivities {
                 browser_version: None,
             }
         };
-        self.stop_preview(project, &pidfile).await;
+        self.stop_preview(project, &dir, &pidfile).await;
         let out = match tokio::time::timeout(Duration::from_secs(20), preview).await {
             Ok(Ok(Ok(out))) => Some(out),
             Ok(Ok(Err(e))) => {

@@ -10,11 +10,14 @@ use crate::revocations::StoreRevocations;
 use crate::workspace::git_in_sandbox_error;
 use crate::{Plain, fatal, git_error, heartbeating, now_secs, retryable, sandbox_error, source_error, store_error};
 use belay_domain::check::CheckId;
-use belay_domain::contract::{compare_route_tables, parse_contract_changes, parse_route_table};
+use belay_domain::contract::{
+    BaseTable, compare_route_tables, parse_contract_changes, read_route_tables, run_script_name,
+};
 use belay_domain::evidence::{CheckResult, Coverage, Evidence, EvidenceStatus, Metric};
 use belay_domain::ids::CandidateId;
 use belay_domain::meter::Reservation;
 use belay_domain::plan::P95_METRIC;
+use belay_domain::policy::command_words;
 use belay_domain::repo::{candidate_fork, canonical_repo};
 use belay_git::source_objects::SourceObjects;
 use belay_git::{GitService, StackedFork, StackedTip};
@@ -366,8 +369,14 @@ pub struct VerifySandboxActivities {
     pub checkouts: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
+/// A policy command's argv, split by the shell's word rules. A policy is refused when it is saved
+/// with a command that does not split; one stored before that rule splits on blanks.
+pub(crate) fn command_argv(command: &str) -> Vec<String> {
+    argv(command)
+}
+
 fn argv(command: &str) -> Vec<String> {
-    command.split_whitespace().map(str::to_owned).collect()
+    command_words(command).unwrap_or_else(|_| command.split_whitespace().map(str::to_owned).collect())
 }
 
 fn output(out: &ExecOutput) -> String {
@@ -485,19 +494,9 @@ impl VerifySandboxActivities {
                 &format!("{} timed out after {} s", ran.command, timeout.as_secs()),
             )
         };
-        let exit = |ran: &Ran| {
-            let mut r = CheckResult::from_exit(ran.out.exit_code.unwrap_or(-1), &ran.command);
-            if r.status != EvidenceStatus::Pass {
-                // The last lines say why; the object holds the rest.
-                let why = tail(output(&ran.out).trim(), 300).replace('\n', " | ");
-                r = CheckResult::new(
-                    r.status,
-                    r.coverage,
-                    &format!("{} failed (exit {:?}): {why}", ran.command, ran.out.exit_code),
-                );
-            }
-            r
-        };
+        // The last lines say why; the object holds the rest.
+        let exit =
+            |ran: &Ran| CheckResult::from_command(ran.out.exit_code, &ran.command, &tail(output(&ran.out).trim(), 300));
         Ok(match &input.check.check_id {
             CheckId::Build | CheckId::Unit => {
                 let cmd = if input.check.check_id == CheckId::Build {
@@ -564,28 +563,54 @@ impl VerifySandboxActivities {
             CheckId::Contract => {
                 let candidate = self.run(project, dir, &c.contract, timeout).await?;
                 let base_dir = format!("/tmp/belay-base-{}", input.candidate_id.as_str());
+                let words = argv(&c.contract);
+                let script = run_script_name(&words).unwrap_or_default().to_owned();
+                // The base's table, from a worktree of the base commit. A base whose package.json
+                // has no such script (a new project at S0 has only `.gitignore`) prints the
+                // marker instead: its route table is empty.
+                let mut args: Vec<&str> = vec![&base_dir, &input.base_commit, dir, &script];
+                args.extend(words.iter().map(String::as_str));
                 let base = self
                     .sh(
                         project,
                         dir,
-                        r#"rm -rf "$1"; git worktree prune; git worktree add --quiet --detach "$1" "$2" >&2 && cd "$1" && $3; rc=$?; cd /; git -C "$4" worktree remove --force "$1" >/dev/null 2>&1; exit $rc"#,
-                        &[&base_dir, &input.base_commit, &c.contract, dir],
+                        r#"wt=$1; base=$2; src=$3; script=$4; shift 4
+rm -rf "$wt"; git worktree prune
+git worktree add --quiet --detach "$wt" "$base" >&2 || exit 1
+cd "$wt"
+if [ -n "$script" ] && ! SCRIPT="$script" bun -e 'let p = {}; try { p = JSON.parse(require("fs").readFileSync("package.json", "utf8")); } catch {} process.exit(p && p.scripts && p.scripts[process.env.SCRIPT] ? 0 : 3)'; then
+  echo "BELAY_NO_SCRIPT"; rc=0
+else
+  "$@"; rc=$?
+fi
+cd /; git -C "$src" worktree remove --force "$wt" >/dev/null 2>&1; exit $rc"#,
+                        &args,
                         timeout,
                     )
                     .await?;
+                let no_script = base.exit_code == Some(0) && base.stdout.trim() == "BELAY_NO_SCRIPT";
                 let detail = serde_json::json!({
                     "command": c.contract,
                     "candidate": { "exitCode": candidate.out.exit_code, "outputTail": output(&candidate.out) },
-                    "base": { "exitCode": base.exit_code, "outputTail": output(&base) },
+                    "base": if no_script {
+                        serde_json::json!({ "noScript": script, "routes": 0 })
+                    } else {
+                        serde_json::json!({ "exitCode": base.exit_code, "outputTail": output(&base) })
+                    },
                 });
                 let result = if candidate.out.timed_out || base.timed_out {
                     timed_out(&candidate)
                 } else {
-                    match (
-                        parse_route_table(&candidate.out.stdout),
-                        parse_route_table(&base.stdout),
-                    ) {
-                        (Ok(cand), Ok(base)) => {
+                    let base_table = if no_script {
+                        BaseTable::NoScript
+                    } else {
+                        BaseTable::Ran {
+                            exit_code: base.exit_code,
+                            stdout: &base.stdout,
+                        }
+                    };
+                    match read_route_tables(&candidate.out.stdout, candidate.out.exit_code, &base_table) {
+                        Ok((cand, base)) => {
                             let cmp =
                                 compare_route_tables(&base, &cand, &parse_contract_changes(&input.contract_changes));
                             let status = if cmp.passes() {
@@ -595,14 +620,17 @@ impl VerifySandboxActivities {
                             };
                             CheckResult::new(status, Coverage::CheckedSupported, &cmp.summary())
                         }
-                        (Err(e), _) | (_, Err(e)) => {
-                            CheckResult::new(EvidenceStatus::Fail, Coverage::CheckedSupported, &e.to_string())
-                        }
+                        Err(why) => CheckResult::new(EvidenceStatus::Fail, Coverage::CheckedSupported, &why),
                     }
                 };
                 (result, detail)
             }
             CheckId::PreviewSmoke => {
+                let mut preview_args = vec![
+                    crate::browser::preview_port(input.candidate_id.as_str()).to_string(),
+                    (timeout.as_millis() * 2 / 3).to_string(),
+                ];
+                preview_args.extend(argv(&c.dev));
                 let out = self
                     .sh(
                         project,
@@ -612,9 +640,10 @@ impl VerifySandboxActivities {
                         // nothing of another Candidate's. One probe process waits for the app
                         // for at most $3 ms, so an app that never answers fails inside the
                         // check's timeout.
-                        r#"PORT=$2 HOST=127.0.0.1 $1 >"/tmp/belay-preview-$2.log" 2>&1 &
+                        r#"port=$1; ms=$2; shift 2
+PORT=$port HOST=127.0.0.1 "$@" >"/tmp/belay-preview-$port.log" 2>&1 &
 pid=$!
-PROBE_PORT=$2 PROBE_MS=$3 bun -e '
+PROBE_PORT=$port PROBE_MS=$ms bun -e '
 const base = `http://127.0.0.1:${process.env.PROBE_PORT}`;
 const until = Date.now() + Number(process.env.PROBE_MS);
 const status = async (path) => (await fetch(base + path, { signal: AbortSignal.timeout(5000) })).status;
@@ -627,11 +656,7 @@ console.log(`root=${root} health=${health}`);
 '
 kill $pid 2>/dev/null
 true"#,
-                        &[
-                            &c.dev,
-                            &crate::browser::preview_port(input.candidate_id.as_str()).to_string(),
-                            &(timeout.as_millis() * 2 / 3).to_string(),
-                        ],
+                        &preview_args.iter().map(String::as_str).collect::<Vec<_>>(),
                         timeout,
                     )
                     .await?;

@@ -476,9 +476,9 @@ impl WorkspaceSandboxActivities {
                 if !out.success() {
                     return Ok(CheckedOut::Failed {
                         reason: format!(
-                            "the install command `{}` failed (exit {:?}{}): {}",
+                            "the install command `{}` failed ({}{}): {}",
                             install.join(" "),
-                            out.exit_code,
+                            belay_domain::check::exit_words(out.exit_code),
                             if out.timed_out { ", timed out" } else { "" },
                             out.stderr.trim()
                         ),

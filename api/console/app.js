@@ -905,8 +905,17 @@ async function approvalsPage() {
   const waiting = await api("GET", "/v1/approvals?status=requested");
   setMain(h("h1", {}, "Waiting on a person"),
     waiting.length === 0 ? h("p", { class: "muted", id: "no-approvals" }, "Nothing waits on a person.")
-      : h("ul", { id: "approvals" }, waiting.map((a) => h("li", {},
-        link(`/candidates/${a.candidateId}`, a.candidateId), `: ${a.reason} (tree ${a.tree.slice(0, 12)})`))));
+      : h("ul", { id: "approvals" }, waiting.map((a) => {
+        const reason = h("input", { type: "text", size: 40, "aria-label": "why cancel", placeholder: "why cancel" });
+        const out = h("span", {});
+        const cancel = h("button", { onclick: async () => {
+          const r = await api("POST", `/v1/changes/${a.changeId}/cancel`, { reason: reason.value });
+          out.replaceChildren(`Change ${r.change.status}.`);
+        } }, "Cancel the change");
+        return h("li", { dataset: { approval: a.id } },
+          a.candidateId ? link(`/candidates/${a.candidateId}`, a.candidateId) : link(`/changes/${a.changeId}`, a.changeId),
+          `: ${a.reason}`, a.tree ? ` (tree ${a.tree.slice(0, 12)})` : "", " ", reason, cancel, out);
+      })));
 }
 
 async function homePage() {

@@ -396,7 +396,7 @@ fn rules() -> Vec<(String, Value)> {
     ));
     rules.push((
         "/paths/~1v1~1approvals/get/parameters/status/schema".into(),
-        json!({"type": "string", "enum": ["requested", "granted", "rejected"]}),
+        json!({"type": "string", "enum": ["requested", "granted", "rejected", "cancelled"]}),
     ));
     rules.push((
         "/paths/~1v1~1candidates~1{id}~1evidence~1{evidenceId}~1screenshots~1{index}/get/parameters/index/schema"

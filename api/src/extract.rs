@@ -164,6 +164,13 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let path = e.path().clone();
         let message = strip_location(e.into_inner().to_string());
         let (field, rule) = field_and_rule(&path, &message);
+        let field = inner_field(&value, &path, &message).map_or(field, |inner| {
+            if path.to_string() == "." {
+                inner
+            } else {
+                format!("{path}.{inner}")
+            }
+        });
         let rule = match enum_words::<T>(&value, &path, &rule) {
             Some(words) => format!("{}expected {words}", rule.trim_end_matches("expected string or map")),
             None => rule,
@@ -353,6 +360,62 @@ fn field_and_rule(path: &serde_path_to_error::Path, message: &str) -> (String, S
     (field, message.to_string())
 }
 
+/// The field under `path` a wrong value sits in, when serde lost sight of it: a tagged or
+/// flattened type reads its fields from a buffered copy, so its errors stop at the object
+/// (`bufferTarget`, `combination`, the body). The value serde names as unexpected is looked up
+/// in that object's subtree; when exactly one field holds it, that field is the one
+/// (`runs`, `harness`, `argv`, `bindings.slot`).
+fn inner_field(value: &Value, path: &serde_path_to_error::Path, message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))?;
+    let (shown, _) = rest.split_once(", expected ")?;
+    let mut at = value;
+    for segment in path.iter() {
+        at = match segment {
+            serde_path_to_error::Segment::Map { key } => at.get(key.as_str())?,
+            serde_path_to_error::Segment::Seq { index } => at.get(*index)?,
+            _ => return None,
+        };
+    }
+    if !at.is_object() || unexpected(at).to_string() == shown {
+        return None;
+    }
+    fn walk(v: &Value, here: String, shown: &str, found: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map {
+                    let p = if here.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{here}.{k}")
+                    };
+                    if unexpected(child).to_string() == shown {
+                        found.push(p.clone());
+                    }
+                    walk(child, p, shown, found);
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    let p = format!("{here}[{i}]");
+                    if unexpected(child).to_string() == shown {
+                        found.push(p.clone());
+                    }
+                    walk(child, p, shown, found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    walk(at, String::new(), shown, &mut found);
+    match found.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
 /// For a value of the wrong type where an enum belongs (`{"scope":7}`), the enum's words: the
 /// same body with a string no enum has in that place is deserialized again, and its error names
 /// them.
@@ -514,6 +577,27 @@ mod tests {
         }
         let harness = r#"{"name":"h","maxParallelism":1,"adapter":{"kind":0,"argv":["x"]}}"#;
         assert_eq!(field_of::<HarnessInput>(harness), "adapter.kind");
+    }
+
+    #[test]
+    fn a_refused_body_names_the_field_where_the_rule_broke_at_any_depth() {
+        let plan = r#"{"name":"p","runsPerCell":1,"bufferTarget":{"kind":"bounded","runs":"ten"}}"#;
+        assert_eq!(
+            field_of::<belay_domain::coverage::CoveragePlanInput>(plan),
+            "bufferTarget.runs"
+        );
+        let launch = r#"{"case":{"slug":"c","version":"1.0.0","variant":"v"},"combination":{"kind":"harness","harness":7,"model":"m"}}"#;
+        assert_eq!(field_of::<LaunchInput>(launch), "combination.harness");
+        let gg = r#"{"case":{"slug":"c","version":"1.0.0","variant":"v"},"combination":{"kind":"gg","ggConfigId":"g","bindings":{"slot":5}}}"#;
+        assert_eq!(field_of::<LaunchInput>(gg), "combination.bindings.slot");
+        assert_eq!(
+            field_of::<ToolCall>(r#"{"tool":"run_command","argv":"bun test"}"#),
+            "argv"
+        );
+        assert_eq!(
+            field_of::<ToolCall>(r#"{"tool":"run_command","argv":["bun", 3]}"#),
+            "argv[1]"
+        );
     }
 
     #[test]

@@ -110,6 +110,7 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(repo_tokens::revoke))
         .routes(utoipa_axum::routes!(changes::create, changes::list))
         .routes(utoipa_axum::routes!(changes::get))
+        .routes(utoipa_axum::routes!(changes::cancel))
         .routes(utoipa_axum::routes!(changes::add_task, changes::tasks))
         .routes(utoipa_axum::routes!(changes::start_run))
         .routes(utoipa_axum::routes!(changes::record_change_set))

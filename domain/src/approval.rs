@@ -28,6 +28,11 @@ pub enum GateTrigger {
     Policy,
     /// The acceptance check did not pass on the selected Candidate.
     Acceptance,
+    /// Sibling selection could not pick a winner: a person picks one or cancels the Change.
+    Selection,
+    /// The Change had its one repair and still has no Candidate that can ship: a person cancels
+    /// the Change (or approves a promotable Candidate, when one turns up).
+    Repair,
 }
 
 /// A reason a person must approve a Candidate. `reason` is the sentence that says why, without
@@ -111,6 +116,20 @@ pub fn approval_reason(gates: &[HumanGate]) -> Option<String> {
     Some(format!("{} {APPROVE_OR_CANCEL}", parts.join(" ")))
 }
 
+/// The closing sentence of a request no promotable Candidate answers.
+pub const CANCEL_ONLY: &str = "No candidate can ship: cancel the change.";
+
+/// The text of a Change's own request: why it waits, then what the person may do. A reason that
+/// already offers a pick or the cancel (a selection no one won) is kept as it is.
+pub fn change_request_reason(why: &str) -> String {
+    let why = why.trim();
+    if why.to_lowercase().contains("cancel the change") {
+        why.to_owned()
+    } else {
+        format!("{why}\n{CANCEL_ONLY}")
+    }
+}
+
 /// What a person decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
@@ -150,18 +169,43 @@ pub enum ApprovalStatus {
     Requested,
     Granted,
     Rejected,
+    /// The Change was cancelled while the request waited: nothing waits on a person any more.
+    Cancelled,
 }
 
-/// An approval as stored: requested for one composed tree, then decided once.
+impl ApprovalStatus {
+    pub const ALL: [ApprovalStatus; 4] = [
+        ApprovalStatus::Requested,
+        ApprovalStatus::Granted,
+        ApprovalStatus::Rejected,
+        ApprovalStatus::Cancelled,
+    ];
+}
+
+/// What a person may do about a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalAction {
+    /// Approve the promotable Candidate on its exact composed tree
+    /// (`POST /v1/candidates/{candidateId}/approvals`).
+    Approve,
+    /// Cancel the Change (`POST /v1/changes/{changeId}/cancel`).
+    Cancel,
+}
+
+/// An approval as stored: requested for one composed tree, then decided once. A request for a
+/// Change that waits on a person with no promotable Candidate (a selection no one won, a repair
+/// that fell short again) has no Candidate and no tree: the person may cancel the Change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Approval {
     pub id: ApprovalId,
-    pub candidate_id: CandidateId,
+    pub candidate_id: Option<CandidateId>,
     pub status: ApprovalStatus,
     /// The composed tree the request is for.
-    pub tree: String,
+    pub tree: Option<String>,
     pub trigger: GateTrigger,
     /// The text of `approval.requested`.
     pub reason: String,
@@ -182,6 +226,19 @@ pub struct ApprovalView {
     pub project_id: String,
     /// The composed commit whose tree (`tree`) the request is for.
     pub composed_commit: Option<String>,
+    /// What the person may do: approve the Candidate on its tree (a request for a promotable
+    /// Candidate), and cancel the Change.
+    pub actions: Vec<ApprovalAction>,
+}
+
+/// What a person may do about a request that waits: approve only a promotable (verified)
+/// Candidate; cancel always.
+pub fn approval_actions(candidate_verified: bool) -> Vec<ApprovalAction> {
+    if candidate_verified {
+        vec![ApprovalAction::Approve, ApprovalAction::Cancel]
+    } else {
+        vec![ApprovalAction::Cancel]
+    }
 }
 
 /// Why a decision is not recorded (the API answers 409, naming it).
@@ -218,12 +275,14 @@ pub fn decide(existing: Option<&Approval>, input: &ApprovalInput) -> ApprovalVer
         ApprovalDecision::Grant => ApprovalStatus::Granted,
         ApprovalDecision::Reject => ApprovalStatus::Rejected,
     };
+    let tree = a.tree.as_deref().unwrap_or_default();
     match a.status {
-        ApprovalStatus::Requested if input.tree != a.tree => {
-            ApprovalVerdict::Refused(ApprovalRefusal::OtherTree { tree: a.tree.clone() })
+        ApprovalStatus::Cancelled => ApprovalVerdict::Refused(ApprovalRefusal::AlreadyDecided { status: a.status }),
+        ApprovalStatus::Requested if input.tree != tree => {
+            ApprovalVerdict::Refused(ApprovalRefusal::OtherTree { tree: tree.to_owned() })
         }
         ApprovalStatus::Requested => ApprovalVerdict::Record { status: wanted },
-        done if done == wanted && input.tree == a.tree => ApprovalVerdict::Unchanged,
+        done if done == wanted && input.tree == tree => ApprovalVerdict::Unchanged,
         done => ApprovalVerdict::Refused(ApprovalRefusal::AlreadyDecided { status: done }),
     }
 }
@@ -251,8 +310,8 @@ impl ApprovalState {
 /// Reads the approval against the composed tree. A rejection always blocks; a grant counts only
 /// for `composed_tree`.
 pub fn approval_state(required: bool, approval: Option<&Approval>, composed_tree: &str) -> ApprovalState {
-    match approval.map(|a| (a.status, a.tree == composed_tree)) {
-        Some((ApprovalStatus::Rejected, _)) => ApprovalState::Rejected,
+    match approval.map(|a| (a.status, a.tree.as_deref() == Some(composed_tree))) {
+        Some((ApprovalStatus::Rejected | ApprovalStatus::Cancelled, _)) => ApprovalState::Rejected,
         _ if !required => ApprovalState::NotRequired,
         Some((ApprovalStatus::Granted, true)) => ApprovalState::Granted,
         Some((ApprovalStatus::Granted, false)) => ApprovalState::GrantedForAnotherTree,
@@ -329,12 +388,22 @@ mod tests {
         assert_eq!(approval_reason(&[]), None);
     }
 
+    #[test]
+    fn a_changes_own_request_says_the_person_may_cancel_it() {
+        assert_eq!(
+            change_request_reason("The change already had its repair."),
+            "The change already had its repair.\nNo candidate can ship: cancel the change."
+        );
+        let pick = "Candidates a, b rank equal. Pick one to ship or cancel the change.";
+        assert_eq!(change_request_reason(pick), pick);
+    }
+
     fn requested() -> Approval {
         Approval {
             id: ApprovalId::from_body("a1"),
-            candidate_id: CandidateId::from_body("c1"),
+            candidate_id: Some(CandidateId::from_body("c1")),
             status: ApprovalStatus::Requested,
-            tree: TREE.into(),
+            tree: Some(TREE.into()),
             trigger: GateTrigger::Policy,
             reason: "…".into(),
             requested_at: 10,

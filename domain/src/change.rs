@@ -89,6 +89,20 @@ impl ChangeInput {
     }
 }
 
+/// `POST /v1/changes/{id}/cancel`: a person ends the Change, saying why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChangeCancelInput {
+    pub reason: String,
+}
+
+impl ChangeCancelInput {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        check_text("reason", &self.reason, 2000)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]

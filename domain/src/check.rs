@@ -17,6 +17,37 @@ pub const TARGETED: &str = "targeted";
 /// Every Evidence summary ends with this: all checks run in the Sandbox.
 pub const RUNNER_SUFFIX: &str = "(runner: sandbox)";
 
+/// A command's end in the words a person reads in an Evidence summary: `exit 1`, or the signal
+/// that killed it by name (a shell reports a command killed by signal N as 128 + N):
+/// `killed by SIGKILL (exit 137)`. `None` (no status was reported) reads `no exit status`.
+pub fn exit_words(exit_code: Option<i64>) -> String {
+    const SIGNALS: [(i64, &str); 15] = [
+        (1, "SIGHUP"),
+        (2, "SIGINT"),
+        (3, "SIGQUIT"),
+        (4, "SIGILL"),
+        (5, "SIGTRAP"),
+        (6, "SIGABRT"),
+        (7, "SIGBUS"),
+        (8, "SIGFPE"),
+        (9, "SIGKILL"),
+        (10, "SIGUSR1"),
+        (11, "SIGSEGV"),
+        (12, "SIGUSR2"),
+        (13, "SIGPIPE"),
+        (14, "SIGALRM"),
+        (15, "SIGTERM"),
+    ];
+    match exit_code {
+        None => "no exit status".into(),
+        Some(code) if code > 128 => match SIGNALS.iter().find(|(n, _)| *n == code - 128) {
+            Some((_, name)) => format!("killed by {name} (exit {code})"),
+            None => format!("exit {code}"),
+        },
+        Some(code) => format!("exit {code}"),
+    }
+}
+
 /// A check of a verification plan. Serialized as the spec's id string (`build`,
 /// `protected-invariant-2-email-delivery`, …). The variant order is the order a plan lists them.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -209,6 +240,18 @@ pub fn evidence_summary(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exit_reads_as_a_person_says_it() {
+        assert_eq!(exit_words(Some(1)), "exit 1");
+        assert_eq!(exit_words(Some(0)), "exit 0");
+        assert_eq!(exit_words(Some(137)), "killed by SIGKILL (exit 137)");
+        assert_eq!(exit_words(Some(143)), "killed by SIGTERM (exit 143)");
+        assert_eq!(exit_words(Some(139)), "killed by SIGSEGV (exit 139)");
+        assert_eq!(exit_words(Some(200)), "exit 200");
+        assert_eq!(exit_words(None), "no exit status");
+        assert!(!exit_words(Some(1)).contains("Some"));
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -542,7 +542,7 @@ impl RouteEntry {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContractError {
     #[error(
-        "the contract command printed no route table: expected a JSON array like \
+        "printed no route table: expected a JSON array like \
          [{{\"method\":\"GET\",\"path\":\"/api/health\"}}] ({0})"
     )]
     NotARouteTable(String),
@@ -589,6 +589,61 @@ pub enum RouteDiffKind {
 pub struct RouteDiff {
     pub route: Route,
     pub kind: RouteDiffKind,
+}
+
+/// Which side of the contract check printed what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableSide {
+    /// The canonical base the Candidate was composed on.
+    Base,
+    Candidate,
+}
+
+/// What the base's contract command gave. A base with no contract script (a new project at S0
+/// has only `.gitignore`) has no routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaseTable<'a> {
+    /// The base has no such script: an empty route table.
+    NoScript,
+    /// The command ran: its exit code and standard output.
+    Ran { exit_code: Option<i64>, stdout: &'a str },
+}
+
+/// Reads both route tables, naming the side that failed. A base with no contract script, or whose
+/// contract command printed nothing, has an empty route table; a base command that failed, or a
+/// Candidate's output that is not a route table, fails the check and says whose it was.
+pub fn read_route_tables(
+    candidate_stdout: &str,
+    candidate_exit: Option<i64>,
+    base: &BaseTable<'_>,
+) -> Result<(Vec<RouteEntry>, Vec<RouteEntry>), String> {
+    let side = |side: TableSide, stdout: &str, exit: Option<i64>| -> Result<Vec<RouteEntry>, String> {
+        let who = match side {
+            TableSide::Base => "the base's contract command",
+            TableSide::Candidate => "the Candidate's contract command",
+        };
+        if exit != Some(0) {
+            return Err(format!("{who} failed ({})", crate::check::exit_words(exit)));
+        }
+        if side == TableSide::Base && stdout.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        parse_route_table(stdout).map_err(|e| format!("{who} {e}"))
+    };
+    let cand = side(TableSide::Candidate, candidate_stdout, candidate_exit)?;
+    let base = match base {
+        BaseTable::NoScript => Vec::new(),
+        BaseTable::Ran { exit_code, stdout } => side(TableSide::Base, stdout, *exit_code)?,
+    };
+    Ok((cand, base))
+}
+
+/// The script a `bun run <script>` command runs (the base may not have it).
+pub fn run_script_name(argv: &[String]) -> Option<&str> {
+    match argv {
+        [bun, run, script, ..] if bun == "bun" && run == "run" && !script.starts_with('-') => Some(script),
+        _ => None,
+    }
 }
 
 /// What the `contract` check found.
@@ -1042,5 +1097,76 @@ mod tests {
             let lines: Vec<String> = routes.iter().map(|(m, p)| format!("Adds {m} {p}")).collect();
             prop_assert!(compare_route_tables(&[], &t, &parse_contract_changes(&lines)).passes());
         }
+    }
+
+    #[test]
+    fn a_base_with_no_contract_script_or_no_output_has_an_empty_route_table() {
+        let cand = r#"[{"method":"GET","path":"/api/health"}]"#;
+        let (c, b) = read_route_tables(cand, Some(0), &BaseTable::NoScript).unwrap();
+        assert_eq!((c.len(), b.len()), (1, 0));
+        let (_, b) = read_route_tables(
+            cand,
+            Some(0),
+            &BaseTable::Ran {
+                exit_code: Some(0),
+                stdout: "  \n",
+            },
+        )
+        .unwrap();
+        assert!(b.is_empty());
+        let (_, b) = read_route_tables(
+            cand,
+            Some(0),
+            &BaseTable::Ran {
+                exit_code: Some(0),
+                stdout: "[]",
+            },
+        )
+        .unwrap();
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn the_summary_names_the_side_that_failed() {
+        let good = r#"[{"method":"GET","path":"/api/health"}]"#;
+        let base_failed = read_route_tables(
+            good,
+            Some(0),
+            &BaseTable::Ran {
+                exit_code: Some(1),
+                stdout: "",
+            },
+        )
+        .unwrap_err();
+        assert_eq!(base_failed, "the base's contract command failed (exit 1)");
+        let base_garbled = read_route_tables(
+            good,
+            Some(0),
+            &BaseTable::Ran {
+                exit_code: Some(0),
+                stdout: "hello",
+            },
+        )
+        .unwrap_err();
+        assert!(
+            base_garbled.starts_with("the base's contract command printed no route table"),
+            "{base_garbled}"
+        );
+        let cand = read_route_tables("", Some(0), &BaseTable::NoScript).unwrap_err();
+        assert!(
+            cand.starts_with("the Candidate's contract command printed no route table"),
+            "{cand}"
+        );
+        let cand = read_route_tables(good, Some(2), &BaseTable::NoScript).unwrap_err();
+        assert_eq!(cand, "the Candidate's contract command failed (exit 2)");
+    }
+
+    #[test]
+    fn a_bun_run_command_names_its_script() {
+        let argv = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(run_script_name(&argv("bun run contract")), Some("contract"));
+        assert_eq!(run_script_name(&argv("bun run contract --json")), Some("contract"));
+        assert_eq!(run_script_name(&argv("bun x contract")), None);
+        assert_eq!(run_script_name(&argv("sh -c x")), None);
     }
 }

@@ -96,9 +96,25 @@ impl CheckResult {
             CheckResult::new(
                 EvidenceStatus::Fail,
                 Coverage::CheckedSupported,
-                &format!("{what} failed (exit {exit_code})"),
+                &format!("{what} failed ({})", crate::check::exit_words(Some(exit_code))),
             )
         }
+    }
+
+    /// A command's end as a result, its summary in a person's words: passed on exit 0; else
+    /// `bun test failed (exit 1): <the last lines of its output>`, a signal by its name.
+    pub fn from_command(exit_code: Option<i64>, command: &str, output_tail: &str) -> CheckResult {
+        if exit_code == Some(0) {
+            return CheckResult::from_exit(0, command);
+        }
+        let why = output_tail.trim().replace('\n', " | ");
+        let words = crate::check::exit_words(exit_code);
+        let summary = if why.is_empty() {
+            format!("{command} failed ({words})")
+        } else {
+            format!("{command} failed ({words}): {why}")
+        };
+        CheckResult::new(EvidenceStatus::Fail, Coverage::CheckedSupported, &summary)
     }
 }
 
@@ -317,6 +333,31 @@ mod tests {
     use crate::plan::MetricLimit;
     use crate::policy::DEFAULT_POLICY;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_failed_command_reads_exit_1_and_a_signal_by_its_name() {
+        let r = CheckResult::from_command(Some(1), "bun test", "1 fail\n");
+        assert_eq!(r.status, EvidenceStatus::Fail);
+        assert_eq!(r.summary, "bun test failed (exit 1): 1 fail (runner: sandbox)");
+        let r = CheckResult::from_command(Some(137), "bun test", "");
+        assert_eq!(
+            r.summary,
+            "bun test failed (killed by SIGKILL (exit 137)) (runner: sandbox)"
+        );
+        assert!(
+            !CheckResult::from_command(None, "bun test", "x")
+                .summary
+                .contains("None")
+        );
+        assert_eq!(
+            CheckResult::from_exit(2, "bun run build").summary,
+            "bun run build failed (exit 2) (runner: sandbox)"
+        );
+        assert_eq!(
+            CheckResult::from_command(Some(0), "bun test", "ok").status,
+            EvidenceStatus::Pass
+        );
+    }
 
     fn planned(id: CheckId, required: bool, limit: Option<f64>) -> PlannedCheck {
         PlannedCheck {

@@ -47,6 +47,7 @@ pub mod compatibility;
 pub mod conflict;
 pub mod contract;
 pub mod evidence;
+pub mod lifecycle;
 pub mod plan;
 pub mod policy;
 pub mod promotion;

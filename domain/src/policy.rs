@@ -40,7 +40,80 @@ const MAX_CHECKS_PER_TIER: usize = 16;
 const MAX_PROTECTED: usize = 100;
 const MAX_COMMAND_LEN: usize = 500;
 
-/// The commands the checks run in the Sandbox, each a space-separated argv.
+/// Splits a policy command into its argv by the shell's word rules, without running a shell:
+/// words are separated by blanks; single quotes keep everything up to the next single quote;
+/// double quotes keep everything but `\"`, `\\`, `\$` and `` \` ``, which they unescape; a
+/// backslash outside quotes keeps the next character. Nothing is expanded (no variables, globs
+/// or operators: `sh -c '…'` is the way to ask for a shell). An unterminated quote or a trailing
+/// backslash is refused with why.
+pub fn command_words(command: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = command.chars();
+    while let Some(ch) = chars.next() {
+        match ch {
+            ' ' | '\t' | '\n' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => word.push(c),
+                        None => return Err("has a single quote that is never closed".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
+                            Some('\n') => {}
+                            Some(c) => {
+                                word.push('\\');
+                                word.push(c);
+                            }
+                            None => return Err("has a double quote that is never closed".into()),
+                        },
+                        Some(c) => word.push(c),
+                        None => return Err("has a double quote that is never closed".into()),
+                    }
+                }
+            }
+            '\\' => match chars.next() {
+                Some('\n') => {}
+                Some(c) => {
+                    in_word = true;
+                    word.push(c);
+                }
+                None => return Err("ends with a backslash that escapes nothing".into()),
+            },
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    if words.is_empty() {
+        return Err("names no program".into());
+    }
+    Ok(words)
+}
+
+/// The commands the checks run in the Sandbox. Each is one command line split into its argv by
+/// the shell's word rules ([`command_words`]): quotes and backslashes group and escape, nothing
+/// is expanded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -244,6 +317,12 @@ impl PolicyInput {
                         return Err(ValidationError::new(
                             field,
                             "must be one command line without control characters",
+                        ));
+                    }
+                    if let Err(why) = command_words(v) {
+                        return Err(ValidationError::new(
+                            field,
+                            format!("must split into words by the shell's quoting rules; it {why}"),
                         ));
                     }
                 }
@@ -591,5 +670,45 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_command_splits_by_the_shells_word_rules() {
+        assert_eq!(command_words("bun run contract").unwrap(), ["bun", "run", "contract"]);
+        assert_eq!(
+            command_words("sh -c 'test -f x || echo []'").unwrap(),
+            ["sh", "-c", "test -f x || echo []"]
+        );
+        assert_eq!(
+            command_words(r#"bun test "a b" c\ d 'it''s' "q\"x\$y\z""#).unwrap(),
+            ["bun", "test", "a b", "c d", "its", "q\"x$y\\z"]
+        );
+        assert_eq!(command_words("  a   ''  b ").unwrap(), ["a", "", "b"]);
+        assert!(command_words("sh -c 'test -f x").unwrap_err().contains("single quote"));
+        assert!(command_words("echo \"x").unwrap_err().contains("double quote"));
+        assert!(command_words("echo x\\").unwrap_err().contains("backslash"));
+        assert!(command_words("   ").is_err());
+    }
+
+    #[test]
+    fn an_unparseable_command_is_refused_naming_its_field() {
+        let input = PolicyInput {
+            commands: Some(PolicyCommandsInput {
+                contract: Some("sh -c 'echo []".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let e = input.validate().unwrap_err();
+        assert_eq!(e.field, "commands.contract");
+        assert!(e.rule.contains("single quote"), "{}", e.rule);
+        let ok = PolicyInput {
+            commands: Some(PolicyCommandsInput {
+                contract: Some("sh -c 'test -f x || echo []'".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        ok.validate().unwrap();
     }
 }

@@ -557,9 +557,9 @@ mod tests {
     fn approval(status: ApprovalStatus, tree: &str) -> Approval {
         Approval {
             id: ApprovalId::from_body("1"),
-            candidate_id: CandidateId::from_body("c"),
+            candidate_id: Some(CandidateId::from_body("c")),
             status,
-            tree: tree.into(),
+            tree: Some(tree.into()),
             trigger: GateTrigger::Policy,
             reason: "r".into(),
             requested_at: 1,

@@ -55,29 +55,59 @@ pub struct ReviewQueue {
     pub truncated: bool,
 }
 
-/// Orders the queue. `cells` are the cells it draws from, in emission order (a plan's matrix
-/// cells; a ladder's [`crate::progress::Board::reached_cells`]); `runs` are the account's
+/// Which order a queue's cells come in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueOrder {
+    /// A plan's: the order its cells were emitted, read from the jobs' `queue_seq` (a cell comes
+    /// where its first run was enqueued), so a top-up that set a throttled harness's cells aside
+    /// is reviewed in the order it filled the buffer.
+    Emission,
+    /// A ladder's own order: the order `cells` are given in.
+    Given,
+}
+
+/// Orders the queue. `cells` are the cells it draws from (a plan's matrix cells; a ladder's
+/// [`crate::progress::Board::reached_cells`], in the ladder's order); `runs` are the account's
 /// unreviewed completed runs of those cells, in any order (runs of other cells are ignored);
-/// `unloaded_is_judged` is a ladder's `unloadedCountsAsBroken` (false for a plan).
+/// `unloaded_is_judged` is a ladder's `unloadedCountsAsBroken` (false for a plan). A cell's
+/// repeats are always adjacent, in the order they ran, a retried run with its cell.
 pub fn review_queue<'a>(
     cells: impl IntoIterator<Item = &'a CellKey>,
     runs: &[QueueRun],
     unloaded_is_judged: bool,
+    order: QueueOrder,
     limit: usize,
 ) -> ReviewQueue {
     let mut position = BTreeMap::new();
     for (i, key) in cells.into_iter().enumerate() {
         position.entry(key).or_insert(i);
     }
-    let mut listed: Vec<(usize, i64, &RunId)> = runs
+    let kept: Vec<&QueueRun> = runs
         .iter()
         .filter(|r| r.test_type != TestType::Performance && (r.loaded || !unloaded_is_judged))
-        .filter_map(|r| position.get(&r.cell_key).map(|p| (*p, r.queue_seq, &r.run_id)))
+        .filter(|r| position.contains_key(&r.cell_key))
+        .collect();
+    // Where each cell was emitted: the first of its runs' jobs to be enqueued.
+    let mut first_seq: BTreeMap<&CellKey, i64> = BTreeMap::new();
+    for r in &kept {
+        let e = first_seq.entry(&r.cell_key).or_insert(r.queue_seq);
+        *e = (*e).min(r.queue_seq);
+    }
+    let mut listed: Vec<(i64, usize, i64, &RunId)> = kept
+        .iter()
+        .map(|r| {
+            let at = position[&r.cell_key];
+            let cell_rank = match order {
+                QueueOrder::Emission => first_seq[&r.cell_key],
+                QueueOrder::Given => at as i64,
+            };
+            (cell_rank, at, r.queue_seq, &r.run_id)
+        })
         .collect();
     listed.sort();
     let truncated = listed.len() > limit;
     ReviewQueue {
-        runs: listed.into_iter().take(limit).map(|(_, _, id)| id.clone()).collect(),
+        runs: listed.into_iter().take(limit).map(|(_, _, _, id)| id.clone()).collect(),
         truncated,
     }
 }
@@ -113,7 +143,7 @@ mod tests {
             run("b2", "b", 2),
             run("a1", "a", 3),
         ];
-        let q = review_queue(&cells, &runs, false, 50);
+        let q = review_queue(&cells, &runs, false, QueueOrder::Given, 50);
         assert_eq!(ids(&q), ["run_a1", "run_a2", "run_b1", "run_b2"]);
         assert!(!q.truncated);
     }
@@ -126,6 +156,7 @@ mod tests {
             &[key("a")],
             &[bench, run("x", "elsewhere", 2), run("a", "a", 3)],
             false,
+            QueueOrder::Given,
             50,
         );
         assert_eq!(ids(&q), ["run_a"]);
@@ -136,19 +167,29 @@ mod tests {
         let mut unloaded = run("u", "a", 1);
         unloaded.loaded = false;
         assert_eq!(
-            ids(&review_queue(&[key("a")], &[unloaded.clone()], false, 50)),
+            ids(&review_queue(
+                &[key("a")],
+                &[unloaded.clone()],
+                false,
+                QueueOrder::Given,
+                50
+            )),
             ["run_u"]
         );
-        assert!(review_queue(&[key("a")], &[unloaded], true, 50).runs.is_empty());
+        assert!(
+            review_queue(&[key("a")], &[unloaded], true, QueueOrder::Given, 50)
+                .runs
+                .is_empty()
+        );
     }
 
     #[test]
     fn a_capped_queue_says_it_was_truncated() {
         let runs: Vec<QueueRun> = (0..5).map(|i| run(&i.to_string(), "a", i)).collect();
-        let q = review_queue(&[key("a")], &runs, false, 3);
+        let q = review_queue(&[key("a")], &runs, false, QueueOrder::Given, 3);
         assert_eq!(ids(&q), ["run_0", "run_1", "run_2"]);
         assert!(q.truncated);
-        assert!(!review_queue(&[key("a")], &runs, false, 5).truncated);
+        assert!(!review_queue(&[key("a")], &runs, false, QueueOrder::Given, 5).truncated);
     }
 
     #[test]
@@ -157,5 +198,36 @@ mod tests {
         assert_eq!(queue_limit(Some(200)), Ok(200));
         assert_eq!(queue_limit(Some(201)).unwrap_err().field, "limit");
         assert!(queue_limit(Some(0)).is_err());
+    }
+
+    #[test]
+    fn a_plans_queue_follows_the_order_its_cells_were_emitted_not_the_axis_order() {
+        // Harness X at its cap, Y idle: the top-up emitted d1×Y, d2×Y, then d1×X, d2×X.
+        let cells = [key("d1X"), key("d1Y"), key("d2X"), key("d2Y")];
+        let runs = [
+            run("d1x", "d1X", 3),
+            run("d1y", "d1Y", 1),
+            run("d2x", "d2X", 4),
+            run("d2y", "d2Y", 2),
+        ];
+        let q = review_queue(&cells, &runs, false, QueueOrder::Emission, 50);
+        assert_eq!(ids(&q), ["run_d1y", "run_d2y", "run_d1x", "run_d2x"]);
+        // The ladder's own order is the order its cells are given.
+        let q = review_queue(&cells, &runs, false, QueueOrder::Given, 50);
+        assert_eq!(ids(&q), ["run_d1x", "run_d1y", "run_d2x", "run_d2y"]);
+    }
+
+    #[test]
+    fn a_cells_repeats_stay_adjacent_a_retried_run_with_its_cell() {
+        let cells = [key("a"), key("b")];
+        let runs = [
+            run("a1", "a", 1),
+            run("b1", "b", 2),
+            run("b2", "b", 3),
+            // a's second repeat failed and was retried as a later job.
+            run("a2", "a", 9),
+        ];
+        let q = review_queue(&cells, &runs, false, QueueOrder::Emission, 50);
+        assert_eq!(ids(&q), ["run_a1", "run_a2", "run_b1", "run_b2"]);
     }
 }

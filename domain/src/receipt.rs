@@ -14,6 +14,8 @@ pub enum ReceiptKind {
     CandidateSelection,
     ConflictIntegration,
     AcceptanceRepair,
+    /// A person cancelled the Change.
+    ChangeCancelled,
 }
 
 impl ReceiptKind {
@@ -22,6 +24,7 @@ impl ReceiptKind {
             ReceiptKind::CandidateSelection => "CANDIDATE_SELECTION",
             ReceiptKind::ConflictIntegration => "CONFLICT_INTEGRATION",
             ReceiptKind::AcceptanceRepair => "ACCEPTANCE_REPAIR",
+            ReceiptKind::ChangeCancelled => "CHANGE_CANCELLED",
         }
     }
 }

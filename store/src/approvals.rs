@@ -7,7 +7,7 @@ use crate::rows::{enum_from, enum_text, to_json};
 use crate::{Store, StoreError, events, new_id_body, now_ms};
 use belay_domain::approval::{
     Approval, ApprovalDecision, ApprovalInput, ApprovalRefusal, ApprovalStatus, ApprovalVerdict, ApprovalView,
-    GateTrigger, HumanGate, decide,
+    GateTrigger, HumanGate, approval_actions, decide,
 };
 use belay_domain::ids::{ApprovalId, CandidateId};
 use belay_domain::plan::VerificationPlan;
@@ -21,7 +21,7 @@ const APPROVAL_COLUMNS: &str = "a.id, a.candidate_id, a.status, a.tree, a.trigge
 fn approval_row(r: &AnyRow) -> Result<Approval, StoreError> {
     Ok(Approval {
         id: r.try_get::<String, _>("id")?.into(),
-        candidate_id: r.try_get::<String, _>("candidate_id")?.into(),
+        candidate_id: r.try_get::<Option<String>, _>("candidate_id")?.map(Into::into),
         status: enum_from(&r.try_get::<String, _>("status")?, "approval status")?,
         tree: r.try_get("tree")?,
         trigger: enum_from(&r.try_get::<String, _>("trigger_kind")?, "gate trigger")?,
@@ -110,8 +110,8 @@ impl Store {
         let id = ApprovalId::from_body(&new_id_body());
         let mut tx = self.begin_write().await?;
         let inserted = sqlx::query(
-            r#"insert into approvals (id, candidate_id, project_id, status, tree, trigger_kind, reason, requested_at)
-               values ($1, $2, $3, 'requested', $4, $5, $6, $7)
+            r#"insert into approvals (id, candidate_id, change_id, project_id, status, tree, trigger_kind, reason, requested_at)
+               values ($1, $2, $8, $3, 'requested', $4, $5, $6, $7)
                on conflict (candidate_id) do nothing"#,
         )
         .bind(id.as_str())
@@ -121,6 +121,7 @@ impl Store {
         .bind(enum_text(&trigger))
         .bind(reason)
         .bind(now)
+        .bind(candidate.change_id.as_str())
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 1 {
@@ -277,7 +278,9 @@ impl Store {
     }
 
     /// The approvals of the account's projects in `status`, oldest first. `requested` is what
-    /// waits on a person: a Candidate that went stale or was rejected since waits on no one.
+    /// waits on a person: a Candidate's request while the Candidate is verified, a Change's own
+    /// request while the Change is `awaiting_approval`. A Candidate that went stale or was
+    /// rejected since waits on no one.
     pub async fn list_approvals(
         &self,
         account_id: &str,
@@ -285,10 +288,12 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<ApprovalView>, StoreError> {
         let sql = format!(
-            "select {APPROVAL_COLUMNS}, k.change_id, k.project_id, k.composed_commit from approvals a \
-             join candidates k on k.id = a.candidate_id join projects p on p.id = k.project_id \
+            "select {APPROVAL_COLUMNS}, a.change_id, a.project_id, k.composed_commit, k.status as candidate_status \
+             from approvals a join changes c on c.id = a.change_id join projects p on p.id = a.project_id \
+             left join candidates k on k.id = a.candidate_id \
              where p.account_id = $1 and p.status <> 'deleting' and a.status = $2 \
-             and (a.status <> 'requested' or k.status = 'verified') \
+             and (a.status <> 'requested' or k.status = 'verified' \
+                  or (a.candidate_id is null and c.status = 'awaiting_approval')) \
              order by a.requested_at, a.id limit $3"
         );
         let rows = sqlx::query(&sql)
@@ -299,13 +304,59 @@ impl Store {
             .await?;
         rows.iter()
             .map(|r| {
+                let approval = approval_row(r)?;
+                let verified = r.try_get::<Option<String>, _>("candidate_status")?.as_deref() == Some("verified");
+                let actions = if approval.status == ApprovalStatus::Requested {
+                    approval_actions(verified)
+                } else {
+                    Vec::new()
+                };
                 Ok(ApprovalView {
-                    approval: approval_row(r)?,
+                    approval,
                     change_id: r.try_get("change_id")?,
                     project_id: r.try_get("project_id")?,
                     composed_commit: r.try_get("composed_commit")?,
+                    actions,
                 })
             })
             .collect()
     }
+}
+
+/// A Change that waits on a person with no promotable Candidate: its own request (no Candidate,
+/// no tree), in the caller's transaction, so `GET /v1/approvals?status=requested` lists it and the
+/// person can cancel the Change. One open request per Change: a second call writes nothing.
+pub(crate) async fn request_person_for_change(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    change_id: &str,
+    trigger: GateTrigger,
+    reason: &str,
+) -> Result<Option<ApprovalId>, StoreError> {
+    // The Change waits again: its open request says why now.
+    let open: Option<String> = sqlx::query_scalar(
+        r#"update approvals set trigger_kind = $2, reason = $3
+           where change_id = $1 and candidate_id is null and status = 'requested' returning id"#,
+    )
+    .bind(change_id)
+    .bind(enum_text(&trigger))
+    .bind(reason)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if let Some(id) = open {
+        return Ok(Some(id.into()));
+    }
+    let id = ApprovalId::from_body(&new_id_body());
+    let inserted = sqlx::query(
+        r#"insert into approvals (id, candidate_id, change_id, project_id, status, tree, trigger_kind, reason, requested_at)
+           select $1, null, c.id, c.project_id, 'requested', null, $3, $4, $5 from changes c where c.id = $2
+           on conflict do nothing"#,
+    )
+    .bind(id.as_str())
+    .bind(change_id)
+    .bind(enum_text(&trigger))
+    .bind(reason)
+    .bind(now_ms())
+    .execute(&mut **tx)
+    .await?;
+    Ok((inserted.rows_affected() == 1).then_some(id))
 }

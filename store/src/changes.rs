@@ -293,3 +293,141 @@ impl Store {
         row.as_ref().map(change_set_row).transpose()
     }
 }
+
+/// What cancelling a Change did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeCancelled {
+    pub change: Change,
+    /// Candidates that were composing, verifying or verified, now `rejected`.
+    pub rejected_candidates: Vec<String>,
+    /// Task runs whose workspace was open: failed now; their workspaces are to be closed.
+    pub stopped_runs: Vec<String>,
+}
+
+impl Store {
+    /// The spec's "Change cancelled" path, in one transaction: the Change `cancelled` (only from
+    /// `running`, `verifying` or `awaiting_approval`; a Change that has ended answers a conflict
+    /// naming its status), every Candidate still composing, verifying or verified `rejected`,
+    /// every request that waited on a person `cancelled`, every open workspace and running Task
+    /// run failed, the Decision Receipt `CHANGE_CANCELLED` and the event `change.cancelled` with
+    /// who and why. The caller then closes the stopped workspaces.
+    pub async fn cancel_change(
+        &self,
+        account_id: &str,
+        change_id: &str,
+        reason: &str,
+    ) -> Result<ChangeCancelled, StoreError> {
+        let before = self
+            .get_change(account_id, change_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("change", change_id))?;
+        let reason = reason.trim();
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        let moved = sqlx::query(
+            "update changes set status = 'cancelled', updated_at = $2 where id = $1 and status in ('running', 'verifying', 'awaiting_approval')",
+        )
+        .bind(change_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() == 0 {
+            drop(tx);
+            let status = self
+                .get_change(account_id, change_id)
+                .await?
+                .map_or(before.status, |c| c.status);
+            return Err(StoreError::Conflict(format!(
+                "status: the change has ended ({}); only a running, verifying or awaiting_approval change can be cancelled",
+                enum_text(&status)
+            )));
+        }
+        let why = format!("The change was cancelled: {reason}");
+        let rejected: Vec<String> = sqlx::query_scalar(
+            r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
+               where change_id = $1 and status in ('composing', 'verifying', 'verified') returning id"#,
+        )
+        .bind(change_id)
+        .bind(&why)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        for id in &rejected {
+            events::append(
+                &mut *tx,
+                id,
+                "candidate.rejected",
+                &serde_json::json!({ "reason": why, "changeId": change_id }),
+            )
+            .await?;
+        }
+        let approvals: Vec<String> = sqlx::query_scalar(
+            r#"update approvals set status = 'cancelled', decided_at = $2, decided_by = $3, decision_reason = $4
+               where change_id = $1 and status = 'requested' returning id"#,
+        )
+        .bind(change_id)
+        .bind(now)
+        .bind(account_id)
+        .bind(reason)
+        .fetch_all(&mut *tx)
+        .await?;
+        let stopped: Vec<String> = sqlx::query_scalar(
+            r#"update workspaces set status = 'failed', error = $2, ended_at = $3
+               where change_id = $1 and status = 'open' returning run_id"#,
+        )
+        .bind(change_id)
+        .bind(&why)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        let runs: Vec<String> = sqlx::query_scalar(
+            r#"update task_runs set status = 'failed', ended_at = $2
+               where status = 'running' and task_id in (select id from tasks where change_id = $1) returning id"#,
+        )
+        .bind(change_id)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        for run in &runs {
+            events::append(&mut *tx, run, "task_run.failed", &serde_json::json!({ "error": why })).await?;
+        }
+        let mut stopped_runs = stopped;
+        stopped_runs.sort();
+        let mut rejected = rejected;
+        rejected.sort();
+        let mut runs = runs;
+        runs.sort();
+        crate::receipts::insert_receipt(
+            &mut tx,
+            change_id,
+            belay_domain::receipt::ReceiptKind::ChangeCancelled,
+            &format!("cancel:{change_id}"),
+            &serde_json::json!({ "status": enum_text(&before.status), "by": account_id, "reason": reason }),
+            &serde_json::json!({
+                "status": "cancelled",
+                "rejectedCandidates": rejected,
+                "cancelledApprovals": approvals,
+                "stoppedWorkspaces": stopped_runs,
+                "failedTaskRuns": runs,
+            }),
+        )
+        .await?;
+        events::append(
+            &mut *tx,
+            change_id,
+            "change.cancelled",
+            &serde_json::json!({ "by": account_id, "reason": reason, "from": enum_text(&before.status) }),
+        )
+        .await?;
+        tx.commit().await?;
+        let change = self
+            .get_change(account_id, change_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("change", change_id))?;
+        Ok(ChangeCancelled {
+            change,
+            rejected_candidates: rejected,
+            stopped_runs,
+        })
+    }
+}

@@ -9,7 +9,7 @@ use crate::receipts::insert_receipt;
 use crate::rows::{enum_text, json, to_json};
 use crate::{Store, StoreError, events, new_id_body, now_ms};
 use belay_domain::acceptance::{AcceptanceOutcome, AcceptanceRun, acceptance_hold, acceptance_outcome};
-use belay_domain::approval::approval_reason;
+use belay_domain::approval::{GateTrigger, approval_reason};
 use belay_domain::candidate::{Candidate, CandidateStatus};
 use belay_domain::candidate_sets::{OpenConflict, plan_candidate_sets};
 use belay_domain::change::{ChangeSet, Task};
@@ -939,6 +939,9 @@ async fn fail_change(
 }
 
 /// The Change waits for a person: `awaiting_approval` and `approval.requested` with the reason.
+/// Unless a verified Candidate is the one held (its own request, for its tree, follows on the
+/// promotion path), the Change gets a request of its own, so a person finds what waits on them
+/// and can cancel the Change: no Change waits on a person who cannot see it.
 async fn await_person(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     change_id: &str,
@@ -953,11 +956,38 @@ async fn await_person(
     .bind(now_ms())
     .execute(&mut **tx)
     .await?;
+    let held_verified = match candidate_id {
+        Some(id) => {
+            let status: Option<String> = sqlx::query_scalar("select status from candidates where id = $1")
+                .bind(id)
+                .fetch_optional(&mut **tx)
+                .await?;
+            status.as_deref() == Some("verified")
+        }
+        None => false,
+    };
+    let approval_id = if held_verified {
+        None
+    } else {
+        let kind = match trigger {
+            "selection" => GateTrigger::Selection,
+            "acceptance" => GateTrigger::Acceptance,
+            _ => GateTrigger::Repair,
+        };
+        let reason = belay_domain::approval::change_request_reason(reason);
+        crate::approvals::request_person_for_change(tx, change_id, kind, &reason).await?
+    };
     events::append(
         &mut **tx,
         change_id,
         "approval.requested",
-        &serde_json::json!({ "changeId": change_id, "candidateId": candidate_id, "reason": reason, "trigger": trigger }),
+        &serde_json::json!({
+            "changeId": change_id,
+            "candidateId": candidate_id,
+            "approvalId": approval_id.as_ref().map(|a| a.as_str()),
+            "reason": reason,
+            "trigger": trigger,
+        }),
     )
     .await?;
     Ok(())

@@ -166,8 +166,8 @@ on_both!(
         let again = s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
         assert_eq!(a, again, "a retry requests nothing twice");
         assert_eq!(
-            (a.status, a.tree.as_str(), a.reason.as_str()),
-            (ApprovalStatus::Requested, TREE, REASON)
+            (a.status, a.tree.as_deref(), a.reason.as_str()),
+            (ApprovalStatus::Requested, Some(TREE), REASON)
         );
         let cand = s.candidate_for_worker(&k).await.unwrap().unwrap();
         assert_eq!(cand.status_reason.as_deref(), Some(REASON));
@@ -444,5 +444,96 @@ on_both!(
             s.get_project(&w.alice, &w.project).await.unwrap().unwrap().generation,
             1
         );
+    }
+);
+
+on_both!(
+    cancelling_a_change_rejects_its_candidates_cancels_what_waits_and_answers_a_conflict_after,
+    |s: Store| async move {
+        let w = world(&s).await;
+        let (change, k) = verified(&s, &w, RiskTier::High).await;
+        s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
+        let waiting = s
+            .list_approvals(&w.alice, ApprovalStatus::Requested, 100)
+            .await
+            .unwrap();
+        assert_eq!(waiting.len(), 1);
+        assert_eq!(
+            waiting[0].actions,
+            [
+                belay_domain::approval::ApprovalAction::Approve,
+                belay_domain::approval::ApprovalAction::Cancel
+            ]
+        );
+        // A Task still running on the Change.
+        let t = s
+            .add_task(
+                &w.alice,
+                &change,
+                &TaskInput {
+                    key: "b".into(),
+                    kind: TaskKind::Implement,
+                    title: "b".into(),
+                    semantic_resources: vec![],
+                    dependencies: vec![],
+                },
+            )
+            .await
+            .unwrap();
+        let run = s.start_task_run(&w.alice, t.id.as_str()).await.unwrap();
+
+        let done = s.cancel_change(&w.alice, &change, "  no longer wanted ").await.unwrap();
+        assert_eq!(done.change.status, ChangeStatus::Cancelled);
+        assert_eq!(done.rejected_candidates, vec![k.clone()]);
+        let cand = s.candidate_for_worker(&k).await.unwrap().unwrap();
+        assert_eq!(cand.status, CandidateStatus::Rejected);
+        assert_eq!(
+            cand.status_reason.as_deref(),
+            Some("The change was cancelled: no longer wanted")
+        );
+        assert!(
+            s.list_approvals(&w.alice, ApprovalStatus::Requested, 100)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let cancelled = s
+            .list_approvals(&w.alice, ApprovalStatus::Cancelled, 100)
+            .await
+            .unwrap();
+        assert_eq!(cancelled.len(), 1);
+        assert_eq!(
+            cancelled[0].approval.decision_reason.as_deref(),
+            Some("no longer wanted")
+        );
+        assert_eq!(
+            cancelled[0].approval.decided_by.as_ref().map(|a| a.to_string()),
+            Some(w.alice.clone())
+        );
+        let plan = s.workspace_plan(run.id.as_str()).await.unwrap().unwrap();
+        assert_eq!(plan.run_status, "failed");
+        let receipts = s.list_receipts(&w.alice, &change).await.unwrap();
+        let r = receipts
+            .iter()
+            .find(|r| r.kind == belay_domain::receipt::ReceiptKind::ChangeCancelled)
+            .expect("a CHANGE_CANCELLED receipt");
+        assert_eq!(r.inputs["reason"], "no longer wanted");
+        assert_eq!(r.inputs["by"], w.alice.as_str());
+        // A granted decision on the cancelled request is refused.
+        let err = s
+            .decide_approval(&w.alice, &k, &decision(ApprovalDecision::Grant, TREE, None))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+
+        // The Change has ended: a second cancel is a conflict naming its status, and writes nothing.
+        let err = s.cancel_change(&w.alice, &change, "again").await.unwrap_err();
+        match err {
+            StoreError::Conflict(m) => assert!(m.contains("(cancelled)"), "{m}"),
+            other => panic!("{other}"),
+        }
+        assert_eq!(s.list_receipts(&w.alice, &change).await.unwrap().len(), receipts.len());
+        let missing = s.cancel_change(&w.alice, "chg_nope", "x").await.unwrap_err();
+        assert!(matches!(missing, StoreError::NotFound { .. }), "{missing}");
     }
 );

@@ -89,8 +89,8 @@ impl Sandboxes {
         match uid {
             Some(uid) if WORKSPACE_UIDS.contains(&uid) => Ok(SandboxUser::Unprivileged(uid)),
             _ => Err(SandboxError::NotStarted(format!(
-                "making {dir} a directory of its own user failed (exit {:?}): {}{}",
-                out.exit_code,
+                "making {dir} a directory of its own user failed ({}): {}{}",
+                belay_domain::check::exit_words(out.exit_code),
                 out.stdout.trim(),
                 out.stderr.trim()
             ))),

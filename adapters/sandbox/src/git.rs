@@ -153,8 +153,8 @@ echo "PUSHED $head""#,
         Ok(match last.strip_prefix("PUSHED ") {
             Some(commit) if out.success() => Pushed::Commit(commit.to_owned()),
             _ => Pushed::Failed(format!(
-                "pushing the workspace failed (exit {:?}): {}{}",
-                out.exit_code,
+                "pushing the workspace failed ({}): {}{}",
+                belay_domain::check::exit_words(out.exit_code),
                 out.stdout.trim(),
                 out.stderr.trim()
             )),

@@ -7,7 +7,11 @@ use crate::extract::{ApiJson, Caller};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use belay_domain::change::{Change, ChangeInput, ChangeSet, ChangeSetInput, Task, TaskInput, TaskRun};
+use belay_domain::change::{
+    Change, ChangeCancelInput, ChangeInput, ChangeSet, ChangeSetInput, Task, TaskInput, TaskRun,
+};
+use belay_workflows::workspace::{WorkspaceWorkflow, workspace_workflow_id};
+use temporalio_client::WorkflowExecuteUpdateOptions;
 
 /// Opens a Change on a project.
 #[utoipa::path(post, path = "/v1/projects/{id}/changes", tag = "changes", params(("id" = String, Path)), request_body = ChangeInput,
@@ -109,4 +113,49 @@ pub async fn get_change_set(
         .await?
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("change set {id} not found")))
+}
+
+/// What a cancel did: the Change as it is now, the Candidates it rejected and the task runs whose
+/// workspaces it closed.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelView {
+    pub change: Change,
+    pub rejected_candidates: Vec<String>,
+    pub stopped_runs: Vec<String>,
+}
+
+/// Cancels a Change, with a reason (the spec's "Change cancelled" path): running Candidates end
+/// `rejected`, open workspaces and Tasks stop, what waited on a person is cancelled, and the
+/// decision is a Decision Receipt (`CHANGE_CANCELLED`) and the event `change.cancelled` with who
+/// and why. A Change that has ended answers 409 with its status.
+#[utoipa::path(post, path = "/v1/changes/{id}/cancel", tag = "changes", params(("id" = String, Path)), request_body = ChangeCancelInput,
+    responses((status = 200, body = CancelView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn cancel(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(input): ApiJson<ChangeCancelInput>,
+) -> ApiResult<Json<CancelView>> {
+    input.validate()?;
+    let done = s.store.cancel_change(&a.id, &id, &input.reason).await?;
+    // The rows say the workspaces stopped; their workflows now remove the run directories and
+    // settle the meter (the workspace's own close). A workflow that already ended has nothing
+    // left to close.
+    for run in &done.stopped_runs {
+        let handle = s
+            .temporal
+            .get_workflow_handle::<WorkspaceWorkflow>(workspace_workflow_id(run));
+        if let Err(e) = handle
+            .execute_update(WorkspaceWorkflow::close, (), WorkflowExecuteUpdateOptions::default())
+            .await
+        {
+            tracing::info!(run.id = %run, error = %e, "no open workspace workflow to close");
+        }
+    }
+    Ok(Json(CancelView {
+        change: done.change,
+        rejected_candidates: done.rejected_candidates,
+        stopped_runs: done.stopped_runs,
+    }))
 }

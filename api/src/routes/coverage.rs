@@ -498,6 +498,7 @@ pub async fn queue(
         r.cells.iter().map(|c| &c.cell_key),
         &runs,
         false,
+        belay_domain::queue::QueueOrder::Emission,
         limit,
     )))
 }

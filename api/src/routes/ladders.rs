@@ -406,6 +406,7 @@ pub async fn queue(
         reached.iter().map(|c| &c.cell_key),
         &runs,
         r.ladder.unloaded_counts_as_broken,
+        belay_domain::queue::QueueOrder::Given,
         limit,
     )))
 }

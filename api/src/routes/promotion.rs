@@ -107,7 +107,7 @@ pub async fn decide(
 #[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalsQuery {
-    /// `requested` (what waits on a person), `granted` or `rejected`.
+    /// `requested` (what waits on a person), `granted`, `rejected` or `cancelled`.
     pub status: Option<String>,
     pub limit: Option<String>,
 }
@@ -125,7 +125,13 @@ pub async fn list(
         None | Some("requested") => ApprovalStatus::Requested,
         Some("granted") => ApprovalStatus::Granted,
         Some("rejected") => ApprovalStatus::Rejected,
-        Some(_) => return Err(ApiError::invalid("status", "must be requested, granted or rejected")),
+        Some("cancelled") => ApprovalStatus::Cancelled,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "status",
+                "must be requested, granted, rejected or cancelled",
+            ));
+        }
     };
     let limit = int_param("limit", q.limit.as_deref(), 100, 1, 1000)?;
     Ok(Json(s.store.list_approvals(&a.id, status, limit).await?))
