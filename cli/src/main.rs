@@ -2,16 +2,6 @@
 //! `belay worker` and `belay migrate` are the production processes; `belay bench` measures.
 
 mod bench;
-mod bench_browser;
-mod bench_console;
-mod bench_coverage;
-mod bench_hardening;
-mod bench_ladder;
-mod bench_objects;
-mod bench_promote;
-mod bench_selection;
-mod bench_source;
-mod bench_verify;
 mod demo;
 mod dev;
 mod moto;
