@@ -3,17 +3,6 @@
 
 mod account_token;
 mod bench;
-mod bench_auth;
-mod bench_browser;
-mod bench_console;
-mod bench_coverage;
-mod bench_hardening;
-mod bench_ladder;
-mod bench_objects;
-mod bench_promote;
-mod bench_selection;
-mod bench_source;
-mod bench_verify;
 mod demo;
 mod dev;
 mod doctor;

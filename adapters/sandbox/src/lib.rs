@@ -87,6 +87,36 @@ const HOUSEKEEPING_DEADLINE: Duration = Duration::from_secs(120);
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 /// The first line the exec wrapper writes to stderr, before running anything: its session id.
 const SID_HEADER: &[u8] = b"belay-sid=";
+/// The last line [`ALONE_CHECK`] writes to stderr when nothing else is left in its session.
+const ALONE_TRAILER: &[u8] = b"belay-alone\n";
+/// Runs a root command (as `sh -c ALONE_CHECK belay-run <argv>` under the wrapper's `timeout`),
+/// then looks through /proc for anything else left in its session (not itself, not `timeout`
+/// above it) and says [`ALONE_TRAILER`] when there is nothing: the exec then needs no leftover
+/// kill, which is a second exec. The command runs under `timeout --foreground 0` (no time limit,
+/// no process group of its own, the same messages as the wrapper's `timeout` when it cannot
+/// start) so that it is never a shell builtin, and is waited for with the shell's own stderr on
+/// /dev/null so that the shell adds no `Killed` line of its own. The look is only trusted when
+/// every process it listed could be read: one that vanished meanwhile may have forked a new one,
+/// so it looks again (a few times, then gives up and says nothing). Says nothing either when the
+/// command timed out (`timeout` above kills this shell too). A command can write the trailer
+/// itself, but a root command can leave its session anyway (`setsid`), so the session kill this
+/// skips never bound it; unprivileged commands, whose kill takes every process of their uid,
+/// never run this.
+const ALONE_CHECK: &str = r#"timeout --foreground 0 "$@" & wait "$!" 2>/dev/null; rc=$?
+read -r st < /proc/self/stat; st=${st##*) }; st=${st#* }; st=${st#* }; st=${st#* }; sid=${st%% *}
+i=0
+while [ "$i" -lt 5 ]; do
+  i=$((i + 1)); gone=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    { [ "$p" = "$$" ] || [ "$p" = "$PPID" ]; } && continue
+    if ! { read -r st < "$d/stat"; } 2>/dev/null; then gone=1; continue; fi
+    st=${st##*) }; st=${st#* }; st=${st#* }; st=${st#* }
+    [ "${st%% *}" = "$sid" ] && exit "$rc"
+  done
+  [ "$gone" -eq 0 ] && { printf 'belay-alone\n' >&2; exit "$rc"; }
+done
+exit "$rc""#;
 /// Kills what a command left behind, from ONE process that never forks: after a fork bomb the
 /// pids limit is used up, so a killer that needed a process per pass (a `pkill` exec each) could
 /// wait for a free slot for tens of seconds, and a kill that frees slots lets the survivors fork
@@ -784,6 +814,10 @@ impl Sandboxes {
         let mut cmd: Vec<String> = ["sh", "-c", WRAPPER, "belay-exec"].map(str::to_owned).to_vec();
         cmd.push(user.home());
         cmd.push(seconds);
+        let checked = matches!(user, SandboxUser::Root);
+        if checked {
+            cmd.extend(["sh", "-c", ALONE_CHECK, "belay-run"].map(str::to_owned));
+        }
         cmd.extend(argv.iter().cloned());
         let exec = self
             .docker
@@ -853,9 +887,14 @@ impl Sandboxes {
         }
 
         let ran_for = started.elapsed();
-        // Kill what the command left behind; that also closes output its children held open.
+        // Kill what the command left behind; that also closes output its children held open. A
+        // root command whose output closed and whose runner saw nothing else in its session left
+        // nothing to kill.
         let sid = collected.sid();
-        self.kill_leftovers(project_id, name, user, sid).await?;
+        let alone = checked && collected.take_alone();
+        if !(alone && closed) {
+            self.kill_leftovers(project_id, name, user, sid).await?;
+        }
         if !closed {
             let drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
             while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(drain_until, output.next()).await {
@@ -1381,6 +1420,15 @@ impl Tail {
         }
     }
 
+    /// Takes `suffix` off the end; whether it was there.
+    fn strip_suffix(&mut self, suffix: &[u8]) -> bool {
+        let there = self.buf.ends_with(suffix);
+        if there {
+            self.buf.truncate(self.buf.len() - suffix.len());
+        }
+        there
+    }
+
     fn cut(&mut self) {
         if self.buf.len() > OUTPUT_LIMIT {
             self.buf.drain(..self.buf.len() - OUTPUT_LIMIT);
@@ -1442,6 +1490,12 @@ impl Collected {
 
     fn sid(&self) -> Option<u32> {
         self.sid
+    }
+
+    /// Takes [`ALONE_TRAILER`] off the end of stderr (after the wrapper's header); whether it
+    /// was there.
+    fn take_alone(&mut self) -> bool {
+        self.sid.is_some() && self.header_done && self.stderr.strip_suffix(ALONE_TRAILER)
     }
 
     fn finish(mut self) -> (String, bool, String, bool) {
@@ -1584,6 +1638,32 @@ mod tests {
         });
         assert_eq!(c.sid(), None);
         assert_eq!(c.finish().2, "OCI runtime exec failed\n");
+    }
+
+    #[test]
+    fn the_runners_alone_line_is_taken_off_stderr_only_at_its_end() {
+        let stderr = |chunks: &[&str]| {
+            let mut c = Collected::default();
+            for chunk in chunks {
+                c.push(LogOutput::StdErr {
+                    message: chunk.to_string().into(),
+                });
+            }
+            let alone = c.take_alone();
+            (alone, c.finish().2)
+        };
+        assert_eq!(
+            stderr(&["belay-sid=42\n", "warn", "belay-al", "one\n"]),
+            (true, "warn".to_owned())
+        );
+        assert_eq!(stderr(&["belay-sid=42\nbelay-alone\n"]), (true, String::new()));
+        // Anywhere but at the end it is the command's own output.
+        assert_eq!(
+            stderr(&["belay-sid=42\nbelay-alone\nlater\n"]),
+            (false, "belay-alone\nlater\n".to_owned())
+        );
+        // Without the wrapper's session line, nothing is the runner's.
+        assert_eq!(stderr(&["belay-alone\n"]), (false, "belay-alone\n".to_owned()));
     }
 
     /// Against the real Docker Engine and the image of scripts/build-sandbox-image.sh.
@@ -1990,7 +2070,12 @@ mod tests {
                 "the same container"
             );
             let ps = f.ps(&project).await;
-            assert!(ps.lines().count() <= 5, "the bomb left processes behind:\n{ps}");
+            // The header, the keeper's two processes, and nothing of the bomb: the `ps` exec's
+            // own processes (its session) do not count.
+            let sid = |l: &str| l.split_whitespace().nth(1).map(str::to_owned);
+            let own = ps.lines().find(|l| l.contains(" ps -eo ")).and_then(sid);
+            let others = ps.lines().filter(|l| sid(l) != own).count();
+            assert!(own.is_some() && others <= 3, "the bomb left processes behind:\n{ps}");
 
             // The same from an edit session's unprivileged user.
             let dir = edit_dir("0c").unwrap();
@@ -2031,7 +2116,9 @@ mod tests {
                 "the same container"
             );
             let ps = f.ps(&project).await;
-            assert!(ps.lines().count() <= 5, "the bomb left processes behind:\n{ps}");
+            let own = ps.lines().find(|l| l.contains(" ps -eo ")).and_then(sid);
+            let others = ps.lines().filter(|l| sid(l) != own).count();
+            assert!(own.is_some() && others <= 3, "the bomb left processes behind:\n{ps}");
             println!("fork bomb: {refused} forks refused at the pids limit; afterwards:\n{ps}");
         }
 
@@ -2123,6 +2210,41 @@ mod tests {
             let ps = f.ps(&project).await;
             assert!(!ps.contains("sleep 30"), "a sleep survived its timeout:\n{ps}");
             println!("sleep 300 with a 2 s timeout returned after {took:?}");
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_root_command_that_leaves_nothing_keeps_its_output_exit_code_and_messages() {
+            let _engine = ENGINE.lock().await;
+            let f = Fixture::new(SANDBOX_MAX).await;
+            let project = f.project(1);
+            f.sandboxes.ensure(&project).await.unwrap();
+            let run = |argv: Vec<String>| {
+                let (sandboxes, project) = (&f.sandboxes, &project);
+                async move {
+                    sandboxes
+                        .exec(project, WORKSPACE, &argv, SandboxUser::Root, Duration::from_secs(30))
+                        .await
+                        .unwrap()
+                }
+            };
+            let out = run(bash("echo out; echo err >&2; exit 3")).await;
+            assert_eq!(
+                (out.stdout.as_str(), out.stderr.as_str(), out.exit_code),
+                ("out\n", "err\n", Some(3)),
+                "{out:?}"
+            );
+            // `true` is the program, not the shell's builtin; a missing one is timeout's 127.
+            let out = run(argv(&["true"])).await;
+            assert_eq!((out.stderr.as_str(), out.exit_code), ("", Some(0)), "{out:?}");
+            let out = run(argv(&["no-such-command"])).await;
+            assert_eq!(out.exit_code, Some(127), "{out:?}");
+            assert_eq!(
+                out.stderr,
+                "timeout: failed to run command 'no-such-command': No such file or directory\n"
+            );
+            // Killed by a signal: its code, and no line the runner's shell would add.
+            let out = run(bash("kill -9 $$")).await;
+            assert_eq!((out.stderr.as_str(), out.exit_code), ("", Some(137)), "{out:?}");
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@
 use anyhow::{Context, bail};
 use belay_browser::{BrowserConfig, Upstream, run_session};
 use belay_domain::browser::classify_browser;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
@@ -75,7 +75,7 @@ impl Drop for Served {
     }
 }
 
-pub async fn browser(app: &Path, bun: &Path, runs: usize) -> anyhow::Result<()> {
+pub(super) async fn browser(app: &Path, bun: &Path, runs: usize) -> anyhow::Result<()> {
     let runs = runs.max(1);
     let dir = tempfile::tempdir()?;
     copy_dir(app, dir.path())?;
@@ -182,11 +182,4 @@ pub async fn browser(app: &Path, bun: &Path, runs: usize) -> anyhow::Result<()> 
         if d > 0.0 { a / d } else { 0.0 }
     );
     Ok(())
-}
-
-/// The bun binary: `BELAY_BUN`, else `bun` on PATH.
-pub fn default_bun() -> PathBuf {
-    std::env::var("BELAY_BUN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| "bun".into())
 }

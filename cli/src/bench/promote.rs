@@ -10,8 +10,9 @@
 //! promotion also stores every blob of the tree (canonical's objects were never mirrored before):
 //! it is reported on its own and left out of the figures.
 
-use crate::bench_selection::{bare_workflow_ms, low_risk_change, published_task, stats, with_pools};
-use crate::bench_source::{clone_bare, git, grow};
+use super::support::{
+    bare_workflow_ms, clone_bare, fresh_store, git, grow, low_risk_change, published_task, stats, with_pools,
+};
 use crate::objects::dir_store;
 use anyhow::{Context, ensure};
 use belay_domain::candidate::CandidateStatus;
@@ -227,10 +228,10 @@ fn push_ms(svc: &GitService, v: &Verified, bare: &Path) -> anyhow::Result<f64> {
     Ok(t.elapsed().as_secs_f64() * 1000.0)
 }
 
-pub async fn promote(files: usize, samples: usize) -> anyhow::Result<()> {
+pub(super) async fn promote(files: usize, samples: usize) -> anyhow::Result<()> {
     let samples = samples.max(3);
     let dir = tempfile::tempdir()?;
-    let store = crate::bench::fresh_store(dir.path(), None, "promote").await?;
+    let store = fresh_store(dir.path(), None, "promote").await?;
     // The pools' git root and object store (see `with_pools`).
     let svc = GitService::new(dir.path().join("git").join("belay"));
     let sources = SourceObjects::new(dir_store(&dir.path().join("objects"))?);

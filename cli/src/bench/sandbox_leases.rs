@@ -3,19 +3,14 @@
 //! and PostgreSQL with --postgres-url: the ensure, the in-flight mark and its end are three
 //! serialized writes) against the same with the in-process book.
 
+use super::support::{fresh_store, median, ratio};
 use anyhow::bail;
 use belay_sandbox::lease::{Leases, LocalLeases};
 use belay_sandbox::store_leases::StoreLeases;
 use belay_sandbox::{SandboxConfig, SandboxUser, Sandboxes, WORKSPACE};
-use belay_store::Store;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 /// The median of `runs` ensure-then-exec of `true` in one warm Sandbox, with `leases`.
 async fn warm_exec(leases: Arc<dyn Leases>, runs: usize, tag: &str, name: &str) -> anyhow::Result<Duration> {
@@ -54,47 +49,29 @@ async fn warm_exec(leases: Arc<dyn Leases>, runs: usize, tag: &str, name: &str) 
     result
 }
 
-async fn store_on(dir: &std::path::Path, postgres_url: Option<&str>) -> anyhow::Result<Store> {
-    let url = match postgres_url {
-        None => format!("sqlite:{}", dir.join("leases.db").display()),
-        Some(admin) => {
-            let db = format!("belay_bench_leases_{}", std::process::id());
-            let a = Store::connect_with(admin, 1).await?;
-            a.execute_admin(&format!("drop database if exists {db}")).await?;
-            a.execute_admin(&format!("create database {db}")).await?;
-            a.close().await;
-            let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin);
-            format!("{base}/{db}")
-        }
-    };
-    let store = Store::connect(&url).await?;
-    store.migrate().await?;
-    Ok(store)
-}
-
-pub async fn sandbox_leases(runs: usize, postgres_url: Option<String>) -> anyhow::Result<()> {
+pub(super) async fn sandbox_leases(runs: usize, postgres_url: Option<String>) -> anyhow::Result<()> {
     let runs = runs.max(1);
     let tag = format!("belay-bench-leases-{}", std::process::id());
     let dir = tempfile::tempdir()?;
     let result = async {
         let local = warm_exec(Arc::new(LocalLeases::default()), runs, &tag, "local").await?;
-        let sqlite = store_on(dir.path(), None).await?;
+        let sqlite = fresh_store(dir.path(), None, "leases").await?;
         let shared = warm_exec(Arc::new(StoreLeases::new(sqlite)), runs, &tag, "sqlite").await?;
         println!(
             "warm Sandbox ensure + exec of `true` ({runs} runs, median): lease book in SQLite {:.1} ms; in-process {:.1} ms; ratio {:.2}",
             shared.as_secs_f64() * 1000.0,
             local.as_secs_f64() * 1000.0,
-            shared.as_secs_f64() / local.as_secs_f64()
+            ratio(shared, local)
         );
         match &postgres_url {
             Some(url) => {
-                let pg = store_on(dir.path(), Some(url)).await?;
+                let pg = fresh_store(dir.path(), Some(url), "leases").await?;
                 let shared = warm_exec(Arc::new(StoreLeases::new(pg)), runs, &tag, "postgres").await?;
                 println!(
                     "lease book in PostgreSQL {:.1} ms; in-process {:.1} ms; ratio {:.2}",
                     shared.as_secs_f64() * 1000.0,
                     local.as_secs_f64() * 1000.0,
-                    shared.as_secs_f64() / local.as_secs_f64()
+                    ratio(shared, local)
                 );
             }
             None => println!("postgres: skipped (no --postgres-url)"),

@@ -13,8 +13,7 @@
 //! byte the page loaded: the console's own files and the API's answers) against the bytes of that
 //! one answer. The ratios say what the page adds to the API's own time and size.
 
-use crate::bench_coverage::{plan_body, run_stack, stats};
-use crate::bench_ladder::ladder_body;
+use super::support::{fresh_store, ladder_body, plan_body, run_stack, seed_ladder, seed_plan, stats, temporal};
 use anyhow::{Context, bail, ensure};
 use chromiumoxide::browser::{Browser, BrowserConfig};
 use futures::StreamExt;
@@ -37,12 +36,9 @@ impl Screen {
     }
 }
 
-pub async fn console(samples: usize) -> anyhow::Result<()> {
+pub(super) async fn console(samples: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
-    let port = crate::bench::free_port()?;
-    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, crate::bench::free_port()?).await?;
-    let address = format!("127.0.0.1:{port}");
+    let (server, address) = temporal(dir.path()).await?;
     let result = async {
         let (mut browser, handler) = launch(&dir.path().join("profile")).await?;
         let mut r = screen(Screen::Matrix, dir.path(), &address, &browser, samples).await;
@@ -92,11 +88,11 @@ async fn screen(which: Screen, dir: &Path, address: &str, browser: &Browser, sam
     };
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir)?;
-    let store = crate::bench::fresh_store(&dir, None, name).await?;
+    let store = fresh_store(&dir, None, name).await?;
     let client = belay_client::connect(address, "default", "belay-bench").await?;
     let (_, token) = match which {
-        Screen::Matrix => crate::bench_coverage::seed(name, &store).await?,
-        Screen::Board => crate::bench_ladder::seed(name, &store).await?,
+        Screen::Matrix => seed_plan(name, &store).await?,
+        Screen::Board => seed_ladder(name, &store).await?,
     };
     let measure = |api: String| async move { measure(which, &api, &token, browser, samples).await };
     let figures = run_stack(&store, &client, &dir, measure).await;

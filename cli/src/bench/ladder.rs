@@ -7,11 +7,13 @@
 //! - a ladder top-up (one current rung per climber: 100 launchable cells of 5) median and p95,
 //!   against a plan top-up of 100 launchable cells of 5.
 
-use crate::bench_coverage::{Steps, catalogue, combo, pin, run_stack, stats, timed, timed_get};
+use super::support::{
+    HARNESSES, LADDER_RUNGS as RUNGS, LADDER_RUNS_PER_CELL as RUNS_PER_CELL, MODELS, Steps, combo, fresh_store,
+    ladder_body, pin, run_stack, seed_ladder, standing, stats, temporal, timed, timed_get,
+};
 use anyhow::{Context, ensure};
 use belay_domain::buffer::outstanding;
-use belay_domain::coverage::Cell;
-use belay_domain::job::{CasePin, Combination, JobStatus, Origin};
+use belay_domain::job::{JobStatus, Origin};
 use belay_domain::progress::progress;
 use belay_store::Store;
 use belay_store::ladders;
@@ -19,22 +21,9 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Instant;
 
-const RUNGS: usize = 50;
-const HARNESSES: usize = 10;
-const MODELS: usize = 10;
-const RUNS_PER_CELL: usize = 5;
-
-/// The rung climber `c` stands on: no runs yet, so it is the cell its top-up launches.
-fn standing(c: usize) -> usize {
-    c % RUNGS
-}
-
-pub async fn ladder(postgres_url: Option<String>, samples: usize) -> anyhow::Result<()> {
+pub(super) async fn ladder(postgres_url: Option<String>, samples: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
-    let port = crate::bench::free_port()?;
-    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, crate::bench::free_port()?).await?;
-    let address = format!("127.0.0.1:{port}");
+    let (server, address) = temporal(dir.path()).await?;
     let mut result = backend("sqlite", None, dir.path(), &address, samples).await;
     if result.is_ok() {
         result = match &postgres_url {
@@ -52,9 +41,9 @@ pub async fn ladder(postgres_url: Option<String>, samples: usize) -> anyhow::Res
 async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str, samples: usize) -> anyhow::Result<()> {
     let dir = dir.join(label);
     std::fs::create_dir_all(&dir)?;
-    let store = crate::bench::fresh_store(&dir, postgres, "ladder").await?;
+    let store = fresh_store(&dir, postgres, "ladder").await?;
     let client = belay_client::connect(address, "default", "belay-bench").await?;
-    let (account, token) = seed(label, &store).await?;
+    let (account, token) = seed_ladder(label, &store).await?;
     let measure = |api: String| {
         let store = store.clone();
         async move { measure(label, &store, &api, &token, &account.id, samples).await }
@@ -62,44 +51,6 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
     let figures = run_stack(&store, &client, &dir, measure).await;
     store.close().await;
     figures
-}
-
-/// The catalogue, an account and the runs of every cell but each climber's own rung (half of
-/// them reviewed); the account and its token.
-pub(crate) async fn seed(label: &str, store: &Store) -> anyhow::Result<(belay_store::accounts::Account, String)> {
-    catalogue(store).await?;
-    let (account, token) = store.create_account("bench").await?;
-    let rungs: Vec<CasePin> = (0..RUNGS).map(pin).collect();
-    let climbers: Vec<Combination> = (0..HARNESSES)
-        .flat_map(|h| (0..MODELS).map(move |m| combo(h, m)))
-        .collect();
-    let mut cells = Vec::new();
-    for (c, climber) in climbers.iter().enumerate() {
-        for (r, rung) in rungs.iter().enumerate() {
-            if r != standing(c) {
-                cells.push(Cell::new(rung.clone(), climber.clone()));
-            }
-        }
-    }
-    let t = Instant::now();
-    store.bench_seed_cells(&cells, RUNS_PER_CELL, 0, &account.id, 2).await?;
-    println!(
-        "{label}: seeded {} cells, {} runs (half reviewed) in {:.1} s",
-        cells.len(),
-        cells.len() * RUNS_PER_CELL,
-        t.elapsed().as_secs_f64()
-    );
-    Ok((account, token))
-}
-
-/// The ladder of the seeded rungs and climbers, as `POST /v1/ladders` takes it.
-pub(crate) fn ladder_body() -> Value {
-    let rungs: Vec<Value> = (0..RUNGS).map(|i| json!(pin(i))).collect();
-    let climbers: Vec<Value> = (0..HARNESSES)
-        .flat_map(|h| (0..MODELS).map(move |m| json!(combo(h, m))))
-        .collect();
-    json!({"name": "bench", "rungs": rungs, "combinations": climbers, "runsPerCell": RUNS_PER_CELL,
-           "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false})
 }
 
 /// Times the board's steps once: resolving the ladder (its row, climbers, steering and cells),

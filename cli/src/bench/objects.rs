@@ -5,7 +5,7 @@
 //! store); and a promotion's source sync (blobs, code manifest, file index) of a 50,000-file tree
 //! on S3 against the filesystem store.
 
-use crate::bench_source::{commit_files, grow, median, ms};
+use super::support::{commit_files, grow, median, ms, ratio};
 use crate::moto::{Moto, default_moto_server};
 use crate::objects::{ObjectStoreArgs, S3Args, dir_store};
 use anyhow::Context;
@@ -91,11 +91,11 @@ fn line(what: &str, ours: Duration, floor: Duration, floor_name: &str) {
         "  {what}: belay {:.2} ms vs {floor_name} {:.2} ms (ratio {:.2})",
         ms(ours),
         ms(floor),
-        ours.as_secs_f64() / floor.as_secs_f64()
+        ratio(ours, floor)
     );
 }
 
-pub async fn objects(
+pub(super) async fn objects(
     samples: usize,
     files: usize,
     first_sync: bool,

@@ -8,70 +8,18 @@
 //! - one bounded top-up (buffer 10) of a small plan end to end through the API, against a bare
 //!   one-activity workflow on the same server.
 
-use crate::objects::dir_store;
+use super::support::{
+    CASES, HARNESSES, MODELS, Steps, combo, fresh_store, ingest, pin, plan_body, run_stack, seed_plan, stats, temporal,
+    timed, timed_get,
+};
 use anyhow::{Context, ensure};
-use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType};
-use belay_domain::coverage::{OuterAxis, cross};
-use belay_domain::job::{CasePin, Combination, JobStatus, Origin};
+use belay_domain::catalogue::TestType;
+use belay_domain::job::{JobStatus, Origin};
 use belay_store::jobs::NewJob;
 use belay_store::{Store, coverage};
-use belay_worker::Pool;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Instant;
-
-const CASES: usize = 100;
-const HARNESSES: usize = 10;
-const MODELS: usize = 10;
-const RUNS_PER_CELL: usize = 10;
-const JOBS_PER_CELL: usize = 2;
-/// Ten completed and two running per cell: each cell misses one run.
-const DESIRED: i64 = 13;
-
-/// Where a read endpoint's time goes, one sample per row: its steps run in this process, each
-/// timed (milliseconds), and the size of the body it writes.
-#[derive(Default)]
-pub(crate) struct Steps {
-    names: Vec<&'static str>,
-    times: Vec<Vec<f64>>,
-    bytes: usize,
-}
-
-impl Steps {
-    /// Adds one sample: `(step, milliseconds)` in order, and the body's size.
-    pub(crate) fn push(&mut self, (sample, bytes): (Vec<(&'static str, f64)>, usize)) {
-        if self.names.is_empty() {
-            self.names = sample.iter().map(|(n, _)| *n).collect();
-            self.times = vec![Vec::new(); sample.len()];
-        }
-        for (i, (_, ms)) in sample.into_iter().enumerate() {
-            self.times[i].push(ms);
-        }
-        self.bytes = bytes;
-    }
-
-    /// Prints each step's median, and what is left of `total` (the endpoint's median through
-    /// HTTP): routing, the token check, the transfer and the client's receipt.
-    pub(crate) fn print(self, label: &str, what: &str, total: f64) {
-        let mut sum = 0.0;
-        let parts: Vec<String> = self
-            .names
-            .iter()
-            .zip(self.times)
-            .map(|(n, t)| {
-                let m = stats(t).0;
-                sum += m;
-                format!("{n} {m:.1}")
-            })
-            .collect();
-        println!(
-            "{label}: {what} medians in ms: {}; HTTP, token check and transfer {:.1} (of {total:.1}); body {:.2} MB",
-            parts.join(", "),
-            total - sum,
-            self.bytes as f64 / 1e6
-        );
-    }
-}
 
 /// Times the matrix's steps once: resolving the plan (its row, groups and cells), the grouped
 /// counts and catalogue reads, computing the cells, and writing the JSON body.
@@ -104,111 +52,9 @@ async fn matrix_steps(store: &Store, account_id: &str, id: &str) -> anyhow::Resu
     ))
 }
 
-/// Runs `work` on a task of its own and times it there, in milliseconds. The bench's own task
-/// also drives the worker pools (`run_stack`), so a read awaited on it is polled alongside them;
-/// an API handler runs on a task of its own, and so does what is measured against it.
-pub(crate) async fn timed<T: Send + 'static>(
-    work: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
-) -> anyhow::Result<(f64, T)> {
-    tokio::spawn(async move {
-        let t = Instant::now();
-        let out = work.await?;
-        Ok((t.elapsed().as_secs_f64() * 1000.0, out))
-    })
-    .await?
-}
-
-/// `GET {url}` with `token`, timed on a task of its own until the whole body has arrived, then
-/// decoded (the client's work, not timed).
-pub(crate) async fn timed_get(http: &reqwest::Client, url: String, token: &str) -> anyhow::Result<(f64, Value)> {
-    let request = http.get(url.clone()).bearer_auth(token);
-    tokio::spawn(async move {
-        let t = Instant::now();
-        let resp = request.send().await?;
-        ensure!(resp.status().is_success(), "GET {url}: {}", resp.status());
-        let body = resp.bytes().await?;
-        let ms = t.elapsed().as_secs_f64() * 1000.0;
-        Ok((ms, serde_json::from_slice(&body)?))
-    })
-    .await?
-}
-
-pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
-    let at = |p: f64| v[(((v.len() - 1) as f64) * p).round() as usize];
-    (at(0.5), at(0.95))
-}
-
-pub(crate) fn pin(i: usize) -> CasePin {
-    CasePin {
-        slug: format!("case{i:03}"),
-        version: "1.0.0".into(),
-        variant: "default".into(),
-        engine: "none".into(),
-    }
-}
-
-pub(crate) fn combo(h: usize, m: usize) -> Combination {
-    Combination::Harness {
-        harness: format!("h{h}"),
-        model: format!("m{m}"),
-        provider: None,
-    }
-}
-
-pub(crate) async fn catalogue(store: &Store) -> anyhow::Result<()> {
-    for h in 0..HARNESSES {
-        store
-            .create_harness(&HarnessInput {
-                name: format!("h{h}"),
-                provider_routed: false,
-                max_parallelism: 1,
-                adapter: AdapterSpec::Script {
-                    script: "true".into(),
-                    timeout_seconds: 60,
-                    sandbox: false,
-                },
-            })
-            .await?;
-    }
-    for m in 0..MODELS {
-        store
-            .create_model(&ModelInput {
-                id: format!("m{m}"),
-                context_window: Some(100_000),
-                list_price: Some(ListPrice {
-                    input_per_mtok_usd: 1.0,
-                    output_per_mtok_usd: 1.0,
-                }),
-            })
-            .await?;
-    }
-    for i in 0..CASES {
-        ingest(store, &pin(i).slug).await?;
-    }
-    Ok(())
-}
-
-pub(crate) async fn ingest(store: &Store, slug: &str) -> anyhow::Result<()> {
-    store
-        .ingest_test_case_version(&TestCaseVersionInput {
-            slug: slug.to_string(),
-            version: "1.0.0".into(),
-            test_type: TestType::Standard,
-            variants: vec!["default".into()],
-            engines: vec![],
-            title: None,
-        })
-        .await?;
-    Ok(())
-}
-
-pub async fn coverage(postgres_url: Option<String>, samples: usize) -> anyhow::Result<()> {
+pub(super) async fn coverage(postgres_url: Option<String>, samples: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
-    let port = crate::bench::free_port()?;
-    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, crate::bench::free_port()?).await?;
-    let address = format!("127.0.0.1:{port}");
+    let (server, address) = temporal(dir.path()).await?;
     let mut result = backend("sqlite", None, dir.path(), &address, samples).await;
     if result.is_ok() {
         result = match &postgres_url {
@@ -226,9 +72,9 @@ pub async fn coverage(postgres_url: Option<String>, samples: usize) -> anyhow::R
 async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str, samples: usize) -> anyhow::Result<()> {
     let dir = dir.join(label);
     std::fs::create_dir_all(&dir)?;
-    let store = crate::bench::fresh_store(&dir, postgres, "coverage").await?;
+    let store = fresh_store(&dir, postgres, "coverage").await?;
     let client = belay_client::connect(address, "default", "belay-bench").await?;
-    let (account, token) = seed(label, &store).await?;
+    let (account, token) = seed_plan(label, &store).await?;
 
     let measure = |api: String| {
         let (store, client) = (store.clone(), client.clone());
@@ -236,83 +82,6 @@ async fn backend(label: &str, postgres: Option<&str>, dir: &Path, address: &str,
     };
     let figures = run_stack(&store, &client, &dir, measure).await;
     store.close().await;
-    figures
-}
-
-/// The catalogue, an account and the 10,000 cells' runs and jobs; the account and its token.
-pub(crate) async fn seed(label: &str, store: &Store) -> anyhow::Result<(belay_store::accounts::Account, String)> {
-    catalogue(store).await?;
-    let (account, token) = store.create_account("bench").await?;
-    let cases: Vec<CasePin> = (0..CASES).map(pin).collect();
-    let combos: Vec<Combination> = (0..HARNESSES)
-        .flat_map(|h| (0..MODELS).map(move |m| combo(h, m)))
-        .collect();
-    let cells = cross(&cases, &combos, OuterAxis::Case);
-    let t = Instant::now();
-    store
-        .bench_seed_cells(&cells, RUNS_PER_CELL, JOBS_PER_CELL, &account.id, 3)
-        .await?;
-    println!(
-        "{label}: seeded {} cells, {} runs, {} jobs in {:.1} s",
-        cells.len(),
-        cells.len() * RUNS_PER_CELL,
-        cells.len() * JOBS_PER_CELL,
-        t.elapsed().as_secs_f64()
-    );
-    Ok((account, token))
-}
-
-/// The plan of every seeded cell (100 cases × 100 combinations), as `POST /v1/coverage-plans` takes it.
-pub(crate) fn plan_body() -> Value {
-    let cases: Vec<Value> = (0..CASES).map(|i| json!(pin(i))).collect();
-    let combos: Vec<Value> = (0..HARNESSES)
-        .flat_map(|h| (0..MODELS).map(move |m| json!(combo(h, m))))
-        .collect();
-    json!({"name": "bench", "cases": cases, "combinations": combos, "runsPerCell": DESIRED,
-           "bufferTarget": {"kind": "unbounded"}, "autoTopUp": false})
-}
-
-/// Serves the API and the workflows and db pools in this process over `store`, runs `measure`
-/// with the API's base URL, then stops them.
-pub(crate) async fn run_stack<F, Fut>(
-    store: &Store,
-    client: &temporalio_client::Client,
-    dir: &Path,
-    measure: F,
-) -> anyhow::Result<()>
-where
-    F: FnOnce(String) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let api = format!("http://{}", listener.local_addr()?);
-    let state = belay_api::AppState {
-        store: store.clone(),
-        temporal: client.clone(),
-        git: None,
-        objects: dir_store(&dir.join("objects"))?,
-        auth: Default::default(),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut api_stop = stop_rx.clone();
-    let api_task = tokio::spawn(belay_api::serve(listener, state, async move {
-        let _ = api_stop.wait_for(|s| *s).await;
-    }));
-    let deps = crate::bench_selection::worker_deps(client, store, dir)?;
-    let mut worker_stop = stop_rx.clone();
-    let measure = async {
-        let r = measure(api).await;
-        let _ = stop_tx.send(true);
-        r
-    };
-    let (pools, figures) = tokio::join!(
-        belay_worker::run_pools(&[Pool::Workflows, Pool::Db], deps, async move {
-            let _ = worker_stop.wait_for(|s| *s).await;
-        }),
-        measure
-    );
-    let _ = api_task.await;
-    pools?;
     figures
 }
 

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 pub async fn auth(postgres_url: Option<String>, requests: usize, tokens: usize, rounds: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let bin = crate::temporal::find_or_install(&dir.path().join("tools")).await?;
-    let port = crate::bench::free_port()?;
-    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, crate::bench::free_port()?).await?;
+    let port = super::support::free_port()?;
+    let server = crate::temporal::DevServer::start(&bin, dir.path(), port, super::support::free_port()?).await?;
     let address = format!("127.0.0.1:{port}");
     let mut result = backend("sqlite", None, dir.path(), &address, requests, tokens, rounds).await;
     if result.is_ok() {
@@ -73,7 +73,7 @@ async fn backend(
 ) -> anyhow::Result<()> {
     let dir = dir.join(label);
     std::fs::create_dir_all(&dir)?;
-    let store = crate::bench::fresh_store(&dir, postgres, "auth").await?;
+    let store = super::support::fresh_store(&dir, postgres, "auth").await?;
     let client = belay_client::connect(address, "default", "belay-bench").await?;
     let (account, warm) = store.create_account("bench").await?;
     let mut secrets = Vec::new();

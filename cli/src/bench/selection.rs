@@ -6,30 +6,23 @@
 //!    files in `composedFileOrder` read from the fork, under the cap) against reading those files
 //!    from the fork directly (`git cat-file --batch`).
 
-use crate::bench_source::{git, grow};
+use super::support::{bare_workflow_ms, fresh_store, git, grow, low_risk_change, published_task, stats, with_pools};
 use crate::objects::dir_store;
 use anyhow::{Context, bail, ensure};
 use belay_domain::candidate::CandidateStatus;
-use belay_domain::change::{Change, ChangeInput, ChangeSet, ChangeSetInput, RiskTier, Task, TaskInput, TaskKind};
 use belay_domain::conflict::{ConflictInput, ConflictSide, ConflictStatus};
 use belay_domain::project::{Project, ProjectInput};
 use belay_domain::selection_steps::SelectionStep;
 use belay_git::GitService;
 use belay_git::source_objects::SourceObjects;
 use belay_store::Store;
-use belay_worker::{Pool, WorkerDeps};
+use belay_worker::Pool;
 use belay_workflows::selection::AcceptanceSourceRequest;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
-
-pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
-    let at = |p: f64| v[(((v.len() - 1) as f64) * p).round() as usize];
-    (at(0.5), at(0.95))
-}
 
 const C1: &str = "1111111111111111111111111111111111111111";
 
@@ -46,58 +39,6 @@ async fn ready_project(store: &Store, account: &str, name: &str, commit: &str, t
         .await?;
     store.mark_project_provisioned(p.id.as_str(), commit, tree).await?;
     Ok(p)
-}
-
-/// A low-risk Change of `project` with no acceptance criteria.
-pub(crate) async fn low_risk_change(store: &Store, account: &str, project: &str) -> anyhow::Result<Change> {
-    Ok(store
-        .create_change(
-            account,
-            project,
-            &ChangeInput {
-                goal: "g".into(),
-                acceptance_criteria: vec![],
-                invariants: vec![],
-                risk_tier: Some(RiskTier::Low),
-            },
-        )
-        .await?)
-}
-
-/// Task `key` of `change` with one run that published one ChangeSet at `commit`.
-pub(crate) async fn published_task(
-    store: &Store,
-    account: &str,
-    change: &str,
-    key: &str,
-    commit: &str,
-) -> anyhow::Result<(Task, ChangeSet)> {
-    let t = store
-        .add_task(
-            account,
-            change,
-            &TaskInput {
-                key: key.into(),
-                kind: TaskKind::Implement,
-                title: key.into(),
-                semantic_resources: vec![],
-                dependencies: vec![],
-            },
-        )
-        .await?;
-    let run = store.start_task_run(account, t.id.as_str()).await?;
-    let cs = store
-        .record_change_set(
-            account,
-            run.id.as_str(),
-            &ChangeSetInput {
-                commit: commit.into(),
-                contract_changes: vec![],
-                data_changes: vec![],
-            },
-        )
-        .await?;
-    Ok((t, cs))
 }
 
 /// A Change with a `fork_required` conflict and its round of three gated siblings.
@@ -144,10 +85,10 @@ async fn gated_round(store: &Store, account: &str, i: usize) -> anyhow::Result<V
     Ok(round.iter().map(|k| k.id.to_string()).collect())
 }
 
-pub async fn selection(samples: usize) -> anyhow::Result<()> {
+pub(super) async fn selection(samples: usize) -> anyhow::Result<()> {
     let samples = samples.max(3);
     let dir = tempfile::tempdir()?;
-    let store = crate::bench::fresh_store(dir.path(), None, "selection").await?;
+    let store = fresh_store(dir.path(), None, "selection").await?;
     let result = with_pools(dir.path(), &store, &[Pool::Workflows, Pool::Db], async |client| {
         selection_on(client, &store, samples).await
     })
@@ -155,76 +96,6 @@ pub async fn selection(samples: usize) -> anyhow::Result<()> {
     store.close().await;
     result?;
     assembly(dir.path(), samples).await
-}
-
-/// What the bench's worker pools run on: `client`, `store`, and under `dir` the git root
-/// `git/belay`, the objects `objects` and the work root `work`; no Sandbox.
-pub(crate) fn worker_deps(client: &temporalio_client::Client, store: &Store, dir: &Path) -> anyhow::Result<WorkerDeps> {
-    Ok(WorkerDeps {
-        client: client.clone(),
-        store: store.clone(),
-        objects: dir_store(&dir.join("objects"))?,
-        work_root: dir.join("work"),
-        dispatcher: Default::default(),
-        sandbox: None,
-        sandbox_config: None,
-        git_root: dir.join("git").join("belay"),
-        top_up_lease: belay_worker::DEFAULT_TOP_UP_LEASE,
-        http_roots: Vec::new(),
-    })
-}
-
-/// Runs `measure` against the worker pools `pools` over `store`, on a Temporal dev server of its
-/// own under `dir` (the pools' git root `dir/git/belay`, objects `dir/objects`); the pools and the
-/// server stop when it ends.
-pub(crate) async fn with_pools<T>(
-    dir: &Path,
-    store: &Store,
-    pools: &[Pool],
-    measure: impl AsyncFnOnce(&temporalio_client::Client) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
-    let bin = crate::temporal::find_or_install(&dir.join("tools")).await?;
-    let port = crate::bench::free_port()?;
-    let server = crate::temporal::DevServer::start(&bin, dir, port, crate::bench::free_port()?).await?;
-    let result = async {
-        let client = belay_client::connect(&format!("127.0.0.1:{port}"), "default", "belay-bench").await?;
-        let deps = worker_deps(&client, store, dir)?;
-        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-        let measured = async {
-            let r = measure(&client).await;
-            let _ = stop_tx.send(true);
-            r
-        };
-        let (pools, figures) = tokio::join!(
-            belay_worker::run_pools(pools, deps, async move {
-                let _ = stop_rx.wait_for(|s| *s).await;
-            }),
-            measured
-        );
-        pools?;
-        figures
-    }
-    .await;
-    server.stop().await;
-    result
-}
-
-/// One bare one-activity workflow, start to result, in milliseconds: the floor of the
-/// orchestration benches.
-pub(crate) async fn bare_workflow_ms(client: &temporalio_client::Client, id: String) -> anyhow::Result<f64> {
-    let t = Instant::now();
-    let h = client
-        .start_workflow(
-            belay_workflows::probe::ProbeWorkflow::run,
-            id.clone(),
-            temporalio_client::WorkflowStartOptions::new(belay_workflows::queues::WORKFLOWS, id.clone()).build(),
-        )
-        .await?;
-    let out: String = h
-        .get_result(temporalio_client::WorkflowGetResultOptions::default())
-        .await?;
-    ensure!(out == id, "the bare workflow answered {out}");
-    Ok(t.elapsed().as_secs_f64() * 1000.0)
 }
 
 async fn selection_on(client: &temporalio_client::Client, store: &Store, samples: usize) -> anyhow::Result<()> {
