@@ -46,13 +46,18 @@ pub(crate) async fn pending(store: &Store) -> Result<usize, StoreError> {
 
 /// Applies every migration not yet applied whose version is below `before`.
 pub(crate) async fn run_before(store: &Store, before: i64) -> Result<usize, StoreError> {
+    run_where(store, |version| version < before).await
+}
+
+/// Applies, in order, every migration not yet applied whose version `take` accepts.
+pub(crate) async fn run_where(store: &Store, take: impl Fn(i64) -> bool) -> Result<usize, StoreError> {
     let pool = store.pool();
     pool.execute(
         "create table if not exists schema_migrations (version bigint primary key, name text not null, applied_at bigint not null)",
     )
     .await?;
     let mut applied = 0;
-    for m in MIGRATIONS.iter().filter(|m| m.version < before) {
+    for m in MIGRATIONS.iter().filter(|m| take(m.version)) {
         let mut tx = pool.begin().await?;
         if store.backend() == Backend::Postgres {
             // Two processes migrating at once take turns instead of failing halfway.

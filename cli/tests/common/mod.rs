@@ -383,6 +383,10 @@ impl Belay {
             .env("BELAY_DATA_DIR", self.dir.path().join("data"))
             .env("BELAY_GIT_TOKEN_SECRET", "a-test-secret-of-at-least-thirty-two-bytes")
             .env("RUST_LOG", "info,sqlx=warn,temporalio_sdk_core=warn")
+            // Many tests walk every route with bad tokens from one address, more failures than
+            // the failed-authentication bound answers at once; the bound's own test (accounts.rs)
+            // runs with the default (an empty value).
+            .env("BELAY_AUTH_FAILURES_FREE", "1000000")
             .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         if let Some(net) = &self.sandbox {
             cmd.env("BELAY_SANDBOX_NETWORK", &net.network)
