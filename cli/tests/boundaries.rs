@@ -31,6 +31,17 @@ const GLOBAL: &[(&str, &str, &str)] = &[
     ("GET", "/v1/account", "the caller's own account"),
     (
         "GET",
+        "/v1/account/tokens",
+        "the caller's own tokens (another account's are an operator's to list: accounts.rs)",
+    ),
+    ("POST", "/v1/account/tokens", "makes a token of the caller's own"),
+    (
+        "GET",
+        "/v1/accounts",
+        "every account to an operator, itself to a member: accounts.rs",
+    ),
+    (
+        "GET",
         "/v1/events",
         "each event only to whom may see its entity: checked below",
     ),
@@ -206,6 +217,9 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         .id
         .to_string();
 
+    let owner_id = owner["id"].as_str().unwrap().to_owned();
+    let (_, tokens) = b.request("GET", "/v1/account/tokens", Some(&b.token), None).await;
+    let owner_token = tokens[0]["id"].as_str().unwrap().to_owned();
     let second = create_operator(&b.database_url, "second");
     let member = create_account(&b.database_url, "member");
     let (_, me) = b.request("GET", "/v1/account", Some(&member), None).await;
@@ -608,6 +622,30 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
             403,
         ),
         ("POST", "/v1/models".into(), Some(json!({"id": "m2"})), None, 403),
+        // Accounts are an operator's to make and change; a token only its owner's (or an
+        // operator's) to revoke.
+        (
+            "POST",
+            "/v1/accounts".into(),
+            Some(json!({"name": "third", "role": "member"})),
+            None,
+            403,
+        ),
+        (
+            "PATCH",
+            format!("/v1/accounts/{owner_id}"),
+            Some(json!({"role": "member"})),
+            None,
+            403,
+        ),
+        ("DELETE", format!("/v1/account/tokens/{owner_token}"), None, None, 404),
+        (
+            "POST",
+            format!("/v1/changes/{change}/cancel"),
+            Some(json!({"reason": "not mine"})),
+            Some(404),
+            404,
+        ),
         (
             "PUT",
             "/v1/models/m".into(),
@@ -708,8 +746,9 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         }
     }
 
-    // Events: another account sees none of the owner's project, Change, edit-session or
-    // gg-configuration events, and still sees the job's.
+    // Events: a member sees none of the owner's project, Change, edit-session or
+    // gg-configuration events, and still sees the job's; an operator reads every account's
+    // events (decision 0042), the owner's included.
     let (plan_origin, ladder_origin) = (format!("plan:{plan}"), format!("ladder:{ladder}"));
     let owned = [
         &project,
@@ -725,7 +764,16 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         &plan_origin,
         &ladder_origin,
     ];
-    for token in [&second, &member] {
+    let (s, seen) = b.request("GET", "/v1/events?limit=1000", Some(&second), None).await;
+    assert_eq!(s, 200);
+    assert!(
+        seen.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["entity"] == project.as_str() && e["kind"] == "project.created"),
+        "an operator reads the owner's events"
+    );
+    for token in [&member] {
         let (s, events) = b.request("GET", "/v1/events?limit=1000", Some(token), None).await;
         assert_eq!(s, 200);
         let events = events.as_array().unwrap();
@@ -790,6 +838,8 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         .unwrap()
         .iter()
         .filter(|e| !owner_events.contains(e) && e["entity"] != job.as_str())
+        // The owner's own revoke just above is recorded with the owner as its actor.
+        .filter(|e| e["actor"]["accountId"] != owner_id.as_str())
         .collect();
     assert!(added.is_empty(), "the walk recorded {added:?}");
 
