@@ -21,6 +21,32 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// What a browser check's preview could leave in the test's Sandbox containers: its pid file
+/// (`/tmp/belay-browser-<candidate>.pid`) and any process the preview started (the dev command
+/// runs with the preview's `PORT` in its environment; nothing else in a Sandbox has one).
+fn preview_leftovers(b: &Belay) -> Vec<String> {
+    const SCAN: &str = r#"ls /tmp/belay-browser-*.pid 2>/dev/null
+for d in /proc/[0-9]*; do
+  tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -q '^PORT=' || continue
+  echo "process ${d#/proc/}: $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)"
+done
+true"#;
+    let mut out = Vec::new();
+    for id in b.sandbox.as_ref().unwrap().containers() {
+        let o = Command::new("docker")
+            .args(["exec", &id, "sh", "-c", SCAN])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if err.contains("is not running") {
+            continue;
+        }
+        assert!(o.status.success(), "{err}");
+        out.extend(String::from_utf8_lossy(&o.stdout).lines().map(|l| format!("{id}: {l}")));
+    }
+    out
+}
+
 /// A ready project whose canonical `main` is the sample app.
 async fn project_with_sample_app(b: &Belay) -> String {
     let (s, p) = b.post("/v1/projects", json!({"name": "ui"})).await;
@@ -247,6 +273,7 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
     let (used, reserved) = store.usage_counter("browser_seconds", &day).await.unwrap();
     assert!((1..60).contains(&used) && reserved == 0, "{used} {reserved}");
     replays(&b, "verification-browser-v1", &format!("verify-{cand}")).await;
+    assert_eq!(preview_leftovers(&b), Vec::<String>::new(), "the preview was stopped");
 
     // Bad input and other accounts.
     let (s, v) = b

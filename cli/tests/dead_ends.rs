@@ -434,4 +434,24 @@ async fn a_new_projects_first_high_risk_change_with_a_declared_route_verifies_th
         .await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["promotion"]["outcome"], "promoted", "{v}");
+
+    // Policy commands split by the shell's word rules: one a shell would refuse is refused when
+    // the policy is saved, naming the field, and changes nothing; a quoted `sh -c` is taken.
+    let path = format!("/v1/projects/{project}/policy");
+    let before = b.get(&path).await;
+    let put = |cmd: &str| json!({"commands": {"test": cmd}}).to_string();
+    let (s, v) = b
+        .request("PUT", &path, Some(&b.token), Some(&put("sh -c 'test -f x || echo []")))
+        .await;
+    assert_eq!(s, 422, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("commands.test"), "{v}");
+    assert!(message.contains("quot"), "{v}");
+    assert_eq!(b.get(&path).await, before, "a refused policy changes nothing");
+    let (s, v) = b
+        .request("PUT", &path, Some(&b.token), Some(&put("sh -c 'test -f x || echo []'")))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["commands"]["test"], "sh -c 'test -f x || echo []'", "{v}");
+    assert_ne!(v["id"], before["id"], "{v}");
 }

@@ -266,6 +266,10 @@ async fn a_sandbox_removed_mid_command_answers_the_loss_for_edit_sessions_and_wo
     };
     let (s, v) = tool(json!({"tool": "run_command", "argv": ["ls"]})).await;
     assert_eq!(s, 200, "{v}");
+    // A command given as one string is refused naming the field (`argv`), not the body.
+    let (s, v) = tool(json!({"tool": "run_command", "argv": "ls -la"})).await;
+    assert_eq!(s, 422, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().starts_with("argv"), "{v}");
     // An edit before the loss: it is gone with the Sandbox, and the caller is told.
     let (s, v) =
         tool(json!({"tool": "write_file", "path": "package.json", "content": "{\"scripts\":{\"slow\":\"sleep 30\"}}"}))

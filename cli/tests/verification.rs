@@ -311,6 +311,9 @@ async fn two_stacked_api_tasks_compose_in_work_graph_order_and_every_planned_che
     let k2 = verify(&b, &c2).await;
     assert_eq!(k2["status"], "rejected", "{k2:#}");
     assert_eq!(evidence(&k2, "unit")[0]["status"], "fail", "{k2:#}");
+    // The summary a person reads names the exit code as a person writes it.
+    let summary = evidence(&k2, "unit")[0]["summary"].as_str().unwrap().to_owned();
+    assert!(summary.contains("(exit 1)") && !summary.contains("Some("), "{summary}");
     assert!(k2["statusReason"].as_str().unwrap().contains("unit"), "{k2:#}");
     replays(
         &b,
