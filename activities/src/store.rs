@@ -164,6 +164,8 @@ impl StoreActivities {
 /// the workflows pool, which holds the client.
 pub struct ClientActivities {
     pub client: temporalio_client::Client,
+    /// Where a refused start is counted.
+    pub store: belay_store::Store,
 }
 
 #[activities]
@@ -176,14 +178,31 @@ impl ClientActivities {
         jobs: Vec<ClaimedJob>,
     ) -> Result<u64, ActivityError> {
         let starts = jobs.iter().map(|job| belay_client::start_run(&self.client, job));
-        let mut started = 0;
-        for result in futures::future::join_all(starts).await {
-            // A failed start is retried with the whole batch; those started already answer false.
-            if result.map_err(crate::retryable)? {
-                started += 1;
+        let (mut started, mut refused) = (0, Vec::new());
+        for (job, result) in jobs.iter().zip(futures::future::join_all(starts).await) {
+            match result {
+                Ok(true) => started += 1,
+                // Started before: a retried or replayed start.
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(job_id = %job.job_id, error = %e, "Temporal refused to start a run; the batch is retried");
+                    refused.push(e);
+                }
             }
         }
-        Ok(started)
+        let n = refused.len() as i64;
+        match refused.into_iter().next() {
+            None => Ok(started),
+            Some(first) => {
+                // Counted before the retry, so every refused attempt shows in /metrics; a count
+                // lost to a database away is only a missing tick, never a missing run.
+                if let Err(e) = self.store.count(belay_store::metrics::RUN_START_FAILURES, n).await {
+                    tracing::warn!(error = %e, "the refused starts could not be counted");
+                }
+                // Every start of the batch runs again; those started meanwhile answer "already started".
+                Err(crate::retryable(first))
+            }
+        }
     }
 
     #[activity(definition = belay_workflows::contracts::definitions::WakeDispatcher)]

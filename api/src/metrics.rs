@@ -15,8 +15,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use belay_store::Store;
 use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use std::future::Future;
 use tokio::net::TcpListener;
@@ -174,8 +174,19 @@ pub async fn render(store: &Store) -> Result<String, String> {
         usage.with_label_values(&[meter.as_str(), "used"]).set(*used);
         usage.with_label_values(&[meter.as_str(), "reserved"]).set(*reserved);
     }
+    let run_start_failures = IntCounter::new(
+        "belay_run_start_failures_total",
+        "Starts of run workflows Temporal refused for a reason other than already started (each retried)",
+    )
+    .map_err(err)?;
+    for (name, value) in &snap.counters {
+        if name == belay_store::metrics::RUN_START_FAILURES {
+            run_start_failures.inc_by(*value as u64);
+        }
+    }
     for c in [
         Box::new(jobs) as Box<dyn prometheus::core::Collector>,
+        Box::new(run_start_failures),
         Box::new(transitions),
         Box::new(claim),
         Box::new(dispatch),

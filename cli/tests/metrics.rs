@@ -254,3 +254,96 @@ async fn top_ups_and_verifications_move_their_counters_and_durations() {
         .sum();
     assert_eq!(timed, checks);
 }
+
+/// Temporal refuses to start a run (here: a search attribute the server does not know, as a
+/// cluster whose operator has not registered belay's attributes would): the worker logs the
+/// refusal with the job's id, `/metrics` counts it, and the start is retried until the server
+/// accepts it; the job then runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_temporal_refuses_to_start_is_logged_counted_and_started_on_a_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let temporal = common::Temporal::start_without(dir.path(), &["BelayHarness"]);
+    let b = Belay::start_on_temporal(dir, temporal, &[]).await;
+    b.catalogue().await;
+    b.harness("h", 1, r#"printf '{"status":"completed"}' > "$BELAY_MANIFEST""#)
+        .await;
+    let api = format!("{}/metrics", b.url);
+    let before = scrape(&b.http, &api).await;
+    assert_eq!(before.types["belay_run_start_failures_total"], "counter");
+    assert_eq!(sample(&before, "belay_run_start_failures_total"), 0.0);
+
+    let job = b.launch("h").await;
+    let id = job["id"].as_str().unwrap().to_owned();
+    // Refused, counted and logged with the job's id; refused more often than one start activity
+    // tries, so the dispatcher outlived its activity's retries (it waits its backstop, then
+    // starts the same batch again).
+    let outlived = f64::from(belay_workflows::options::START_ATTEMPTS + 1);
+    common::wait_for("refused starts counted", Duration::from_secs(90), || {
+        let (http, api) = (b.http.clone(), api.clone());
+        async move { sample(&scrape(&http, &api).await, "belay_run_start_failures_total") >= outlived }
+    })
+    .await;
+    let log = std::fs::read_to_string(b.dir.path().join("worker-0.log")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("Temporal refused to start a run") && l.contains(&id)),
+        "the worker's log names the job: {log}"
+    );
+    assert_ne!(b.job(&id).await["status"], "completed");
+
+    // The operator registers the attribute; the next retry starts the run, which runs once.
+    let out = std::process::Command::new(common::temporal_bin())
+        .args([
+            "operator",
+            "search-attribute",
+            "create",
+            "--name",
+            "BelayHarness",
+            "--type",
+            "Keyword",
+        ])
+        .args(["--address", &b.temporal.address])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    b.wait_status(&id, &["completed"], Duration::from_secs(120)).await;
+    let runs = b.get(&format!("/v1/runs?jobId={id}")).await;
+    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
+
+    // The dispatcher's history of waiting out the refusals replays (and is kept).
+    let client = belay_client::connect(&b.temporal.address, "default", "test")
+        .await
+        .unwrap();
+    let json = belay_client::closed_history_json(&client, "dispatcher", Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(
+        patches(&json)
+            .iter()
+            .any(|p| p.contains(belay_workflows::dispatcher::STARTS_OUTLIVE_REFUSALS)),
+        "the dispatcher ran the patched branch: {:?}",
+        patches(&json)
+    );
+    belay_client::replay::replay_json(&json)
+        .await
+        .unwrap_or_else(|e| panic!("dispatcher: {e}"));
+    common::record_history("dispatcher-refusals-v1", &json);
+}
+
+/// The patch markers a history recorded, each as its decoded payload.
+fn patches(history: &[u8]) -> Vec<String> {
+    use base64::Engine;
+    let history: serde_json::Value = serde_json::from_slice(history).unwrap();
+    history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["attributes"]["MarkerRecordedEventAttributes"])
+        .filter(|m| m["marker_name"] == "core_patch")
+        .filter_map(|m| m["details"]["patch-data"]["payloads"][0]["data"].as_str())
+        .map(|d| {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(d).unwrap();
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+        .collect()
+}

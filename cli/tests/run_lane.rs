@@ -420,7 +420,7 @@ async fn records_replayable_histories() {
         Vec::<String>::new(),
         "the dispatcher claims in local activities"
     );
-    common::record_history("dispatcher-v2", &json);
+    common::record_history("dispatcher-v3", &json);
 }
 
 /// The identities that sent the signals a history received, in order.

@@ -37,7 +37,13 @@ pub struct MetricsSnapshot {
     pub check_seconds: Vec<(String, f64)>,
     /// (meter, used, reserved), summed over the meter's scopes (days, Candidates, months).
     pub usage: Vec<(String, i64, i64)>,
+    /// (counter, value): what went wrong and was retried, e.g. [`RUN_START_FAILURES`].
+    pub counters: Vec<(String, i64)>,
 }
+
+/// The counter of run workflow starts Temporal refused for a reason other than "already
+/// started": each is logged with its job and retried with its batch.
+pub const RUN_START_FAILURES: &str = "run_start_failures";
 
 /// What a top-up fed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +160,19 @@ fn seconds(ms: i64) -> f64 {
 }
 
 impl Store {
+    /// Adds `n` to counter `name` (one of this module's counter names).
+    pub async fn count(&self, name: &str, n: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "insert into counters (name, value) values ($1, $2) \
+             on conflict (name) do update set value = counters.value + excluded.value",
+        )
+        .bind(name)
+        .bind(n)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
     /// Records a top-up answered `busy` before any started (one of the same plan was running).
     pub async fn record_top_up_busy(&self, kind: TopUpKind, target: &str) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
@@ -283,6 +302,12 @@ impl Store {
         {
             out.check_seconds
                 .push((r.try_get("kind")?, seconds(r.try_get("duration_ms")?)));
+        }
+        for r in sqlx::query("select name, value from counters order by name")
+            .fetch_all(pool)
+            .await?
+        {
+            out.counters.push((r.try_get("name")?, r.try_get("value")?));
         }
         for r in sqlx::query(
             "select meter, cast(sum(used) as bigint) as used, cast(sum(reserved) as bigint) as reserved from usage_counters \

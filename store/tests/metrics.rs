@@ -129,3 +129,16 @@ on_both!(
         assert!(theirs.is_empty(), "{theirs:?}");
     }
 );
+
+on_both!(counters_only_grow_by_what_is_counted, async |store: Store| {
+    use belay_store::metrics::RUN_START_FAILURES;
+    assert!(store.metrics_snapshot().await.unwrap().counters.is_empty());
+    store.count(RUN_START_FAILURES, 2).await.unwrap();
+    store.count(RUN_START_FAILURES, 1).await.unwrap();
+    store.count("other", 5).await.unwrap();
+    let snap = store.metrics_snapshot().await.unwrap();
+    assert_eq!(
+        snap.counters,
+        vec![("other".to_owned(), 5), (RUN_START_FAILURES.to_owned(), 3)]
+    );
+});

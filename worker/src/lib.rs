@@ -211,6 +211,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 })
                 .register_activities(ClientActivities {
                     client: deps.client.clone(),
+                    store: deps.store.clone(),
                 })
                 .build(),
             Pool::Db => base

@@ -19,7 +19,9 @@
 //! check, run after the meter settles since `verification-preview-after-settle`; the `-v1`
 //! recording before it ran the preview first; `verification-step-rows-kept-v1` reads the
 //! store's Evidence once, for the gate, where the ones before read it after every step), and
-//! `selection`'s lone-Candidate acceptance repair (`verification-lone-acceptance-repair-v1`).
+//! `selection`'s lone-Candidate acceptance repair (`verification-lone-acceptance-repair-v1`);
+//! `dispatcher-v3` (run_lane) and `dispatcher-refusals-v1` (`metrics`' refused-start test) since
+//! the dispatcher outlives refused starts (`dispatch-starts-outlive-refusals`).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -56,6 +58,8 @@ const HISTORIES: &[&str] = &[
     "verification-preview-after-settle-v1",
     "verification-step-rows-kept-v1",
     "verification-lone-acceptance-repair-v1",
+    "dispatcher-v3",
+    "dispatcher-refusals-v1",
 ];
 
 fn dir() -> std::path::PathBuf {

@@ -10,7 +10,8 @@
 //! longer carries three child events per job, nor a workflow task for each run's completion. A claim that fails after its bounded
 //! retries (the database is down for longer than they last) does not end the dispatcher: it waits
 //! [`BACKSTOP`] and tries the same claim key again, so jobs a lost attempt may have claimed are
-//! still the ones returned.
+//! still the ones returned. Since [`STARTS_OUTLIVE_REFUSALS`] the same holds for the starts: a
+//! batch Temporal keeps refusing is started again after the backstop until it goes through.
 //!
 //! No job is dispatched twice: each claim carries a key unique to this run and iteration, so a
 //! retried claim activity returns the jobs the first attempt claimed instead of claiming more,
@@ -33,6 +34,10 @@ use temporalio_sdk::{
 pub const BACKSTOP: Duration = Duration::from_secs(15);
 /// The patch that made the claim and the run starts local activities.
 pub const LOCAL_CLAIMS: &str = "dispatch-local-claims";
+/// The patch after which a batch of run starts Temporal keeps refusing (a search attribute the
+/// cluster lacks, a namespace away) no longer ends the dispatcher when the starts' retries run
+/// out: it waits [`BACKSTOP`] and starts the same batch again, until the starts go through.
+pub const STARTS_OUTLIVE_REFUSALS: &str = "dispatch-starts-outlive-refusals";
 /// Claims per run before continuing as new.
 pub const CLAIMS_PER_RUN: u64 = 400;
 /// History length past which the dispatcher continues as new.
@@ -73,6 +78,7 @@ impl DispatcherWorkflow {
         let claims_per_run = ctx.state(|s| s.claims_per_run);
         let limit = claims_per_run.unwrap_or(CLAIMS_PER_RUN).max(1);
         let local = ctx.patched(LOCAL_CLAIMS);
+        let outlive_refusals = local && ctx.patched(STARTS_OUTLIVE_REFUSALS);
         loop {
             let key = format!("{run_id}:{claims}");
             let claim = if local {
@@ -93,9 +99,24 @@ impl DispatcherWorkflow {
             };
             claims += 1;
             if local {
-                if !claimed.is_empty() {
+                if !claimed.is_empty() && outlive_refusals {
                     // Starting a run that exists already is a success, so a retry (or a replay
-                    // of this claim after a crash) starts nothing twice.
+                    // of this claim after a crash) starts nothing twice. Refused starts are
+                    // counted and logged by the activity; the batch is started again after the
+                    // backstop for as long as Temporal refuses, and never dropped.
+                    loop {
+                        match ctx
+                            .execute_local_activity(ClientApi::start_runs, claimed.clone(), options::starts_local())
+                            .await
+                        {
+                            Ok(_) => break,
+                            Err(e) if ctx.cancellation_token().is_cancelled() => return Err(e.into()),
+                            Err(_) => {
+                                ctx.timer(BACKSTOP).await;
+                            }
+                        }
+                    }
+                } else if !claimed.is_empty() {
                     ctx.execute_local_activity(ClientApi::start_runs, claimed.clone(), options::db_local())
                         .await?;
                 }

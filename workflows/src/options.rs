@@ -53,6 +53,23 @@ pub fn db_local() -> LocalActivityOptions {
         .build()
 }
 
+/// The dispatcher's run starts (a local activity calling Temporal), since
+/// [`crate::dispatcher::STARTS_OUTLIVE_REFUSALS`]: a few quick attempts, after which the
+/// dispatcher waits its backstop and starts the same batch again, for as long as Temporal refuses.
+pub fn starts_local() -> LocalActivityOptions {
+    LocalActivityOptions::builder()
+        .start_to_close_timeout(Duration::from_secs(60))
+        .retry_policy(policy(
+            Duration::from_millis(200),
+            Duration::from_secs(2),
+            START_ATTEMPTS,
+        ))
+        .build()
+}
+
+/// Attempts of one [`starts_local`] activity.
+pub const START_ATTEMPTS: u32 = 4;
+
 /// The run's wake-up of the dispatcher (a local activity calling Temporal): a few quick attempts;
 /// a wake-up that never arrives costs at most the dispatcher's backstop.
 pub fn wake_local() -> LocalActivityOptions {

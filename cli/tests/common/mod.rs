@@ -74,10 +74,16 @@ impl Temporal {
     /// listener in the worker service's `Serve`). Such a start is retried on fresh ports, up to
     /// three times; each failed start's log is kept beside `temporal.log`.
     pub fn start(dir: &Path) -> Temporal {
+        Self::start_without(dir, &[])
+    }
+
+    /// [`Temporal::start`] with belay's search attributes but those named in `missing`
+    /// registered: a server that refuses to start a workflow carrying one of them.
+    pub fn start_without(dir: &Path, missing: &[&str]) -> Temporal {
         let log = dir.join("temporal.log");
         let mut failures = Vec::new();
         for attempt in 1..=3 {
-            match Self::try_start(&log) {
+            match Self::try_start(&log, missing) {
                 Ok(t) => return t,
                 Err(why) => {
                     let kept = dir.join(format!("temporal.failed-{attempt}.log"));
@@ -90,7 +96,7 @@ impl Temporal {
         panic!("temporal did not start in three tries: {failures:?}");
     }
 
-    fn try_start(log_path: &Path) -> Result<Temporal, String> {
+    fn try_start(log_path: &Path, missing: &[&str]) -> Result<Temporal, String> {
         let port = free_port();
         let log = std::fs::File::create(log_path).unwrap();
         let mut cmd = Command::new(temporal_bin());
@@ -98,7 +104,9 @@ impl Temporal {
             .args(["--port", &port.to_string()])
             .args(["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]);
         for (name, kind) in belay_workflows::search::ALL {
-            cmd.arg("--search-attribute").arg(format!("{name}={kind}"));
+            if !missing.contains(&name) {
+                cmd.arg("--search-attribute").arg(format!("{name}={kind}"));
+            }
         }
         let child = cmd
             .stdout(log.try_clone().unwrap())
