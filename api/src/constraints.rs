@@ -371,6 +371,7 @@ fn rules() -> Vec<(String, Value)> {
         json!({"pattern": "^[0-9a-f]{40}$"}),
     ));
     rules.push((schema("ApprovalInput", "/properties/reason"), text(2000)));
+    rules.push((schema("ChangeCancelInput", "/properties/reason"), text(2000)));
     rules.push((
         schema("ConflictInput", "/properties/sides"),
         json!({"minItems": 2, "maxItems": 2}),
