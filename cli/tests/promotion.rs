@@ -384,8 +384,8 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     let ev = b.get(&format!("/v1/events?entity={project}")).await;
     assert_eq!(events_of(&ev, "canonical.advanced").len(), 3, "{ev:#}");
 
-    // Another account sees none of it: the project's, the Changes' and the Candidates' events
-    // are the owner's alone.
+    // A member account sees none of it: the project's, the Changes' and the Candidates' events
+    // are the owner's (an operator reads every account's, decision 0042).
     let mine = b.get("/v1/events?limit=1000").await;
     let source_lane = [
         "candidate.",
@@ -404,13 +404,13 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
             .count()
     };
     assert!(of_lane(&mine) >= 8, "the owner sees its own: {mine:#}");
-    let other = common::create_operator(&b.database_url, "other");
+    let other = common::create_account(&b.database_url, "other");
     let (s, theirs) = b.request("GET", "/v1/events?limit=1000", Some(&other), None).await;
     assert_eq!(s, 200);
     assert_eq!(
         of_lane(&theirs),
         0,
-        "another account saw the owner's events: {theirs:#}"
+        "a member saw the owner's events: {theirs:#}"
     );
     for entity in [&project, &kb2] {
         let (_, one) = b
