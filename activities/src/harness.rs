@@ -20,6 +20,8 @@ pub struct HarnessActivities {
     pub work_root: PathBuf,
     /// Where adapters marked `sandbox` run; `None` fails them.
     pub sandbox: Option<Arc<belay_sandbox::Sandboxes>>,
+    /// The worker's variables an adapter started on its host inherits.
+    pub env: belay_harness::InheritedEnv,
 }
 
 /// How often a running adapter's activity heartbeats.
@@ -40,7 +42,10 @@ impl HarnessActivities {
             job,
             &self.work_root,
             self.objects.clone(),
-            self.sandbox.as_deref(),
+            belay_harness::Host {
+                sandbox: self.sandbox.as_deref(),
+                env: &self.env,
+            },
             || {},
             ctx.cancelled(),
         );

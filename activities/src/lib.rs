@@ -144,14 +144,29 @@ pub(crate) fn activity_identity(ctx: &ActivityContext) -> String {
 /// command, before the server heard that it had.
 pub const COMMAND_STARTED: &str = "sandbox-command-started";
 
-/// The variable that names this process's failpoint, in a build with the `failpoints` feature.
+/// The variable that names this process's failpoint, in a build with the `failpoints` feature
+/// (the `belay worker` command reads it and calls [`set_failpoint`]).
 pub const FAILPOINT_ENV: &str = "BELAY_FAILPOINT";
+
+#[cfg(feature = "failpoints")]
+static FAILPOINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Names this process's failpoint, once, at start. Without the `failpoints` feature (the release
+/// build) it does nothing: no failpoint can be set.
+pub fn set_failpoint(name: &str) {
+    #[cfg(feature = "failpoints")]
+    {
+        let _ = FAILPOINT.set(name.to_owned());
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = name;
+}
 
 /// Whether the failpoint `name` is set for this process. Always false without the `failpoints`
 /// feature, which only the test build enables.
 #[cfg(feature = "failpoints")]
 pub(crate) fn failpoint(name: &str) -> bool {
-    std::env::var(FAILPOINT_ENV).is_ok_and(|v| v == name)
+    FAILPOINT.get().is_some_and(|v| v == name)
 }
 
 #[cfg(not(feature = "failpoints"))]

@@ -33,6 +33,10 @@ pub struct DevArgs {
     pub demo: bool,
     #[command(flatten)]
     pub http_tls: crate::tls::HttpTlsArgs,
+    #[command(flatten)]
+    pub outside: crate::settings::Outside,
+    #[command(flatten)]
+    pub auth: crate::settings::AuthSettings,
 }
 
 const TOKEN_FILE: &str = "dev-token";
@@ -99,7 +103,7 @@ async fn run_with_server(
         .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
     let api_url = format!("http://{}", listener.local_addr()?);
     let secret = git_secret(data_dir)?;
-    let sandbox = dev_sandbox(listener.local_addr()?.port(), &secret).await;
+    let sandbox = dev_sandbox(args.outside.sandbox.config(), listener.local_addr()?.port(), &secret).await;
     let objects = dir_store(&data_dir.join("objects"))?;
     let http_roots = args.http_tls.extra_roots()?;
     let deps = WorkerDeps {
@@ -109,10 +113,11 @@ async fn run_with_server(
         work_root: data_dir.join("work"),
         dispatcher: Default::default(),
         sandbox: sandbox.as_ref().ok().map(|(deps, _)| deps.clone()),
-        sandbox_config: belay_sandbox::SandboxConfig::from_env().ok(),
+        sandbox_config: args.outside.sandbox.config().ok(),
         git_root: data_dir.join("git").join("belay"),
         top_up_lease: belay_worker::DEFAULT_TOP_UP_LEASE,
         http_roots,
+        settings: args.outside.pools(true, None)?,
     };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -124,7 +129,7 @@ async fn run_with_server(
         temporal: client,
         git: Some(belay_api::GitConfig::new(data_dir.join("git").join("belay"), secret)),
         objects: dir_store(&data_dir.join("objects"))?,
-        auth: crate::serve::auth_guard()?,
+        auth: args.auth.guard()?,
     };
     let sandbox_line = match sandbox {
         Ok((deps, gateway)) => {
@@ -173,9 +178,13 @@ async fn run_with_server(
 /// The sandbox pool's configuration for `belay dev`, and a listener on the Sandbox network's host
 /// address (same port as the API) through which Sandboxes reach git; or why Sandboxes are off
 /// (no Docker Engine, say): everything else works without them.
-async fn dev_sandbox(port: u16, secret: &[u8]) -> Result<(belay_worker::SandboxDeps, TcpListener), String> {
-    use belay_sandbox::{SandboxConfig, Sandboxes};
-    let config = SandboxConfig::from_env().map_err(|e| e.to_string())?;
+async fn dev_sandbox(
+    config: Result<belay_sandbox::SandboxConfig, belay_sandbox::SandboxError>,
+    port: u16,
+    secret: &[u8],
+) -> Result<(belay_worker::SandboxDeps, TcpListener), String> {
+    use belay_sandbox::Sandboxes;
+    let config = config.map_err(|e| e.to_string())?;
     let sandboxes = Sandboxes::connect(config.clone())
         .await
         .map_err(|e| format!("no Docker Engine ({e})"))?;

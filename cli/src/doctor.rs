@@ -26,6 +26,8 @@ pub struct DoctorArgs {
     /// How long one check may take.
     #[arg(long, default_value_t = 20)]
     pub timeout_seconds: u64,
+    #[command(flatten)]
+    pub outside: crate::settings::Outside,
 }
 
 /// How a check ended.
@@ -81,7 +83,7 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
     line("temporal", within(limit, temporal(&args.conn, &pools)).await);
     line("object store", within(limit, objects(&args.storage, &http_roots)).await);
     let docker = if needs(Pool::Sandbox) || needs(Pool::Browser) || needs(Pool::Harness) {
-        let mut outcome = within(limit, docker()).await;
+        let mut outcome = within(limit, docker(&args.outside.sandbox)).await;
         // The harness pool needs the Engine only for adapters marked sandbox.
         if outcome.0 == Status::Fail && !needs(Pool::Sandbox) && !needs(Pool::Browser) {
             outcome = (
@@ -105,13 +107,13 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
     };
     line("sandbox git", git);
     let model = if needs(Pool::Llm) {
-        within(limit, model(&http_roots)).await
+        within(limit, model(&args.outside.llm, &http_roots)).await
     } else {
         (Status::Skip, "no llm pool in --pools".into())
     };
     line("model api", model);
     let chromium = if needs(Pool::Browser) {
-        within(limit, chromium()).await
+        within(limit, chromium(&args.outside.browser)).await
     } else {
         (Status::Skip, "no browser pool in --pools".into())
     };
@@ -258,8 +260,8 @@ async fn objects(storage: &Storage, http_roots: &anyhow::Result<Vec<Vec<u8>>>) -
     }
 }
 
-async fn docker() -> Outcome {
-    let config = match belay_sandbox::SandboxConfig::from_env() {
+async fn docker(settings: &crate::settings::SandboxSettings) -> Outcome {
+    let config = match settings.config() {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
@@ -269,8 +271,8 @@ async fn docker() -> Outcome {
     }
 }
 
-async fn model(http_roots: &anyhow::Result<Vec<Vec<u8>>>) -> Outcome {
-    let mut config = match belay_llm::LlmConfig::from_env() {
+async fn model(settings: &crate::settings::LlmSettings, http_roots: &anyhow::Result<Vec<Vec<u8>>>) -> Outcome {
+    let mut config = match settings.config() {
         Ok(c) => c,
         Err(e) => return fail(format!("{e:#}")),
     };
@@ -295,8 +297,8 @@ async fn model(http_roots: &anyhow::Result<Vec<Vec<u8>>>) -> Outcome {
     }
 }
 
-async fn chromium() -> Outcome {
-    let config = belay_browser::BrowserConfig::from_env();
+async fn chromium(settings: &crate::settings::BrowserSettings) -> Outcome {
+    let config = settings.config();
     let bin = config.chromium;
     let out = tokio::process::Command::new(&bin)
         .arg("--version")

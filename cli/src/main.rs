@@ -9,6 +9,7 @@ mod doctor;
 mod moto;
 mod objects;
 mod serve;
+mod settings;
 mod temporal;
 mod tls;
 
@@ -123,6 +124,8 @@ enum Command {
         /// only: what Sandboxes reach (BELAY_SANDBOX_GIT_URL names it). Every other path is 404.
         #[arg(long, env = "BELAY_API_GIT_LISTEN")]
         git_listen: Option<String>,
+        #[command(flatten)]
+        auth: settings::AuthSettings,
     },
     /// Run worker pools.
     Worker {
@@ -147,6 +150,10 @@ enum Command {
         top_up_lease_seconds: u64,
         #[command(flatten)]
         sandbox_git: SandboxGitArgs,
+        #[command(flatten)]
+        outside: settings::Outside,
+        #[command(flatten)]
+        extras: settings::WorkerExtras,
     },
     /// Check what this deployment's processes need, one line per check: the database, Temporal
     /// (and the pollers on belay's task queues), the object store, the Docker Engine, the model
@@ -243,7 +250,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             host,
             port,
             git_listen,
-        } => serve::api(&conn, &storage, git_token_secret, &host, port, git_listen.as_deref()).await,
+            auth,
+        } => {
+            serve::api(
+                &conn,
+                &storage,
+                git_token_secret,
+                &host,
+                port,
+                git_listen.as_deref(),
+                &auth,
+            )
+            .await
+        }
         Command::Worker {
             conn,
             storage,
@@ -251,16 +270,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             dispatcher_claims_per_run,
             top_up_lease_seconds,
             sandbox_git,
+            outside,
+            extras,
         } => {
-            serve::worker(
-                &conn,
-                &storage,
-                &pools,
-                dispatcher_claims_per_run,
-                std::time::Duration::from_secs(top_up_lease_seconds),
-                &sandbox_git,
-            )
-            .await
+            if let Some(name) = extras.failpoint.as_deref().filter(|n| !n.is_empty()) {
+                belay_activities::set_failpoint(name);
+            }
+            let settings = serve::WorkerSettings {
+                pools: &pools,
+                claims_per_run: dispatcher_claims_per_run,
+                top_up_lease: std::time::Duration::from_secs(top_up_lease_seconds),
+                sandbox_git: &sandbox_git,
+                outside: &outside,
+                extras: &extras,
+            };
+            serve::worker(&conn, &storage, settings).await
         }
         Command::Doctor(args) => doctor::run(args).await,
         Command::Migrate { database_url } => {

@@ -30,6 +30,7 @@ pub async fn api(
     host: &str,
     port: u16,
     git_listen: Option<&str>,
+    auth: &crate::settings::AuthSettings,
 ) -> anyhow::Result<()> {
     let checked = conn.check()?;
     let objects = storage.objects.open(&storage.data_dir, &checked.http_roots)?;
@@ -51,7 +52,7 @@ pub async fn api(
             )
         }),
         objects,
-        auth: auth_guard()?,
+        auth: auth.guard()?,
     };
     let git_only = match git_listen {
         Some(addr) => {
@@ -74,22 +75,31 @@ pub async fn api(
     Ok(())
 }
 
-pub async fn worker(
-    conn: &Conn,
-    storage: &Storage,
-    pools: &str,
-    claims_per_run: Option<u64>,
-    top_up_lease: Duration,
-    sandbox_git: &SandboxGitArgs,
-) -> anyhow::Result<()> {
+/// `belay worker`'s own arguments, besides where the database, Temporal and the files are.
+pub struct WorkerSettings<'a> {
+    pub pools: &'a str,
+    pub claims_per_run: Option<u64>,
+    pub top_up_lease: Duration,
+    pub sandbox_git: &'a SandboxGitArgs,
+    pub outside: &'a crate::settings::Outside,
+    pub extras: &'a crate::settings::WorkerExtras,
+}
+
+pub async fn worker(conn: &Conn, storage: &Storage, settings: WorkerSettings<'_>) -> anyhow::Result<()> {
+    let WorkerSettings {
+        pools,
+        claims_per_run,
+        top_up_lease,
+        sandbox_git,
+        outside,
+        extras,
+    } = settings;
     // Everything this worker cannot use stops it here, before it connects or serves anything.
     let pools = Pool::parse_list(pools)?;
     let checked = conn.check()?;
     let objects = storage.objects.open(&storage.data_dir, &checked.http_roots)?;
-    if pools.contains(&Pool::Llm) {
-        belay_llm::LlmConfig::from_env()?;
-    }
-    let sandbox_config = belay_sandbox::SandboxConfig::from_env()?;
+    let pool_settings = outside.pools(pools.contains(&Pool::Llm), extras.temporal_metrics_addr()?)?;
+    let sandbox_config = outside.sandbox.config()?;
     let sandbox = if let Some(pool) = pools.iter().find(|p| matches!(p, Pool::Sandbox | Pool::Browser)) {
         Some(sandbox_deps(pool.name(), sandbox_config.clone(), sandbox_git)?)
     } else {
@@ -115,10 +125,11 @@ pub async fn worker(
         git_root: storage.data_dir.join("git").join(&storage.git_namespace),
         top_up_lease,
         http_roots: checked.http_roots,
+        settings: pool_settings,
     };
     // BELAY_METRICS_ADDR: this process's `GET /metrics` (the same figures as the API's).
-    if let Some(addr) = std::env::var("BELAY_METRICS_ADDR").ok().filter(|a| !a.is_empty()) {
-        let listener = TcpListener::bind(addr.as_str())
+    if let Some(addr) = extras.metrics_addr() {
+        let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding {addr} (BELAY_METRICS_ADDR)"))?;
         tracing::info!(metrics.url = %format!("http://{}/metrics", listener.local_addr()?), "worker metrics");
@@ -166,20 +177,4 @@ pub fn sandbox_git(pool: &str, git: &SandboxGitArgs) -> anyhow::Result<belay_san
         url: url.trim_end_matches('/').to_owned(),
         token_secret: secret.as_bytes().to_vec(),
     })
-}
-
-/// The API's bound on failed authentication (decision 0042). `BELAY_AUTH_FAILURES_FREE` (10):
-/// failures from one address answered at once in a window, before the slowed ones and the 429s;
-/// the API fuzz raises it, so that its requests with bad credentials test the answers rather than
-/// the bound (which a test of its own covers).
-pub fn auth_guard() -> anyhow::Result<belay_api::auth::AuthGuard> {
-    let mut bound = belay_domain::api_token::FailureBound::default();
-    if let Ok(v) = std::env::var("BELAY_AUTH_FAILURES_FREE")
-        && !v.is_empty()
-    {
-        bound.free = v
-            .parse()
-            .map_err(|_| anyhow::anyhow!("BELAY_AUTH_FAILURES_FREE {v:?} is not a whole number"))?;
-    }
-    Ok(belay_api::auth::AuthGuard::new(bound, true))
 }

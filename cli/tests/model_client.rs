@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn config(url: &str, key: Option<&str>) -> LlmConfig {
-    let mut c = LlmConfig::from_env().unwrap();
+    let mut c = LlmConfig::from_lookup(|_| None).unwrap();
     c.base_url = url.into();
     c.api_key = key.map(str::to_owned);
     c.limits = ModelLimits {

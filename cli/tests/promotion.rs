@@ -407,11 +407,7 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     let other = common::create_account(&b.database_url, "other");
     let (s, theirs) = b.request("GET", "/v1/events?limit=1000", Some(&other), None).await;
     assert_eq!(s, 200);
-    assert_eq!(
-        of_lane(&theirs),
-        0,
-        "a member saw the owner's events: {theirs:#}"
-    );
+    assert_eq!(of_lane(&theirs), 0, "a member saw the owner's events: {theirs:#}");
     for entity in [&project, &kb2] {
         let (_, one) = b
             .request("GET", &format!("/v1/events?entity={entity}"), Some(&other), None)

@@ -15,9 +15,7 @@ pub struct TestDb {
 /// The PostgreSQL server tests use. Its absence is an error, not a skip: a store suite that ran
 /// on one backend only would pass while proving half of what it claims.
 pub fn postgres_admin_url() -> String {
-    std::env::var("BELAY_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!("BELAY_TEST_POSTGRES_URL is not set: run the tests with scripts/test.sh, which starts PostgreSQL")
-    })
+    belay_testkit::postgres_admin_url()
 }
 
 /// A test module `$name` running `$body` (an async closure over a [`Store`]) on a fresh SQLite

@@ -118,6 +118,38 @@ pub struct WorkerDeps {
     /// CA certificates (DER) every outbound HTTPS client trusts besides the platform's roots
     /// (BELAY_CA_FILE): the model API's, the browser pool's fetches.
     pub http_roots: Vec<Vec<u8>>,
+    /// What the pools' outside systems are configured with, read once by the `belay` command.
+    pub settings: PoolSettings,
+}
+
+/// The pools' settings for the systems outside belay, as the `belay` command read them (flags and
+/// their environment variables, once, at start): nothing below reads the environment.
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    /// The llm pool's model client (BELAY_ANTHROPIC_*); required when this worker runs that pool.
+    pub llm: Option<belay_llm::LlmConfig>,
+    /// The browser pool's Chromium (BELAY_CHROMIUM, BELAY_BROWSER_SESSION_MS).
+    pub browser: belay_browser::BrowserConfig,
+    /// The browser meter's daily seconds per project (BROWSER_DAILY_SECONDS, parsed).
+    pub browser_daily_seconds: u64,
+    /// Where the Temporal SDK serves its worker metrics (BELAY_TEMPORAL_METRICS_ADDR).
+    pub temporal_metrics_addr: Option<std::net::SocketAddr>,
+    /// The worker's variables a harness adapter inherits.
+    pub adapter_env: belay_harness::InheritedEnv,
+}
+
+impl Default for PoolSettings {
+    /// Every setting unset: no model client, Chromium where the distribution puts it, the
+    /// browser meter's default day, no SDK metrics, nothing inherited.
+    fn default() -> Self {
+        Self {
+            llm: None,
+            browser: belay_browser::BrowserConfig::default(),
+            browser_daily_seconds: belay_domain::browser::parse_browser_daily_seconds(None),
+            temporal_metrics_addr: None,
+            adapter_env: belay_harness::InheritedEnv::default(),
+        }
+    }
 }
 
 /// What the `sandbox` pool needs: the Docker configuration, and where (and with which token key)
@@ -159,19 +191,13 @@ async fn reap_idle(sandboxes: Arc<Sandboxes>) {
     }
 }
 
-/// The Temporal SDK runtime's options: with BELAY_TEMPORAL_METRICS_ADDR (`host:port`), the SDK's
-/// own worker metrics (task slots, poll and schedule-to-start latencies, sticky cache, …) in
+/// The Temporal SDK runtime's options: with a metrics address (BELAY_TEMPORAL_METRICS_ADDR), the
+/// SDK's own worker metrics (task slots, poll and schedule-to-start latencies, sticky cache, …) in
 /// Prometheus's format on that address's `/metrics`, served by the SDK's exporter.
-fn runtime_options() -> anyhow::Result<temporalio_sdk::runtime::RuntimeOptions> {
-    let Some(addr) = std::env::var("BELAY_TEMPORAL_METRICS_ADDR")
-        .ok()
-        .filter(|a| !a.is_empty())
-    else {
+fn runtime_options(metrics: Option<std::net::SocketAddr>) -> anyhow::Result<temporalio_sdk::runtime::RuntimeOptions> {
+    let Some(addr) = metrics else {
         return RuntimeOptions::builder().build().map_err(anyhow::Error::msg);
     };
-    let addr: std::net::SocketAddr = addr
-        .parse()
-        .with_context(|| format!("BELAY_TEMPORAL_METRICS_ADDR must be host:port, not {addr:?}"))?;
     let started = temporalio_common::telemetry::start_prometheus_metric_exporter(
         temporalio_common::telemetry::PrometheusExporterOptions::builder()
             .socket_addr(addr)
@@ -193,7 +219,7 @@ fn runtime_options() -> anyhow::Result<temporalio_sdk::runtime::RuntimeOptions> 
 /// Temporal workers are not `Send`, so this future must be awaited on the task that owns it
 /// (the binary's main task), not spawned.
 pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let runtime = Runtime::from_current_tokio(runtime_options()?)?;
+    let runtime = Runtime::from_current_tokio(runtime_options(deps.settings.temporal_metrics_addr)?)?;
     let mut workers = Vec::new();
     for &pool in pools {
         let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));
@@ -278,6 +304,7 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                     objects: deps.objects.clone(),
                     work_root: deps.work_root.clone(),
                     sandbox,
+                    env: deps.settings.adapter_env.clone(),
                 })
                 .build()
             }
@@ -347,7 +374,11 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
                 .build()
             }
             Pool::Llm => {
-                let mut config = belay_llm::LlmConfig::from_env()?;
+                let mut config = deps
+                    .settings
+                    .llm
+                    .clone()
+                    .context("the llm pool has no model client configuration")?;
                 config.extra_roots = deps.http_roots.clone();
                 if config.api_key.is_none() {
                     warn!("BELAY_ANTHROPIC_API_KEY is unset: every model call is refused before it is made");
@@ -416,7 +447,7 @@ async fn browser_activities(
             .await
             .context("connecting to the Docker Engine for the browser pool")?,
     );
-    let mut browser = belay_browser::BrowserConfig::from_env();
+    let mut browser = deps.settings.browser.clone();
     browser.extra_roots = deps.http_roots.clone();
     if !browser.chromium.exists() {
         warn!(chromium = %browser.chromium.display(), "no Chromium there: every browser check will be an error (set BELAY_CHROMIUM)");
@@ -431,8 +462,6 @@ async fn browser_activities(
             checkouts: Default::default(),
         }),
         config: browser,
-        daily_seconds: belay_domain::browser::parse_browser_daily_seconds(
-            std::env::var("BROWSER_DAILY_SECONDS").ok().as_deref(),
-        ),
+        daily_seconds: deps.settings.browser_daily_seconds,
     })
 }

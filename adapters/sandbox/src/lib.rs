@@ -279,14 +279,12 @@ impl Default for SandboxConfig {
 }
 
 impl SandboxConfig {
-    /// The defaults, overridden by BELAY_SANDBOX_IMAGE, BELAY_SANDBOX_RUNTIME,
-    /// BELAY_SANDBOX_NETWORK, BELAY_SANDBOX_EGRESS_PROXY and BELAY_SANDBOX_LABELS
-    /// (`key=value,…`, put on every container and network created).
-    pub fn from_env() -> Result<Self, SandboxError> {
-        Self::from_lookup(|key| std::env::var(key).ok())
-    }
-
-    /// As [`SandboxConfig::from_env`], reading variables through `lookup`.
+    /// The defaults, overridden by the settings `lookup` answers by their variable names
+    /// (BELAY_SANDBOX_IMAGE, BELAY_SANDBOX_RUNTIME, BELAY_SANDBOX_NETWORK,
+    /// BELAY_SANDBOX_EGRESS_PROXY, BELAY_DEPLOYMENT, BELAY_SANDBOX_IDLE_SECONDS, BELAY_SANDBOX_MAX
+    /// and BELAY_SANDBOX_LABELS, `key=value,…` put on every container and network created). The
+    /// `belay` command reads them once, as flags or environment variables; an empty value is
+    /// unset, and an error names the variable and its rule.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, SandboxError> {
         let mut config = Self::default();
         let set = |key: &str| lookup(key).filter(|v| !v.is_empty());
@@ -1680,7 +1678,7 @@ mod tests {
         fn image() -> &'static str {
             static IMAGE: OnceLock<String> = OnceLock::new();
             IMAGE.get_or_init(|| {
-                let image = std::env::var("BELAY_SANDBOX_IMAGE").ok().filter(|i| !i.is_empty()).unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+                let image = belay_testkit::sandbox_image(DEFAULT_IMAGE);
                 let present = |image: &str| Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success());
                 if present(&image) {
                     return image;

@@ -9,10 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 fn image() -> String {
-    let image = std::env::var("BELAY_SANDBOX_IMAGE")
-        .ok()
-        .filter(|i| !i.is_empty())
-        .unwrap_or_else(|| belay_sandbox::DEFAULT_IMAGE.to_owned());
+    let image = belay_testkit::sandbox_image(belay_sandbox::DEFAULT_IMAGE);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-sandbox-image.sh");
     if image == belay_sandbox::DEFAULT_IMAGE {
         // Builds the image when missing, and rebuilds one that predates Bun.

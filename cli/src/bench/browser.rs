@@ -4,7 +4,7 @@
 //! per request, against a direct fetch of the same URL with the same client.
 
 use anyhow::{Context, bail};
-use belay_browser::{BrowserConfig, Upstream, run_session};
+use belay_browser::{Upstream, run_session};
 use belay_domain::browser::classify_browser;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -113,7 +113,7 @@ pub(super) async fn browser(app: &Path, bun: &Path, runs: usize) -> anyhow::Resu
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let base = format!("http://127.0.0.1:{port}");
-    let config = BrowserConfig::from_env();
+    let config = crate::settings::from_environment::<crate::settings::BrowserSettings>().config();
     println!(
         "browser check on the sample app (8 pages), {runs} runs, chromium {}",
         config.chromium.display()

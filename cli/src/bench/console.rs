@@ -57,7 +57,9 @@ pub(super) async fn console(samples: usize) -> anyhow::Result<()> {
 }
 
 async fn launch(profile: &Path) -> anyhow::Result<(Browser, tokio::task::JoinHandle<()>)> {
-    let chromium = belay_browser::BrowserConfig::from_env().chromium;
+    let chromium = crate::settings::from_environment::<crate::settings::BrowserSettings>()
+        .config()
+        .chromium;
     let config = BrowserConfig::builder()
         .chrome_executable(chromium)
         .no_sandbox()

@@ -18,7 +18,7 @@ pub(super) async fn sandbox(runs: usize) -> anyhow::Result<()> {
     let config = SandboxConfig {
         network: tag.clone(),
         extra_labels: [("belay.bench".to_owned(), tag.clone())].into(),
-        ..SandboxConfig::from_env()?
+        ..crate::settings::from_environment::<crate::settings::SandboxSettings>().config()?
     };
     let image = config.image.clone();
     let sandboxes = Sandboxes::connect(config).await?;

@@ -18,7 +18,7 @@ async fn warm_exec(leases: Arc<dyn Leases>, runs: usize, tag: &str, name: &str) 
         network: tag.to_owned(),
         extra_labels: [("belay.bench".to_owned(), tag.to_owned())].into(),
         deployment: Some(format!("{tag}-{name}")),
-        ..SandboxConfig::from_env()?
+        ..crate::settings::from_environment::<crate::settings::SandboxSettings>().config()?
     };
     let sandboxes = Sandboxes::connect_with_leases(config, leases).await?;
     let project = format!("proj_bench-{name}-{}", std::process::id());

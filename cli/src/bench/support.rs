@@ -192,6 +192,7 @@ pub(crate) fn worker_deps(client: &temporalio_client::Client, store: &Store, dir
         git_root: dir.join("git").join("belay"),
         top_up_lease: belay_worker::DEFAULT_TOP_UP_LEASE,
         http_roots: Vec::new(),
+        settings: crate::settings::from_environment::<crate::settings::Outside>().pools(true, None)?,
     })
 }
 
