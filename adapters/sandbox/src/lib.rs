@@ -898,6 +898,11 @@ impl Sandboxes {
             while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(drain_until, output.next()).await {
                 collected.push(chunk);
             }
+            // The poll can see the exec end before its output closes: the runner's trailer may
+            // come in the drain. It is the runner's line, never the command's.
+            if checked {
+                collected.take_alone();
+            }
         }
         let exit_code = match self.exit_code(&exec.id).await.map_err(|e| lost_or(project_id, e))? {
             Finished::Exited(code) => code,
