@@ -257,10 +257,10 @@ impl BrowserActivities {
     ) -> Result<Evidence, ActivityError> {
         let candidate = input.candidate_id.to_string();
         let store = &self.sandbox.store;
-        let existing = store.list_evidence(&candidate).await.map_err(store_error)?;
-        if let Some(row) = existing
-            .into_iter()
-            .find(|r| r.evidence.check_id == CheckId::Browser && r.evidence.attempt == input.attempt)
+        if let Some(row) = store
+            .evidence_of(&candidate, &CheckId::Browser, input.attempt)
+            .await
+            .map_err(store_error)?
         {
             return Ok(row.evidence);
         }

@@ -10,17 +10,15 @@ use crate::revocations::StoreRevocations;
 use crate::workspace::git_in_sandbox_error;
 use crate::{Plain, fatal, git_error, heartbeating, now_secs, retryable, sandbox_error, source_error, store_error};
 use belay_domain::check::CheckId;
-use belay_domain::contract::{
-    BaseTable, compare_route_tables, parse_contract_changes, read_route_tables, run_script_name,
-};
-use belay_domain::evidence::{CheckResult, Coverage, Evidence, EvidenceStatus, Metric};
+use belay_domain::check_output::{self, tail};
+use belay_domain::contract::run_script_name;
+use belay_domain::evidence::{CheckResult, Evidence};
 use belay_domain::ids::CandidateId;
 use belay_domain::meter::Reservation;
-use belay_domain::plan::P95_METRIC;
 use belay_domain::policy::command_words;
 use belay_domain::repo::{candidate_fork, canonical_repo};
 use belay_git::source_objects::SourceObjects;
-use belay_git::{GitService, StackedFork, StackedTip};
+use belay_git::{GitService, StackedFork, Tip};
 use belay_sandbox::git::{Checkout, Pushed as InSandbox, SandboxGit};
 use belay_sandbox::{ExecOutput, SandboxUser, Sandboxes, candidate_dir};
 use belay_store::candidates::NewEvidence;
@@ -40,11 +38,6 @@ use tracing::instrument;
 
 /// How much output an Evidence object keeps.
 const OUTPUT_TAIL: usize = 4000;
-
-fn tail(s: &str, n: usize) -> String {
-    let count = s.chars().count();
-    s.chars().skip(count.saturating_sub(n)).collect()
-}
 
 fn evidence_key(candidate: &str, check: &CheckId, attempt: u32) -> String {
     format!("evidence/{candidate}/{check}-{attempt}.json")
@@ -259,7 +252,7 @@ impl VerifyGitActivities {
             let from = tip.workspace_base.clone().unwrap_or_else(|| input.base_commit.clone());
             out.push(
                 self.git
-                    .changed_paths(&tip.fork, &from, &tip.commit)
+                    .changed_paths(&tip.tip.fork, &from, &tip.tip.commit)
                     .await
                     .map_err(git_error)?,
             );
@@ -276,15 +269,7 @@ impl VerifyGitActivities {
     ) -> Result<Composed, ActivityError> {
         let canonical = canonical_repo(input.project_id.as_str()).map_err(fatal)?;
         let fork = candidate_fork(input.candidate_id.as_str()).map_err(fatal)?;
-        let tips: Vec<StackedTip> = input
-            .tips
-            .iter()
-            .map(|t| StackedTip {
-                label: t.label.clone(),
-                fork: t.fork.clone(),
-                commit: t.commit.clone(),
-            })
-            .collect();
+        let tips: Vec<Tip> = input.tips.iter().map(|t| t.tip.clone()).collect();
         Ok(
             match self
                 .git
@@ -387,6 +372,39 @@ fn output(out: &ExecOutput) -> String {
 struct Ran {
     command: String,
     out: ExecOutput,
+    /// The tail of its output, both streams.
+    output: String,
+}
+
+impl Ran {
+    fn new(command: &str, out: ExecOutput) -> Self {
+        Self {
+            command: command.to_owned(),
+            output: output(&out),
+            out,
+        }
+    }
+
+    /// As the check's rule reads it.
+    fn ended(&self) -> check_output::Ended<'_> {
+        check_output::Ended {
+            command: &self.command,
+            exit_code: self.out.exit_code,
+            timed_out: self.out.timed_out,
+            stdout: &self.out.stdout,
+            output: &self.output,
+        }
+    }
+
+    /// The Evidence object's record of it.
+    fn object(&self) -> serde_json::Value {
+        serde_json::json!({
+            "command": self.command,
+            "exitCode": self.out.exit_code,
+            "timedOut": self.out.timed_out,
+            "outputTail": self.output,
+        })
+    }
 }
 
 impl VerifySandboxActivities {
@@ -450,10 +468,7 @@ impl VerifySandboxActivities {
             .exec(project, dir, &argv(command), SandboxUser::Root, timeout)
             .await
             .map_err(sandbox_error)?;
-        Ok(Ran {
-            command: command.to_owned(),
-            out,
-        })
+        Ok(Ran::new(command, out))
     }
 
     async fn sh(
@@ -470,7 +485,8 @@ impl VerifySandboxActivities {
             .map_err(sandbox_error)
     }
 
-    /// Runs the check; the result and what the object holds.
+    /// Runs the check; the result and what the object holds. Each check's commands run here;
+    /// what their output means is `belay_domain::check_output`'s.
     async fn run_check(
         &self,
         input: &CheckRequest,
@@ -479,24 +495,7 @@ impl VerifySandboxActivities {
         let project = input.project_id.as_str();
         let c = &input.commands;
         let timeout = Duration::from_millis(input.check.timeout_ms);
-        let object = |ran: &Ran| {
-            serde_json::json!({
-                "command": ran.command,
-                "exitCode": ran.out.exit_code,
-                "timedOut": ran.out.timed_out,
-                "outputTail": output(&ran.out),
-            })
-        };
-        let timed_out = |ran: &Ran| {
-            CheckResult::new(
-                EvidenceStatus::Error,
-                Coverage::NotChecked,
-                &format!("{} timed out after {} s", ran.command, timeout.as_secs()),
-            )
-        };
-        // The last lines say why; the object holds the rest.
-        let exit =
-            |ran: &Ran| CheckResult::from_command(ran.out.exit_code, &ran.command, &tail(output(&ran.out).trim(), 300));
+        let secs = timeout.as_secs();
         Ok(match &input.check.check_id {
             CheckId::Build | CheckId::Unit => {
                 let cmd = if input.check.check_id == CheckId::Build {
@@ -505,76 +504,50 @@ impl VerifySandboxActivities {
                     &c.test
                 };
                 let ran = self.run(project, dir, cmd, timeout).await?;
-                let result = if ran.out.timed_out { timed_out(&ran) } else { exit(&ran) };
-                (result, object(&ran))
+                (check_output::read_exit(&ran.ended(), secs), ran.object())
             }
             CheckId::Security => {
                 let ran = self.run(project, dir, &c.security(), timeout).await?;
-                let text = output(&ran.out);
-                let result = if ran.out.timed_out {
-                    timed_out(&ran)
-                } else if ran.out.exit_code != Some(0) && (text.contains("matched 0 tests") || text.contains("0 tests"))
-                {
-                    CheckResult::new(
-                        EvidenceStatus::Pass,
-                        Coverage::CheckedNoSignal,
-                        "no test named authorization: the denial rules are not tested",
-                    )
-                } else {
-                    exit(&ran)
-                };
-                (result, object(&ran))
+                (check_output::read_security(&ran.ended(), secs), ran.object())
             }
             CheckId::Performance => {
                 let ran = self.run(project, dir, &c.bench, timeout).await?;
                 let limit = input.check.limit.as_ref().map(|l| l.below);
-                let p95 = ran
-                    .out
-                    .stdout
-                    .lines()
-                    .rev()
-                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
-                    .find_map(|v| v.get(P95_METRIC).and_then(serde_json::Value::as_f64));
-                let result = if ran.out.timed_out {
-                    timed_out(&ran)
-                } else if ran.out.exit_code != Some(0) {
-                    exit(&ran)
-                } else if let Some(value) = p95 {
-                    let mut r = CheckResult::new(
-                        EvidenceStatus::Pass,
-                        Coverage::CheckedSupported,
-                        &format!("p95 {value} ms (limit {} ms)", limit.unwrap_or_default()),
-                    );
-                    r.metric = Some(Metric {
-                        name: P95_METRIC.into(),
-                        value,
-                        limit,
-                    });
-                    r
-                } else {
-                    CheckResult::new(
-                        EvidenceStatus::Pass,
-                        Coverage::CheckedNoSignal,
-                        "the bench printed no p95Ms",
-                    )
-                };
-                (result, object(&ran))
+                (check_output::read_performance(&ran.ended(), secs, limit), ran.object())
             }
-            CheckId::Contract => {
-                let candidate = self.run(project, dir, &c.contract, timeout).await?;
-                let base_dir = format!("/tmp/belay-base-{}", input.candidate_id.as_str());
-                let words = argv(&c.contract);
-                let script = run_script_name(&words).unwrap_or_default().to_owned();
-                // The base's table, from a worktree of the base commit. A base whose package.json
-                // has no such script (a new project at S0 has only `.gitignore`) prints the
-                // marker instead: its route table is empty.
-                let mut args: Vec<&str> = vec![&base_dir, &input.base_commit, dir, &script];
-                args.extend(words.iter().map(String::as_str));
-                let base = self
-                    .sh(
-                        project,
-                        dir,
-                        r#"wt=$1; base=$2; src=$3; script=$4; shift 4
+            CheckId::Contract => self.contract(input, dir, timeout).await?,
+            CheckId::PreviewSmoke => self.preview_smoke(input, dir, timeout).await?,
+            other => (
+                CheckResult::thrown(&format!("{other} does not run in the Sandbox")),
+                serde_json::json!({}),
+            ),
+        })
+    }
+
+    /// `contract`: the contract command on the Candidate's checkout and on a worktree of the base
+    /// commit, then both tables read and compared.
+    async fn contract(
+        &self,
+        input: &CheckRequest,
+        dir: &str,
+        timeout: Duration,
+    ) -> Result<(CheckResult, serde_json::Value), ActivityError> {
+        let project = input.project_id.as_str();
+        let command = &input.commands.contract;
+        let candidate = self.run(project, dir, command, timeout).await?;
+        let base_dir = format!("/tmp/belay-base-{}", input.candidate_id.as_str());
+        let words = argv(command);
+        let script = run_script_name(&words).unwrap_or_default().to_owned();
+        // The base's table, from a worktree of the base commit. A base whose package.json has no
+        // such script (a new project at S0 has only `.gitignore`) prints the marker instead: its
+        // route table is empty.
+        let mut args: Vec<&str> = vec![&base_dir, &input.base_commit, dir, &script];
+        args.extend(words.iter().map(String::as_str));
+        let base = self
+            .sh(
+                project,
+                dir,
+                r#"wt=$1; base=$2; src=$3; script=$4; shift 4
 rm -rf "$wt"; git worktree prune
 git worktree add --quiet --detach "$wt" "$base" >&2 || exit 1
 cd "$wt"
@@ -584,63 +557,56 @@ else
   "$@"; rc=$?
 fi
 cd /; git -C "$src" worktree remove --force "$wt" >/dev/null 2>&1; exit $rc"#,
-                        &args,
-                        timeout,
-                    )
-                    .await?;
-                let no_script = base.exit_code == Some(0) && base.stdout.trim() == "BELAY_NO_SCRIPT";
-                let detail = serde_json::json!({
-                    "command": c.contract,
-                    "candidate": { "exitCode": candidate.out.exit_code, "outputTail": output(&candidate.out) },
-                    "base": if no_script {
-                        serde_json::json!({ "noScript": script, "routes": 0 })
-                    } else {
-                        serde_json::json!({ "exitCode": base.exit_code, "outputTail": output(&base) })
-                    },
-                });
-                let result = if candidate.out.timed_out || base.timed_out {
-                    timed_out(&candidate)
-                } else {
-                    let base_table = if no_script {
-                        BaseTable::NoScript
-                    } else {
-                        BaseTable::Ran {
-                            exit_code: base.exit_code,
-                            stdout: &base.stdout,
-                        }
-                    };
-                    match read_route_tables(&candidate.out.stdout, candidate.out.exit_code, &base_table) {
-                        Ok((cand, base)) => {
-                            let cmp =
-                                compare_route_tables(&base, &cand, &parse_contract_changes(&input.contract_changes));
-                            let status = if cmp.passes() {
-                                EvidenceStatus::Pass
-                            } else {
-                                EvidenceStatus::Fail
-                            };
-                            CheckResult::new(status, Coverage::CheckedSupported, &cmp.summary())
-                        }
-                        Err(why) => CheckResult::new(EvidenceStatus::Fail, Coverage::CheckedSupported, &why),
-                    }
-                };
-                (result, detail)
-            }
-            CheckId::PreviewSmoke => {
-                let mut preview_args = vec![
-                    crate::browser::preview_port(input.candidate_id.as_str()).to_string(),
-                    (timeout.as_millis() * 2 / 3).to_string(),
-                ];
-                preview_args.extend(argv(&c.dev));
-                let out = self
-                    .sh(
-                        project,
-                        dir,
-                        // The port is the Candidate's own (siblings share the project's
-                        // Sandbox); the exec's end kills whatever the dev command started, and
-                        // nothing of another Candidate's. One probe process waits for the app
-                        // for at most $3 ms, so an app that never answers fails inside the
-                        // check's timeout.
-                        r#"port=$1; ms=$2; shift 2
+                &args,
+                timeout,
+            )
+            .await?;
+        let base_ended = check_output::BaseEnded {
+            exit_code: base.exit_code,
+            timed_out: base.timed_out,
+            stdout: &base.stdout,
+        };
+        let detail = serde_json::json!({
+            "command": command,
+            "candidate": { "exitCode": candidate.out.exit_code, "outputTail": candidate.output },
+            "base": if base_ended.no_script() {
+                serde_json::json!({ "noScript": script, "routes": 0 })
+            } else {
+                serde_json::json!({ "exitCode": base.exit_code, "outputTail": output(&base) })
+            },
+        });
+        let result = check_output::read_contract(
+            &candidate.ended(),
+            &base_ended,
+            input.contract_changes.as_slice(),
+            timeout.as_secs(),
+        );
+        Ok((result, detail))
+    }
+
+    /// `preview-smoke`: the dev command on the Candidate's own port, probed once for `/` and
+    /// `/api/health`.
+    async fn preview_smoke(
+        &self,
+        input: &CheckRequest,
+        dir: &str,
+        timeout: Duration,
+    ) -> Result<(CheckResult, serde_json::Value), ActivityError> {
+        let dev = &input.commands.dev;
+        let mut preview_args = vec![
+            crate::browser::preview_port(input.candidate_id.as_str()).to_string(),
+            (timeout.as_millis() * 2 / 3).to_string(),
+        ];
+        preview_args.extend(argv(dev));
+        let out = self
+            .sh(
+                input.project_id.as_str(),
+                dir,
+                // The port is the Candidate's own (siblings share the project's Sandbox); the
+                // exec's end kills whatever the dev command started, and nothing of another
+                // Candidate's. One probe process waits for the app for at most $3 ms, so an app
+                // that never answers fails inside the check's timeout.
+                r#"port=$1; ms=$2; shift 2
 PORT=$port HOST=127.0.0.1 "$@" >"/tmp/belay-preview-$port.log" 2>&1 &
 pid=$!
 PROBE_PORT=$port PROBE_MS=$ms bun -e '
@@ -656,33 +622,15 @@ console.log(`root=${root} health=${health}`);
 '
 kill $pid 2>/dev/null
 true"#,
-                        &preview_args.iter().map(String::as_str).collect::<Vec<_>>(),
-                        timeout,
-                    )
-                    .await?;
-                let line = out.stdout.lines().last().unwrap_or_default().to_owned();
-                let code = |k: &str| {
-                    line.split_whitespace()
-                        .find_map(|p| p.strip_prefix(k))
-                        .and_then(|v| v.parse::<u16>().ok())
-                };
-                let (root, health) = (code("root="), code("health="));
-                let ok = root.is_some_and(|r| r < 400) && health == Some(200);
-                let result = CheckResult::new(
-                    if ok { EvidenceStatus::Pass } else { EvidenceStatus::Fail },
-                    Coverage::CheckedSupported,
-                    &format!("GET / answered {root:?}, GET /api/health answered {health:?}"),
-                );
-                (
-                    result,
-                    serde_json::json!({ "command": c.dev, "probes": line, "outputTail": output(&out) }),
-                )
-            }
-            other => (
-                CheckResult::thrown(&format!("{other} does not run in the Sandbox")),
-                serde_json::json!({}),
-            ),
-        })
+                &preview_args.iter().map(String::as_str).collect::<Vec<_>>(),
+                timeout,
+            )
+            .await?;
+        let line = out.stdout.lines().last().unwrap_or_default().to_owned();
+        Ok((
+            check_output::read_preview(&line),
+            serde_json::json!({ "command": dev, "probes": line, "outputTail": output(&out) }),
+        ))
     }
 }
 
@@ -778,10 +726,11 @@ impl VerifySandboxActivities {
     #[instrument(skip_all, fields(candidate.id = %input.candidate_id, check.id = %input.check.check_id), err(Debug))]
     pub async fn check(self: Arc<Self>, ctx: ActivityContext, input: CheckRequest) -> Result<Evidence, ActivityError> {
         let candidate = input.candidate_id.to_string();
-        let existing = self.store.list_evidence(&candidate).await.map_err(store_error)?;
-        if let Some(row) = existing
-            .into_iter()
-            .find(|r| r.evidence.check_id == input.check.check_id && r.evidence.attempt == input.attempt)
+        if let Some(row) = self
+            .store
+            .evidence_of(&candidate, &input.check.check_id, input.attempt)
+            .await
+            .map_err(store_error)?
         {
             return Ok(row.evidence);
         }

@@ -86,19 +86,7 @@ async fn call(api: &ApiArgs, method: reqwest::Method, path: &str, body: Option<V
 /// Milliseconds since the epoch as `YYYY-MM-DD HH:MMZ`, or `-`.
 fn time(ms: &Value) -> String {
     let Some(ms) = ms.as_i64() else { return "-".to_owned() };
-    let secs = ms.div_euclid(1000);
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}Z", rest / 3600, rest % 3600 / 60)
+    belay_domain::calendar::utc_minute(ms.div_euclid(1000))
 }
 
 fn expiry(t: &Value) -> String {

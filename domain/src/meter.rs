@@ -340,16 +340,7 @@ mod tests {
 
 /// The UTC month (`YYYY-MM`) a unix time falls in: the meter's period.
 pub fn month_of(unix_secs: i64) -> String {
-    // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).
-    let z = unix_secs.div_euclid(86_400) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}")
+    crate::calendar::utc_month(unix_secs)
 }
 
 #[cfg(test)]

@@ -346,9 +346,115 @@ pub fn topup_job_key(topup_id: &str, cell: &CellKey, repeat: i64) -> String {
     format!("{topup_id}/{}/{repeat}", cell.0)
 }
 
+/// The jobs one launch of a top-up enqueues, repeat `1..=repeats` in order. Each inherits its
+/// cell's case and combination, the launching account and the plan or ladder it came from, and,
+/// as they stand at launch, the case version's test type and (for a `gg` combination whose
+/// configuration is live) the configuration's name and capability set. A job is always a first
+/// attempt.
+pub fn launch_jobs(
+    launch: &CellLaunch,
+    facts: &crate::launch::LaunchFacts,
+    cases: &crate::catalogue::CaseFacts,
+    account_id: &crate::ids::AccountId,
+    origin: &crate::job::Origin,
+) -> Vec<crate::job::NewJob> {
+    let gg = match &launch.combination {
+        Combination::Gg { gg_config_id, .. } => match facts.gg_configs.get(gg_config_id) {
+            Some(crate::launch::GgConfigEntry::Live(g)) => Some(g),
+            _ => None,
+        },
+        Combination::Harness { .. } => None,
+    };
+    let test_type = cases.test_type(&launch.case.slug, &launch.case.version);
+    (1..=launch.repeats)
+        .map(|_| crate::job::NewJob {
+            case: launch.case.clone(),
+            combination: launch.combination.clone(),
+            gg_config_name: gg.map(|g| g.name.clone()),
+            capabilities: gg.map(|g| g.capabilities.clone()),
+            test_type,
+            user_id: Some(account_id.clone()),
+            origin: Some(origin.clone()),
+            attempt: 1,
+            retry_of: None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A top-up's jobs inherit the cell, the account and the origin, and what the launch saw of
+    /// the case's test type and the gg configuration; a deleted configuration gives neither its
+    /// name nor its capabilities.
+    #[test]
+    fn launched_jobs_inherit_the_cell_the_account_the_origin_and_the_launch_facts() {
+        use crate::catalogue::{CaseFacts, GgConfigFacts, TestType};
+        use crate::launch::{GgConfigEntry, LaunchFacts};
+        let case = CasePin {
+            slug: "snake".into(),
+            version: "1.0.0".into(),
+            variant: "default".into(),
+            engine: "none".into(),
+        };
+        let mut cases = CaseFacts::default();
+        cases
+            .test_types
+            .insert(("snake".into(), "1.0.0".into()), TestType::GameJam);
+        let mut facts = LaunchFacts::default();
+        let caps = serde_json::json!({"web": true});
+        facts.gg_configs.insert(
+            "gg_live".into(),
+            GgConfigEntry::Live(GgConfigFacts {
+                name: "two-agents".into(),
+                launch_slots: vec!["a".into()],
+                capabilities: caps.clone(),
+            }),
+        );
+        facts.gg_configs.insert("gg_gone".into(), GgConfigEntry::Deleted);
+        let launch = |combination: Combination, repeats: i64| CellLaunch {
+            cell_key: CellKey("k".to_owned()),
+            case: case.clone(),
+            combination,
+            repeats,
+            pass: 1,
+        };
+        let account = crate::ids::AccountId::from("acct_1");
+        let origin = crate::job::Origin::Plan("plan_1".into());
+        let gg = |id: &str| Combination::Gg {
+            gg_config_id: id.into(),
+            bindings: [("a".to_owned(), "m".to_owned())].into(),
+        };
+
+        let jobs = launch_jobs(&launch(gg("gg_live"), 3), &facts, &cases, &account, &origin);
+        assert_eq!(jobs.len(), 3);
+        for j in &jobs {
+            assert_eq!(j.case, case);
+            assert_eq!(j.gg_config_name.as_deref(), Some("two-agents"));
+            assert_eq!(j.capabilities.as_ref(), Some(&caps));
+            assert_eq!(j.test_type, Some(TestType::GameJam));
+            assert_eq!(j.user_id.as_ref(), Some(&account));
+            assert_eq!(j.origin.as_ref(), Some(&origin));
+            assert_eq!((j.attempt, j.retry_of.is_none()), (1, true));
+        }
+
+        let gone = launch_jobs(&launch(gg("gg_gone"), 1), &facts, &cases, &account, &origin);
+        assert_eq!(
+            (gone[0].gg_config_name.clone(), gone[0].capabilities.clone()),
+            (None, None)
+        );
+
+        let harness = Combination::Harness {
+            harness: "script".into(),
+            model: "m".into(),
+            provider: None,
+        };
+        let plain = launch_jobs(&launch(harness, 2), &facts, &CaseFacts::default(), &account, &origin);
+        assert_eq!(plain.len(), 2);
+        assert_eq!((plain[0].gg_config_name.clone(), plain[0].test_type), (None, None));
+        assert!(launch_jobs(&launch(gg("gg_live"), 0), &facts, &cases, &account, &origin).is_empty());
+    }
     use crate::coverage::tests::{gg, harness, pin};
     use crate::generator::XorShift;
     use crate::job::CellKey;

@@ -558,16 +558,34 @@ impl Store {
         .bind(new.completed_at)
         .execute(self.pool())
         .await?;
+        self.evidence_of(&new.candidate_id, &new.check_id, new.attempt)
+            .await?
+            .ok_or_else(|| {
+                StoreError::not_found(
+                    "evidence",
+                    format!("{} {} {}", new.candidate_id, new.check_id, new.attempt),
+                )
+            })
+    }
+
+    /// The Evidence record of one check attempt of a Candidate, by its key (Candidate, check,
+    /// attempt): what a retried check step answers instead of running again.
+    pub async fn evidence_of(
+        &self,
+        candidate_id: &str,
+        check_id: &CheckId,
+        attempt: u32,
+    ) -> Result<Option<EvidenceRow>, StoreError> {
         let sql = format!(
             "select {EVIDENCE_COLUMNS} from evidence where candidate_id = $1 and check_id = $2 and attempt = $3"
         );
         let row = sqlx::query(&sql)
-            .bind(&new.candidate_id)
-            .bind(new.check_id.to_string())
-            .bind(new.attempt as i64)
-            .fetch_one(self.pool())
+            .bind(candidate_id)
+            .bind(check_id.to_string())
+            .bind(attempt as i64)
+            .fetch_optional(self.pool())
             .await?;
-        evidence_row(&row)
+        row.as_ref().map(evidence_row).transpose()
     }
 
     /// Every Evidence record of a Candidate, in the order they completed.

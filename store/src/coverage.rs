@@ -7,16 +7,16 @@
 //! enqueue inserts each repeat under a natural key, in one transaction that also records the
 //! top-up's answer, so a retried enqueue returns the first answer and inserts nothing twice.
 
-use crate::jobs::{NewJob, insert_keyed_job, job_in, take_dispatch_lock};
+use crate::jobs::{insert_keyed_job, job_in, take_dispatch_lock};
 use crate::rows::{self, enum_from, enum_text, json, status_list, to_json};
 use crate::{Backend, StoreError, Tx, events, new_id_body, now_ms};
 use belay_domain::buffer::{BufferTarget, outstanding, target_in_force};
-use belay_domain::catalogue::{CaseFacts, GgConfigFacts, ModelFacts, TestType};
+use belay_domain::catalogue::{CaseFacts, GgConfigFacts, ModelFacts};
 use belay_domain::coverage::{
     Cell, CoverageGroup, CoverageGroupInput, CoveragePlan, CoveragePlanInput, GroupKind, GroupMember, GroupMembers,
     OuterAxis,
 };
-use belay_domain::ids::{GroupId, JobId, PlanId};
+use belay_domain::ids::{AccountId, GroupId, JobId, PlanId};
 use belay_domain::job::{CellKey, Combination, Job, JobStatus, Origin};
 use belay_domain::launch::{GgConfigEntry, HarnessFacts, LaunchFacts};
 use belay_domain::matrix::{CellCounts, Matrix, matrix};
@@ -968,31 +968,14 @@ pub(crate) async fn insert_launches(
     topup_id: &str,
 ) -> Result<Vec<Vec<JobId>>, StoreError> {
     let now = now_ms();
+    let account = AccountId::from(account_id);
     let mut job_ids = Vec::with_capacity(plan.launch.len());
     for l in &plan.launch {
-        let gg = match &l.combination {
-            Combination::Gg { gg_config_id, .. } => match facts.launch.gg_configs.get(gg_config_id) {
-                Some(GgConfigEntry::Live(g)) => Some(g.clone()),
-                _ => None,
-            },
-            Combination::Harness { .. } => None,
-        };
-        let test_type: Option<TestType> = facts.cases.test_type(&l.case.slug, &l.case.version);
-        let mut ids = Vec::with_capacity(l.repeats as usize);
-        for repeat in 1..=l.repeats {
-            let new = NewJob {
-                case: l.case.clone(),
-                combination: l.combination.clone(),
-                gg_config_name: gg.as_ref().map(|g| g.name.clone()),
-                capabilities: gg.as_ref().map(|g| g.capabilities.clone()),
-                test_type,
-                user_id: Some(account_id.into()),
-                origin: Some(origin.clone()),
-                attempt: 1,
-                retry_of: None,
-            };
+        let jobs = belay_domain::top_up::launch_jobs(l, &facts.launch, &facts.cases, &account, origin);
+        let mut ids = Vec::with_capacity(jobs.len());
+        for (new, repeat) in jobs.iter().zip(1..) {
             let key = topup_job_key(topup_id, &l.cell_key, repeat);
-            let id = match insert_keyed_job(tx.inner(), &new, now, Some(&key)).await? {
+            let id = match insert_keyed_job(tx.inner(), new, now, Some(&key)).await? {
                 Some(id) => id,
                 None => sqlx::query("select id from jobs where topup_key = $1")
                     .bind(&key)

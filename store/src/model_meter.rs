@@ -8,6 +8,7 @@
 
 use crate::usage_counters::settle_counter;
 use crate::{Store, StoreError};
+use belay_domain::calendar;
 
 /// Amounts are micro-USD, so sums stay exact.
 pub const MICRO: f64 = 1_000_000.0;
@@ -40,27 +41,15 @@ pub struct ModelReservation {
 
 /// The UTC civil date of a unix time in milliseconds: (year, month, day).
 pub fn utc_date(ms: i64) -> (i64, u32, u32) {
-    // Howard Hinnant's days-to-civil.
-    let z = ms.div_euclid(86_400_000) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    calendar::utc_date(ms.div_euclid(1000))
 }
 
 fn month_of(ms: i64) -> String {
-    let (y, m, _) = utc_date(ms);
-    format!("{y:04}-{m:02}")
+    calendar::utc_month(ms.div_euclid(1000))
 }
 
 fn day_of(ms: i64) -> String {
-    let (y, m, d) = utc_date(ms);
-    format!("{y:04}-{m:02}-{d:02}")
+    calendar::utc_day(ms.div_euclid(1000))
 }
 
 fn micro(usd: f64) -> i64 {
