@@ -15,14 +15,14 @@ use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_domain::repo::{canonical_repo, workspace_fork};
 use belay_domain::workspace::{MAX_FILE_BYTES, TOOL_TIMEOUT_SECS, ToolCall, apply_edit, check_package_script};
 use belay_git::source_objects::SourceObjects;
-use belay_git::{GitService, StackedFork, StackedTip};
+use belay_git::{GitService, StackedFork};
 use belay_sandbox::git::{Checkout, GitInSandboxError, Pushed as InSandbox, SandboxGit};
 use belay_sandbox::{SandboxError, SandboxUser, Sandboxes, run_dir};
 use belay_store::workspaces::Admission;
 use belay_store::{Store, StoreError};
 use belay_workflows::workspace::{
     Admit, Admitted, CheckedOut, CheckoutRequest, EndRequest, FinishRequest, ForkRequest, Forked, OpenedRequest,
-    PatchRequest, PushRequest, Pushed, RecordRequest, RemoveRequest, StackTip, ToolOutcome, ToolOutput, ToolRequest,
+    PatchRequest, PushRequest, Pushed, RecordRequest, RemoveRequest, ToolOutcome, ToolOutput, ToolRequest,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,7 +104,7 @@ impl WorkspaceStoreActivities {
             .stacked
             .iter()
             .map(|s| {
-                Ok(StackTip {
+                Ok(belay_domain::repo::Tip {
                     label: s.task_key.clone(),
                     fork: workspace_fork(&s.run_id).map_err(fatal)?,
                     commit: s.commit.clone(),
@@ -208,19 +208,11 @@ impl WorkspaceGitActivities {
     pub async fn fork(self: Arc<Self>, _ctx: ActivityContext, input: ForkRequest) -> Result<Forked, ActivityError> {
         let canonical = canonical_repo(&input.project_id).map_err(fatal)?;
         let fork = workspace_fork(&input.run_id).map_err(fatal)?;
-        let tips: Vec<StackedTip> = input
-            .stacked
-            .iter()
-            .map(|t| StackedTip {
-                label: t.label.clone(),
-                fork: t.fork.clone(),
-                commit: t.commit.clone(),
-            })
-            .collect();
+        let tips = &input.stacked;
         Ok(
             match self
                 .git
-                .fork_stacked(&canonical, &fork, &tips)
+                .fork_stacked(&canonical, &fork, tips)
                 .await
                 .map_err(git_error)?
             {

@@ -114,6 +114,18 @@ pub enum CandidateEnd {
     Promoted,
 }
 
+/// A ChangeSet's tip: its commit, the fork that holds it, and the label its merge carries (the
+/// task key). The one shape of "a tip to merge": what a new workspace fork stacks on and what a
+/// Candidate composes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tip {
+    /// The merge label (the task key).
+    pub label: String,
+    /// The fork holding the commit.
+    pub fork: String,
+    pub commit: String,
+}
+
 /// What the sweep read from the rows behind one fork. Only the fields of the fork's kind are
 /// looked at; the others keep their defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -113,27 +113,26 @@ pub struct SettleRequest {
     pub start: i64,
 }
 
-/// A ChangeSet tip to compose.
+/// A ChangeSet tip to compose, and where its workspace started (for the paths it changes). Its
+/// JSON is the tip's fields and `workspace_base` side by side, as recorded histories hold it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tip {
-    pub label: String,
-    pub fork: String,
-    pub commit: String,
-    /// Where its workspace started, for the paths it changes.
+pub struct ComposeTip {
+    #[serde(flatten)]
+    pub tip: belay_domain::repo::Tip,
     pub workspace_base: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathsRequest {
     pub base_commit: String,
-    pub tips: Vec<Tip>,
+    pub tips: Vec<ComposeTip>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComposeRequest {
     pub project_id: ProjectId,
     pub candidate_id: CandidateId,
-    pub tips: Vec<Tip>,
+    pub tips: Vec<ComposeTip>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -375,6 +374,29 @@ struct Checked {
     preview: Option<PreviewStep>,
 }
 
+/// How the composition build went.
+enum BuildOutcome {
+    /// It passed; the commit it made, if any, with its tree.
+    Passed(Option<(String, Inspected)>),
+    /// It failed: the Evidence row that says so.
+    Failed(Evidence),
+}
+
+/// What every check step of one composition reads.
+struct CheckStep<'a> {
+    id: &'a CandidateId,
+    project: &'a ProjectId,
+    loaded: &'a Loaded,
+    plan: &'a VerificationPlan,
+    commands: &'a PolicyCommands,
+    base: &'a str,
+    composed: &'a str,
+    final_tree: &'a Inspected,
+    criteria: &'a [belay_domain::acceptance::AcceptanceCriterion],
+    contract_changes: &'a [String],
+    rows_kept: bool,
+}
+
 /// The preview smoke check's inputs.
 struct PreviewStep {
     project_id: ProjectId,
@@ -504,7 +526,7 @@ impl CandidateVerificationWorkflow {
     ) -> WorkflowResult<CandidateStatus> {
         let k = &loaded.candidate;
         let project = k.project_id.clone();
-        let tips: Vec<Tip> = loaded
+        let tips: Vec<ComposeTip> = loaded
             .change_sets
             .iter()
             .map(|c| {
@@ -513,10 +535,12 @@ impl CandidateVerificationWorkflow {
                     .iter()
                     .find(|t| t.id == c.change_set.task_id)
                     .map_or_else(|| c.change_set.id.to_string(), |t| t.key.clone());
-                Tip {
-                    label: key,
-                    fork: c.fork.clone(),
-                    commit: c.change_set.commit.clone(),
+                ComposeTip {
+                    tip: belay_domain::repo::Tip {
+                        label: key,
+                        fork: c.fork.clone(),
+                        commit: c.change_set.commit.clone(),
+                    },
                     workspace_base: c.workspace_base.clone(),
                 }
             })
@@ -671,7 +695,7 @@ impl CandidateVerificationWorkflow {
         ctx: &mut WorkflowContext<Self>,
         id: &CandidateId,
         loaded: &Loaded,
-        tips: Vec<Tip>,
+        tips: Vec<ComposeTip>,
     ) -> WorkflowResult<Result<Checked, String>> {
         let k = &loaded.candidate;
         let project = k.project_id.clone();
@@ -741,58 +765,15 @@ impl CandidateVerificationWorkflow {
         let mut build_failed = false;
         // The Evidence rows this run recorded so far, as their steps answered them.
         let mut recorded: Vec<Evidence> = Vec::new();
-        if let Some(_script) = &pre_build.build_script {
-            ctx.state_mut(|s| s.step = "build".into());
-            match ctx
-                .execute_activity(
-                    VerifySandboxApi::build,
-                    BuildRequest {
-                        project_id: project.clone(),
-                        candidate_id: id.clone(),
-                        commit: merged.clone(),
-                        commands: commands.clone(),
-                    },
-                    options::sandbox(BUILD_TIMEOUT),
-                )
-                .await?
-            {
-                Built::Passed { commit } => {
-                    if let Some(c) = commit {
-                        composed = c;
-                        final_tree = ctx
-                            .execute_activity(
-                                VerifyGitApi::inspect,
-                                inspect(&composed),
-                                options::git(Duration::from_secs(300)),
-                            )
-                            .await?;
-                    }
+        if pre_build.build_script.is_some() {
+            match Self::composition_build(ctx, id, &project, &base, &merged, &commands).await? {
+                BuildOutcome::Passed(Some((commit, tree))) => {
+                    composed = commit;
+                    final_tree = tree;
                 }
-                Built::Failed {
-                    command,
-                    exit_code,
-                    output_tail,
-                    started_at,
-                    completed_at,
-                } => {
+                BuildOutcome::Passed(None) => {}
+                BuildOutcome::Failed(row) => {
                     build_failed = true;
-                    let row = Self::record(
-                        ctx,
-                        RecordRequest {
-                            candidate_id: id.clone(),
-                            check_id: CheckId::Build,
-                            attempt: 1,
-                            result: CheckResult::new(
-                                EvidenceStatus::Fail,
-                                Coverage::CheckedSupported,
-                                &format!("the composition build failed ({command}, exit {exit_code:?}): {}", tail(&output_tail, 400)),
-                            ),
-                            detail: serde_json::json!({ "command": command, "exitCode": exit_code, "outputTail": output_tail }),
-                            started_at: Some(started_at),
-                            completed_at: Some(completed_at),
-                        },
-                    )
-                    .await?;
                     recorded.push(row);
                 }
             }
@@ -854,6 +835,19 @@ impl CandidateVerificationWorkflow {
         // Since this marker the gaps so far are read from the rows the steps answered, not
         // read back from the store after each step (one activity a step fewer).
         let rows_kept = ctx.patched(STEP_ROWS_KEPT);
+        let step = CheckStep {
+            id,
+            project: &project,
+            loaded,
+            plan: &plan,
+            commands: &commands,
+            base: &base,
+            composed: &composed,
+            final_tree: &final_tree,
+            criteria: &criteria,
+            contract_changes: &contract_changes,
+            rows_kept,
+        };
         for check in plan.checks.clone() {
             if check.check_id == CheckId::PreviewSmoke {
                 continue; // after the meter settles, below
@@ -862,129 +856,7 @@ impl CandidateVerificationWorkflow {
                 continue; // the failed composition build is the result
             }
             ctx.state_mut(|s| s.step = check.check_id.to_string());
-            let record = |result: CheckResult, detail: serde_json::Value| RecordRequest {
-                candidate_id: id.clone(),
-                check_id: check.check_id.clone(),
-                attempt: 1,
-                result,
-                detail,
-                started_at: None,
-                completed_at: None,
-            };
-            let evidence = match &check.check_id {
-                CheckId::ProtectedInvariant { .. } => {
-                    let what = check.procedure.clone().unwrap_or_else(|| check.check_id.to_string());
-                    Some(
-                        Self::record(
-                            ctx,
-                            record(CheckResult::procedure(&what), serde_json::json!({ "procedure": what })),
-                        )
-                        .await?,
-                    )
-                }
-                CheckId::ClientAssets => {
-                    let out = check_client_assets(
-                        &final_tree.changed_paths,
-                        final_tree.build_script.as_deref().unwrap_or_default(),
-                        final_tree.index_html.as_deref(),
-                    );
-                    Some(
-                        Self::record(
-                            ctx,
-                            record(out.result.clone(), serde_json::to_value(&out).unwrap_or_default()),
-                        )
-                        .await?,
-                    )
-                }
-                CheckId::Browser if ctx.patched(crate::browser::BROWSER_CHECK) => {
-                    let req = crate::browser::BrowserCheckRequest {
-                        project_id: project.clone(),
-                        candidate_id: id.clone(),
-                        attempt: 1,
-                        commands: commands.clone(),
-                    };
-                    match ctx
-                        .execute_activity(crate::browser::VerifyBrowserApi::check, req, crate::browser::options())
-                        .await
-                    {
-                        Ok(e) => Some(e),
-                        Err(e) => Some(
-                            Self::record(ctx, record(CheckResult::thrown(&failed(e)), serde_json::json!({}))).await?,
-                        ),
-                    }
-                }
-                CheckId::Browser => Some(
-                    Self::record(
-                        ctx,
-                        record(
-                            CheckResult::thrown("the browser check is not available in this deployment yet"),
-                            serde_json::json!({}),
-                        ),
-                    )
-                    .await?,
-                ),
-                CheckId::Acceptance if ctx.patched(crate::selection::ACCEPTANCE_CHECK) => {
-                    let so_far = if rows_kept {
-                        recorded.clone()
-                    } else {
-                        ctx.execute_activity(VerifyStoreApi::evidence, id.clone(), options::db())
-                            .await?
-                    };
-                    let earlier_gap = !gaps_before(&plan, &so_far, &CheckId::Acceptance).is_empty();
-                    let source = crate::selection::AcceptanceSourceRequest {
-                        project_id: project.clone(),
-                        candidate_id: id.clone(),
-                        base: base.clone(),
-                        composed: composed.clone(),
-                    };
-                    Some(
-                        Self::acceptance_step(
-                            ctx,
-                            record(CheckResult::thrown("not judged"), serde_json::json!({})),
-                            earlier_gap,
-                            source,
-                            loaded.candidate.change_id.clone(),
-                            criteria.clone(),
-                        )
-                        .await?,
-                    )
-                }
-                CheckId::Acceptance => Some(
-                    Self::record(
-                        ctx,
-                        record(
-                            CheckResult::new(
-                                EvidenceStatus::Skipped,
-                                Coverage::NotChecked,
-                                "acceptance is judged by sibling selection; not run here",
-                            ),
-                            serde_json::json!({}),
-                        ),
-                    )
-                    .await?,
-                ),
-                _ => {
-                    let req = CheckRequest {
-                        project_id: project.clone(),
-                        candidate_id: id.clone(),
-                        check: check.clone(),
-                        attempt: 1,
-                        commands: commands.clone(),
-                        base_commit: base.clone(),
-                        contract_changes: contract_changes.clone(),
-                    };
-                    let timeout = Duration::from_millis(check.timeout_ms) + CHECK_MARGIN;
-                    match ctx
-                        .execute_activity(VerifySandboxApi::check, req, options::sandbox(timeout))
-                        .await
-                    {
-                        Ok(e) => Some(e),
-                        Err(e) => Some(
-                            Self::record(ctx, record(CheckResult::thrown(&failed(e)), serde_json::json!({}))).await?,
-                        ),
-                    }
-                }
-            };
+            let evidence = Self::check_step(ctx, &step, &check, &recorded).await?;
             if let Some(e) = evidence {
                 if check.check_id == CheckId::Build {
                     build_passed = e.status == EvidenceStatus::Pass;
@@ -1031,6 +903,210 @@ impl CandidateVerificationWorkflow {
             Self::preview_smoke(ctx, id, preview).await?;
         }
         Ok(Ok(Checked { plan, preview: None }))
+    }
+
+    /// The composition build (the composed package.json has a build script): the commit it made,
+    /// inspected afresh, or the failed build's Evidence row.
+    async fn composition_build(
+        ctx: &mut WorkflowContext<Self>,
+        id: &CandidateId,
+        project: &ProjectId,
+        base: &str,
+        merged: &str,
+        commands: &PolicyCommands,
+    ) -> WorkflowResult<BuildOutcome> {
+        ctx.state_mut(|s| s.step = "build".into());
+        Ok(
+            match ctx
+                .execute_activity(
+                    VerifySandboxApi::build,
+                    BuildRequest {
+                        project_id: project.clone(),
+                        candidate_id: id.clone(),
+                        commit: merged.to_owned(),
+                        commands: commands.clone(),
+                    },
+                    options::sandbox(BUILD_TIMEOUT),
+                )
+                .await?
+            {
+                Built::Passed { commit: Some(commit) } => {
+                    let tree = ctx
+                        .execute_activity(
+                            VerifyGitApi::inspect,
+                            InspectRequest {
+                                candidate_id: id.clone(),
+                                base: base.to_owned(),
+                                commit: commit.clone(),
+                            },
+                            options::git(Duration::from_secs(300)),
+                        )
+                        .await?;
+                    BuildOutcome::Passed(Some((commit, tree)))
+                }
+                Built::Passed { commit: None } => BuildOutcome::Passed(None),
+                Built::Failed {
+                    command,
+                    exit_code,
+                    output_tail,
+                    started_at,
+                    completed_at,
+                } => {
+                    let row = Self::record(
+                    ctx,
+                    RecordRequest {
+                        candidate_id: id.clone(),
+                        check_id: CheckId::Build,
+                        attempt: 1,
+                        result: CheckResult::new(
+                            EvidenceStatus::Fail,
+                            Coverage::CheckedSupported,
+                            &format!("the composition build failed ({command}, exit {exit_code:?}): {}", tail(&output_tail, 400)),
+                        ),
+                        detail: serde_json::json!({ "command": command, "exitCode": exit_code, "outputTail": output_tail }),
+                        started_at: Some(started_at),
+                        completed_at: Some(completed_at),
+                    },
+                )
+                .await?;
+                    BuildOutcome::Failed(row)
+                }
+            },
+        )
+    }
+
+    /// One check of the plan, by its kind: a procedure or the client-assets rule recorded here,
+    /// the browser, the acceptance judge, or a command in the Sandbox; a step that failed is
+    /// recorded as thrown. Answers the Evidence row, if any.
+    async fn check_step(
+        ctx: &mut WorkflowContext<Self>,
+        s: &CheckStep<'_>,
+        check: &PlannedCheck,
+        recorded: &[Evidence],
+    ) -> WorkflowResult<Option<Evidence>> {
+        let record = |result: CheckResult, detail: serde_json::Value| RecordRequest {
+            candidate_id: s.id.clone(),
+            check_id: check.check_id.clone(),
+            attempt: 1,
+            result,
+            detail,
+            started_at: None,
+            completed_at: None,
+        };
+        Ok(match &check.check_id {
+            CheckId::ProtectedInvariant { .. } => {
+                let what = check.procedure.clone().unwrap_or_else(|| check.check_id.to_string());
+                Some(
+                    Self::record(
+                        ctx,
+                        record(CheckResult::procedure(&what), serde_json::json!({ "procedure": what })),
+                    )
+                    .await?,
+                )
+            }
+            CheckId::ClientAssets => {
+                let out = check_client_assets(
+                    &s.final_tree.changed_paths,
+                    s.final_tree.build_script.as_deref().unwrap_or_default(),
+                    s.final_tree.index_html.as_deref(),
+                );
+                Some(
+                    Self::record(
+                        ctx,
+                        record(out.result.clone(), serde_json::to_value(&out).unwrap_or_default()),
+                    )
+                    .await?,
+                )
+            }
+            CheckId::Browser if ctx.patched(crate::browser::BROWSER_CHECK) => {
+                let req = crate::browser::BrowserCheckRequest {
+                    project_id: s.project.clone(),
+                    candidate_id: s.id.clone(),
+                    attempt: 1,
+                    commands: s.commands.clone(),
+                };
+                match ctx
+                    .execute_activity(crate::browser::VerifyBrowserApi::check, req, crate::browser::options())
+                    .await
+                {
+                    Ok(e) => Some(e),
+                    Err(e) => {
+                        Some(Self::record(ctx, record(CheckResult::thrown(&failed(e)), serde_json::json!({}))).await?)
+                    }
+                }
+            }
+            CheckId::Browser => Some(
+                Self::record(
+                    ctx,
+                    record(
+                        CheckResult::thrown("the browser check is not available in this deployment yet"),
+                        serde_json::json!({}),
+                    ),
+                )
+                .await?,
+            ),
+            CheckId::Acceptance if ctx.patched(crate::selection::ACCEPTANCE_CHECK) => {
+                let so_far = if s.rows_kept {
+                    recorded.to_vec()
+                } else {
+                    ctx.execute_activity(VerifyStoreApi::evidence, s.id.clone(), options::db())
+                        .await?
+                };
+                let earlier_gap = !gaps_before(s.plan, &so_far, &CheckId::Acceptance).is_empty();
+                let source = crate::selection::AcceptanceSourceRequest {
+                    project_id: s.project.clone(),
+                    candidate_id: s.id.clone(),
+                    base: s.base.to_owned(),
+                    composed: s.composed.to_owned(),
+                };
+                Some(
+                    Self::acceptance_step(
+                        ctx,
+                        record(CheckResult::thrown("not judged"), serde_json::json!({})),
+                        earlier_gap,
+                        source,
+                        s.loaded.candidate.change_id.clone(),
+                        s.criteria.to_vec(),
+                    )
+                    .await?,
+                )
+            }
+            CheckId::Acceptance => Some(
+                Self::record(
+                    ctx,
+                    record(
+                        CheckResult::new(
+                            EvidenceStatus::Skipped,
+                            Coverage::NotChecked,
+                            "acceptance is judged by sibling selection; not run here",
+                        ),
+                        serde_json::json!({}),
+                    ),
+                )
+                .await?,
+            ),
+            _ => {
+                let req = CheckRequest {
+                    project_id: s.project.clone(),
+                    candidate_id: s.id.clone(),
+                    check: check.clone(),
+                    attempt: 1,
+                    commands: s.commands.clone(),
+                    base_commit: s.base.to_owned(),
+                    contract_changes: s.contract_changes.to_vec(),
+                };
+                let timeout = Duration::from_millis(check.timeout_ms) + CHECK_MARGIN;
+                match ctx
+                    .execute_activity(VerifySandboxApi::check, req, options::sandbox(timeout))
+                    .await
+                {
+                    Ok(e) => Some(e),
+                    Err(e) => {
+                        Some(Self::record(ctx, record(CheckResult::thrown(&failed(e)), serde_json::json!({}))).await?)
+                    }
+                }
+            }
+        })
     }
 
     /// The preview smoke check: the composed app started with the dev command in the Sandbox and

@@ -35,22 +35,12 @@ pub struct WorkspaceInput {
     pub run_id: TaskRunId,
 }
 
-/// A ChangeSet tip to merge when the workspace opens.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StackTip {
-    /// The task key, used as the merge label.
-    pub label: String,
-    /// The workspace fork holding the commit.
-    pub fork: String,
-    pub commit: String,
-}
-
 /// What admission decided.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Admitted {
     pub project_id: ProjectId,
     pub change_id: ChangeId,
-    pub stacked: Vec<StackTip>,
+    pub stacked: Vec<belay_domain::repo::Tip>,
     pub policy: WorkspacePolicy,
     pub reservation_id: ReservationId,
 }
@@ -65,7 +55,7 @@ pub enum Admit {
 pub struct ForkRequest {
     pub project_id: ProjectId,
     pub run_id: TaskRunId,
-    pub stacked: Vec<StackTip>,
+    pub stacked: Vec<belay_domain::repo::Tip>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -165,15 +165,7 @@ pub enum MergeOutcome {
     Conflict(Conflict),
 }
 
-/// A ChangeSet tip a new fork stacks on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StackedTip {
-    /// The merge label (the task key).
-    pub label: String,
-    /// The fork holding the commit.
-    pub fork: String,
-    pub commit: String,
-}
+pub use belay_domain::repo::Tip;
 
 /// What [`GitService::fork_stacked`] made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,7 +227,7 @@ impl GitService {
     /// merged commit, so a fork that exists is a finished one: a retry finds it and, when its
     /// `main` holds canonical's, answers the start it holds; a retry after a crash part-way
     /// starts over. A conflict leaves no fork. One blocking task opens each repository once.
-    pub async fn fork_stacked(&self, canonical: &str, fork: &str, tips: &[StackedTip]) -> Result<StackedFork> {
+    pub async fn fork_stacked(&self, canonical: &str, fork: &str, tips: &[Tip]) -> Result<StackedFork> {
         let (canonical, fork, tips) = (canonical.to_owned(), fork.to_owned(), tips.to_vec());
         self.blocking(move |root| fork_stacked(root, &canonical, &fork, &tips))
             .await
@@ -599,7 +591,7 @@ fn canonical_alternate(source_path: &Path, source: &str) -> Result<String> {
     }
 }
 
-fn fork_stacked(root: &Path, canonical: &str, fork: &str, tips: &[StackedTip]) -> Result<StackedFork> {
+fn fork_stacked(root: &Path, canonical: &str, fork: &str, tips: &[Tip]) -> Result<StackedFork> {
     let (_, base, alternate) = fork_source(root, canonical, fork)?;
     let path = path_of(root, fork);
     if path.exists() {
@@ -1488,7 +1480,7 @@ mod tests {
                 .commit_files(&ws, &base, vec![("notes.txt".into(), edit(from, to))], label)
                 .await
                 .unwrap();
-            tips.push(StackedTip {
+            tips.push(Tip {
                 label: label.into(),
                 fork: ws,
                 commit,
@@ -1552,7 +1544,7 @@ mod tests {
             )
             .await
             .unwrap();
-        tips.push(StackedTip {
+        tips.push(Tip {
             label: "t3".into(),
             fork: ws,
             commit: t3,

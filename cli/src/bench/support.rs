@@ -8,7 +8,7 @@ use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, 
 use belay_domain::change::{Change, ChangeInput, ChangeSet, ChangeSetInput, RiskTier, Task, TaskInput, TaskKind};
 use belay_domain::coverage::{Cell, OuterAxis, cross};
 use belay_domain::job::{CasePin, Combination};
-use belay_git::{GitService, StackedFork, StackedTip};
+use belay_git::{GitService, StackedFork, Tip};
 use belay_store::Store;
 use belay_store::jobs::NewJob;
 use belay_worker::{Pool, WorkerDeps};
@@ -401,7 +401,7 @@ pub(crate) async fn compose(files: usize, runs: usize) -> anyhow::Result<()> {
             (format!("src/new/t{t}.rs"), Some(b"pub fn new() {}\n".to_vec())),
         ];
         let commit = svc.commit_files(&fork, &base, changed, "change").await?;
-        tips.push(StackedTip {
+        tips.push(Tip {
             label: format!("t{t}"),
             fork,
             commit,
