@@ -9,92 +9,12 @@ mod fake_anthropic;
 use common::{Belay, replays};
 use fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance, verdict};
 use serde_json::{Value, json};
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const HAIKU: &str = "claude-haiku-4-5";
 const SONNET: &str = "claude-sonnet-4-5";
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn rev(dir: &Path, what: &str) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["rev-parse", what])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let p = e.unwrap().path();
-        let target = to.join(p.file_name().unwrap());
-        if p.is_dir() {
-            copy_dir(&p, &target);
-        } else {
-            std::fs::copy(&p, &target).unwrap();
-        }
-    }
-}
-
-/// A ready project whose canonical `main` holds the sample app.
-async fn sample_project(b: &Belay) -> String {
-    let (s, p) = b.post("/v1/projects", json!({"name": "sample"})).await;
-    assert_eq!(s, 201, "{p}");
-    let id = p["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while b.get(&format!("/v1/projects/{id}")).await["status"] != "ready" {
-        assert!(Instant::now() < deadline, "project never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let bare = b.dir.path().join("data/git/belay").join(format!("{id}.git"));
-    let work = b.dir.path().join(format!("seed-{id}"));
-    assert!(
-        Command::new("git")
-            .arg("clone")
-            .arg("-q")
-            .arg(&bare)
-            .arg(&work)
-            .status()
-            .unwrap()
-            .success()
-    );
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sample-app"),
-        &work,
-    );
-    git(&work, &["add", "-A"]);
-    git(
-        &work,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "The sample app",
-        ],
-    );
-    git(&work, &["push", "-q", "origin", "HEAD:main"]);
-    let store = belay_store::Store::connect(&b.database_url).await.unwrap();
-    store
-        .seed_canonical(&id, &rev(&work, "HEAD"), &rev(&work, "HEAD^{tree}"))
-        .await
-        .unwrap();
-    id
-}
+use common::sample::sample_project;
 
 /// A Task whose run writes `files` and publishes; answers (task, ChangeSet).
 async fn task(b: &Belay, change: &str, key: &str, resources: &[&str], files: &[(&str, &str)]) -> (Value, Value) {

@@ -20,68 +20,10 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let p = e.unwrap().path();
-        let target = to.join(p.file_name().unwrap());
-        if p.is_dir() {
-            copy_dir(&p, &target);
-        } else {
-            std::fs::copy(&p, &target).unwrap();
-        }
-    }
-}
-
 /// A ready project whose canonical `main` holds the sample app (pushed by the test, the project
 /// row brought in line), with `policy` written when given.
 async fn sample_project(b: &Belay, policy: Option<Value>) -> String {
-    let (s, p) = b.post("/v1/projects", json!({"name": "sample"})).await;
-    assert_eq!(s, 201, "{p}");
-    let id = p["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while b.get(&format!("/v1/projects/{id}")).await["status"] != "ready" {
-        assert!(Instant::now() < deadline, "project never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let bare = b
-        .dir
-        .path()
-        .join("data")
-        .join("git")
-        .join("belay")
-        .join(format!("{id}.git"));
-    let work = b.dir.path().join(format!("seed-{id}"));
-    let status = Command::new("git")
-        .arg("clone")
-        .arg("-q")
-        .arg(&bare)
-        .arg(&work)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sample-app"),
-        &work,
-    );
-    git(&work, &["add", "-A"]);
-    git(
-        &work,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "The sample app",
-        ],
-    );
-    git(&work, &["push", "-q", "origin", "HEAD:main"]);
-    let commit = git(&work, &["rev-parse", "HEAD"]);
-    let tree = git(&work, &["rev-parse", "HEAD^{tree}"]);
-    let store = belay_store::Store::connect(&b.database_url).await.unwrap();
-    store.seed_canonical(&id, &commit, &tree).await.unwrap();
+    let id = common::sample::sample_project(b).await;
     if let Some(policy) = policy {
         let (s, v) = b
             .request(

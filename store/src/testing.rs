@@ -19,18 +19,22 @@ pub fn postgres_admin_url() -> String {
 }
 
 /// A test module `$name` running `$body` (an async closure over a [`Store`]) on a fresh SQLite
-/// database and on a fresh PostgreSQL one: `sqlite()` and `postgres()`.
+/// database and on a fresh PostgreSQL one: `sqlite()` and `postgres()`, each on a runtime of two
+/// worker threads, or of `threads = N` for a test of concurrent writers.
 #[macro_export]
 macro_rules! on_both {
     ($name:ident, $body:expr) => {
+        $crate::on_both!($name, threads = 2, $body);
+    };
+    ($name:ident, threads = $threads:literal, $body:expr) => {
         mod $name {
             use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
             async fn sqlite() {
                 let db = $crate::testing::fresh($crate::Backend::Sqlite).await;
                 ($body)(db.store.clone()).await;
             }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
             async fn postgres() {
                 let db = $crate::testing::fresh($crate::Backend::Postgres).await;
                 ($body)(db.store.clone()).await;

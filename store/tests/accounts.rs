@@ -6,27 +6,9 @@ use belay_domain::access::Role;
 use belay_domain::api_token::{LAST_USED_EVERY_MS, TokenState};
 use belay_store::accounts::{AccountChange, Authentication};
 use belay_store::events::{Actor, ActorSlot, EventFilter, with_actor_slot};
-use belay_store::testing::fresh;
-use belay_store::{Backend, Store, StoreError, now_ms};
+use belay_store::on_both;
+use belay_store::{Store, StoreError, now_ms};
 use std::sync::Arc;
-
-macro_rules! on_both {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let db = fresh(Backend::Sqlite).await;
-                ($body)(db.store.clone()).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let db = fresh(Backend::Postgres).await;
-                ($body)(db.store.clone()).await;
-            }
-        }
-    };
-}
 
 fn state(a: &Authentication) -> Option<TokenState> {
     match a {

@@ -2,27 +2,9 @@
 //! refused when spent, concurrently too, and settled once to the measured seconds.
 
 use belay_domain::browser::BrowserMeter;
+use belay_store::Store;
 use belay_store::browser_meter::{BROWSER_RUNS, BROWSER_SECONDS, BrowserReserve};
-use belay_store::testing::fresh;
-use belay_store::{Backend, Store};
-
-macro_rules! on_both {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn sqlite() {
-                let db = fresh(Backend::Sqlite).await;
-                ($body)(db.store.clone()).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn postgres() {
-                let db = fresh(Backend::Postgres).await;
-                ($body)(db.store.clone()).await;
-            }
-        }
-    };
-}
+use belay_store::on_both;
 
 /// 2026-12-01T12:00:00Z.
 const NOON: i64 = 1_796_126_400;
@@ -39,6 +21,7 @@ fn id(r: BrowserReserve) -> String {
 
 on_both!(
     two_runs_per_candidate_then_skipped_and_settles_charge_the_measured_seconds_once,
+    threads = 4,
     async |store: Store| {
         let a = id(store.reserve_browser("cand_a", NOON, 3600).await.unwrap());
         assert_eq!(
@@ -79,6 +62,7 @@ on_both!(
 
 on_both!(
     the_daily_seconds_are_refused_when_spent_and_concurrent_reservations_never_pass_the_limit,
+    threads = 4,
     async |store: Store| {
         // 200 s a day: three 60 s reservations fit, the fourth does not, however they race.
         let mut tasks = vec![];

@@ -7,26 +7,8 @@ use belay_domain::evidence::{CheckResult, Coverage, EvidenceStatus};
 use belay_domain::policy::{DEFAULT_POLICY, PolicyInput};
 use belay_domain::project::ProjectInput;
 use belay_store::candidates::NewEvidence;
-use belay_store::testing::fresh;
-use belay_store::{Backend, Store, StoreError};
-
-macro_rules! on_both {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let db = fresh(Backend::Sqlite).await;
-                ($body)(db.store.clone()).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let db = fresh(Backend::Postgres).await;
-                ($body)(db.store.clone()).await;
-            }
-        }
-    };
-}
+use belay_store::on_both;
+use belay_store::{Store, StoreError};
 
 struct World {
     alice: String,

@@ -12,27 +12,9 @@ use belay_domain::review::{Rating, ReviewInput};
 use belay_domain::top_up::Skipped;
 use belay_store::coverage::{self, Claim, ClaimOf, TOP_UP_LEASE_MS};
 use belay_store::jobs::{Completion, NewJob, Transition};
-use belay_store::testing::fresh;
+use belay_store::on_both;
 use belay_store::{Backend, Store};
 use std::collections::BTreeMap;
-
-macro_rules! on_both {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let db = fresh(Backend::Sqlite).await;
-                ($body)(db.store.clone()).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let db = fresh(Backend::Postgres).await;
-                ($body)(db.store.clone()).await;
-            }
-        }
-    };
-}
 
 fn pin(slug: &str, version: &str, engine: &str) -> CasePin {
     CasePin {

@@ -8,30 +8,12 @@ use belay_domain::job::{Combination, JobStatus};
 use belay_domain::ladder::{ClimberKey, LadderAxis, LadderInput, RungInput, Steering};
 use belay_domain::progress::{ClimberStatus, RecordedVerdict};
 use belay_domain::review::{Rating, ReviewInput};
+use belay_store::Store;
 use belay_store::coverage::{self, Claim, ClaimOf, TOP_UP_LEASE_MS};
 use belay_store::jobs::{Completion, Transition};
 use belay_store::ladders::{self, mint_rung_id};
-use belay_store::testing::fresh;
-use belay_store::{Backend, Store};
+use belay_store::on_both;
 use std::collections::BTreeMap;
-
-macro_rules! on_both {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let db = fresh(Backend::Sqlite).await;
-                ($body)(db.store.clone()).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let db = fresh(Backend::Postgres).await;
-                ($body)(db.store.clone()).await;
-            }
-        }
-    };
-}
 
 fn combo(h: &str) -> Combination {
     Combination::Harness {

@@ -8,26 +8,8 @@ use belay_domain::change::{ChangeInput, ChangeSetInput, ChangeStatus, RiskTier, 
 use belay_domain::policy::{DEFAULT_POLICY, PolicyInput};
 use belay_domain::project::ProjectInput;
 use belay_domain::promotion::{Block, PromotionOutcome};
-use belay_store::testing::fresh;
-use belay_store::{Backend, Store, StoreError};
-
-macro_rules! on_both {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let db = fresh(Backend::Sqlite).await;
-                ($body)(db.store.clone()).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let db = fresh(Backend::Postgres).await;
-                ($body)(db.store.clone()).await;
-            }
-        }
-    };
-}
+use belay_store::on_both;
+use belay_store::{Store, StoreError};
 
 const BASE: &str = "1111111111111111111111111111111111111111";
 const COMMIT: &str = "2222222222222222222222222222222222222222";

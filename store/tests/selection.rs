@@ -8,27 +8,9 @@ use belay_domain::project::ProjectInput;
 use belay_domain::receipt::ReceiptKind;
 use belay_domain::selection_steps::{SelectionDone, SelectionStep};
 use belay_store::model_meter::ModelLimits;
-use belay_store::testing::fresh;
+use belay_store::on_both;
 use belay_store::{Backend, Store, StoreError};
 use std::collections::BTreeMap;
-
-macro_rules! on_both {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn sqlite() {
-                let db = fresh(Backend::Sqlite).await;
-                ($body)(db.store.clone()).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn postgres() {
-                let db = fresh(Backend::Postgres).await;
-                ($body)(db.store.clone()).await;
-            }
-        }
-    };
-}
 
 const C1: &str = "1111111111111111111111111111111111111111";
 const C2: &str = "2222222222222222222222222222222222222222";
@@ -135,6 +117,7 @@ const LIMITS: ModelLimits = ModelLimits {
 
 on_both!(
     a_model_call_that_would_pass_a_meter_is_refused_before_it_is_made_and_counts_nothing,
+    threads = 4,
     |s: Store| async move {
         let w = world(&s).await;
         let now = belay_store::now_ms();
@@ -178,6 +161,7 @@ on_both!(
 
 on_both!(
     concurrent_model_calls_never_pass_the_daily_cap_or_the_change_budget,
+    threads = 4,
     |s: Store| async move {
         let now = belay_store::now_ms();
         let limits = ModelLimits {
@@ -288,6 +272,7 @@ async fn model_meters_carry_over_into_usage_counters_on_postgres() {
 
 on_both!(
     a_conflict_with_a_bad_citation_writes_nothing_and_a_fork_required_one_gives_three_siblings,
+    threads = 4,
     |s: Store| async move {
         let w = world(&s).await;
         let bad = conflict(&w, ConflictStatus::ForkRequired, "src/a.ts");
@@ -418,6 +403,7 @@ async fn the_one_repair(s: &Store, w: &World) -> String {
 
 on_both!(
     a_rejection_with_a_reason_gets_one_repair_task_and_the_next_shortfall_goes_to_a_person,
+    threads = 4,
     |s: Store| async move {
         let w = world(&s).await;
         let k = s.start_verification_round(&w.alice, &w.change).await.unwrap().remove(0);
@@ -466,6 +452,7 @@ async fn gate_rejects(s: &Store, id: &str, plan: &belay_domain::plan::Verificati
 
 on_both!(
     a_lone_candidate_the_gate_rejects_gets_one_repair_task_and_the_next_goes_to_a_person,
+    threads = 4,
     |s: Store| async move {
         use belay_domain::check::CheckId;
         use belay_domain::plan::{PlannedCheck, VerificationPlan};
@@ -565,6 +552,7 @@ on_both!(
 
 on_both!(
     a_sibling_the_gate_rejects_is_left_to_the_selection,
+    threads = 4,
     |s: Store| async move {
         let w = world(&s).await;
         s.record_conflict(
@@ -597,6 +585,7 @@ on_both!(
 
 on_both!(
     a_conflict_between_a_ui_and_an_api_task_is_integrated_once_then_the_pair_forks,
+    threads = 4,
     |s: Store| async move {
         let (alice, _) = s.create_account("alice").await.unwrap();
         let p = s

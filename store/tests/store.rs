@@ -11,24 +11,6 @@ use belay_store::testing::fresh;
 use belay_store::{Backend, Store, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
 
-macro_rules! on_both {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let db = fresh(Backend::Sqlite).await;
-                ($body)(db.store.clone()).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let db = fresh(Backend::Postgres).await;
-                ($body)(db.store.clone()).await;
-            }
-        }
-    };
-}
-
 fn pin(slug: &str) -> CasePin {
     CasePin {
         slug: slug.into(),
@@ -1027,6 +1009,7 @@ on_both!(
     }
 );
 
+use belay_store::on_both;
 use belay_store::workspaces::Admission;
 
 /// Unix seconds the workspace tests reserve at (any fixed month does).
