@@ -7,8 +7,8 @@ use belay_domain::top_up::{Skipped, TopUpAnswer};
 use belay_store::Store;
 use belay_store::coverage::{self, Claim};
 use belay_store::ladders;
-use belay_store::metrics::{TopUpEnd, TopUpKind, record_top_up_end, record_top_up_skipped};
-use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, OneStepAnswer, ReleaseInput, TopUpOf};
+use belay_store::metrics::{Feed, TopUpEnd, record_top_up_end, record_top_up_skipped};
+use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, OneStepAnswer, ReleaseInput};
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -34,13 +34,6 @@ async fn after_claim(claim: Claim) {
     }
 }
 
-fn kind_of(of: TopUpOf) -> TopUpKind {
-    match of {
-        TopUpOf::Plan => TopUpKind::Plan,
-        TopUpOf::Ladder => TopUpKind::Ladder,
-    }
-}
-
 /// Records a claim that found the plan busy or paused, for the metrics (once per top-up).
 async fn record_skip(tx: &mut belay_store::Tx, input: &ClaimInput, claim: Claim) -> Result<(), ActivityError> {
     let end = match claim {
@@ -48,7 +41,7 @@ async fn record_skip(tx: &mut belay_store::Tx, input: &ClaimInput, claim: Claim)
         Claim::Paused => TopUpEnd::Paused,
         Claim::Claimed | Claim::Missing => return Ok(()),
     };
-    record_top_up_skipped(tx, kind_of(input.of), &input.plan_id, &input.holder, end)
+    record_top_up_skipped(tx, input.of, &input.plan_id, &input.holder, end)
         .await
         .map_err(store_error)
 }
@@ -113,7 +106,7 @@ impl TopUpStoreActivities {
 impl TopUpStoreActivities {
     /// Takes the claim (a paused plan's or disabled ladder's skip recorded), in one transaction.
     async fn claim_step(&self, input: ClaimInput) -> Result<ClaimAnswer, ActivityError> {
-        if input.of == TopUpOf::Ladder {
+        if input.of == Feed::Ladder {
             return self.claim_ladder(input).await;
         }
         let mut tx = self.store.begin().await.map_err(store_error)?;
@@ -152,7 +145,7 @@ impl TopUpStoreActivities {
 
     /// Walks and enqueues, recording the answer under the top-up id, in one transaction.
     async fn enqueue_step(&self, input: EnqueueInput) -> Result<Enqueued, ActivityError> {
-        if input.of == TopUpOf::Ladder {
+        if input.of == Feed::Ladder {
             return self.enqueue_ladder(input).await;
         }
         let mut tx = self.store.begin().await.map_err(store_error)?;
@@ -188,12 +181,12 @@ impl TopUpStoreActivities {
     /// Records the top-up's end and releases the claim if this holder has it, in one transaction.
     async fn release_step(&self, input: ReleaseInput) -> Result<bool, ActivityError> {
         let mut tx = self.store.begin().await.map_err(store_error)?;
-        record_top_up_end(&mut tx, kind_of(input.of), &input.plan_id, &input.holder)
+        record_top_up_end(&mut tx, input.of, &input.plan_id, &input.holder)
             .await
             .map_err(store_error)?;
         let released = match input.of {
-            TopUpOf::Plan => coverage::release_top_up(&mut tx, &input.plan_id, &input.holder).await,
-            TopUpOf::Ladder => ladders::release_top_up(&mut tx, &input.plan_id, &input.holder).await,
+            Feed::Plan => coverage::release_top_up(&mut tx, &input.plan_id, &input.holder).await,
+            Feed::Ladder => ladders::release_top_up(&mut tx, &input.plan_id, &input.holder).await,
         }
         .map_err(store_error)?;
         tx.commit().await.map_err(store_error)?;

@@ -471,7 +471,7 @@ async fn fifty_concurrent_top_ups_enqueue_what_one_allows_and_no_cell_twice() {
 /// on a live worker enqueues what one top-up allows, no cell twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_top_up_killed_between_claim_and_release_frees_the_plan_after_its_lease() {
-    use belay_store::coverage::{ClaimOf, claim_holder};
+    use belay_store::coverage::{Feed, claim_holder};
     use temporalio_client::{UntypedWorkflow, WorkflowDescribeOptions, WorkflowTerminateOptions};
     let lease_ms: i64 = 20_000;
     let mut b = Belay::start_with_env(&[("BELAY_TOP_UP_LEASE_SECONDS", "20")]).await;
@@ -498,7 +498,7 @@ async fn a_top_up_killed_between_claim_and_release_frees_the_plan_after_its_leas
     let store = b.store().await;
     let claim = || async {
         let mut tx = store.begin_read().await.unwrap();
-        let held = claim_holder(&mut tx, ClaimOf::Plan, &id).await.unwrap();
+        let held = claim_holder(&mut tx, Feed::Plan, &id).await.unwrap();
         tx.commit().await.unwrap();
         held
     };

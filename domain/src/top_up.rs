@@ -237,11 +237,25 @@ pub enum Trigger {
     ReviewSubmitted,
 }
 
-/// What is being fed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a top-up feeds: a coverage plan or a ladder. The one "plan or ladder" of every layer:
+/// the workflow's input (`plan` by default, all that histories recorded before ladders carry),
+/// the claim's row, the metrics' label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Feed {
+    #[default]
     Plan,
     Ladder,
+}
+
+impl Feed {
+    /// `plan` or `ladder`, as the workflow input and the metrics write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Feed::Plan => "plan",
+            Feed::Ladder => "ladder",
+        }
+    }
 }
 
 /// Whether `trigger` starts a top-up. A requested top-up (and a ladder's enable) always runs, and

@@ -1,6 +1,6 @@
 //! Accounts and their API tokens. A token's secret is shown once and stored only as a hash.
 
-use crate::{Backend, Store, StoreError, events, new_id_body, now_ms};
+use crate::{Store, StoreError, events, new_id_body, now_ms};
 use belay_domain::access::Role;
 use belay_domain::api_token::TokenState;
 use belay_domain::ids::{AccountId, TokenId};
@@ -321,13 +321,12 @@ impl Store {
     /// locked first), so two operators demoting each other cannot leave none.
     pub async fn update_account(&self, id: &str, change: &AccountChange) -> Result<Account, StoreError> {
         let mut tx = self.begin_write().await?;
-        if self.backend() == Backend::Postgres {
-            sqlx::query(
-                "select id from accounts where role = 'operator' and disabled_at is null order by id for update",
-            )
-            .fetch_all(&mut *tx)
-            .await?;
-        }
+        crate::dialect::lock_rows(
+            self.backend(),
+            &mut tx,
+            "select id from accounts where role = 'operator' and disabled_at is null order by id for update",
+        )
+        .await?;
         let r = sqlx::query(&format!("select {ACCOUNT_COLUMNS} from accounts where id = $1"))
             .bind(id)
             .fetch_optional(&mut *tx)

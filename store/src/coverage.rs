@@ -7,6 +7,7 @@
 //! enqueue inserts each repeat under a natural key, in one transaction that also records the
 //! top-up's answer, so a retried enqueue returns the first answer and inserts nothing twice.
 
+use crate::dialect;
 use crate::jobs::{insert_keyed_job, job_in, take_dispatch_lock};
 use crate::rows::{self, enum_from, enum_text, json, status_list, to_json};
 use crate::{Backend, StoreError, Tx, events, new_id_body, now_ms};
@@ -48,25 +49,28 @@ pub enum Claim {
 }
 
 /// Whose row a top-up's claim is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimOf {
-    Plan,
-    Ladder,
+pub use belay_domain::top_up::Feed;
+
+/// The row of what a top-up feeds.
+pub(crate) trait FeedRow {
+    /// The table whose row holds the top-up's claim.
+    fn table(self) -> &'static str;
+    /// When the row may be claimed: a plan while not paused, a ladder while enabled.
+    fn open(self) -> &'static str;
 }
 
-impl ClaimOf {
+impl FeedRow for Feed {
     fn table(self) -> &'static str {
         match self {
-            ClaimOf::Plan => "coverage_plans",
-            ClaimOf::Ladder => "ladders",
+            Feed::Plan => "coverage_plans",
+            Feed::Ladder => "ladders",
         }
     }
 
-    /// When the row may be claimed: a plan while not paused, a ladder while enabled.
     fn open(self) -> &'static str {
         match self {
-            ClaimOf::Plan => "paused = 0",
-            ClaimOf::Ladder => "enabled = 1",
+            Feed::Plan => "paused = 0",
+            Feed::Ladder => "enabled = 1",
         }
     }
 }
@@ -568,13 +572,13 @@ pub(crate) async fn facts(
         .as_ref()
         .map(|k| format!(" and cell_key in ({})", placeholders(1, k.len())))
         .unwrap_or_default();
-    let sql = rows::grouped_sql(tx.backend(), &jobs_by_cell_sql(&filter), JOBS_BY_CELL_COLUMNS);
+    let sql = dialect::grouped_sql(tx.backend(), &jobs_by_cell_sql(&filter), JOBS_BY_CELL_COLUMNS);
     let mut q = sqlx::query(&sql);
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
     type Row = (String, String, i64);
-    for (key, status, n) in rows::grouped::<Row>(q, tx, "jobs by cell").await? {
+    for (key, status, n) in dialect::grouped::<Row>(q, tx, "jobs by cell").await? {
         let key = CellKey(key);
         if wanted.contains(&key) {
             let status = rows::status(&status)?;
@@ -694,28 +698,28 @@ async fn run_counts(
                 q = q.bind(*k);
             }
             type Row = (String, i64, Option<i64>);
-            let rows = rows::grouped::<Row>(q, tx, "runs by cell").await?;
+            let rows = dialect::grouped::<Row>(q, tx, "runs by cell").await?;
             Ok(rows.into_iter().map(|(k, c, u)| (k, c, u.unwrap_or(0))).collect())
         }
         Backend::Sqlite => {
             let filter = keys
                 .map(|k| format!(" where cell_key in ({})", placeholders(1, k.len())))
                 .unwrap_or_default();
-            let sql = rows::grouped_sql(Backend::Sqlite, &runs_counted_sql(&filter), RUNS_COUNTED_COLUMNS);
+            let sql = dialect::grouped_sql(Backend::Sqlite, &runs_counted_sql(&filter), RUNS_COUNTED_COLUMNS);
             let mut q = sqlx::query(&sql);
             for k in keys.into_iter().flatten() {
                 q = q.bind(*k);
             }
-            let runs = rows::grouped::<(String, i64, i64)>(q, tx, "runs by cell").await?;
+            let runs = dialect::grouped::<(String, i64, i64)>(q, tx, "runs by cell").await?;
             let filter = keys
                 .map(|k| format!(" and cell_key in ({})", placeholders(2, k.len())))
                 .unwrap_or_default();
-            let sql = rows::grouped_sql(Backend::Sqlite, &reviews_by_cell_sql(&filter), REVIEWS_BY_CELL_COLUMNS);
+            let sql = dialect::grouped_sql(Backend::Sqlite, &reviews_by_cell_sql(&filter), REVIEWS_BY_CELL_COLUMNS);
             let mut q = sqlx::query(&sql).bind(account_id);
             for k in keys.into_iter().flatten() {
                 q = q.bind(*k);
             }
-            let reviewed: BTreeMap<String, i64> = rows::grouped::<(String, i64)>(q, tx, "reviews by cell")
+            let reviewed: BTreeMap<String, i64> = dialect::grouped::<(String, i64)>(q, tx, "reviews by cell")
                 .await?
                 .into_iter()
                 .collect();
@@ -832,7 +836,7 @@ pub async fn claim_top_up(
         return Ok(Claim::Paused);
     }
     Ok(
-        if take_claim(tx, ClaimOf::Plan, account_id, plan_id, holder, now, lease_ms).await? {
+        if take_claim(tx, Feed::Plan, account_id, plan_id, holder, now, lease_ms).await? {
             Claim::Claimed
         } else {
             Claim::Busy
@@ -844,7 +848,7 @@ pub async fn claim_top_up(
 /// enabled): true when `holder` now holds it.
 pub(crate) async fn take_claim(
     tx: &mut Tx,
-    of: ClaimOf,
+    of: Feed,
     account_id: &str,
     id: &str,
     holder: &str,
@@ -871,7 +875,7 @@ pub(crate) async fn take_claim(
 /// Who holds the top-up claim on a plan (`coverage_plans`) or a ladder (`ladders`) row, and since
 /// when: `None` when nobody does. A holder whose lease has ended is still shown; the next claim
 /// takes it over.
-pub async fn claim_holder(tx: &mut Tx, of: ClaimOf, id: &str) -> Result<Option<(String, i64)>, StoreError> {
+pub async fn claim_holder(tx: &mut Tx, of: Feed, id: &str) -> Result<Option<(String, i64)>, StoreError> {
     let sql = format!(
         "select topping_up_by, topping_up_at from {} where id = $1 and topping_up_by is not null",
         of.table()
@@ -882,7 +886,7 @@ pub async fn claim_holder(tx: &mut Tx, of: ClaimOf, id: &str) -> Result<Option<(
 }
 
 /// Releases `holder`'s claim on a plan's or a ladder's row (nothing when another holds it now).
-pub(crate) async fn drop_claim(tx: &mut Tx, of: ClaimOf, id: &str, holder: &str) -> Result<bool, StoreError> {
+pub(crate) async fn drop_claim(tx: &mut Tx, of: Feed, id: &str, holder: &str) -> Result<bool, StoreError> {
     let sql = format!(
         "update {} set topping_up_at = null, topping_up_by = null where id = $1 and topping_up_by = $2",
         of.table()
@@ -893,7 +897,7 @@ pub(crate) async fn drop_claim(tx: &mut Tx, of: ClaimOf, id: &str, holder: &str)
 
 /// Releases `holder`'s claim (nothing when another holds it now).
 pub async fn release_top_up(tx: &mut Tx, plan_id: &str, holder: &str) -> Result<bool, StoreError> {
-    drop_claim(tx, ClaimOf::Plan, plan_id, holder).await
+    drop_claim(tx, Feed::Plan, plan_id, holder).await
 }
 
 /// The recorded answer of top-up `topup_id`, if it ran.
@@ -1239,9 +1243,9 @@ impl crate::Store {
     pub async fn bench_raw_grouped_counts_packed(&self, account_id: &str) -> Result<usize, StoreError> {
         let mut tx = self.begin_read().await?;
         let runs = run_counts(&mut tx, account_id, None).await?;
-        let sql = rows::grouped_sql(self.backend(), &jobs_by_cell_sql(""), JOBS_BY_CELL_COLUMNS);
+        let sql = dialect::grouped_sql(self.backend(), &jobs_by_cell_sql(""), JOBS_BY_CELL_COLUMNS);
         let q = sqlx::query(&sql);
-        let jobs = rows::grouped::<(String, String, i64)>(q, &mut tx, "jobs by cell").await?;
+        let jobs = dialect::grouped::<(String, String, i64)>(q, &mut tx, "jobs by cell").await?;
         tx.commit().await?;
         Ok(runs.len() + jobs.len())
     }

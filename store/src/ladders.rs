@@ -10,9 +10,10 @@
 //! gate's evidence), this ladder's still-queued jobs (what an early stop cancels) and its verdict
 //! rows; the board itself is the one pure [`progress::progress`].
 
-use crate::coverage::{self, Claim, ClaimOf, CoverageFacts};
+use crate::coverage::{self, Claim, CoverageFacts, Feed};
+use crate::dialect;
 use crate::jobs::{cancel_in, job_in, take_dispatch_lock};
-use crate::rows::{self, enum_from, enum_text, json, status_list, to_json};
+use crate::rows::{enum_from, enum_text, json, status_list, to_json};
 use crate::{StoreError, Tx, events, new_id_body, now_ms};
 use belay_domain::buffer::{BufferTarget, outstanding, target_in_force};
 use belay_domain::coverage::Cell;
@@ -315,10 +316,10 @@ const VERDICTS_COLUMNS: &[&str] = &["climber_key", "rung_id", "version", "verdic
 
 /// The ladder's verdict rows, every version, by climber, rung and version (byte order).
 pub async fn verdicts(tx: &mut Tx, ladder_id: &str) -> Result<Vec<RecordedVerdict>, StoreError> {
-    let sql = rows::grouped_sql(tx.backend(), VERDICTS_SQL, VERDICTS_COLUMNS);
+    let sql = dialect::grouped_sql(tx.backend(), VERDICTS_SQL, VERDICTS_COLUMNS);
     let q = sqlx::query(&sql).bind(ladder_id);
     type Row = (String, String, String, Option<String>, Option<String>);
-    let mut rows = rows::grouped::<Row>(q, tx, "ladder verdicts").await?;
+    let mut rows = dialect::grouped::<Row>(q, tx, "ladder verdicts").await?;
     rows.sort_unstable_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
     rows.into_iter()
         .map(|(climber, rung, version, verdict, override_outcome)| {
@@ -446,7 +447,7 @@ async fn gate_runs(
             format!(" where r.cell_key in ({})", marks.join(", "))
         })
         .unwrap_or_default();
-    let sql = rows::grouped_sql(tx.backend(), &gate_runs_sql(&filter), GATE_RUNS_COLUMNS);
+    let sql = dialect::grouped_sql(tx.backend(), &gate_runs_sql(&filter), GATE_RUNS_COLUMNS);
     let mut q = sqlx::query(&sql).bind(account_id);
     for k in keys.iter().flatten() {
         q = q.bind(*k);
@@ -455,7 +456,7 @@ async fn gate_runs(
     // The few ratings there are, each read once (a row per cell and rating).
     let mut ratings: Vec<(String, Rating)> = Vec::new();
     type Row = (String, i64, Option<String>, i64);
-    for (key, loaded, worst, n) in rows::grouped::<Row>(q, tx, "gate runs").await? {
+    for (key, loaded, worst, n) in dialect::grouped::<Row>(q, tx, "gate runs").await? {
         let key = CellKey(key);
         if !wanted.contains(&key) {
             continue;
@@ -606,7 +607,7 @@ pub async fn claim_top_up(
         return Ok(Claim::Paused);
     }
     Ok(
-        if coverage::take_claim(tx, ClaimOf::Ladder, account_id, ladder_id, holder, now, lease_ms).await? {
+        if coverage::take_claim(tx, Feed::Ladder, account_id, ladder_id, holder, now, lease_ms).await? {
             Claim::Claimed
         } else {
             Claim::Busy
@@ -616,7 +617,7 @@ pub async fn claim_top_up(
 
 /// Releases `holder`'s claim on the ladder.
 pub async fn release_top_up(tx: &mut Tx, ladder_id: &str, holder: &str) -> Result<bool, StoreError> {
-    coverage::drop_claim(tx, ClaimOf::Ladder, ladder_id, holder).await
+    coverage::drop_claim(tx, Feed::Ladder, ladder_id, holder).await
 }
 
 /// Records that a ladder top-up did not run because the ladder is disabled.

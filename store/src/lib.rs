@@ -13,6 +13,7 @@ pub mod candidates;
 pub mod catalogue;
 pub mod changes;
 pub mod coverage;
+mod dialect;
 pub mod edit_sessions;
 pub mod events;
 pub mod jobs;
@@ -214,11 +215,7 @@ impl Store {
     /// waiting its turn.
     pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        if self.backend == Backend::Sqlite {
-            sqlx::query("update dispatcher_lock set claims = claims where id = 1")
-                .execute(&mut *tx)
-                .await?;
-        }
+        dialect::hold_write_lock(self.backend, &mut tx).await?;
         Ok(tx)
     }
 
@@ -236,31 +233,7 @@ impl Store {
     /// What `belay doctor` reports of the database: its server, whether this connection is
     /// encrypted (PostgreSQL), and whether its migrations are all applied.
     pub async fn describe(&self) -> Result<String, StoreError> {
-        use sqlx::Row;
-        let server = match self.backend {
-            Backend::Sqlite => {
-                let v: String = sqlx::query("select sqlite_version()")
-                    .fetch_one(&self.pool)
-                    .await?
-                    .try_get(0)?;
-                format!("SQLite {v}")
-            }
-            Backend::Postgres => {
-                let row = sqlx::query(
-                    "select current_setting('server_version'), coalesce((select ssl from pg_stat_ssl where pid = pg_backend_pid()), false), coalesce((select version from pg_stat_ssl where pid = pg_backend_pid()), '')",
-                )
-                .fetch_one(&self.pool)
-                .await?;
-                let version: String = row.try_get(0)?;
-                let ssl: bool = row.try_get(1)?;
-                let tls: String = row.try_get(2)?;
-                if ssl {
-                    format!("PostgreSQL {version} over TLS ({tls})")
-                } else {
-                    format!("PostgreSQL {version} in plain text")
-                }
-            }
-        };
+        let server = dialect::server(self.backend, &self.pool).await?;
         let pending = migrate::pending(self).await?;
         Ok(if pending == 0 {
             format!("{server}, every migration applied")

@@ -1,6 +1,7 @@
 //! What the metrics endpoints read from the database at each scrape: every figure is derived
 //! from rows every process sees, so the API and every worker answer the same numbers.
 
+use crate::coverage::FeedRow;
 use crate::{Store, StoreError, Tx, new_id_body, now_ms};
 use sqlx::Row;
 use std::collections::BTreeMap;
@@ -46,28 +47,7 @@ pub struct MetricsSnapshot {
 pub const RUN_START_FAILURES: &str = "run_start_failures";
 
 /// What a top-up fed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TopUpKind {
-    Plan,
-    Ladder,
-}
-
-impl TopUpKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TopUpKind::Plan => "plan",
-            TopUpKind::Ladder => "ladder",
-        }
-    }
-
-    /// The table whose row holds the top-up's claim.
-    fn table(self) -> &'static str {
-        match self {
-            TopUpKind::Plan => "coverage_plans",
-            TopUpKind::Ladder => "ladders",
-        }
-    }
-}
+pub use belay_domain::top_up::Feed;
 
 /// How a top-up ended, as the metrics count it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +76,7 @@ impl TopUpEnd {
 async fn insert_top_up(
     tx: &mut Tx,
     id: &str,
-    kind: TopUpKind,
+    kind: Feed,
     target: &str,
     end: TopUpEnd,
     started_ms: Option<i64>,
@@ -120,7 +100,7 @@ async fn insert_top_up(
 /// `Paused`) when it tried to claim. Once per top-up, however often it is called.
 pub async fn record_top_up_skipped(
     tx: &mut Tx,
-    kind: TopUpKind,
+    kind: Feed,
     target: &str,
     holder: &str,
     end: TopUpEnd,
@@ -132,7 +112,7 @@ pub async fn record_top_up_skipped(
 /// Records, before the top-up `holder` releases its claim on `target`, how it ended: `launched`
 /// when its answer was recorded, `failed` when not; its start is the claim's time. Once per
 /// top-up, however often it is called.
-pub async fn record_top_up_end(tx: &mut Tx, kind: TopUpKind, target: &str, holder: &str) -> Result<(), StoreError> {
+pub async fn record_top_up_end(tx: &mut Tx, kind: Feed, target: &str, holder: &str) -> Result<(), StoreError> {
     let sql = format!(
         "select topping_up_at from {} where id = $1 and topping_up_by = $2",
         kind.table()
@@ -174,7 +154,7 @@ impl Store {
     }
 
     /// Records a top-up answered `busy` before any started (one of the same plan was running).
-    pub async fn record_top_up_busy(&self, kind: TopUpKind, target: &str) -> Result<(), StoreError> {
+    pub async fn record_top_up_busy(&self, kind: Feed, target: &str) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
         let id = format!("busy_{}", new_id_body());
         let now = now_ms();

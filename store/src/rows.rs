@@ -1,6 +1,6 @@
 //! Reading rows into domain types: JSON text columns, 0/1 booleans and the job and run shapes.
 
-use crate::{Backend, StoreError};
+use crate::StoreError;
 use belay_domain::catalogue::TestType;
 use belay_domain::job::{CasePin, Combination, Job, JobStatus, JobTimestamps, Origin};
 use serde::de::DeserializeOwned;
@@ -10,68 +10,6 @@ use std::collections::BTreeMap;
 
 pub(crate) fn json<T: DeserializeOwned>(text: &str, column: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
-}
-
-/// `inner`, a read of many small rows, as [`grouped`] runs it: on SQLite with its rows packed
-/// into one, a JSON array holding one array of `columns` (in that order) per row of `inner`, in
-/// the column `packed`; on PostgreSQL as it is. The order of the rows is not kept.
-///
-/// On SQLite sqlx runs each connection on a thread of its own and hands every row to the caller
-/// through a bounded channel, so a read of 10,000 rows is hundreds of hand-offs between two
-/// threads, each a wake-up the scheduler can delay on a busy machine; the packed read is one
-/// row. PostgreSQL streams rows over its socket, and its `json_agg` of the same rows measured
-/// slower than the rows themselves (decision 0033).
-pub(crate) fn grouped_sql(backend: Backend, inner: &str, columns: &[&str]) -> String {
-    match backend {
-        Backend::Sqlite => {
-            let cols = columns.iter().map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", ");
-            format!("select json_group_array(json_array({cols})) as packed from ({inner}) as t")
-        }
-        Backend::Postgres => inner.to_string(),
-    }
-}
-
-/// A row of a grouped read: a tuple of its columns (integers, text, either of them nullable),
-/// decoded from a packed read's JSON on SQLite and column by column, by type, on PostgreSQL.
-pub(crate) trait GroupedRow: DeserializeOwned + Sized {
-    fn decode(row: &AnyRow) -> Result<Self, sqlx::Error>;
-}
-
-macro_rules! grouped_row {
-    ($($t:ident $i:tt),+) => {
-        impl<$($t),+> GroupedRow for ($($t,)+)
-        where
-            $($t: DeserializeOwned + for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>),+
-        {
-            fn decode(row: &AnyRow) -> Result<Self, sqlx::Error> {
-                Ok(($(row.try_get::<$t, _>($i)?,)+))
-            }
-        }
-    };
-}
-grouped_row!(A 0, B 1);
-grouped_row!(A 0, B 1, C 2);
-grouped_row!(A 0, B 1, C 2, D 3);
-grouped_row!(A 0, B 1, C 2, D 3, E 4);
-
-/// Runs `q`, a query over [`grouped_sql`], on `tx`, and decodes each of its rows as `T`; `what`
-/// names the read in an error.
-pub(crate) async fn grouped<'q, T: GroupedRow>(
-    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-    tx: &mut crate::Tx,
-    what: &str,
-) -> Result<Vec<T>, StoreError> {
-    match tx.backend() {
-        Backend::Sqlite => json(&q.fetch_one(tx.conn()).await?.try_get::<String, _>("packed")?, what),
-        Backend::Postgres => {
-            let rows = q.fetch_all(tx.conn()).await?;
-            let mut out = Vec::with_capacity(rows.len());
-            for row in &rows {
-                out.push(T::decode(row).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))?);
-            }
-            Ok(out)
-        }
-    }
 }
 
 pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {

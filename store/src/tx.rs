@@ -49,11 +49,7 @@ impl Store {
     /// waiting its turn.
     pub async fn begin(&self) -> Result<Tx, StoreError> {
         let mut inner = self.pool().begin().await?;
-        if self.backend() == Backend::Sqlite {
-            sqlx::query("update dispatcher_lock set claims = claims where id = 1")
-                .execute(&mut *inner)
-                .await?;
-        }
+        crate::dialect::hold_write_lock(self.backend(), &mut inner).await?;
         Ok(Tx {
             inner,
             backend: self.backend(),

@@ -10,7 +10,7 @@ use belay_domain::coverage::{Cell, CoverageGroupInput, CoveragePlanInput, GroupK
 use belay_domain::job::{CasePin, Combination, JobStatus, Origin, RetryDecision};
 use belay_domain::review::{Rating, ReviewInput};
 use belay_domain::top_up::Skipped;
-use belay_store::coverage::{self, Claim, ClaimOf, TOP_UP_LEASE_MS};
+use belay_store::coverage::{self, Claim, Feed, TOP_UP_LEASE_MS};
 use belay_store::jobs::{Completion, NewJob, Transition};
 use belay_store::on_both;
 use belay_store::{Backend, Store};
@@ -348,7 +348,7 @@ on_both!(
             Claim::Claimed
         );
         assert_eq!(
-            coverage::claim_holder(&mut tx, ClaimOf::Plan, id).await.unwrap(),
+            coverage::claim_holder(&mut tx, Feed::Plan, id).await.unwrap(),
             Some(("one".to_string(), t))
         );
         assert_eq!(
@@ -389,7 +389,7 @@ on_both!(
             "not one's to release"
         );
         assert!(coverage::release_top_up(&mut tx, id, "two").await.unwrap());
-        assert_eq!(coverage::claim_holder(&mut tx, ClaimOf::Plan, id).await.unwrap(), None);
+        assert_eq!(coverage::claim_holder(&mut tx, Feed::Plan, id).await.unwrap(), None);
         assert_eq!(
             coverage::claim_top_up(&mut tx, &alice.id, id, "three", t, TOP_UP_LEASE_MS)
                 .await

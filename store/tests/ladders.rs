@@ -9,7 +9,7 @@ use belay_domain::ladder::{ClimberKey, LadderAxis, LadderInput, RungInput, Steer
 use belay_domain::progress::{ClimberStatus, RecordedVerdict};
 use belay_domain::review::{Rating, ReviewInput};
 use belay_store::Store;
-use belay_store::coverage::{self, Claim, ClaimOf, TOP_UP_LEASE_MS};
+use belay_store::coverage::{self, Claim, Feed, TOP_UP_LEASE_MS};
 use belay_store::jobs::{Completion, Transition};
 use belay_store::ladders::{self, mint_rung_id};
 use belay_store::on_both;
@@ -308,7 +308,7 @@ on_both!(
             "the lease ended"
         );
         assert_eq!(
-            coverage::claim_holder(&mut tx, ClaimOf::Ladder, &id).await.unwrap(),
+            coverage::claim_holder(&mut tx, Feed::Ladder, &id).await.unwrap(),
             Some(("t2".to_string(), now + TOP_UP_LEASE_MS + 1))
         );
         assert!(ladders::release_top_up(&mut tx, &id, "t2").await.unwrap());

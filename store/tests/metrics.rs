@@ -6,7 +6,7 @@ use belay_domain::coverage::CoveragePlanInput;
 use belay_domain::job::Origin;
 use belay_store::Store;
 use belay_store::coverage::{self, Claim};
-use belay_store::metrics::{TopUpEnd, TopUpKind, record_top_up_end, record_top_up_skipped};
+use belay_store::metrics::{Feed, TopUpEnd, record_top_up_end, record_top_up_skipped};
 use belay_store::on_both;
 
 fn plan_input() -> CoveragePlanInput {
@@ -55,29 +55,25 @@ on_both!(
         );
         answer(&mut tx, &owner.id, &plan, "run-1").await;
         for _ in 0..2 {
-            record_top_up_end(&mut tx, TopUpKind::Plan, &plan, "run-1")
-                .await
-                .unwrap();
+            record_top_up_end(&mut tx, Feed::Plan, &plan, "run-1").await.unwrap();
         }
         coverage::release_top_up(&mut tx, &plan, "run-1").await.unwrap();
         // One that held the claim and recorded no answer.
         coverage::claim_top_up(&mut tx, &owner.id, &plan, "run-2", t0, coverage::TOP_UP_LEASE_MS)
             .await
             .unwrap();
-        record_top_up_end(&mut tx, TopUpKind::Plan, &plan, "run-2")
-            .await
-            .unwrap();
+        record_top_up_end(&mut tx, Feed::Plan, &plan, "run-2").await.unwrap();
         // Skipped at the claim, twice each attempt, and a busy answer of the API.
         for _ in 0..2 {
-            record_top_up_skipped(&mut tx, TopUpKind::Plan, &plan, "run-3", TopUpEnd::Busy)
+            record_top_up_skipped(&mut tx, Feed::Plan, &plan, "run-3", TopUpEnd::Busy)
                 .await
                 .unwrap();
-            record_top_up_skipped(&mut tx, TopUpKind::Ladder, "lad_x", "run-4", TopUpEnd::Paused)
+            record_top_up_skipped(&mut tx, Feed::Ladder, "lad_x", "run-4", TopUpEnd::Paused)
                 .await
                 .unwrap();
         }
         tx.commit().await.unwrap();
-        store.record_top_up_busy(TopUpKind::Plan, &plan).await.unwrap();
+        store.record_top_up_busy(Feed::Plan, &plan).await.unwrap();
 
         let snap = store.metrics_snapshot().await.unwrap();
         let counted = |kind: &str, outcome: &str| {

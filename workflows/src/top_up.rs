@@ -34,15 +34,9 @@ pub fn ladder_workflow_id(ladder_id: &str) -> String {
     format!("topup-ladder-{ladder_id}")
 }
 
-/// What a top-up feeds: a coverage plan (the default, and all that histories recorded before
-/// ladders carry) or a ladder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TopUpOf {
-    #[default]
-    Plan,
-    Ladder,
-}
+/// What a top-up feeds (a coverage plan by default, all that histories recorded before ladders
+/// carry).
+pub use belay_domain::top_up::Feed;
 
 /// The `patched` marker of the one-step top-up: claim, enqueue and release in one activity
 /// (before it, three).
@@ -61,7 +55,7 @@ pub struct TopUpInput {
     /// launches what it enqueues.
     pub account_id: AccountId,
     #[serde(default)]
-    pub of: TopUpOf,
+    pub of: Feed,
 }
 
 /// What a top-up did; the full answer is recorded under `topup_id`.
@@ -94,7 +88,7 @@ pub struct ClaimInput {
     /// Who holds the claim: this top-up's id.
     pub holder: String,
     #[serde(default)]
-    pub of: TopUpOf,
+    pub of: Feed,
 }
 
 /// What the one-step top-up did: its claim and, when it claimed, how many jobs it enqueued.
@@ -110,7 +104,7 @@ pub struct EnqueueInput {
     pub account_id: AccountId,
     pub topup_id: String,
     #[serde(default)]
-    pub of: TopUpOf,
+    pub of: Feed,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,7 +117,7 @@ pub struct ReleaseInput {
     pub plan_id: String,
     pub holder: String,
     #[serde(default)]
-    pub of: TopUpOf,
+    pub of: Feed,
 }
 
 /// The top-up's database activities, on the `belay.db` queue.

@@ -19,9 +19,8 @@ use belay_domain::queue::{ReviewQueue, queue_limit, review_queue};
 use belay_domain::top_up::{Feed, ScheduleLine, Skipped, TopUpAnswer, Trigger, starts_top_up};
 use belay_store::Tx;
 use belay_store::coverage::{self, ResolvedPlan};
-use belay_store::metrics::TopUpKind;
 use belay_workflows::queues;
-use belay_workflows::top_up::{TopUpInput, TopUpOf, TopUpOutcome, TopUpWorkflow, ladder_workflow_id, plan_workflow_id};
+use belay_workflows::top_up::{TopUpInput, TopUpOutcome, TopUpWorkflow, ladder_workflow_id, plan_workflow_id};
 use serde::{Deserialize, Serialize};
 use temporalio_client::errors::WorkflowStartError;
 use temporalio_client::{WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
@@ -294,16 +293,16 @@ pub(crate) async fn start_top_up(
     s: &AppState,
     account_id: &str,
     plan_id: &str,
-    of: TopUpOf,
+    of: Feed,
     wait: bool,
 ) -> ApiResult<Option<Option<TopUpOutcome>>> {
     let (origin, workflow_id, mut attrs) = match of {
-        TopUpOf::Plan => (
+        Feed::Plan => (
             Origin::Plan(plan_id.to_string()),
             plan_workflow_id(plan_id),
             vec![belay_workflows::search::PLAN_ID.value_set(plan_id.to_string())],
         ),
-        TopUpOf::Ladder => (Origin::Ladder(plan_id.to_string()), ladder_workflow_id(plan_id), vec![]),
+        Feed::Ladder => (Origin::Ladder(plan_id.to_string()), ladder_workflow_id(plan_id), vec![]),
     };
     attrs.push(belay_workflows::search::ORIGIN.value_set(origin.to_string()));
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, workflow_id)
@@ -334,12 +333,8 @@ pub(crate) async fn start_top_up(
 }
 
 /// Counts a top-up answered busy for the metrics; a failure to count is logged, not answered.
-async fn record_busy(s: &AppState, of: TopUpOf, id: &str) {
-    let kind = match of {
-        TopUpOf::Plan => TopUpKind::Plan,
-        TopUpOf::Ladder => TopUpKind::Ladder,
-    };
-    if let Err(e) = s.store.record_top_up_busy(kind, id).await {
+async fn record_busy(s: &AppState, of: Feed, id: &str) {
+    if let Err(e) = s.store.record_top_up_busy(of, id).await {
         tracing::warn!(plan.id = %id, error = %e, "a busy top-up was not counted");
     }
 }
@@ -347,10 +342,10 @@ async fn record_busy(s: &AppState, of: TopUpOf, id: &str) {
 /// Starts a top-up after a review without waiting for it. A top-up already running may have read
 /// the counts before this review landed: once it ends, another is started, so the review's slot
 /// is not lost.
-pub(crate) async fn top_up_after_review(s: &AppState, account_id: &str, id: &str, of: TopUpOf) {
+pub(crate) async fn top_up_after_review(s: &AppState, account_id: &str, id: &str, of: Feed) {
     let workflow_id = match of {
-        TopUpOf::Plan => plan_workflow_id(id),
-        TopUpOf::Ladder => ladder_workflow_id(id),
+        Feed::Plan => plan_workflow_id(id),
+        Feed::Ladder => ladder_workflow_id(id),
     };
     let mut attempts = 0;
     loop {
@@ -373,7 +368,7 @@ pub(crate) async fn top_up_after_review(s: &AppState, account_id: &str, id: &str
 /// One top-up through TopUpWorkflow, answered in full.
 async fn top_up(s: &AppState, account_id: &str, r: &ResolvedPlan) -> ApiResult<TopUpAnswer> {
     let id = r.plan.id.as_str();
-    let Some(Some(out)) = start_top_up(s, account_id, id, TopUpOf::Plan, true).await? else {
+    let Some(Some(out)) = start_top_up(s, account_id, id, Feed::Plan, true).await? else {
         return Ok(TopUpAnswer::skipped(r.target, Skipped::Busy));
     };
     if out.missing {
@@ -429,7 +424,7 @@ pub(crate) async fn after_review(s: &AppState, account_id: &str, cell: &str) {
         if !starts_top_up(Feed::Plan, Trigger::ReviewSubmitted, p.auto_top_up, p.paused, target) {
             continue;
         }
-        top_up_after_review(s, account_id, p.id.as_str(), TopUpOf::Plan).await;
+        top_up_after_review(s, account_id, p.id.as_str(), Feed::Plan).await;
     }
 }
 

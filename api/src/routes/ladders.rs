@@ -27,7 +27,6 @@ use belay_store::coverage;
 use belay_store::ladders::{self, ResolvedLadder, mint_rung_id};
 use belay_workflows::ladder::{ClimbInput, LadderClimbWorkflow, climb_workflow_id};
 use belay_workflows::queues;
-use belay_workflows::top_up::TopUpOf;
 use serde::{Deserialize, Serialize};
 use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_common::search_attributes::SearchAttributes;
@@ -308,7 +307,7 @@ async fn top_up(s: &AppState, account_id: &str, id: &str) -> ApiResult<LadderTop
         tx.commit().await?;
         t
     };
-    let Some(Some(out)) = start_top_up(s, account_id, id, TopUpOf::Ladder, true).await? else {
+    let Some(Some(out)) = start_top_up(s, account_id, id, Feed::Ladder, true).await? else {
         return Ok(LadderTopUpAnswer::skipped(target, Skipped::Busy));
     };
     if out.missing {
@@ -564,7 +563,7 @@ pub(crate) async fn after_review(s: &AppState, account_id: &str, cell: &str) {
             !l.enabled,
             target,
         ) {
-            super::coverage::top_up_after_review(s, account_id, l.id.as_str(), TopUpOf::Ladder).await;
+            super::coverage::top_up_after_review(s, account_id, l.id.as_str(), Feed::Ladder).await;
         }
     }
 }
