@@ -54,6 +54,7 @@ pub struct EditStoreActivities {
 #[activities]
 impl EditStoreActivities {
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Reserve)]
+    #[instrument(skip_all, fields(project.id = %project_id), err(Debug))]
     pub async fn reserve(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -74,6 +75,7 @@ impl EditStoreActivities {
     }
 
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Settle)]
+    #[instrument(skip_all, fields(session.id = %input.session_id), err(Debug))]
     pub async fn settle(self: Arc<Self>, _ctx: ActivityContext, input: SettleRequest) -> Result<(), ActivityError> {
         // A start of 0 is a command that never started (histories recorded before a failed
         // command was charged carry it too).
@@ -89,6 +91,7 @@ impl EditStoreActivities {
     }
 
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Forked)]
+    #[instrument(skip_all, fields(session.id = %input.session_id), err(Debug))]
     pub async fn forked(self: Arc<Self>, _ctx: ActivityContext, input: ForkedRequest) -> Result<(), ActivityError> {
         self.store
             .edit_session_forked(&input.session_id, &input.start)
@@ -97,6 +100,7 @@ impl EditStoreActivities {
     }
 
     #[activity(definition = belay_workflows::edit_session::edit_definitions::End)]
+    #[instrument(skip_all, fields(session.id = %input.session_id), err(Debug))]
     pub async fn end(self: Arc<Self>, _ctx: ActivityContext, input: EndSession) -> Result<(), ActivityError> {
         self.store
             .end_edit_session(&input.session_id, &input.reason)
@@ -113,6 +117,7 @@ pub struct EditGitActivities {
 #[activities]
 impl EditGitActivities {
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Fork)]
+    #[instrument(skip_all, fields(project.id = %input.project_id, session.id = %input.session_id), err(Debug))]
     pub async fn fork(self: Arc<Self>, _ctx: ActivityContext, input: ForkSession) -> Result<String, ActivityError> {
         let canonical = canonical_repo(&input.project_id).map_err(fatal)?;
         let fork = edit_fork(&input.session_id).map_err(fatal)?;
@@ -125,6 +130,7 @@ impl EditGitActivities {
     }
 
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Delete)]
+    #[instrument(skip_all, fields(session.id = %session_id), err(Debug))]
     pub async fn delete(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -165,6 +171,7 @@ impl EditSandboxActivities {
     }
 
     #[activity(definition = belay_workflows::edit_session::edit_definitions::Stop)]
+    #[instrument(skip_all, fields(project.id = %input.project_id, session.id = %input.session_id), err(Debug))]
     pub async fn stop(self: Arc<Self>, ctx: ActivityContext, input: EditCommand) -> Result<(), ActivityError> {
         heartbeating(&ctx, self.stop_inner(input)).await
     }
@@ -312,6 +319,7 @@ pub struct SweepStoreActivities {
 #[activities]
 impl SweepStoreActivities {
     #[activity(definition = belay_workflows::sweep::sweep_definitions::Forks)]
+    #[instrument(skip_all, err(Debug))]
     pub async fn forks(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -321,6 +329,7 @@ impl SweepStoreActivities {
     }
 
     #[activity(definition = belay_workflows::sweep::sweep_definitions::MarkSwept)]
+    #[instrument(skip_all, fields(repos = repos.len()), err(Debug))]
     pub async fn mark_swept(self: Arc<Self>, _ctx: ActivityContext, repos: Vec<String>) -> Result<(), ActivityError> {
         self.store.mark_forks_swept(&repos).await.map_err(store_error)
     }
@@ -334,6 +343,7 @@ pub struct SweepGitActivities {
 #[activities]
 impl SweepGitActivities {
     #[activity(definition = belay_workflows::sweep::sweep_definitions::Delete)]
+    #[instrument(skip_all, fields(repos = repos.len()), err(Debug))]
     pub async fn delete(self: Arc<Self>, _ctx: ActivityContext, repos: Vec<String>) -> Result<(), ActivityError> {
         for repo in &repos {
             self.git.delete_repo(repo).await.map_err(git_error)?;

@@ -15,6 +15,7 @@ pub mod llm;
 pub mod project;
 pub mod promotion;
 pub mod revocations;
+pub mod sandbox_leases;
 pub mod selection;
 pub mod store;
 pub mod top_up;

@@ -17,12 +17,49 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use tracing::warn;
+use tracing::{instrument, warn};
 
 /// The model calls, on the `belay.llm` pool.
 pub struct LlmActivities {
     pub store: Store,
     pub client: Arc<AnthropicClient>,
+}
+
+/// The store's model meters, as the model client holds a call to them.
+struct StoreMeter<'s>(&'s Store);
+
+impl belay_llm::ModelMeter for StoreMeter<'_> {
+    fn reserve<'a>(
+        &'a self,
+        change_id: &'a str,
+        estimate_usd: f64,
+        limits: belay_llm::ModelLimits,
+        now_ms: i64,
+    ) -> belay_llm::MeterFuture<'a, Result<belay_llm::ModelReservation, String>> {
+        Box::pin(async move {
+            self.0
+                .reserve_model_call(change_id, estimate_usd, limits, now_ms)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn release<'a>(&'a self, reservation: &'a belay_llm::ModelReservation) -> belay_llm::MeterFuture<'a, ()> {
+        Box::pin(async move { self.0.release_model_call(reservation).await.map_err(|e| e.to_string()) })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        reservation: &'a belay_llm::ModelReservation,
+        cost_usd: f64,
+    ) -> belay_llm::MeterFuture<'a, ()> {
+        Box::pin(async move {
+            self.0
+                .settle_model_call(reservation, cost_usd)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
 }
 
 impl LlmActivities {
@@ -35,7 +72,7 @@ impl LlmActivities {
     ) -> Result<Answer, CallError> {
         self.client
             .call(
-                &self.store,
+                &StoreMeter(&self.store),
                 change_id,
                 model,
                 ACCEPTANCE_SYSTEM,
@@ -144,7 +181,7 @@ impl LlmActivities {
         let answer = self
             .client
             .call(
-                &self.store,
+                &StoreMeter(&self.store),
                 req.change_id.as_str(),
                 Model::Sonnet,
                 JUDGE_SYSTEM,
@@ -171,6 +208,7 @@ impl LlmActivities {
 #[activities]
 impl LlmActivities {
     #[activity(definition = belay_workflows::selection::selection_definitions::Acceptance)]
+    #[instrument(skip_all, fields(change.id = %input.change_id, candidate.id = %input.candidate_id), err(Debug))]
     pub async fn acceptance(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -180,6 +218,7 @@ impl LlmActivities {
     }
 
     #[activity(definition = belay_workflows::selection::selection_definitions::Judge)]
+    #[instrument(skip_all, fields(change.id = %input.change_id), err(Debug))]
     pub async fn judge(
         self: Arc<Self>,
         _ctx: ActivityContext,

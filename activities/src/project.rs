@@ -72,6 +72,7 @@ pub struct ProjectStoreActivities {
 #[activities]
 impl ProjectStoreActivities {
     #[activity(definition = belay_workflows::contracts::project_definitions::MarkProvisioned)]
+    #[instrument(skip_all, fields(project.id = %input.project_id), err(Debug))]
     pub async fn mark_provisioned(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -84,6 +85,7 @@ impl ProjectStoreActivities {
     }
 
     #[activity(definition = belay_workflows::contracts::cleanup_definitions::RepositoryNames)]
+    #[instrument(skip_all, fields(project.id = %project_id), err(Debug))]
     pub async fn repository_names(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -96,6 +98,7 @@ impl ProjectStoreActivities {
     }
 
     #[activity(definition = belay_workflows::contracts::cleanup_definitions::DeleteRows)]
+    #[instrument(skip_all, fields(project.id = %project_id), err(Debug))]
     pub async fn delete_rows(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -105,6 +108,7 @@ impl ProjectStoreActivities {
     }
 
     #[activity(definition = belay_workflows::contracts::project_definitions::MarkFailed)]
+    #[instrument(skip_all, fields(project.id = %input.project_id), err(Debug))]
     pub async fn mark_failed(
         self: Arc<Self>,
         _ctx: ActivityContext,

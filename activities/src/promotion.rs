@@ -84,6 +84,7 @@ impl PromotionStoreActivities {
     }
 
     #[activity(definition = belay_workflows::promotion::promotion_definitions::Pushed)]
+    #[instrument(skip_all, fields(candidate.id = %candidate_id), err(Debug))]
     pub async fn pushed(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -96,6 +97,7 @@ impl PromotionStoreActivities {
     }
 
     #[activity(definition = belay_workflows::promotion::promotion_definitions::Synced)]
+    #[instrument(skip_all, fields(candidate.id = %candidate_id), err(Debug))]
     pub async fn synced(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -132,6 +134,7 @@ impl PromotionStoreActivities {
     }
 
     #[activity(definition = belay_workflows::promotion::promotion_definitions::WinnerFacts)]
+    #[instrument(skip_all, fields(candidate.id = %candidate_id), err(Debug))]
     pub async fn winner_facts(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -187,6 +190,7 @@ pub struct SweepCandidateStoreActivities {
 #[activities]
 impl SweepCandidateStoreActivities {
     #[activity(definition = belay_workflows::promotion::promotion_definitions::CandidateForks)]
+    #[instrument(skip_all, err(Debug))]
     pub async fn candidate_forks(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -231,6 +235,7 @@ pub struct PromotionGitActivities {
 #[activities]
 impl PromotionGitActivities {
     #[activity(definition = belay_workflows::promotion::promotion_definitions::CommitInFork)]
+    #[instrument(skip_all, fields(fork = %input.fork, commit = %input.commit), err(Debug))]
     pub async fn commit_in_fork(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -250,6 +255,7 @@ impl PromotionGitActivities {
     }
 
     #[activity(definition = belay_workflows::promotion::promotion_definitions::CanonicalHolds)]
+    #[instrument(skip_all, fields(candidates = input.len()), err(Debug))]
     pub async fn canonical_holds(
         self: Arc<Self>,
         _ctx: ActivityContext,

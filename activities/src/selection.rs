@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::instrument;
 
 /// Reads what the acceptance model is given: the Candidate patch, then the composed files in
 /// `composedFileOrder` from the Candidate fork; the patch alone when the fork cannot be read.
@@ -105,6 +106,7 @@ pub struct SelectionGitActivities {
 #[activities]
 impl SelectionGitActivities {
     #[activity(definition = belay_workflows::selection::selection_definitions::AcceptanceSource)]
+    #[instrument(skip_all, fields(project.id = %input.project_id, candidate.id = %input.candidate_id), err(Debug))]
     pub async fn acceptance_source(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -122,6 +124,7 @@ pub struct SelectionStoreActivities {
 #[activities]
 impl SelectionStoreActivities {
     #[activity(definition = belay_workflows::selection::selection_definitions::AcceptanceStore)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
     pub async fn acceptance_store(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -147,6 +150,7 @@ impl SelectionStoreActivities {
     }
 
     #[activity(definition = belay_workflows::selection::selection_definitions::Claim)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
     pub async fn claim(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -159,6 +163,7 @@ impl SelectionStoreActivities {
     }
 
     #[activity(definition = belay_workflows::selection::selection_definitions::Apply)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
     pub async fn apply(
         self: Arc<Self>,
         _ctx: ActivityContext,

@@ -220,6 +220,7 @@ pub struct ProbeActivities;
 #[activities]
 impl ProbeActivities {
     #[activity(definition = belay_workflows::contracts::probe_definitions::Echo)]
+    #[instrument(skip_all, err(Debug))]
     pub async fn echo(_ctx: ActivityContext, input: String) -> Result<String, ActivityError> {
         Ok(input)
     }

@@ -105,6 +105,7 @@ impl VerifyStoreActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::Status)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
     pub async fn status(self: Arc<Self>, _ctx: ActivityContext, input: StatusRequest) -> Result<bool, ActivityError> {
         self.store
             .set_candidate_status(
@@ -118,6 +119,7 @@ impl VerifyStoreActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::Stale)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
     pub async fn stale(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -132,6 +134,7 @@ impl VerifyStoreActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::Reserve)]
+    #[instrument(skip_all, fields(project.id = %input.project_id, candidate.id = %input.candidate_id), err(Debug))]
     pub async fn reserve(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -154,6 +157,7 @@ impl VerifyStoreActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::Settle)]
+    #[instrument(skip_all, fields(reservation.id = %input.reservation_id), err(Debug))]
     pub async fn settle(self: Arc<Self>, _ctx: ActivityContext, input: SettleRequest) -> Result<(), ActivityError> {
         let end = now_secs().max(input.start);
         self.store
@@ -164,6 +168,7 @@ impl VerifyStoreActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::Composed)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id, commit = %input.commit), err(Debug))]
     pub async fn composed(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -176,6 +181,7 @@ impl VerifyStoreActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::Record)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id, check.id = %input.check_id, attempt = input.attempt), err(Debug))]
     pub async fn record(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -205,6 +211,7 @@ impl VerifyStoreActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::Evidence)]
+    #[instrument(skip_all, fields(candidate.id = %candidate_id), err(Debug))]
     pub async fn evidence(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -221,6 +228,7 @@ impl VerifyStoreActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::AcceptanceRepair)]
+    #[instrument(skip_all, fields(candidate.id = %candidate_id), err(Debug))]
     pub async fn acceptance_repair(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -242,6 +250,7 @@ pub struct VerifyGitActivities {
 #[activities]
 impl VerifyGitActivities {
     #[activity(definition = belay_workflows::verification::verify_definitions::Paths)]
+    #[instrument(skip_all, fields(tips = input.tips.len()), err(Debug))]
     pub async fn paths(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -284,6 +293,7 @@ impl VerifyGitActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::Inspect)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id, commit = %input.commit), err(Debug))]
     pub async fn inspect(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -325,6 +335,7 @@ impl VerifyGitActivities {
     }
 
     #[activity(definition = belay_workflows::verification::verify_definitions::Patch)]
+    #[instrument(skip_all, fields(candidate.id = %input.candidate_id, commit = %input.commit), err(Debug))]
     pub async fn patch(self: Arc<Self>, _ctx: ActivityContext, input: PatchRequest) -> Result<String, ActivityError> {
         let fork = candidate_fork(input.candidate_id.as_str()).map_err(fatal)?;
         let diff = self

@@ -121,6 +121,7 @@ impl WorkspaceStoreActivities {
     }
 
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Opened)]
+    #[instrument(skip_all, fields(run.id = %input.run_id), err(Debug))]
     pub async fn opened(self: Arc<Self>, _ctx: ActivityContext, input: OpenedRequest) -> Result<(), ActivityError> {
         let OpenedRequest { run_id, base, start } = input;
         let row = self
@@ -141,6 +142,7 @@ impl WorkspaceStoreActivities {
     }
 
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Record)]
+    #[instrument(skip_all, fields(run.id = %input.run_id), err(Debug))]
     pub async fn record(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -162,6 +164,7 @@ impl WorkspaceStoreActivities {
     }
 
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Finish)]
+    #[instrument(skip_all, fields(run.id = %input.run_id), err(Debug))]
     pub async fn finish(
         self: Arc<Self>,
         _ctx: ActivityContext,
@@ -570,6 +573,7 @@ impl WorkspaceSandboxActivities {
     }
 
     #[activity(definition = belay_workflows::workspace::workspace_definitions::Remove)]
+    #[instrument(skip_all, fields(project.id = %input.project_id, run.id = %input.run_id), err(Debug))]
     pub async fn remove(self: Arc<Self>, _ctx: ActivityContext, input: RemoveRequest) -> Result<(), ActivityError> {
         let dir = run_dir(&input.run_id).map_err(fatal)?;
         // Nothing to remove when the Sandbox is gone: its disk went with it.

@@ -193,6 +193,26 @@ fn union(intervals: impl IntoIterator<Item = Interval>) -> Vec<Interval> {
     merged
 }
 
+/// The limits a model call is held to: the deployment's monthly budget, its daily call cap and
+/// a Change's budget.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelLimits {
+    pub monthly_budget_usd: f64,
+    pub daily_call_cap: i64,
+    pub change_budget_usd: f64,
+}
+
+/// A model call's reservation on the meters, to settle or release: what was reserved, and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelReservation {
+    pub change_id: String,
+    pub month: String,
+    pub estimate_micro: i64,
+    /// The UTC day whose call cap counted the call (`YYYY-MM-DD`).
+    #[serde(default)]
+    pub day: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

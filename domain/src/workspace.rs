@@ -380,9 +380,56 @@ fn is_script_name(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_:.@/".contains(c))
 }
 
+/// How the admission of a run's workspace goes, from what the store found under one lock: the
+/// run's workspace admitted before (an activity retried), and how many of its Change's are open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmissionStep {
+    /// Admitted before, with its reservation (or no longer open): answered as it is.
+    AsBefore,
+    /// Admitted before admission and reservation were one step: reserve its seconds now.
+    ReserveNow,
+    /// A new workspace: reserve its seconds and open it.
+    Open,
+    /// The Change has [`MAX_OPEN_PER_CHANGE`] open workspaces already.
+    Refused { open: i64 },
+}
+
+/// A run whose workspace was admitted before (an activity retried) is admitted again without
+/// counting: as it is, or, when it is open without a reservation (admitted before admission and
+/// reservation were one step), with its seconds reserved now.
+pub fn readmission(open: bool, reserved: bool) -> AdmissionStep {
+    if open && !reserved {
+        AdmissionStep::ReserveNow
+    } else {
+        AdmissionStep::AsBefore
+    }
+}
+
+/// A new workspace opens while its Change has fewer than [`MAX_OPEN_PER_CHANGE`] open ones.
+pub fn new_admission(open_of_change: i64) -> AdmissionStep {
+    if open_of_change >= MAX_OPEN_PER_CHANGE {
+        AdmissionStep::Refused { open: open_of_change }
+    } else {
+        AdmissionStep::Open
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// At most four open workspaces per Change; a retried admission neither counts nor refuses.
+    #[test]
+    fn a_change_opens_at_most_four_workspaces_and_a_retry_is_admitted_as_before() {
+        assert_eq!(new_admission(0), AdmissionStep::Open);
+        assert_eq!(new_admission(3), AdmissionStep::Open);
+        assert_eq!(new_admission(4), AdmissionStep::Refused { open: 4 });
+        assert_eq!(new_admission(5), AdmissionStep::Refused { open: 5 });
+        assert_eq!(readmission(true, true), AdmissionStep::AsBefore);
+        assert_eq!(readmission(false, false), AdmissionStep::AsBefore);
+        assert_eq!(readmission(false, true), AdmissionStep::AsBefore);
+        assert_eq!(readmission(true, false), AdmissionStep::ReserveNow);
+    }
 
     fn argv(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()

@@ -20,24 +20,7 @@ pub const MODEL_COST_MONTH: &str = "model_cost_month";
 /// `usage_counters.meter` of a Change's model cost (scope the Change id).
 pub const MODEL_COST_CHANGE: &str = "model_cost_change";
 
-/// The limits a model call is held to.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ModelLimits {
-    pub monthly_budget_usd: f64,
-    pub daily_call_cap: i64,
-    pub change_budget_usd: f64,
-}
-
-/// A reservation to settle: what was reserved, and where.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ModelReservation {
-    pub change_id: String,
-    pub month: String,
-    pub estimate_micro: i64,
-    /// The UTC day whose call cap counted the call (`YYYY-MM-DD`).
-    #[serde(default)]
-    pub day: String,
-}
+pub use belay_domain::meter::{ModelLimits, ModelReservation};
 
 /// The UTC civil date of a unix time in milliseconds: (year, month, day).
 pub fn utc_date(ms: i64) -> (i64, u32, u32) {

@@ -9,7 +9,7 @@ use crate::rows::json;
 use crate::{Store, StoreError, Tx, events, now_ms};
 use belay_domain::change::{ChangeSet, ChangeSetInput, TaskKind};
 use belay_domain::meter::{CapExceeded, Reservation};
-use belay_domain::workspace::{MAX_OPEN_PER_CHANGE, WorkspacePolicy};
+use belay_domain::workspace::{AdmissionStep, WorkspacePolicy, new_admission, readmission};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
@@ -112,10 +112,9 @@ pub async fn admit(
     let sql = format!("select {WS_COLUMNS} from workspaces where run_id = $1");
     if let Some(row) = sqlx::query(&sql).bind(run_id).fetch_optional(tx.conn()).await? {
         let row = workspace_row(&row)?;
-        if row.status != "open" || row.reservation_id.is_some() {
+        if readmission(row.status == "open", row.reservation_id.is_some()) == AdmissionStep::AsBefore {
             return Ok(Admission::Admitted(Box::new(row)));
         }
-        // Admitted before admission and reservation were one step: reserve it now.
         let reservation = match meter::reserve(tx, project_id, Reservation::OpenWorkspace, now_secs).await? {
             Reserve::Reserved { id, .. } => id,
             Reserve::Refused(cap) => return Ok(Admission::CapRefused(cap)),
@@ -135,7 +134,7 @@ pub async fn admit(
         .fetch_one(tx.conn())
         .await?
         .try_get("n")?;
-    if open >= MAX_OPEN_PER_CHANGE {
+    if let AdmissionStep::Refused { open } = new_admission(open) {
         return Ok(Admission::Refused { open });
     }
     let reservation = match meter::reserve(tx, project_id, Reservation::OpenWorkspace, now_secs).await? {

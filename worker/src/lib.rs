@@ -222,185 +222,12 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
     let runtime = Runtime::from_current_tokio(runtime_options(deps.settings.temporal_metrics_addr)?)?;
     let mut workers = Vec::new();
     for &pool in pools {
-        let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));
-        let options = match pool {
-            // The run lane's store steps (claim, start, mark running, complete, fail), the
-            // dispatcher's run starts and promotion's store steps (facts, compare-and-swap,
-            // released) run as local activities of the workflow worker.
-            Pool::Workflows => belay_workflows::register_every_workflow!(base)?
-                .register_activities(StoreActivities {
-                    store: deps.store.clone(),
-                    client: Some(deps.client.clone()),
-                })
-                .register_activities(belay_activities::promotion::PromotionStoreActivities {
-                    store: deps.store.clone(),
-                })
-                .register_activities(ClientActivities {
-                    client: deps.client.clone(),
-                    store: deps.store.clone(),
-                })
-                .build(),
-            Pool::Db => base
-                .register_activities(StoreActivities {
-                    store: deps.store.clone(),
-                    client: Some(deps.client.clone()),
-                })
-                .register_activities(ProjectStoreActivities {
-                    store: deps.store.clone(),
-                })
-                .register_activities(WorkspaceStoreActivities {
-                    store: deps.store.clone(),
-                })
-                .register_activities(EditStoreActivities {
-                    store: deps.store.clone(),
-                })
-                .register_activities(SweepStoreActivities {
-                    store: deps.store.clone(),
-                })
-                .register_activities(ProbeActivities)
-                .register_activities(belay_activities::top_up::TopUpStoreActivities {
-                    store: deps.store.clone(),
-                    lease_ms: i64::try_from(deps.top_up_lease.as_millis()).unwrap_or(i64::MAX),
-                })
-                .register_activities(VerifyStoreActivities {
-                    store: deps.store.clone(),
-                    objects: deps.objects.clone(),
-                })
-                .register_activities(belay_activities::promotion::PromotionStoreActivities {
-                    store: deps.store.clone(),
-                })
-                .register_activities(belay_activities::promotion::SweepCandidateStoreActivities {
-                    store: deps.store.clone(),
-                })
-                .register_activities(belay_activities::ladder::LadderClimbActivities {
-                    store: deps.store.clone(),
-                })
-                .register_activities(belay_activities::selection::SelectionStoreActivities {
-                    store: deps.store.clone(),
-                })
-                .build(),
-            Pool::Harness => {
-                std::fs::create_dir_all(&deps.work_root)
-                    .with_context(|| format!("creating {}", deps.work_root.display()))?;
-                // Adapters marked `sandbox` need only the Docker side of the configuration.
-                let config = match &deps.sandbox {
-                    Some(s) => Some(s.config.clone()),
-                    None => deps.sandbox_config.clone(),
-                };
-                let sandbox = match config {
-                    Some(config) => {
-                        let config = with_deployment(config, &deps.store).await?;
-                        match Sandboxes::connect(config).await {
-                            Ok(s) => Some(Arc::new(s)),
-                            Err(e) => {
-                                warn!(error = %e, "no Docker Engine for the harness pool: adapters marked sandbox will fail");
-                                None
-                            }
-                        }
-                    }
-                    None => None,
-                };
-                base.register_activities(HarnessActivities {
-                    objects: deps.objects.clone(),
-                    work_root: deps.work_root.clone(),
-                    sandbox,
-                    env: deps.settings.adapter_env.clone(),
-                })
-                .build()
-            }
-            Pool::Git => {
-                std::fs::create_dir_all(&deps.git_root)
-                    .with_context(|| format!("creating {}", deps.git_root.display()))?;
-                base.register_activities(GitActivities {
-                    git: GitService::new(deps.git_root.clone()),
-                    sources: SourceObjects::new(deps.objects.clone()),
-                })
-                .register_activities(WorkspaceGitActivities {
-                    git: GitService::new(deps.git_root.clone()),
-                    sources: SourceObjects::new(deps.objects.clone()),
-                })
-                .register_activities(EditGitActivities {
-                    git: GitService::new(deps.git_root.clone()),
-                })
-                .register_activities(SweepGitActivities {
-                    git: GitService::new(deps.git_root.clone()),
-                })
-                .register_activities(VerifyGitActivities {
-                    git: GitService::new(deps.git_root.clone()),
-                    sources: SourceObjects::new(deps.objects.clone()),
-                })
-                .register_activities(belay_activities::promotion::PromotionGitActivities {
-                    git: GitService::new(deps.git_root.clone()),
-                    sources: SourceObjects::new(deps.objects.clone()),
-                })
-                .register_activities(belay_activities::selection::SelectionGitActivities {
-                    git: GitService::new(deps.git_root.clone()),
-                    sources: SourceObjects::new(deps.objects.clone()),
-                })
-                .build()
-            }
-            Pool::Sandbox if deps.sandbox.is_some() => {
-                let sandbox = deps.sandbox.clone().expect("checked");
-                let config = with_deployment(sandbox.config, &deps.store).await?;
-                info!(deployment = ?config.deployment, "the sandbox pool's containers carry this deployment label");
-                let leases = Arc::new(belay_sandbox::store_leases::StoreLeases::new(deps.store.clone()));
-                let sandboxes = Arc::new(
-                    Sandboxes::connect_with_leases(config, leases)
-                        .await
-                        .context("connecting to the Docker Engine for the sandbox pool")?,
-                );
-                tokio::spawn(reap_idle(sandboxes.clone()));
-                let revocations = StoreRevocations(deps.store.clone());
-                base.register_activities(WorkspaceSandboxActivities {
-                    sandboxes: sandboxes.clone(),
-                    store: deps.store.clone(),
-                    revocations: revocations.clone(),
-                    git: sandbox.git.clone(),
-                })
-                .register_activities(EditSandboxActivities {
-                    sandboxes: sandboxes.clone(),
-                    store: deps.store.clone(),
-                    revocations: revocations.clone(),
-                    git: sandbox.git.clone(),
-                })
-                .register_activities(VerifySandboxActivities {
-                    sandboxes,
-                    revocations,
-                    git: sandbox.git,
-                    store: deps.store.clone(),
-                    objects: deps.objects.clone(),
-                    checkouts: Default::default(),
-                })
-                .build()
-            }
-            Pool::Llm => {
-                let mut config = deps
-                    .settings
-                    .llm
-                    .clone()
-                    .context("the llm pool has no model client configuration")?;
-                config.extra_roots = deps.http_roots.clone();
-                if config.api_key.is_none() {
-                    warn!("BELAY_ANTHROPIC_API_KEY is unset: every model call is refused before it is made");
-                }
-                base.register_activities(belay_activities::llm::LlmActivities {
-                    store: deps.store.clone(),
-                    client: Arc::new(belay_llm::AnthropicClient::new(config)?),
-                })
-                .build()
-            }
-            Pool::Browser if deps.sandbox.is_some() => {
-                let sandbox = deps.sandbox.clone().expect("checked");
-                base.register_activities(browser_activities(&deps, sandbox).await?)
-                    .build()
-            }
-            Pool::Sandbox | Pool::Browser => {
-                warn!(
-                    pool = pool.name(),
-                    "this pool has no activities yet; not polling its queue"
-                );
-                continue;
-            }
+        let Some(options) = pool_options(pool, &deps).await? else {
+            warn!(
+                pool = pool.name(),
+                "this pool has no activities yet; not polling its queue"
+            );
+            continue;
         };
         workers.push((pool, Worker::new(&runtime, deps.client.clone(), options)?));
     }
@@ -434,6 +261,185 @@ pub async fn run_pools(pools: &[Pool], deps: WorkerDeps, shutdown: impl Future<O
     Ok(())
 }
 
+/// The worker options of one pool: its task queue, with the activities (and for `workflows` the
+/// workflows) it serves over `deps`; `None` for a pool with nothing to serve here (the sandbox
+/// and browser pools without a Sandbox configuration).
+async fn pool_options(pool: Pool, deps: &WorkerDeps) -> anyhow::Result<Option<WorkerOptions>> {
+    let base = WorkerOptions::new(pool.task_queue()).graceful_shutdown_period(Duration::from_secs(5));
+    Ok(Some(match pool {
+        // The run lane's store steps (claim, start, mark running, complete, fail), the
+        // dispatcher's run starts and promotion's store steps (facts, compare-and-swap,
+        // released) run as local activities of the workflow worker.
+        Pool::Workflows => belay_workflows::register_every_workflow!(base)?
+            .register_activities(StoreActivities {
+                store: deps.store.clone(),
+                client: Some(deps.client.clone()),
+            })
+            .register_activities(belay_activities::promotion::PromotionStoreActivities {
+                store: deps.store.clone(),
+            })
+            .register_activities(ClientActivities {
+                client: deps.client.clone(),
+                store: deps.store.clone(),
+            })
+            .build(),
+        Pool::Db => base
+            .register_activities(StoreActivities {
+                store: deps.store.clone(),
+                client: Some(deps.client.clone()),
+            })
+            .register_activities(ProjectStoreActivities {
+                store: deps.store.clone(),
+            })
+            .register_activities(WorkspaceStoreActivities {
+                store: deps.store.clone(),
+            })
+            .register_activities(EditStoreActivities {
+                store: deps.store.clone(),
+            })
+            .register_activities(SweepStoreActivities {
+                store: deps.store.clone(),
+            })
+            .register_activities(ProbeActivities)
+            .register_activities(belay_activities::top_up::TopUpStoreActivities {
+                store: deps.store.clone(),
+                lease_ms: i64::try_from(deps.top_up_lease.as_millis()).unwrap_or(i64::MAX),
+            })
+            .register_activities(VerifyStoreActivities {
+                store: deps.store.clone(),
+                objects: deps.objects.clone(),
+            })
+            .register_activities(belay_activities::promotion::PromotionStoreActivities {
+                store: deps.store.clone(),
+            })
+            .register_activities(belay_activities::promotion::SweepCandidateStoreActivities {
+                store: deps.store.clone(),
+            })
+            .register_activities(belay_activities::ladder::LadderClimbActivities {
+                store: deps.store.clone(),
+            })
+            .register_activities(belay_activities::selection::SelectionStoreActivities {
+                store: deps.store.clone(),
+            })
+            .build(),
+        Pool::Harness => {
+            std::fs::create_dir_all(&deps.work_root)
+                .with_context(|| format!("creating {}", deps.work_root.display()))?;
+            // Adapters marked `sandbox` need only the Docker side of the configuration.
+            let config = match &deps.sandbox {
+                Some(s) => Some(s.config.clone()),
+                None => deps.sandbox_config.clone(),
+            };
+            let sandbox = match config {
+                Some(config) => {
+                    let config = with_deployment(config, &deps.store).await?;
+                    match Sandboxes::connect(config).await {
+                        Ok(s) => Some(Arc::new(s)),
+                        Err(e) => {
+                            warn!(error = %e, "no Docker Engine for the harness pool: adapters marked sandbox will fail");
+                            None
+                        }
+                    }
+                }
+                None => None,
+            };
+            base.register_activities(HarnessActivities {
+                objects: deps.objects.clone(),
+                work_root: deps.work_root.clone(),
+                sandbox,
+                env: deps.settings.adapter_env.clone(),
+            })
+            .build()
+        }
+        Pool::Git => {
+            std::fs::create_dir_all(&deps.git_root).with_context(|| format!("creating {}", deps.git_root.display()))?;
+            base.register_activities(GitActivities {
+                git: GitService::new(deps.git_root.clone()),
+                sources: SourceObjects::new(deps.objects.clone()),
+            })
+            .register_activities(WorkspaceGitActivities {
+                git: GitService::new(deps.git_root.clone()),
+                sources: SourceObjects::new(deps.objects.clone()),
+            })
+            .register_activities(EditGitActivities {
+                git: GitService::new(deps.git_root.clone()),
+            })
+            .register_activities(SweepGitActivities {
+                git: GitService::new(deps.git_root.clone()),
+            })
+            .register_activities(VerifyGitActivities {
+                git: GitService::new(deps.git_root.clone()),
+                sources: SourceObjects::new(deps.objects.clone()),
+            })
+            .register_activities(belay_activities::promotion::PromotionGitActivities {
+                git: GitService::new(deps.git_root.clone()),
+                sources: SourceObjects::new(deps.objects.clone()),
+            })
+            .register_activities(belay_activities::selection::SelectionGitActivities {
+                git: GitService::new(deps.git_root.clone()),
+                sources: SourceObjects::new(deps.objects.clone()),
+            })
+            .build()
+        }
+        Pool::Sandbox if deps.sandbox.is_some() => {
+            let sandbox = deps.sandbox.clone().expect("checked");
+            let config = with_deployment(sandbox.config, &deps.store).await?;
+            info!(deployment = ?config.deployment, "the sandbox pool's containers carry this deployment label");
+            let leases = Arc::new(belay_activities::sandbox_leases::StoreLeases::new(deps.store.clone()));
+            let sandboxes = Arc::new(
+                Sandboxes::connect_with_leases(config, leases)
+                    .await
+                    .context("connecting to the Docker Engine for the sandbox pool")?,
+            );
+            tokio::spawn(reap_idle(sandboxes.clone()));
+            let revocations = StoreRevocations(deps.store.clone());
+            base.register_activities(WorkspaceSandboxActivities {
+                sandboxes: sandboxes.clone(),
+                store: deps.store.clone(),
+                revocations: revocations.clone(),
+                git: sandbox.git.clone(),
+            })
+            .register_activities(EditSandboxActivities {
+                sandboxes: sandboxes.clone(),
+                store: deps.store.clone(),
+                revocations: revocations.clone(),
+                git: sandbox.git.clone(),
+            })
+            .register_activities(VerifySandboxActivities {
+                sandboxes,
+                revocations,
+                git: sandbox.git,
+                store: deps.store.clone(),
+                objects: deps.objects.clone(),
+                checkouts: Default::default(),
+            })
+            .build()
+        }
+        Pool::Llm => {
+            let mut config = deps
+                .settings
+                .llm
+                .clone()
+                .context("the llm pool has no model client configuration")?;
+            config.extra_roots = deps.http_roots.clone();
+            if config.api_key.is_none() {
+                warn!("BELAY_ANTHROPIC_API_KEY is unset: every model call is refused before it is made");
+            }
+            base.register_activities(belay_activities::llm::LlmActivities {
+                store: deps.store.clone(),
+                client: Arc::new(belay_llm::AnthropicClient::new(config)?),
+            })
+            .build()
+        }
+        Pool::Browser if deps.sandbox.is_some() => {
+            let sandbox = deps.sandbox.clone().expect("checked");
+            base.register_activities(browser_activities(deps, sandbox).await?)
+                .build()
+        }
+        Pool::Sandbox | Pool::Browser => return Ok(None),
+    }))
+}
+
 /// The browser pool's activities: the project's Sandbox (the checkout and the dev command) and
 /// headless Chromium (`BELAY_CHROMIUM`), metered by `BROWSER_DAILY_SECONDS`.
 async fn browser_activities(
@@ -441,7 +447,7 @@ async fn browser_activities(
     sandbox: SandboxDeps,
 ) -> anyhow::Result<belay_activities::browser::BrowserActivities> {
     let config = with_deployment(sandbox.config, &deps.store).await?;
-    let leases = Arc::new(belay_sandbox::store_leases::StoreLeases::new(deps.store.clone()));
+    let leases = Arc::new(belay_activities::sandbox_leases::StoreLeases::new(deps.store.clone()));
     let sandboxes = Arc::new(
         Sandboxes::connect_with_leases(config, leases)
             .await

@@ -6,8 +6,7 @@
 //! here too; what the answers mean is decided by `belay_domain`.
 
 use belay_domain::acceptance::{AcceptanceCriterion, AcceptanceInput, PartKind, ToolCall};
-use belay_store::Store;
-use belay_store::model_meter::ModelLimits;
+pub use belay_domain::meter::{ModelLimits, ModelReservation};
 use serde::Deserialize;
 use std::time::Duration;
 use tracing::{info, warn};
@@ -17,6 +16,28 @@ pub const DEFAULT_HAIKU: &str = "claude-haiku-4-5";
 pub const DEFAULT_SONNET: &str = "claude-sonnet-4-5";
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// What a meter's future answers: the value, or why the meters could not be read or written.
+pub type MeterFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// The meters a model call is held to: reserved before it is made, released when it was never
+/// sent, settled at the cost the API reported. The activities hand in the store's model meters;
+/// the adapter never reaches the database itself.
+pub trait ModelMeter: Send + Sync {
+    /// Reserves `estimate_usd` for one call of `change_id` under `limits`: the reservation, or
+    /// (inside `Ok`) why a meter refused it.
+    fn reserve<'a>(
+        &'a self,
+        change_id: &'a str,
+        estimate_usd: f64,
+        limits: ModelLimits,
+        now_ms: i64,
+    ) -> MeterFuture<'a, Result<ModelReservation, String>>;
+    /// Gives back a reservation whose call was never sent.
+    fn release<'a>(&'a self, reservation: &'a ModelReservation) -> MeterFuture<'a, ()>;
+    /// Settles a reservation at what the call cost.
+    fn settle<'a>(&'a self, reservation: &'a ModelReservation, cost_usd: f64) -> MeterFuture<'a, ()>;
+}
 
 /// USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -246,7 +267,7 @@ impl AnthropicClient {
     /// its limit; settled at the reported usage.
     pub async fn call(
         &self,
-        store: &Store,
+        meter: &dyn ModelMeter,
         change_id: &str,
         model: Model,
         system: &str,
@@ -264,11 +285,10 @@ impl AnthropicClient {
         // At most this: the input at one token per 3 characters, and every output token.
         let estimate_tokens = ((system.len() + user.len() + tool.schema.to_string().len()) / 3 + 64) as u64;
         let estimate = price.cost(estimate_tokens, u64::from(self.config.max_tokens));
-        let now = belay_store::now_ms();
-        let reservation = match store
-            .reserve_model_call(change_id, estimate, self.config.limits, now)
-            .await
-        {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let reservation = match meter.reserve(change_id, estimate, self.config.limits, now).await {
             Ok(Ok(r)) => r,
             Ok(Err(why)) => {
                 warn!(model = self.config.name(model), reason = %why, "model call refused by a meter");
@@ -301,7 +321,7 @@ impl AnthropicClient {
             Err(e) if e.is_connect() || e.is_builder() => {
                 let cause = transport_cause(&e);
                 warn!(model = self.config.name(model), error = %cause, "model call failed before it was sent; not counted");
-                if let Err(e) = store.release_model_call(&reservation).await {
+                if let Err(e) = meter.release(&reservation).await {
                     warn!(error = %e, "releasing an unsent model call failed; its reservation stays counted");
                 }
                 return Err(CallError::Transport(cause));
@@ -324,7 +344,7 @@ impl AnthropicClient {
             Ok(m) => price.cost(m.usage.input_tokens, m.usage.output_tokens),
             Err(_) => 0.0,
         };
-        if let Err(e) = store.settle_model_call(&reservation, cost).await {
+        if let Err(e) = meter.settle(&reservation, cost).await {
             warn!(error = %e, "settling a model call failed; its reservation stays counted");
         }
         if let Err(e) = &result {

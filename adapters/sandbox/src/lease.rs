@@ -1,6 +1,6 @@
 //! Where a Sandbox's life is recorded: its lease, its last use and the commands running in it.
 //!
-//! A deployment's workers share one lease book (the database: [`crate::store_leases`]), so a
+//! A deployment's workers share one lease book (the database: `belay_activities::sandbox_leases`), so a
 //! worker's reaper removes a Sandbox only when the shared record says it has been idle with
 //! nothing running, and SANDBOX_MAX counts every worker's Sandboxes. [`LocalLeases`] keeps the
 //! same book in memory, for a process that is the only user of its Sandboxes (tests, benches).

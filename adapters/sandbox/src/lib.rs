@@ -31,7 +31,6 @@ pub mod git;
 pub mod lease;
 pub mod oneoff;
 pub mod preview;
-pub mod store_leases;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -5,8 +5,8 @@
 
 use super::support::{fresh_store, median, ratio};
 use anyhow::bail;
+use belay_activities::sandbox_leases::StoreLeases;
 use belay_sandbox::lease::{Leases, LocalLeases};
-use belay_sandbox::store_leases::StoreLeases;
 use belay_sandbox::{SandboxConfig, SandboxUser, Sandboxes, WORKSPACE};
 use std::process::Command;
 use std::sync::Arc;

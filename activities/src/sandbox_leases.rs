@@ -1,9 +1,8 @@
-//! The deployment's Sandbox lease book in the database, where every sandbox worker reads it:
-//! [`crate::lease::Leases`] over the store's `sandbox_leases` functions. It is the Sandbox's
-//! adapter onto the database, so the worker and the benches take it from here, not from the
-//! activities.
+//! The deployment's Sandbox lease book in the database, where every sandbox worker reads it: the
+//! Sandbox adapter's [`Leases`] over the store's `sandbox_leases` functions. It lives here, where
+//! the store and the adapter meet, so that the Sandbox adapter never reaches into the store.
 
-use crate::lease::{Acquired, LeaseFuture, Leases};
+use belay_sandbox::lease::{Acquired, LeaseFuture, Leases};
 use belay_store::Store;
 use belay_store::sandbox_leases::LeaseAcquired;
 
@@ -89,7 +88,7 @@ impl Leases for StoreLeases {
 
     fn projects(&self) -> LeaseFuture<'_, Vec<String>> {
         Box::pin(async move {
-            let now = crate::lease::wall_ms();
+            let now = belay_sandbox::lease::wall_ms();
             Ok(self
                 .store
                 .sandbox_leases(now)
