@@ -301,20 +301,7 @@ pub fn progress(
                 tally: decision.tally,
             });
         }
-        let current = live.iter().position(|s| s.outcome != Verdict::Advance);
-        let status = match current {
-            _ if climber.steering.held => ClimberStatus::Held,
-            None => ClimberStatus::ToppedOut,
-            Some(i) if live[i].outcome == Verdict::Wall => ClimberStatus::Walled,
-            Some(i) => {
-                let tally = live[i].tally;
-                if tally.completed < rungs[i].runs || tally.pending > 0 {
-                    ClimberStatus::Climbing
-                } else {
-                    ClimberStatus::AwaitingReview
-                }
-            }
-        };
+        let (current, status) = standing_of(climber.steering.held, &live, &rungs);
         let mut standings = Vec::new();
         for (i, l) in live.into_iter().enumerate() {
             let rung = &rungs[i];
@@ -347,24 +334,7 @@ pub fn progress(
                 });
             }
             let old = rows.get(&(&key, &rung.rung_id)).into_iter().flatten();
-            for row in old.filter(|r| r.version != rung.case.version) {
-                if row.verdict.is_none() && row.override_outcome.is_none() {
-                    continue;
-                }
-                let verdict = row.verdict.map(Verdict::from).unwrap_or(Verdict::Undecided);
-                standings.push(RungStanding {
-                    rung_id: rung.rung_id.clone(),
-                    version: row.version.clone(),
-                    verdict,
-                    override_outcome: row.override_outcome,
-                    outcome: row.override_outcome.map(Verdict::from).unwrap_or(verdict),
-                    recorded: true,
-                    stale: true,
-                    tally: None,
-                    cell_key: None,
-                    cell: None,
-                });
-            }
+            standings.extend(stale_standings(rung, old));
         }
         board_climbers.push(ClimberProgress {
             climber_key: key,
@@ -385,6 +355,53 @@ pub fn progress(
         record,
         cancel,
     }
+}
+
+/// Where a climber stands: its current rung (the first it has not cleared) and its status there.
+/// A held climber is held wherever it stands; one that cleared every rung topped out; a wall on
+/// its current rung walls it; otherwise it climbs while runs are missing or pending, and waits
+/// on its reviewer once they are all in.
+fn standing_of(held: bool, live: &[Live<'_>], rungs: &[RungView]) -> (Option<usize>, ClimberStatus) {
+    let current = live.iter().position(|s| s.outcome != Verdict::Advance);
+    let status = match current {
+        _ if held => ClimberStatus::Held,
+        None => ClimberStatus::ToppedOut,
+        Some(i) if live[i].outcome == Verdict::Wall => ClimberStatus::Walled,
+        Some(i) => {
+            let tally = live[i].tally;
+            if tally.completed < rungs[i].runs || tally.pending > 0 {
+                ClimberStatus::Climbing
+            } else {
+                ClimberStatus::AwaitingReview
+            }
+        }
+    };
+    (current, status)
+}
+
+/// The standings a climber keeps on earlier versions of a rung's case: every recorded verdict or
+/// override, shown stale.
+fn stale_standings<'r>(
+    rung: &'r RungView,
+    rows: impl Iterator<Item = &'r &'r RecordedVerdict> + 'r,
+) -> impl Iterator<Item = RungStanding> + 'r {
+    rows.filter(move |r| r.version != rung.case.version)
+        .filter(|r| r.verdict.is_some() || r.override_outcome.is_some())
+        .map(move |row| {
+            let verdict = row.verdict.map(Verdict::from).unwrap_or(Verdict::Undecided);
+            RungStanding {
+                rung_id: rung.rung_id.clone(),
+                version: row.version.clone(),
+                verdict,
+                override_outcome: row.override_outcome,
+                outcome: row.override_outcome.map(Verdict::from).unwrap_or(verdict),
+                recorded: true,
+                stale: true,
+                tally: None,
+                cell_key: None,
+                cell: None,
+            }
+        })
 }
 
 /// One climber's gate on one rung, before the board decides whether it shows.
