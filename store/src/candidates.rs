@@ -5,8 +5,9 @@
 //! Reads through the API are scoped to the owning account; the `*_for_worker` reads are the
 //! workflow's, which has no account.
 
+use crate::Tx;
 use crate::rows::{enum_from, enum_text, json, to_json};
-use crate::{Store, StoreError, events, new_id_body, now_ms};
+use crate::{StoreError, events, new_id_body, now_ms};
 use belay_domain::candidate::{Candidate, CandidateMetrics, CandidateStatus};
 use belay_domain::change::{ChangeSet, ChangeStatus};
 use belay_domain::check::CheckId;
@@ -37,11 +38,8 @@ const EVIDENCE_OF: &str = concat!(
 );
 
 /// A Candidate's Evidence, oldest first, read in the caller's transaction.
-pub(crate) async fn evidence_in(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    candidate_id: &str,
-) -> Result<Vec<Evidence>, StoreError> {
-    let rows = sqlx::query(EVIDENCE_OF).bind(candidate_id).fetch_all(&mut **tx).await?;
+pub(crate) async fn evidence_in(tx: &mut Tx, candidate_id: &str) -> Result<Vec<Evidence>, StoreError> {
+    let rows = sqlx::query(EVIDENCE_OF).bind(candidate_id).fetch_all(tx.conn()).await?;
     rows.iter().map(|r| evidence_row(r).map(|e| e.evidence)).collect()
 }
 
@@ -149,550 +147,532 @@ enum Origin {
     Explicit,
 }
 
-impl Store {
-    async fn policy_of(&self, project_id: &str) -> Result<ProjectPolicy, StoreError> {
-        let row =
-            sqlx::query("select policy from project_policies where project_id = $1 order by version desc limit 1")
-                .bind(project_id)
-                .fetch_optional(self.pool())
-                .await?;
-        match row {
-            Some(r) => json(&r.try_get::<String, _>("policy")?, "policy"),
-            None => Ok(DEFAULT_POLICY.clone()),
+pub(crate) async fn policy_of(tx: &mut Tx, project_id: &str) -> Result<ProjectPolicy, StoreError> {
+    let row = sqlx::query("select policy from project_policies where project_id = $1 order by version desc limit 1")
+        .bind(project_id)
+        .fetch_optional(tx.conn())
+        .await?;
+    match row {
+        Some(r) => json(&r.try_get::<String, _>("policy")?, "policy"),
+        None => Ok(DEFAULT_POLICY.clone()),
+    }
+}
+
+/// The active policy of a project the account owns: its latest version, or `DEFAULT_POLICY`.
+pub async fn active_policy(tx: &mut Tx, account_id: &str, project_id: &str) -> Result<ProjectPolicy, StoreError> {
+    if crate::projects::get_project(tx, account_id, project_id)
+        .await?
+        .is_none()
+    {
+        return Err(StoreError::not_found("project", project_id));
+    }
+    policy_of(tx, project_id).await
+}
+
+/// The active policy, read by the verification workflow once per run.
+pub async fn active_policy_for_worker(tx: &mut Tx, project_id: &str) -> Result<ProjectPolicy, StoreError> {
+    policy_of(tx, project_id).await
+}
+
+/// Writes the next version of a project's policy. Two writes racing for one version: one
+/// wins, the other is built again on top of it.
+pub async fn put_policy(
+    tx: &mut Tx,
+    account_id: &str,
+    project_id: &str,
+    input: &PolicyInput,
+) -> Result<ProjectPolicy, StoreError> {
+    input.validate()?;
+    for _ in 0..5 {
+        let active = active_policy(tx, account_id, project_id).await?;
+        let next = active.next_version(input)?;
+        let inserted = sqlx::query(
+            r#"insert into project_policies (project_id, version, policy, created_at) values ($1, $2, $3, $4)
+               on conflict (project_id, version) do nothing"#,
+        )
+        .bind(project_id)
+        .bind(next.version as i64)
+        .bind(to_json(&next))
+        .bind(now_ms())
+        .execute(tx.conn())
+        .await?;
+        if inserted.rows_affected() == 0 {
+            continue;
         }
-    }
-
-    /// The active policy of a project the account owns: its latest version, or `DEFAULT_POLICY`.
-    pub async fn active_policy(&self, account_id: &str, project_id: &str) -> Result<ProjectPolicy, StoreError> {
-        if self.get_project(account_id, project_id).await?.is_none() {
-            return Err(StoreError::not_found("project", project_id));
-        }
-        self.policy_of(project_id).await
-    }
-
-    /// The active policy, read by the verification workflow once per run.
-    pub async fn active_policy_for_worker(&self, project_id: &str) -> Result<ProjectPolicy, StoreError> {
-        self.policy_of(project_id).await
-    }
-
-    /// Writes the next version of a project's policy. Two writes racing for one version: one
-    /// wins, the other is built again on top of it.
-    pub async fn put_policy(
-        &self,
-        account_id: &str,
-        project_id: &str,
-        input: &PolicyInput,
-    ) -> Result<ProjectPolicy, StoreError> {
-        input.validate()?;
-        for _ in 0..5 {
-            let active = self.active_policy(account_id, project_id).await?;
-            let next = active.next_version(input)?;
-            let mut tx = self.begin_write().await?;
-            let inserted = sqlx::query(
-                r#"insert into project_policies (project_id, version, policy, created_at) values ($1, $2, $3, $4)
-                   on conflict (project_id, version) do nothing"#,
-            )
+        sqlx::query("update projects set policy_ref = $2, updated_at = $3 where id = $1")
             .bind(project_id)
-            .bind(next.version as i64)
-            .bind(to_json(&next))
+            .bind(&next.id)
             .bind(now_ms())
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
-            if inserted.rows_affected() == 0 {
-                continue;
+        events::append(
+            tx.conn(),
+            project_id,
+            "policy.updated",
+            &serde_json::json!({ "policyId": next.id, "version": next.version }),
+        )
+        .await?;
+        return Ok(next);
+    }
+    Err(StoreError::Conflict("policy: written concurrently; try again".into()))
+}
+
+/// Starts verification of a Change: `verification.started`, the Change `verifying`, and one
+/// Candidate holding the latest ChangeSet of every Task, in Work Graph order.
+pub async fn start_verification(tx: &mut Tx, account_id: &str, change_id: &str) -> Result<Candidate, StoreError> {
+    new_candidate(tx, account_id, change_id, None, Origin::Start).await
+}
+
+/// Composes an explicit set of the Change's ChangeSets as a new Candidate.
+pub async fn compose_candidate(
+    tx: &mut Tx,
+    account_id: &str,
+    change_id: &str,
+    change_set_ids: &[String],
+) -> Result<Candidate, StoreError> {
+    new_candidate(tx, account_id, change_id, Some(change_set_ids), Origin::Explicit).await
+}
+
+/// The ChangeSets of a Change, each Task's in the order they were published, Tasks in Work
+/// Graph order (a Task is created after the Tasks it depends on).
+pub(crate) async fn change_sets_of(tx: &mut Tx, change_id: &str) -> Result<Vec<ChangeSet>, StoreError> {
+    let rows = sqlx::query(
+        r#"select s.id, s.task_id, s.run_id, s.commit_id, s.contract_changes, s.data_changes, s.patch_ref, s.created_at
+           from change_sets s join tasks t on t.id = s.task_id
+           where t.change_id = $1 order by t.created_at, t.key, s.created_at, s.id"#,
+    )
+    .bind(change_id)
+    .fetch_all(tx.conn())
+    .await?;
+    rows.iter().map(crate::changes::change_set_row).collect()
+}
+
+async fn new_candidate(
+    tx: &mut Tx,
+    account_id: &str,
+    change_id: &str,
+    explicit: Option<&[String]>,
+    origin: Origin,
+) -> Result<Candidate, StoreError> {
+    let change = crate::changes::get_change(tx, account_id, change_id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+    let project = crate::projects::get_project(tx, account_id, change.project_id.as_str())
+        .await?
+        .ok_or_else(|| StoreError::not_found("project", change.project_id.as_str()))?;
+    if change.status.is_finished() {
+        return Err(StoreError::Conflict(format!(
+            "change {change_id} is {}; it can no longer be verified",
+            enum_text(&change.status)
+        )));
+    }
+    let (Some(base_commit), Some(base_tree)) = (project.canonical_commit.clone(), project.canonical_tree.clone())
+    else {
+        return Err(StoreError::Conflict(format!(
+            "project {} has no canonical commit yet",
+            project.id
+        )));
+    };
+    let all = change_sets_of(tx, change_id).await?;
+    let chosen: Vec<ChangeSetId> = match explicit {
+        None => {
+            // The latest ChangeSet of each Task, Tasks in Work Graph order.
+            let mut latest: Vec<&ChangeSet> = Vec::new();
+            for cs in &all {
+                match latest.iter_mut().find(|l| l.task_id == cs.task_id) {
+                    Some(l) => *l = cs,
+                    None => latest.push(cs),
+                }
             }
-            sqlx::query("update projects set policy_ref = $2, updated_at = $3 where id = $1")
-                .bind(project_id)
-                .bind(&next.id)
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await?;
-            events::append(
-                &mut *tx,
-                project_id,
-                "policy.updated",
-                &serde_json::json!({ "policyId": next.id, "version": next.version }),
-            )
-            .await?;
-            tx.commit().await?;
-            return Ok(next);
+            latest.into_iter().map(|c| c.id.clone()).collect()
         }
-        Err(StoreError::Conflict("policy: written concurrently; try again".into()))
+        Some(ids) => {
+            for id in ids {
+                // Well-formed, but not (or no longer) one of this Change's: a fact about the
+                // Change's state, not about the request's shape.
+                if !all.iter().any(|c| c.id.as_str() == id) {
+                    return Err(StoreError::Conflict(format!(
+                        "changeSetIds: {id} is not a ChangeSet of change {change_id}"
+                    )));
+                }
+            }
+            all.iter()
+                .filter(|c| ids.iter().any(|i| i == c.id.as_str()))
+                .map(|c| c.id.clone())
+                .collect()
+        }
+    };
+    if chosen.is_empty() {
+        return Err(StoreError::Conflict(format!(
+            "change {change_id} has no ChangeSet to verify"
+        )));
     }
-
-    /// Starts verification of a Change: `verification.started`, the Change `verifying`, and one
-    /// Candidate holding the latest ChangeSet of every Task, in Work Graph order.
-    pub async fn start_verification(&self, account_id: &str, change_id: &str) -> Result<Candidate, StoreError> {
-        self.new_candidate(account_id, change_id, None, Origin::Start).await
-    }
-
-    /// Composes an explicit set of the Change's ChangeSets as a new Candidate.
-    pub async fn compose_candidate(
-        &self,
-        account_id: &str,
-        change_id: &str,
-        change_set_ids: &[String],
-    ) -> Result<Candidate, StoreError> {
-        self.new_candidate(account_id, change_id, Some(change_set_ids), Origin::Explicit)
-            .await
-    }
-
-    /// The ChangeSets of a Change, each Task's in the order they were published, Tasks in Work
-    /// Graph order (a Task is created after the Tasks it depends on).
-    pub(crate) async fn change_sets_of(&self, change_id: &str) -> Result<Vec<ChangeSet>, StoreError> {
-        let rows = sqlx::query(
-            r#"select s.id, s.task_id, s.run_id, s.commit_id, s.contract_changes, s.data_changes, s.patch_ref, s.created_at
-               from change_sets s join tasks t on t.id = s.task_id
-               where t.change_id = $1 order by t.created_at, t.key, s.created_at, s.id"#,
+    let id = CandidateId::from_body(&new_id_body());
+    let now = now_ms();
+    if origin == Origin::Start {
+        let moved = sqlx::query(
+            "update changes set status = 'verifying', updated_at = $2 where id = $1 and status in ('running', 'verifying')",
         )
         .bind(change_id)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(crate::changes::change_set_row).collect()
-    }
-
-    async fn new_candidate(
-        &self,
-        account_id: &str,
-        change_id: &str,
-        explicit: Option<&[String]>,
-        origin: Origin,
-    ) -> Result<Candidate, StoreError> {
-        let change = self
-            .get_change(account_id, change_id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("change", change_id))?;
-        let project = self
-            .get_project(account_id, change.project_id.as_str())
-            .await?
-            .ok_or_else(|| StoreError::not_found("project", change.project_id.as_str()))?;
-        if change.status.is_finished() {
-            return Err(StoreError::Conflict(format!(
-                "change {change_id} is {}; it can no longer be verified",
-                enum_text(&change.status)
-            )));
-        }
-        let (Some(base_commit), Some(base_tree)) = (project.canonical_commit.clone(), project.canonical_tree.clone())
-        else {
-            return Err(StoreError::Conflict(format!(
-                "project {} has no canonical commit yet",
-                project.id
-            )));
-        };
-        let all = self.change_sets_of(change_id).await?;
-        let chosen: Vec<ChangeSetId> = match explicit {
-            None => {
-                // The latest ChangeSet of each Task, Tasks in Work Graph order.
-                let mut latest: Vec<&ChangeSet> = Vec::new();
-                for cs in &all {
-                    match latest.iter_mut().find(|l| l.task_id == cs.task_id) {
-                        Some(l) => *l = cs,
-                        None => latest.push(cs),
-                    }
-                }
-                latest.into_iter().map(|c| c.id.clone()).collect()
-            }
-            Some(ids) => {
-                for id in ids {
-                    // Well-formed, but not (or no longer) one of this Change's: a fact about the
-                    // Change's state, not about the request's shape.
-                    if !all.iter().any(|c| c.id.as_str() == id) {
-                        return Err(StoreError::Conflict(format!(
-                            "changeSetIds: {id} is not a ChangeSet of change {change_id}"
-                        )));
-                    }
-                }
-                all.iter()
-                    .filter(|c| ids.iter().any(|i| i == c.id.as_str()))
-                    .map(|c| c.id.clone())
-                    .collect()
-            }
-        };
-        if chosen.is_empty() {
-            return Err(StoreError::Conflict(format!(
-                "change {change_id} has no ChangeSet to verify"
-            )));
-        }
-        let id = CandidateId::from_body(&new_id_body());
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        if origin == Origin::Start {
-            let moved = sqlx::query(
-                "update changes set status = 'verifying', updated_at = $2 where id = $1 and status in ('running', 'verifying')",
-            )
-            .bind(change_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            if moved.rows_affected() == 0 {
-                return Err(StoreError::Conflict(format!(
-                    "change {change_id} can no longer be verified"
-                )));
-            }
-            events::append(
-                &mut *tx,
-                change_id,
-                "verification.started",
-                &serde_json::json!({ "candidateId": id.as_str() }),
-            )
-            .await?;
-        }
-        insert_candidate(
-            &mut tx,
-            &id,
-            change_id,
-            project.id.as_str(),
-            project.generation,
-            &base_commit,
-            &base_tree,
-            &chosen,
-            now,
-        )
-        .await?;
-        tx.commit().await?;
-        self.candidate_for_worker(id.as_str())
-            .await?
-            .ok_or_else(|| StoreError::not_found("candidate", id.as_str()))
-    }
-
-    /// A Candidate of a Change the account owns.
-    pub async fn get_candidate(&self, account_id: &str, id: &str) -> Result<Option<Candidate>, StoreError> {
-        let sql = format!(
-            "select {CANDIDATE_COLUMNS} from candidates k join projects p on p.id = k.project_id \
-             where k.id = $1 and p.account_id = $2 and p.status <> 'deleting'"
-        );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(account_id)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(candidate_row).transpose()
-    }
-
-    pub async fn candidate_for_worker(&self, id: &str) -> Result<Option<Candidate>, StoreError> {
-        let sql = format!("select {CANDIDATE_COLUMNS} from candidates k where k.id = $1");
-        let row = sqlx::query(&sql).bind(id).fetch_optional(self.pool()).await?;
-        row.as_ref().map(candidate_row).transpose()
-    }
-
-    /// A Change's Candidates, oldest first.
-    pub async fn list_candidates(&self, account_id: &str, change_id: &str) -> Result<Vec<Candidate>, StoreError> {
-        if self.get_change(account_id, change_id).await?.is_none() {
-            return Err(StoreError::not_found("change", change_id));
-        }
-        let sql =
-            format!("select {CANDIDATE_COLUMNS} from candidates k where k.change_id = $1 order by k.created_at, k.id");
-        let rows = sqlx::query(&sql).bind(change_id).fetch_all(self.pool()).await?;
-        rows.iter().map(candidate_row).collect()
-    }
-
-    /// Moves a Candidate to `to` when it is in one of `from`; false when it was not (a retry of a
-    /// step already done, or a Candidate another run settled).
-    pub async fn set_candidate_status(
-        &self,
-        id: &str,
-        from: &[CandidateStatus],
-        to: CandidateStatus,
-        reason: Option<&str>,
-    ) -> Result<bool, StoreError> {
-        let from: Vec<String> = from.iter().map(|s| format!("'{}'", s.as_str())).collect();
-        let sql = format!(
-            "update candidates set status = $2, status_reason = $3, updated_at = $4 where id = $1 and status in ({})",
-            from.join(", ")
-        );
-        let mut tx = self.begin_write().await?;
-        let moved = sqlx::query(&sql)
-            .bind(id)
-            .bind(to.as_str())
-            .bind(reason)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await?;
-        if moved.rows_affected() == 1 {
-            events::append(
-                &mut *tx,
-                id,
-                &format!("candidate.{}", to.as_str()),
-                &serde_json::json!({ "reason": reason }),
-            )
-            .await?;
-            // A gap the gate found is repaired before a person sees it (once per Change).
-            if let (CandidateStatus::Rejected, Some(reason)) = (to, reason) {
-                crate::selection::repair_after_gate(&mut tx, id, reason).await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(moved.rows_affected() == 1)
-    }
-
-    /// Records the composed commit and tree and the plan, moves the Candidate from `composing`
-    /// to `verifying` and appends `candidate.composed`; false when it was not composing.
-    pub async fn record_composition(
-        &self,
-        id: &str,
-        composed_commit: &str,
-        composed_tree: &str,
-        plan: &belay_domain::plan::VerificationPlan,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let moved = sqlx::query(
-            r#"update candidates set status = 'verifying', composed_commit = $2, composed_tree = $3, plan_json = $4, updated_at = $5
-               where id = $1 and status = 'composing'"#,
-        )
-        .bind(id)
-        .bind(composed_commit)
-        .bind(composed_tree)
-        .bind(to_json(plan))
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
-        if moved.rows_affected() == 1 {
-            events::append(
-                &mut *tx,
-                id,
-                "candidate.composed",
-                &serde_json::json!({ "composedCommit": composed_commit, "policyId": plan.policy.policy_id }),
-            )
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(moved.rows_affected() == 1)
-    }
-
-    /// Stores the Candidate's metrics (`metrics_json`).
-    pub async fn set_candidate_metrics(&self, id: &str, metrics: &CandidateMetrics) -> Result<(), StoreError> {
-        sqlx::query("update candidates set metrics_json = $2, updated_at = $3 where id = $1")
-            .bind(id)
-            .bind(to_json(metrics))
-            .bind(now_ms())
-            .execute(self.pool())
-            .await?;
-        Ok(())
-    }
-
-    /// Marks a Candidate stale (when it is not final yet) and composes the same ChangeSets on the
-    /// project's current canonical base as a new Candidate, recorded on the old one; a second
-    /// call answers the Candidate the first made.
-    pub async fn recompose_stale(&self, id: &str, reason: &str) -> Result<Option<Candidate>, StoreError> {
-        let Some(old) = self.candidate_for_worker(id).await? else {
-            return Err(StoreError::not_found("candidate", id));
-        };
-        if let Some(new) = &old.recomposed_as {
-            return self.candidate_for_worker(new.as_str()).await;
-        }
-        let project = sqlx::query("select generation, canonical_commit, canonical_tree from projects where id = $1")
-            .bind(old.project_id.as_str())
-            .fetch_one(self.pool())
-            .await?;
-        let generation: i64 = project.try_get("generation")?;
-        let commit: Option<String> = project.try_get("canonical_commit")?;
-        let tree: Option<String> = project.try_get("canonical_tree")?;
-        let (Some(commit), Some(tree)) = (commit, tree) else {
-            return Ok(None);
-        };
-        let new_id = CandidateId::from_body(&new_id_body());
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        let claimed = sqlx::query(
-            r#"update candidates set status = case when status in ('composing', 'verifying', 'verified', 'stale') then 'stale' else status end,
-                   status_reason = case when status in ('composing', 'verifying', 'verified') then $3 else status_reason end,
-                   recomposed_as = $2, updated_at = $4
-               where id = $1 and recomposed_as is null"#,
-        )
-        .bind(id)
-        .bind(new_id.as_str())
-        .bind(reason)
         .bind(now)
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
-        if claimed.rows_affected() == 0 {
-            drop(tx);
-            return Box::pin(self.recompose_stale(id, reason)).await;
+        if moved.rows_affected() == 0 {
+            return Err(StoreError::Conflict(format!(
+                "change {change_id} can no longer be verified"
+            )));
         }
         events::append(
-            &mut *tx,
+            tx.conn(),
+            change_id,
+            "verification.started",
+            &serde_json::json!({ "candidateId": id.as_str() }),
+        )
+        .await?;
+    }
+    insert_candidate(
+        tx,
+        &id,
+        change_id,
+        project.id.as_str(),
+        project.generation,
+        &base_commit,
+        &base_tree,
+        &chosen,
+        now,
+    )
+    .await?;
+    candidate_for_worker(tx, id.as_str())
+        .await?
+        .ok_or_else(|| StoreError::not_found("candidate", id.as_str()))
+}
+
+/// A Candidate of a Change the account owns.
+pub async fn get_candidate(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<Candidate>, StoreError> {
+    let sql = format!(
+        "select {CANDIDATE_COLUMNS} from candidates k join projects p on p.id = k.project_id \
+         where k.id = $1 and p.account_id = $2 and p.status <> 'deleting'"
+    );
+    let row = sqlx::query(&sql)
+        .bind(id)
+        .bind(account_id)
+        .fetch_optional(tx.conn())
+        .await?;
+    row.as_ref().map(candidate_row).transpose()
+}
+
+pub async fn candidate_for_worker(tx: &mut Tx, id: &str) -> Result<Option<Candidate>, StoreError> {
+    let sql = format!("select {CANDIDATE_COLUMNS} from candidates k where k.id = $1");
+    let row = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+    row.as_ref().map(candidate_row).transpose()
+}
+
+/// A Change's Candidates, oldest first.
+pub async fn list_candidates(tx: &mut Tx, account_id: &str, change_id: &str) -> Result<Vec<Candidate>, StoreError> {
+    if crate::changes::get_change(tx, account_id, change_id).await?.is_none() {
+        return Err(StoreError::not_found("change", change_id));
+    }
+    let sql =
+        format!("select {CANDIDATE_COLUMNS} from candidates k where k.change_id = $1 order by k.created_at, k.id");
+    let rows = sqlx::query(&sql).bind(change_id).fetch_all(tx.conn()).await?;
+    rows.iter().map(candidate_row).collect()
+}
+
+/// Moves a Candidate to `to` when it is in one of `from`; false when it was not (a retry of a
+/// step already done, or a Candidate another run settled).
+pub async fn set_candidate_status(
+    tx: &mut Tx,
+    id: &str,
+    from: &[CandidateStatus],
+    to: CandidateStatus,
+    reason: Option<&str>,
+) -> Result<bool, StoreError> {
+    let from: Vec<String> = from.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    let sql = format!(
+        "update candidates set status = $2, status_reason = $3, updated_at = $4 where id = $1 and status in ({})",
+        from.join(", ")
+    );
+    let moved = sqlx::query(&sql)
+        .bind(id)
+        .bind(to.as_str())
+        .bind(reason)
+        .bind(now_ms())
+        .execute(tx.conn())
+        .await?;
+    if moved.rows_affected() == 1 {
+        events::append(
+            tx.conn(),
             id,
-            "candidate.stale",
-            &serde_json::json!({ "reason": reason, "recomposedAs": new_id.as_str() }),
+            &format!("candidate.{}", to.as_str()),
+            &serde_json::json!({ "reason": reason }),
         )
         .await?;
-        insert_candidate(
-            &mut tx,
-            &new_id,
-            old.change_id.as_str(),
-            old.project_id.as_str(),
-            generation,
-            &commit,
-            &tree,
-            &old.change_set_ids,
-            now,
-        )
-        .await?;
-        tx.commit().await?;
-        self.candidate_for_worker(new_id.as_str()).await
+        // A gap the gate found is repaired before a person sees it (once per Change).
+        if let (CandidateStatus::Rejected, Some(reason)) = (to, reason) {
+            crate::selection::repair_after_gate(tx, id, reason).await?;
+        }
     }
+    Ok(moved.rows_affected() == 1)
+}
 
-    /// Records one check attempt. A second record for the same Candidate, check and attempt (a
-    /// retried step) writes nothing and answers the first.
-    pub async fn record_evidence(&self, new: &NewEvidence) -> Result<EvidenceRow, StoreError> {
-        let id = EvidenceId::from_body(&new_id_body());
-        let duration = (new.completed_at - new.started_at).max(0);
-        sqlx::query(
-            r#"insert into evidence (id, candidate_id, check_id, kind, attempt, status, coverage, summary, metric_json,
-                   object_key, duration_ms, started_at, completed_at)
-               values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-               on conflict (candidate_id, check_id, attempt) do nothing"#,
+/// Records the composed commit and tree and the plan, moves the Candidate from `composing`
+/// to `verifying` and appends `candidate.composed`; false when it was not composing.
+pub async fn record_composition(
+    tx: &mut Tx,
+    id: &str,
+    composed_commit: &str,
+    composed_tree: &str,
+    plan: &belay_domain::plan::VerificationPlan,
+) -> Result<bool, StoreError> {
+    let moved = sqlx::query(
+        r#"update candidates set status = 'verifying', composed_commit = $2, composed_tree = $3, plan_json = $4, updated_at = $5
+           where id = $1 and status = 'composing'"#,
+    )
+    .bind(id)
+    .bind(composed_commit)
+    .bind(composed_tree)
+    .bind(to_json(plan))
+    .bind(now_ms())
+    .execute(tx.conn())
+    .await?;
+    if moved.rows_affected() == 1 {
+        events::append(
+            tx.conn(),
+            id,
+            "candidate.composed",
+            &serde_json::json!({ "composedCommit": composed_commit, "policyId": plan.policy.policy_id }),
         )
-        .bind(id.as_str())
-        .bind(&new.candidate_id)
-        .bind(new.check_id.to_string())
-        .bind(enum_text(&new.check_id.kind()))
-        .bind(new.attempt as i64)
-        .bind(enum_text(&new.result.status))
-        .bind(enum_text(&new.result.coverage))
-        .bind(&new.result.summary)
-        .bind(new.result.metric.as_ref().map(to_json))
-        .bind(new.object_key.as_deref())
-        .bind(duration)
-        .bind(new.started_at)
-        .bind(new.completed_at)
-        .execute(self.pool())
         .await?;
-        self.evidence_of(&new.candidate_id, &new.check_id, new.attempt)
-            .await?
-            .ok_or_else(|| {
-                StoreError::not_found(
-                    "evidence",
-                    format!("{} {} {}", new.candidate_id, new.check_id, new.attempt),
-                )
-            })
     }
+    Ok(moved.rows_affected() == 1)
+}
 
-    /// The Evidence record of one check attempt of a Candidate, by its key (Candidate, check,
-    /// attempt): what a retried check step answers instead of running again.
-    pub async fn evidence_of(
-        &self,
-        candidate_id: &str,
-        check_id: &CheckId,
-        attempt: u32,
-    ) -> Result<Option<EvidenceRow>, StoreError> {
-        let sql = format!(
-            "select {EVIDENCE_COLUMNS} from evidence where candidate_id = $1 and check_id = $2 and attempt = $3"
-        );
-        let row = sqlx::query(&sql)
-            .bind(candidate_id)
-            .bind(check_id.to_string())
-            .bind(attempt as i64)
-            .fetch_optional(self.pool())
+/// Stores the Candidate's metrics (`metrics_json`).
+pub async fn set_candidate_metrics(tx: &mut Tx, id: &str, metrics: &CandidateMetrics) -> Result<(), StoreError> {
+    sqlx::query("update candidates set metrics_json = $2, updated_at = $3 where id = $1")
+        .bind(id)
+        .bind(to_json(metrics))
+        .bind(now_ms())
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+/// Marks a Candidate stale (when it is not final yet) and composes the same ChangeSets on the
+/// project's current canonical base as a new Candidate, recorded on the old one; a second
+/// call answers the Candidate the first made.
+pub async fn recompose_stale(tx: &mut Tx, id: &str, reason: &str) -> Result<Option<Candidate>, StoreError> {
+    let Some(old) = candidate_for_worker(tx, id).await? else {
+        return Err(StoreError::not_found("candidate", id));
+    };
+    if let Some(new) = &old.recomposed_as {
+        return candidate_for_worker(tx, new.as_str()).await;
+    }
+    let project = sqlx::query("select generation, canonical_commit, canonical_tree from projects where id = $1")
+        .bind(old.project_id.as_str())
+        .fetch_one(tx.conn())
+        .await?;
+    let generation: i64 = project.try_get("generation")?;
+    let commit: Option<String> = project.try_get("canonical_commit")?;
+    let tree: Option<String> = project.try_get("canonical_tree")?;
+    let (Some(commit), Some(tree)) = (commit, tree) else {
+        return Ok(None);
+    };
+    let new_id = CandidateId::from_body(&new_id_body());
+    let now = now_ms();
+    let claimed = sqlx::query(
+        r#"update candidates set status = case when status in ('composing', 'verifying', 'verified', 'stale') then 'stale' else status end,
+               status_reason = case when status in ('composing', 'verifying', 'verified') then $3 else status_reason end,
+               recomposed_as = $2, updated_at = $4
+           where id = $1 and recomposed_as is null"#,
+    )
+    .bind(id)
+    .bind(new_id.as_str())
+    .bind(reason)
+    .bind(now)
+    .execute(tx.conn())
+    .await?;
+    if claimed.rows_affected() == 0 {
+        return Box::pin(recompose_stale(tx, id, reason)).await;
+    }
+    events::append(
+        tx.conn(),
+        id,
+        "candidate.stale",
+        &serde_json::json!({ "reason": reason, "recomposedAs": new_id.as_str() }),
+    )
+    .await?;
+    insert_candidate(
+        tx,
+        &new_id,
+        old.change_id.as_str(),
+        old.project_id.as_str(),
+        generation,
+        &commit,
+        &tree,
+        &old.change_set_ids,
+        now,
+    )
+    .await?;
+    candidate_for_worker(tx, new_id.as_str()).await
+}
+
+/// Records one check attempt. A second record for the same Candidate, check and attempt (a
+/// retried step) writes nothing and answers the first.
+pub async fn record_evidence(tx: &mut Tx, new: &NewEvidence) -> Result<EvidenceRow, StoreError> {
+    let id = EvidenceId::from_body(&new_id_body());
+    let duration = (new.completed_at - new.started_at).max(0);
+    sqlx::query(
+        r#"insert into evidence (id, candidate_id, check_id, kind, attempt, status, coverage, summary, metric_json,
+               object_key, duration_ms, started_at, completed_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+           on conflict (candidate_id, check_id, attempt) do nothing"#,
+    )
+    .bind(id.as_str())
+    .bind(&new.candidate_id)
+    .bind(new.check_id.to_string())
+    .bind(enum_text(&new.check_id.kind()))
+    .bind(new.attempt as i64)
+    .bind(enum_text(&new.result.status))
+    .bind(enum_text(&new.result.coverage))
+    .bind(&new.result.summary)
+    .bind(new.result.metric.as_ref().map(to_json))
+    .bind(new.object_key.as_deref())
+    .bind(duration)
+    .bind(new.started_at)
+    .bind(new.completed_at)
+    .execute(tx.conn())
+    .await?;
+    evidence_of(tx, &new.candidate_id, &new.check_id, new.attempt)
+        .await?
+        .ok_or_else(|| {
+            StoreError::not_found(
+                "evidence",
+                format!("{} {} {}", new.candidate_id, new.check_id, new.attempt),
+            )
+        })
+}
+
+/// The Evidence record of one check attempt of a Candidate, by its key (Candidate, check,
+/// attempt): what a retried check step answers instead of running again.
+pub async fn evidence_of(
+    tx: &mut Tx,
+    candidate_id: &str,
+    check_id: &CheckId,
+    attempt: u32,
+) -> Result<Option<EvidenceRow>, StoreError> {
+    let sql =
+        format!("select {EVIDENCE_COLUMNS} from evidence where candidate_id = $1 and check_id = $2 and attempt = $3");
+    let row = sqlx::query(&sql)
+        .bind(candidate_id)
+        .bind(check_id.to_string())
+        .bind(attempt as i64)
+        .fetch_optional(tx.conn())
+        .await?;
+    row.as_ref().map(evidence_row).transpose()
+}
+
+/// Every Evidence record of a Candidate, in the order they completed.
+pub async fn list_evidence(tx: &mut Tx, candidate_id: &str) -> Result<Vec<EvidenceRow>, StoreError> {
+    let rows = sqlx::query(EVIDENCE_OF).bind(candidate_id).fetch_all(tx.conn()).await?;
+    rows.iter().map(evidence_row).collect()
+}
+
+/// Everything the verification workflow's first step reads, or `None` for no such Candidate.
+pub async fn verification_rows(tx: &mut Tx, candidate_id: &str) -> Result<Option<VerificationRows>, StoreError> {
+    let Some(candidate) = candidate_for_worker(tx, candidate_id).await? else {
+        return Ok(None);
+    };
+    let project = sqlx::query("select account_id, generation from projects where id = $1")
+        .bind(candidate.project_id.as_str())
+        .fetch_one(tx.conn())
+        .await?;
+    let account: String = project.try_get("account_id")?;
+    let generation: i64 = project.try_get("generation")?;
+    let change = crate::changes::get_change(tx, &account, candidate.change_id.as_str())
+        .await?
+        .ok_or_else(|| StoreError::not_found("change", candidate.change_id.as_str()))?;
+    let tasks = crate::changes::list_tasks(tx, &account, candidate.change_id.as_str()).await?;
+    let all = change_sets_of(tx, candidate.change_id.as_str()).await?;
+    let mut change_sets = Vec::new();
+    for id in &candidate.change_set_ids {
+        let cs = all
+            .iter()
+            .find(|c| &c.id == id)
+            .cloned()
+            .ok_or_else(|| StoreError::Corrupt(format!("candidate {candidate_id} holds unknown ChangeSet {id}")))?;
+        let ws = sqlx::query("select base_commit, start_commit from workspaces where run_id = $1")
+            .bind(cs.run_id.as_str())
+            .fetch_optional(tx.conn())
             .await?;
-        row.as_ref().map(evidence_row).transpose()
-    }
-
-    /// Every Evidence record of a Candidate, in the order they completed.
-    pub async fn list_evidence(&self, candidate_id: &str) -> Result<Vec<EvidenceRow>, StoreError> {
-        let rows = sqlx::query(EVIDENCE_OF)
-            .bind(candidate_id)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(evidence_row).collect()
-    }
-
-    /// Everything the verification workflow's first step reads, or `None` for no such Candidate.
-    pub async fn verification_rows(&self, candidate_id: &str) -> Result<Option<VerificationRows>, StoreError> {
-        let Some(candidate) = self.candidate_for_worker(candidate_id).await? else {
-            return Ok(None);
+        let (base, start): (Option<String>, Option<String>) = match ws {
+            Some(r) => (r.try_get("base_commit")?, r.try_get("start_commit")?),
+            None => (None, None),
         };
-        let project = sqlx::query("select account_id, generation from projects where id = $1")
-            .bind(candidate.project_id.as_str())
-            .fetch_one(self.pool())
-            .await?;
-        let account: String = project.try_get("account_id")?;
-        let generation: i64 = project.try_get("generation")?;
-        let change = self
-            .get_change(&account, candidate.change_id.as_str())
-            .await?
-            .ok_or_else(|| StoreError::not_found("change", candidate.change_id.as_str()))?;
-        let tasks = self.list_tasks(&account, candidate.change_id.as_str()).await?;
-        let all = self.change_sets_of(candidate.change_id.as_str()).await?;
-        let mut change_sets = Vec::new();
-        for id in &candidate.change_set_ids {
-            let cs =
-                all.iter().find(|c| &c.id == id).cloned().ok_or_else(|| {
-                    StoreError::Corrupt(format!("candidate {candidate_id} holds unknown ChangeSet {id}"))
-                })?;
-            let ws = sqlx::query("select base_commit, start_commit from workspaces where run_id = $1")
-                .bind(cs.run_id.as_str())
-                .fetch_optional(self.pool())
-                .await?;
-            let (base, start): (Option<String>, Option<String>) = match ws {
-                Some(r) => (r.try_get("base_commit")?, r.try_get("start_commit")?),
-                None => (None, None),
-            };
-            let workspace_base_generation = match &base {
-                Some(b) => self.generation_of_commit(candidate.project_id.as_str(), b).await?,
-                None => None,
-            };
-            change_sets.push(LoadedRow {
-                change_set: cs,
-                workspace_base_generation,
-                workspace_base: base,
-                workspace_start: start,
-            });
-        }
-        let kept_criteria = self.kept_criteria(&change, candidate.base_generation).await?;
-        Ok(Some(VerificationRows {
-            candidate,
-            change,
-            tasks,
-            change_sets,
-            canonical_generation: generation,
-            kept_criteria,
-        }))
+        let workspace_base_generation = match &base {
+            Some(b) => crate::promotion::generation_of_commit(tx, candidate.project_id.as_str(), b).await?,
+            None => None,
+        };
+        change_sets.push(LoadedRow {
+            change_set: cs,
+            workspace_base_generation,
+            workspace_base: base,
+            workspace_start: start,
+        });
     }
+    let kept_criteria = kept_criteria(tx, &change, candidate.base_generation).await?;
+    Ok(Some(VerificationRows {
+        candidate,
+        change,
+        tasks,
+        change_sets,
+        canonical_generation: generation,
+        kept_criteria,
+    }))
+}
 
-    /// The acceptance criteria of the other Changes of `change`'s project that went live while it
-    /// ran: promoted at or after it was created, onto a generation at most `base_generation` (a
-    /// later one is not in the Candidate's source; that Candidate is stale and recomposed).
-    pub async fn kept_criteria(
-        &self,
-        change: &belay_domain::change::Change,
-        base_generation: i64,
-    ) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query(
-            r#"select c.acceptance_criteria from promotions p
-               join candidates k on k.id = p.candidate_id
-               join changes c on c.id = k.change_id
-               where p.project_id = $1 and c.id <> $2 and p.created_at >= $3 and p.generation <= $4
-               order by p.generation"#,
-        )
-        .bind(change.project_id.as_str())
-        .bind(change.id.as_str())
-        .bind(change.created_at)
-        .bind(base_generation)
-        .fetch_all(self.pool())
-        .await?;
-        let mut kept = Vec::new();
-        for r in &rows {
-            let criteria: Vec<String> = json(&r.try_get::<String, _>("acceptance_criteria")?, "acceptance_criteria")?;
-            kept.extend(criteria);
-        }
-        Ok(kept)
+/// The acceptance criteria of the other Changes of `change`'s project that went live while it
+/// ran: promoted at or after it was created, onto a generation at most `base_generation` (a
+/// later one is not in the Candidate's source; that Candidate is stale and recomposed).
+pub async fn kept_criteria(
+    tx: &mut Tx,
+    change: &belay_domain::change::Change,
+    base_generation: i64,
+) -> Result<Vec<String>, StoreError> {
+    let rows = sqlx::query(
+        r#"select c.acceptance_criteria from promotions p
+           join candidates k on k.id = p.candidate_id
+           join changes c on c.id = k.change_id
+           where p.project_id = $1 and c.id <> $2 and p.created_at >= $3 and p.generation <= $4
+           order by p.generation"#,
+    )
+    .bind(change.project_id.as_str())
+    .bind(change.id.as_str())
+    .bind(change.created_at)
+    .bind(base_generation)
+    .fetch_all(tx.conn())
+    .await?;
+    let mut kept = Vec::new();
+    for r in &rows {
+        let criteria: Vec<String> = json(&r.try_get::<String, _>("acceptance_criteria")?, "acceptance_criteria")?;
+        kept.extend(criteria);
     }
+    Ok(kept)
+}
 
-    /// Whether a Change is cancelled, read by the workflow's first step.
-    pub async fn change_status_for_worker(&self, change_id: &str) -> Result<ChangeStatus, StoreError> {
-        let row = sqlx::query("select status from changes where id = $1")
-            .bind(change_id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or_else(|| StoreError::not_found("change", change_id))?;
-        enum_from(&row.try_get::<String, _>("status")?, "change status")
-    }
+/// Whether a Change is cancelled, read by the workflow's first step.
+pub async fn change_status_for_worker(tx: &mut Tx, change_id: &str) -> Result<ChangeStatus, StoreError> {
+    let row = sqlx::query("select status from changes where id = $1")
+        .bind(change_id)
+        .fetch_optional(tx.conn())
+        .await?
+        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+    enum_from(&row.try_get::<String, _>("status")?, "change status")
 }
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn insert_candidate(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut Tx,
     id: &CandidateId,
     change_id: &str,
     project_id: &str,
@@ -715,14 +695,35 @@ pub(crate) async fn insert_candidate(
     .bind(base_tree)
     .bind(to_json(&change_set_ids))
     .bind(now)
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     events::append(
-        &mut **tx,
+        tx.conn(),
         id.as_str(),
         "candidate.created",
         &serde_json::json!({ "changeId": change_id, "changeSetIds": change_set_ids }),
     )
     .await?;
     Ok(())
+}
+
+crate::one_step! {
+    read active_policy(account_id: &str, project_id: &str) -> ProjectPolicy;
+    read active_policy_for_worker(project_id: &str) -> ProjectPolicy;
+    write put_policy(account_id: &str, project_id: &str, input: &PolicyInput) -> ProjectPolicy;
+    write start_verification(account_id: &str, change_id: &str) -> Candidate;
+    write compose_candidate(account_id: &str, change_id: &str, change_set_ids: &[String]) -> Candidate;
+    read get_candidate(account_id: &str, id: &str) -> Option<Candidate>;
+    read candidate_for_worker(id: &str) -> Option<Candidate>;
+    read list_candidates(account_id: &str, change_id: &str) -> Vec<Candidate>;
+    write set_candidate_status(id: &str, from: &[CandidateStatus], to: CandidateStatus, reason: Option<&str>) -> bool;
+    write record_composition(id: &str, composed_commit: &str, composed_tree: &str, plan: &belay_domain::plan::VerificationPlan) -> bool;
+    write set_candidate_metrics(id: &str, metrics: &CandidateMetrics) -> ();
+    write recompose_stale(id: &str, reason: &str) -> Option<Candidate>;
+    write record_evidence(new: &NewEvidence) -> EvidenceRow;
+    read evidence_of(candidate_id: &str, check_id: &CheckId, attempt: u32) -> Option<EvidenceRow>;
+    read list_evidence(candidate_id: &str) -> Vec<EvidenceRow>;
+    read verification_rows(candidate_id: &str) -> Option<VerificationRows>;
+    read kept_criteria(change: &belay_domain::change::Change, base_generation: i64) -> Vec<String>;
+    read change_status_for_worker(change_id: &str) -> ChangeStatus;
 }

@@ -1,8 +1,9 @@
 //! Changes, Tasks, task runs and ChangeSets. Each belongs to a project, and only the project's
 //! owner reads or writes them.
 
+use crate::Tx;
 use crate::rows::{enum_from, enum_text, json, to_json};
-use crate::{Store, StoreError, events, new_id_body, now_ms};
+use crate::{StoreError, events, new_id_body, now_ms};
 use belay_domain::change::{
     Change, ChangeInput, ChangeSet, ChangeSetInput, ChangeStatus, RiskTier, Task, TaskInput, TaskKind, TaskRun,
     TaskRunStatus,
@@ -70,228 +71,225 @@ pub(crate) async fn insert_change_set<'e>(
     Ok((inserted.rows_affected() == 1).then_some(id))
 }
 
-impl Store {
-    /// Opens a Change on a project the account owns (`running`).
-    pub async fn create_change(
-        &self,
-        account_id: &str,
-        project_id: &str,
-        input: &ChangeInput,
-    ) -> Result<Change, StoreError> {
-        input.validate()?;
-        if self.get_project(account_id, project_id).await?.is_none() {
-            return Err(StoreError::not_found("project", project_id));
-        }
-        let id = ChangeId::from_body(&new_id_body()).0;
-        let now = now_ms();
-        let mut tx = self.pool().begin().await?;
-        sqlx::query(
-            r#"insert into changes (id, project_id, goal, acceptance_criteria, invariants, risk_tier, status, created_at, updated_at)
-               values ($1, $2, $3, $4, $5, $6, 'running', $7, $7)"#,
-        )
-        .bind(&id)
-        .bind(project_id)
-        .bind(&input.goal)
-        .bind(to_json(&input.acceptance_criteria))
-        .bind(to_json(&input.invariants))
-        .bind(input.risk_tier.as_ref().map(enum_text))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        events::append(
-            &mut *tx,
-            &id,
-            "change.created",
-            &serde_json::json!({ "projectId": project_id }),
-        )
-        .await?;
-        tx.commit().await?;
-        self.get_change(account_id, &id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("change", id))
-    }
-
-    pub async fn get_change(&self, account_id: &str, id: &str) -> Result<Option<Change>, StoreError> {
-        let sql = format!(
-            "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id \
-             where c.id = $1 and p.account_id = $2 and p.status <> 'deleting'"
-        );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(account_id)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(change_row).transpose()
-    }
-
-    pub async fn list_changes(&self, account_id: &str, project_id: &str) -> Result<Vec<Change>, StoreError> {
-        let sql = format!(
-            "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id \
-             where c.project_id = $1 and p.account_id = $2 and p.status <> 'deleting' order by c.created_at, c.id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(project_id)
-            .bind(account_id)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(change_row).collect()
-    }
-
-    /// The Tasks of a Change, each with the keys it depends on.
-    pub async fn list_tasks(&self, account_id: &str, change_id: &str) -> Result<Vec<Task>, StoreError> {
-        if self.get_change(account_id, change_id).await?.is_none() {
-            return Err(StoreError::not_found("change", change_id));
-        }
-        let rows = sqlx::query(
-            "select id, change_id, key, kind, title, semantic_resources, created_at from tasks where change_id = $1 order by created_at, key",
-        )
-        .bind(change_id)
-        .fetch_all(self.pool())
-        .await?;
-        let mut tasks = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let id: String = r.try_get("id")?;
-            let deps = sqlx::query(
-                "select t.key from task_dependencies d join tasks t on t.id = d.depends_on where d.task_id = $1 order by t.key",
-            )
-            .bind(&id)
-            .fetch_all(self.pool())
-            .await?
-            .iter()
-            .map(|d| d.try_get::<String, _>("key"))
-            .collect::<Result<Vec<_>, _>>()?;
-            tasks.push(Task {
-                id: id.into(),
-                change_id: r.try_get::<String, _>("change_id")?.into(),
-                key: r.try_get("key")?,
-                kind: enum_from::<TaskKind>(&r.try_get::<String, _>("kind")?, "task kind")?,
-                title: r.try_get("title")?,
-                semantic_resources: json(&r.try_get::<String, _>("semantic_resources")?, "semantic_resources")?,
-                dependencies: deps,
-                created_at: r.try_get("created_at")?,
-            });
-        }
-        Ok(tasks)
-    }
-
-    /// Adds a Task to a Change; its dependencies must be Tasks the Change already has.
-    pub async fn add_task(&self, account_id: &str, change_id: &str, input: &TaskInput) -> Result<Task, StoreError> {
-        let existing = self.list_tasks(account_id, change_id).await?;
-        let keys: BTreeSet<String> = existing.iter().map(|t| t.key.clone()).collect();
-        input.validate_shape()?;
-        // A key taken or a dependency the Change lacks conflicts with the Change as it is.
-        input
-            .validate_against(&keys)
-            .map_err(|e| StoreError::Conflict(e.to_string()))?;
-        let id = TaskId::from_body(&new_id_body()).0;
-        let mut tx = self.begin_write().await?;
-        let inserted = sqlx::query(
-            r#"insert into tasks (id, change_id, key, kind, title, semantic_resources, created_at)
-               values ($1, $2, $3, $4, $5, $6, $7) on conflict (change_id, key) do nothing"#,
-        )
-        .bind(&id)
-        .bind(change_id)
-        .bind(&input.key)
-        .bind(enum_text(&input.kind))
-        .bind(&input.title)
-        .bind(to_json(&input.semantic_resources))
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            return Err(StoreError::Conflict(format!(
-                "key: the Change already has a Task {}",
-                input.key
-            )));
-        }
-        for dep in &input.dependencies {
-            let target = existing.iter().find(|t| &t.key == dep).expect("validated");
-            sqlx::query("insert into task_dependencies (task_id, depends_on) values ($1, $2)")
-                .bind(&id)
-                .bind(target.id.as_str())
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        self.list_tasks(account_id, change_id)
-            .await?
-            .into_iter()
-            .find(|t| t.id == id)
-            .ok_or_else(|| StoreError::not_found("task", id))
-    }
-
-    /// The Task, if the account owns its project.
-    async fn owned_task(&self, account_id: &str, task_id: &str) -> Result<String, StoreError> {
-        let row = sqlx::query(
-            r#"select t.change_id from tasks t join changes c on c.id = t.change_id join projects p on p.id = c.project_id
-               where t.id = $1 and p.account_id = $2 and p.status <> 'deleting'"#,
-        )
-        .bind(task_id)
-        .bind(account_id)
-        .fetch_optional(self.pool())
+/// Opens a Change on a project the account owns (`running`).
+pub async fn create_change(
+    tx: &mut Tx,
+    account_id: &str,
+    project_id: &str,
+    input: &ChangeInput,
+) -> Result<Change, StoreError> {
+    input.validate()?;
+    if crate::projects::get_project(tx, account_id, project_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("task", task_id))?;
-        Ok(row.try_get("change_id")?)
+        .is_none()
+    {
+        return Err(StoreError::not_found("project", project_id));
     }
+    let id = ChangeId::from_body(&new_id_body()).0;
+    let now = now_ms();
+    sqlx::query(
+        r#"insert into changes (id, project_id, goal, acceptance_criteria, invariants, risk_tier, status, created_at, updated_at)
+           values ($1, $2, $3, $4, $5, $6, 'running', $7, $7)"#,
+    )
+    .bind(&id)
+    .bind(project_id)
+    .bind(&input.goal)
+    .bind(to_json(&input.acceptance_criteria))
+    .bind(to_json(&input.invariants))
+    .bind(input.risk_tier.as_ref().map(enum_text))
+    .bind(now)
+    .execute(tx.conn())
+    .await?;
+    events::append(
+        tx.conn(),
+        &id,
+        "change.created",
+        &serde_json::json!({ "projectId": project_id }),
+    )
+    .await?;
+    get_change(tx, account_id, &id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("change", id))
+}
 
-    /// Starts a run of a Task.
-    pub async fn start_task_run(&self, account_id: &str, task_id: &str) -> Result<TaskRun, StoreError> {
-        self.owned_task(account_id, task_id).await?;
-        let run = TaskRun {
-            id: TaskRunId::from_body(&new_id_body()),
-            task_id: task_id.into(),
-            status: TaskRunStatus::Running,
-            started_at: now_ms(),
-            ended_at: None,
-        };
-        sqlx::query("insert into task_runs (id, task_id, status, started_at) values ($1, $2, 'running', $3)")
-            .bind(run.id.as_str())
-            .bind(task_id)
-            .bind(run.started_at)
-            .execute(self.pool())
-            .await?;
-        Ok(run)
-    }
-
-    /// Records the ChangeSet a run published: one per run.
-    pub async fn record_change_set(
-        &self,
-        account_id: &str,
-        run_id: &str,
-        input: &ChangeSetInput,
-    ) -> Result<ChangeSet, StoreError> {
-        input.validate()?;
-        let run = sqlx::query("select task_id from task_runs where id = $1")
-            .bind(run_id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or_else(|| StoreError::not_found("task run", run_id))?;
-        let task_id: String = run.try_get("task_id")?;
-        self.owned_task(account_id, &task_id)
-            .await
-            .map_err(|_| StoreError::not_found("task run", run_id))?;
-        let Some(id) = insert_change_set(self.pool(), &task_id, run_id, input).await? else {
-            return Err(StoreError::Conflict(format!(
-                "runId: run {run_id} already published a ChangeSet"
-            )));
-        };
-        self.get_change_set(account_id, &id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("change set", id))
-    }
-
-    pub async fn get_change_set(&self, account_id: &str, id: &str) -> Result<Option<ChangeSet>, StoreError> {
-        let row = sqlx::query(
-            r#"select s.id, s.task_id, s.run_id, s.commit_id, s.contract_changes, s.data_changes, s.patch_ref, s.created_at
-               from change_sets s join tasks t on t.id = s.task_id join changes c on c.id = t.change_id
-               join projects p on p.id = c.project_id where s.id = $1 and p.account_id = $2 and p.status <> 'deleting'"#,
-        )
+pub async fn get_change(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<Change>, StoreError> {
+    let sql = format!(
+        "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id \
+         where c.id = $1 and p.account_id = $2 and p.status <> 'deleting'"
+    );
+    let row = sqlx::query(&sql)
         .bind(id)
         .bind(account_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(tx.conn())
         .await?;
-        row.as_ref().map(change_set_row).transpose()
+    row.as_ref().map(change_row).transpose()
+}
+
+pub async fn list_changes(tx: &mut Tx, account_id: &str, project_id: &str) -> Result<Vec<Change>, StoreError> {
+    let sql = format!(
+        "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id \
+         where c.project_id = $1 and p.account_id = $2 and p.status <> 'deleting' order by c.created_at, c.id"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(project_id)
+        .bind(account_id)
+        .fetch_all(tx.conn())
+        .await?;
+    rows.iter().map(change_row).collect()
+}
+
+/// The Tasks of a Change, each with the keys it depends on.
+pub async fn list_tasks(tx: &mut Tx, account_id: &str, change_id: &str) -> Result<Vec<Task>, StoreError> {
+    if get_change(tx, account_id, change_id).await?.is_none() {
+        return Err(StoreError::not_found("change", change_id));
     }
+    let rows = sqlx::query(
+        "select id, change_id, key, kind, title, semantic_resources, created_at from tasks where change_id = $1 order by created_at, key",
+    )
+    .bind(change_id)
+    .fetch_all(tx.conn())
+    .await?;
+    let mut tasks = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let id: String = r.try_get("id")?;
+        let deps = sqlx::query(
+            "select t.key from task_dependencies d join tasks t on t.id = d.depends_on where d.task_id = $1 order by t.key",
+        )
+        .bind(&id)
+        .fetch_all(tx.conn())
+        .await?
+        .iter()
+        .map(|d| d.try_get::<String, _>("key"))
+        .collect::<Result<Vec<_>, _>>()?;
+        tasks.push(Task {
+            id: id.into(),
+            change_id: r.try_get::<String, _>("change_id")?.into(),
+            key: r.try_get("key")?,
+            kind: enum_from::<TaskKind>(&r.try_get::<String, _>("kind")?, "task kind")?,
+            title: r.try_get("title")?,
+            semantic_resources: json(&r.try_get::<String, _>("semantic_resources")?, "semantic_resources")?,
+            dependencies: deps,
+            created_at: r.try_get("created_at")?,
+        });
+    }
+    Ok(tasks)
+}
+
+/// Adds a Task to a Change; its dependencies must be Tasks the Change already has.
+pub async fn add_task(tx: &mut Tx, account_id: &str, change_id: &str, input: &TaskInput) -> Result<Task, StoreError> {
+    let existing = list_tasks(tx, account_id, change_id).await?;
+    let keys: BTreeSet<String> = existing.iter().map(|t| t.key.clone()).collect();
+    input.validate_shape()?;
+    // A key taken or a dependency the Change lacks conflicts with the Change as it is.
+    input
+        .validate_against(&keys)
+        .map_err(|e| StoreError::Conflict(e.to_string()))?;
+    let id = TaskId::from_body(&new_id_body()).0;
+    let inserted = sqlx::query(
+        r#"insert into tasks (id, change_id, key, kind, title, semantic_resources, created_at)
+           values ($1, $2, $3, $4, $5, $6, $7) on conflict (change_id, key) do nothing"#,
+    )
+    .bind(&id)
+    .bind(change_id)
+    .bind(&input.key)
+    .bind(enum_text(&input.kind))
+    .bind(&input.title)
+    .bind(to_json(&input.semantic_resources))
+    .bind(now_ms())
+    .execute(tx.conn())
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Err(StoreError::Conflict(format!(
+            "key: the Change already has a Task {}",
+            input.key
+        )));
+    }
+    for dep in &input.dependencies {
+        let target = existing.iter().find(|t| &t.key == dep).expect("validated");
+        sqlx::query("insert into task_dependencies (task_id, depends_on) values ($1, $2)")
+            .bind(&id)
+            .bind(target.id.as_str())
+            .execute(tx.conn())
+            .await?;
+    }
+    list_tasks(tx, account_id, change_id)
+        .await?
+        .into_iter()
+        .find(|t| t.id == id)
+        .ok_or_else(|| StoreError::not_found("task", id))
+}
+
+/// The Task, if the account owns its project.
+pub(crate) async fn owned_task(tx: &mut Tx, account_id: &str, task_id: &str) -> Result<String, StoreError> {
+    let row = sqlx::query(
+        r#"select t.change_id from tasks t join changes c on c.id = t.change_id join projects p on p.id = c.project_id
+           where t.id = $1 and p.account_id = $2 and p.status <> 'deleting'"#,
+    )
+    .bind(task_id)
+    .bind(account_id)
+    .fetch_optional(tx.conn())
+    .await?
+    .ok_or_else(|| StoreError::not_found("task", task_id))?;
+    Ok(row.try_get("change_id")?)
+}
+
+/// Starts a run of a Task.
+pub async fn start_task_run(tx: &mut Tx, account_id: &str, task_id: &str) -> Result<TaskRun, StoreError> {
+    owned_task(tx, account_id, task_id).await?;
+    let run = TaskRun {
+        id: TaskRunId::from_body(&new_id_body()),
+        task_id: task_id.into(),
+        status: TaskRunStatus::Running,
+        started_at: now_ms(),
+        ended_at: None,
+    };
+    sqlx::query("insert into task_runs (id, task_id, status, started_at) values ($1, $2, 'running', $3)")
+        .bind(run.id.as_str())
+        .bind(task_id)
+        .bind(run.started_at)
+        .execute(tx.conn())
+        .await?;
+    Ok(run)
+}
+
+/// Records the ChangeSet a run published: one per run.
+pub async fn record_change_set(
+    tx: &mut Tx,
+    account_id: &str,
+    run_id: &str,
+    input: &ChangeSetInput,
+) -> Result<ChangeSet, StoreError> {
+    input.validate()?;
+    let run = sqlx::query("select task_id from task_runs where id = $1")
+        .bind(run_id)
+        .fetch_optional(tx.conn())
+        .await?
+        .ok_or_else(|| StoreError::not_found("task run", run_id))?;
+    let task_id: String = run.try_get("task_id")?;
+    owned_task(tx, account_id, &task_id)
+        .await
+        .map_err(|_| StoreError::not_found("task run", run_id))?;
+    let Some(id) = insert_change_set(tx.conn(), &task_id, run_id, input).await? else {
+        return Err(StoreError::Conflict(format!(
+            "runId: run {run_id} already published a ChangeSet"
+        )));
+    };
+    get_change_set(tx, account_id, &id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("change set", id))
+}
+
+pub async fn get_change_set(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<ChangeSet>, StoreError> {
+    let row = sqlx::query(
+        r#"select s.id, s.task_id, s.run_id, s.commit_id, s.contract_changes, s.data_changes, s.patch_ref, s.created_at
+           from change_sets s join tasks t on t.id = s.task_id join changes c on c.id = t.change_id
+           join projects p on p.id = c.project_id where s.id = $1 and p.account_id = $2 and p.status <> 'deleting'"#,
+    )
+    .bind(id)
+    .bind(account_id)
+    .fetch_optional(tx.conn())
+    .await?;
+    row.as_ref().map(change_set_row).transpose()
 }
 
 /// What cancelling a Change did.
@@ -304,130 +302,134 @@ pub struct ChangeCancelled {
     pub stopped_runs: Vec<String>,
 }
 
-impl Store {
-    /// The spec's "Change cancelled" path, in one transaction: the Change `cancelled` (only from
-    /// `running`, `verifying` or `awaiting_approval`; a Change that has ended answers a conflict
-    /// naming its status), every Candidate still composing, verifying or verified `rejected`,
-    /// every request that waited on a person `cancelled`, every open workspace and running Task
-    /// run failed, the Decision Receipt `CHANGE_CANCELLED` and the event `change.cancelled` with
-    /// who and why. The caller then closes the stopped workspaces.
-    pub async fn cancel_change(
-        &self,
-        account_id: &str,
-        change_id: &str,
-        reason: &str,
-    ) -> Result<ChangeCancelled, StoreError> {
-        let before = self
-            .get_change(account_id, change_id)
+/// The spec's "Change cancelled" path, in one transaction: the Change `cancelled` (only from
+/// `running`, `verifying` or `awaiting_approval`; a Change that has ended answers a conflict
+/// naming its status), every Candidate still composing, verifying or verified `rejected`,
+/// every request that waited on a person `cancelled`, every open workspace and running Task
+/// run failed, the Decision Receipt `CHANGE_CANCELLED` and the event `change.cancelled` with
+/// who and why. The caller then closes the stopped workspaces.
+pub async fn cancel_change(
+    tx: &mut Tx,
+    account_id: &str,
+    change_id: &str,
+    reason: &str,
+) -> Result<ChangeCancelled, StoreError> {
+    let before = get_change(tx, account_id, change_id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+    let reason = reason.trim();
+    let now = now_ms();
+    let moved = sqlx::query(
+        "update changes set status = 'cancelled', updated_at = $2 where id = $1 and status in ('running', 'verifying', 'awaiting_approval')",
+    )
+    .bind(change_id)
+    .bind(now)
+    .execute(tx.conn())
+    .await?;
+    if moved.rows_affected() == 0 {
+        let status = get_change(tx, account_id, change_id)
             .await?
-            .ok_or_else(|| StoreError::not_found("change", change_id))?;
-        let reason = reason.trim();
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        let moved = sqlx::query(
-            "update changes set status = 'cancelled', updated_at = $2 where id = $1 and status in ('running', 'verifying', 'awaiting_approval')",
-        )
-        .bind(change_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if moved.rows_affected() == 0 {
-            drop(tx);
-            let status = self
-                .get_change(account_id, change_id)
-                .await?
-                .map_or(before.status, |c| c.status);
-            return Err(StoreError::Conflict(format!(
-                "status: the change has ended ({}); only a running, verifying or awaiting_approval change can be cancelled",
-                enum_text(&status)
-            )));
-        }
-        let why = format!("The change was cancelled: {reason}");
-        let rejected: Vec<String> = sqlx::query_scalar(
-            r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
-               where change_id = $1 and status in ('composing', 'verifying', 'verified') returning id"#,
-        )
-        .bind(change_id)
-        .bind(&why)
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await?;
-        for id in &rejected {
-            events::append(
-                &mut *tx,
-                id,
-                "candidate.rejected",
-                &serde_json::json!({ "reason": why, "changeId": change_id }),
-            )
-            .await?;
-        }
-        let approvals: Vec<String> = sqlx::query_scalar(
-            r#"update approvals set status = 'cancelled', decided_at = $2, decided_by = $3, decision_reason = $4
-               where change_id = $1 and status = 'requested' returning id"#,
-        )
-        .bind(change_id)
-        .bind(now)
-        .bind(account_id)
-        .bind(reason)
-        .fetch_all(&mut *tx)
-        .await?;
-        let stopped: Vec<String> = sqlx::query_scalar(
-            r#"update workspaces set status = 'failed', error = $2, ended_at = $3
-               where change_id = $1 and status = 'open' returning run_id"#,
-        )
-        .bind(change_id)
-        .bind(&why)
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await?;
-        let runs: Vec<String> = sqlx::query_scalar(
-            r#"update task_runs set status = 'failed', ended_at = $2
-               where status = 'running' and task_id in (select id from tasks where change_id = $1) returning id"#,
-        )
-        .bind(change_id)
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await?;
-        for run in &runs {
-            events::append(&mut *tx, run, "task_run.failed", &serde_json::json!({ "error": why })).await?;
-        }
-        let mut stopped_runs = stopped;
-        stopped_runs.sort();
-        let mut rejected = rejected;
-        rejected.sort();
-        let mut runs = runs;
-        runs.sort();
-        crate::receipts::insert_receipt(
-            &mut tx,
-            change_id,
-            belay_domain::receipt::ReceiptKind::ChangeCancelled,
-            &format!("cancel:{change_id}"),
-            &serde_json::json!({ "status": enum_text(&before.status), "by": account_id, "reason": reason }),
-            &serde_json::json!({
-                "status": "cancelled",
-                "rejectedCandidates": rejected,
-                "cancelledApprovals": approvals,
-                "stoppedWorkspaces": stopped_runs,
-                "failedTaskRuns": runs,
-            }),
-        )
-        .await?;
-        events::append(
-            &mut *tx,
-            change_id,
-            "change.cancelled",
-            &serde_json::json!({ "by": account_id, "reason": reason, "from": enum_text(&before.status) }),
-        )
-        .await?;
-        tx.commit().await?;
-        let change = self
-            .get_change(account_id, change_id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("change", change_id))?;
-        Ok(ChangeCancelled {
-            change,
-            rejected_candidates: rejected,
-            stopped_runs,
-        })
+            .map_or(before.status, |c| c.status);
+        return Err(StoreError::Conflict(format!(
+            "status: the change has ended ({}); only a running, verifying or awaiting_approval change can be cancelled",
+            enum_text(&status)
+        )));
     }
+    let why = format!("The change was cancelled: {reason}");
+    let rejected: Vec<String> = sqlx::query_scalar(
+        r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
+           where change_id = $1 and status in ('composing', 'verifying', 'verified') returning id"#,
+    )
+    .bind(change_id)
+    .bind(&why)
+    .bind(now)
+    .fetch_all(tx.conn())
+    .await?;
+    for id in &rejected {
+        events::append(
+            tx.conn(),
+            id,
+            "candidate.rejected",
+            &serde_json::json!({ "reason": why, "changeId": change_id }),
+        )
+        .await?;
+    }
+    let approvals: Vec<String> = sqlx::query_scalar(
+        r#"update approvals set status = 'cancelled', decided_at = $2, decided_by = $3, decision_reason = $4
+           where change_id = $1 and status = 'requested' returning id"#,
+    )
+    .bind(change_id)
+    .bind(now)
+    .bind(account_id)
+    .bind(reason)
+    .fetch_all(tx.conn())
+    .await?;
+    let stopped: Vec<String> = sqlx::query_scalar(
+        r#"update workspaces set status = 'failed', error = $2, ended_at = $3
+           where change_id = $1 and status = 'open' returning run_id"#,
+    )
+    .bind(change_id)
+    .bind(&why)
+    .bind(now)
+    .fetch_all(tx.conn())
+    .await?;
+    let runs: Vec<String> = sqlx::query_scalar(
+        r#"update task_runs set status = 'failed', ended_at = $2
+           where status = 'running' and task_id in (select id from tasks where change_id = $1) returning id"#,
+    )
+    .bind(change_id)
+    .bind(now)
+    .fetch_all(tx.conn())
+    .await?;
+    for run in &runs {
+        events::append(tx.conn(), run, "task_run.failed", &serde_json::json!({ "error": why })).await?;
+    }
+    let mut stopped_runs = stopped;
+    stopped_runs.sort();
+    let mut rejected = rejected;
+    rejected.sort();
+    let mut runs = runs;
+    runs.sort();
+    crate::receipts::insert_receipt(
+        tx,
+        change_id,
+        belay_domain::receipt::ReceiptKind::ChangeCancelled,
+        &format!("cancel:{change_id}"),
+        &serde_json::json!({ "status": enum_text(&before.status), "by": account_id, "reason": reason }),
+        &serde_json::json!({
+            "status": "cancelled",
+            "rejectedCandidates": rejected,
+            "cancelledApprovals": approvals,
+            "stoppedWorkspaces": stopped_runs,
+            "failedTaskRuns": runs,
+        }),
+    )
+    .await?;
+    events::append(
+        tx.conn(),
+        change_id,
+        "change.cancelled",
+        &serde_json::json!({ "by": account_id, "reason": reason, "from": enum_text(&before.status) }),
+    )
+    .await?;
+    let change = get_change(tx, account_id, change_id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+    Ok(ChangeCancelled {
+        change,
+        rejected_candidates: rejected,
+        stopped_runs,
+    })
+}
+
+crate::one_step! {
+    write create_change(account_id: &str, project_id: &str, input: &ChangeInput) -> Change;
+    read get_change(account_id: &str, id: &str) -> Option<Change>;
+    read list_changes(account_id: &str, project_id: &str) -> Vec<Change>;
+    read list_tasks(account_id: &str, change_id: &str) -> Vec<Task>;
+    write add_task(account_id: &str, change_id: &str, input: &TaskInput) -> Task;
+    write start_task_run(account_id: &str, task_id: &str) -> TaskRun;
+    write record_change_set(account_id: &str, run_id: &str, input: &ChangeSetInput) -> ChangeSet;
+    read get_change_set(account_id: &str, id: &str) -> Option<ChangeSet>;
+    write cancel_change(account_id: &str, change_id: &str, reason: &str) -> ChangeCancelled;
 }

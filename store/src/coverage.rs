@@ -940,7 +940,7 @@ pub async fn enqueue_top_up(
     target: BufferTarget,
     topup_id: &str,
 ) -> Result<TopUpAnswer, StoreError> {
-    take_dispatch_lock(tx.inner()).await?;
+    take_dispatch_lock(tx).await?;
     if let Some(answer) = top_up_answer(tx, topup_id).await? {
         return Ok(answer);
     }
@@ -979,7 +979,7 @@ pub(crate) async fn insert_launches(
         let mut ids = Vec::with_capacity(jobs.len());
         for (new, repeat) in jobs.iter().zip(1..) {
             let key = topup_job_key(topup_id, &l.cell_key, repeat);
-            let id = match insert_keyed_job(tx.inner(), new, now, Some(&key)).await? {
+            let id = match insert_keyed_job(tx, new, now, Some(&key)).await? {
                 Some(id) => id,
                 None => sqlx::query("select id from jobs where topup_key = $1")
                     .bind(&key)
@@ -1070,7 +1070,7 @@ pub async fn cancel_origin(
     origin: &Origin,
     statuses: &[JobStatus],
 ) -> Result<Vec<(Job, JobStatus)>, StoreError> {
-    take_dispatch_lock(tx.inner()).await?;
+    take_dispatch_lock(tx).await?;
     let sql = format!(
         "select id from jobs where origin = $1 and status in ({}) order by queue_seq",
         status_list(statuses)
@@ -1085,11 +1085,11 @@ pub async fn cancel_origin(
     let now = now_ms();
     let mut out = Vec::new();
     for id in ids {
-        let Some(job) = job_in(tx.inner(), &id).await? else {
+        let Some(job) = job_in(tx, &id).await? else {
             continue;
         };
-        if crate::jobs::cancel_in(tx.inner(), &job, now).await?
-            && let Some(current) = job_in(tx.inner(), &id).await?
+        if crate::jobs::cancel_in(tx, &job, now).await?
+            && let Some(current) = job_in(tx, &id).await?
         {
             out.push((current, job.status));
         }
@@ -1099,154 +1099,153 @@ pub async fn cancel_origin(
 
 // ---- benchmarks ------------------------------------------------------------------------------
 
-impl crate::Store {
-    /// For `belay bench coverage` only: gives each cell `runs_per_cell` completed runs and
-    /// `jobs_per_cell` running jobs (launched by hand), and `reviewer` a review of every
-    /// `review_every`-th run, in multi-row statements.
-    pub async fn bench_seed_cells(
-        &self,
-        cells: &[Cell],
-        runs_per_cell: usize,
-        jobs_per_cell: usize,
-        reviewer: &str,
-        review_every: usize,
-    ) -> Result<(), StoreError> {
-        let now = now_ms();
-        let mut runs = Vec::new();
-        let mut jobs = Vec::new();
-        for (ci, c) in cells.iter().enumerate() {
-            for r in 0..runs_per_cell {
-                runs.push((format!("run_b{ci}x{r}"), c));
-            }
-            for j in 0..jobs_per_cell {
-                jobs.push((format!("job_b{ci}x{j}"), c));
-            }
+/// For `belay bench coverage` only: gives each cell `runs_per_cell` completed runs and
+/// `jobs_per_cell` running jobs (launched by hand), and `reviewer` a review of every
+/// `review_every`-th run, in multi-row statements.
+pub async fn bench_seed_cells(
+    tx: &mut Tx,
+    cells: &[Cell],
+    runs_per_cell: usize,
+    jobs_per_cell: usize,
+    reviewer: &str,
+    review_every: usize,
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    let mut runs = Vec::new();
+    let mut jobs = Vec::new();
+    for (ci, c) in cells.iter().enumerate() {
+        for r in 0..runs_per_cell {
+            runs.push((format!("run_b{ci}x{r}"), c));
         }
-        let split = |c: &Combination| match c {
-            Combination::Harness { model, provider, .. } => ("harness", Some(model.clone()), provider.clone()),
-            Combination::Gg { .. } => ("gg", None, None),
-        };
-        let mut tx = self.begin().await?;
-        for chunk in runs.chunks(500) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| format!("({}, 'standard', 1, '[]')", placeholders(i * 12 + 1, 12)))
-                .collect();
-            let sql = format!(
-                r#"insert into runs (id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model,
-                       provider, cell_key, completed_at, test_type, loaded, artifacts)
-                   values {}"#,
-                rows.join(", ")
-            );
-            let mut q = sqlx::query(&sql);
-            for (id, c) in chunk {
-                let (kind, model, provider) = split(&c.combination);
-                q = q
-                    .bind(id.clone())
-                    .bind(format!("job_{id}"))
-                    .bind(c.case.slug.clone())
-                    .bind(c.case.version.clone())
-                    .bind(c.case.variant.clone())
-                    .bind(c.case.engine.clone())
-                    .bind(kind)
-                    .bind(c.combination.harness().to_string())
-                    .bind(model)
-                    .bind(provider)
-                    .bind(c.cell_key.0.clone())
-                    .bind(now);
-            }
-            q.execute(tx.conn()).await?;
+        for j in 0..jobs_per_cell {
+            jobs.push((format!("job_b{ci}x{j}"), c));
         }
-        for chunk in jobs.chunks(500) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| format!("({}, 'running', '[]', 1)", placeholders(i * 11 + 1, 11)))
-                .collect();
-            let sql = format!(
-                r#"insert into jobs (id, case_slug, case_version, case_variant, engine, combo_kind, harness, model, provider,
-                       cell_key, created_at, status, jam_models, attempt)
-                   values {}"#,
-                rows.join(", ")
-            );
-            let mut q = sqlx::query(&sql);
-            for (id, c) in chunk {
-                let (kind, model, provider) = split(&c.combination);
-                q = q
-                    .bind(id.clone())
-                    .bind(c.case.slug.clone())
-                    .bind(c.case.version.clone())
-                    .bind(c.case.variant.clone())
-                    .bind(c.case.engine.clone())
-                    .bind(kind)
-                    .bind(c.combination.harness().to_string())
-                    .bind(model)
-                    .bind(provider)
-                    .bind(c.cell_key.0.clone())
-                    .bind(now);
-            }
-            q.execute(tx.conn()).await?;
-        }
-        let reviewed: Vec<&(String, &Cell)> = runs.iter().step_by(review_every.max(1)).collect();
-        for chunk in reviewed.chunks(1000) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| {
-                    format!(
-                        "(${}, $1, '{{\"code\":\"great\"}}', '\"great\"', $2, $2, ${})",
-                        2 * i + 3,
-                        2 * i + 4
-                    )
-                })
-                .collect();
-            let sql = format!(
-                "insert into reviews (run_id, account_id, ratings, worst, created_at, updated_at, cell_key) values {}",
-                rows.join(", ")
-            );
-            let mut q = sqlx::query(&sql).bind(reviewer).bind(now);
-            for (id, c) in chunk {
-                q = q.bind(id.clone()).bind(c.cell_key.0.clone());
-            }
-            q.execute(tx.conn()).await?;
-        }
-        tx.commit().await
     }
+    let split = |c: &Combination| match c {
+        Combination::Harness { model, provider, .. } => ("harness", Some(model.clone()), provider.clone()),
+        Combination::Gg { .. } => ("gg", None, None),
+    };
+    for chunk in runs.chunks(500) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({}, 'standard', 1, '[]')", placeholders(i * 12 + 1, 12)))
+            .collect();
+        let sql = format!(
+            r#"insert into runs (id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model,
+                   provider, cell_key, completed_at, test_type, loaded, artifacts)
+               values {}"#,
+            rows.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for (id, c) in chunk {
+            let (kind, model, provider) = split(&c.combination);
+            q = q
+                .bind(id.clone())
+                .bind(format!("job_{id}"))
+                .bind(c.case.slug.clone())
+                .bind(c.case.version.clone())
+                .bind(c.case.variant.clone())
+                .bind(c.case.engine.clone())
+                .bind(kind)
+                .bind(c.combination.harness().to_string())
+                .bind(model)
+                .bind(provider)
+                .bind(c.cell_key.0.clone())
+                .bind(now);
+        }
+        q.execute(tx.conn()).await?;
+    }
+    for chunk in jobs.chunks(500) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({}, 'running', '[]', 1)", placeholders(i * 11 + 1, 11)))
+            .collect();
+        let sql = format!(
+            r#"insert into jobs (id, case_slug, case_version, case_variant, engine, combo_kind, harness, model, provider,
+                   cell_key, created_at, status, jam_models, attempt)
+               values {}"#,
+            rows.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for (id, c) in chunk {
+            let (kind, model, provider) = split(&c.combination);
+            q = q
+                .bind(id.clone())
+                .bind(c.case.slug.clone())
+                .bind(c.case.version.clone())
+                .bind(c.case.variant.clone())
+                .bind(c.case.engine.clone())
+                .bind(kind)
+                .bind(c.combination.harness().to_string())
+                .bind(model)
+                .bind(provider)
+                .bind(c.cell_key.0.clone())
+                .bind(now);
+        }
+        q.execute(tx.conn()).await?;
+    }
+    let reviewed: Vec<&(String, &Cell)> = runs.iter().step_by(review_every.max(1)).collect();
+    for chunk in reviewed.chunks(1000) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                format!(
+                    "(${}, $1, '{{\"code\":\"great\"}}', '\"great\"', $2, $2, ${})",
+                    2 * i + 3,
+                    2 * i + 4
+                )
+            })
+            .collect();
+        let sql = format!(
+            "insert into reviews (run_id, account_id, ratings, worst, created_at, updated_at, cell_key) values {}",
+            rows.join(", ")
+        );
+        let mut q = sqlx::query(&sql).bind(reviewer).bind(now);
+        for (id, c) in chunk {
+            q = q.bind(id.clone()).bind(c.cell_key.0.clone());
+        }
+        q.execute(tx.conn()).await?;
+    }
+    Ok(())
+}
 
-    /// For `belay bench coverage` only: the matrix's grouped counts as raw queries (the runs by
-    /// cell with the reviewer's reviews: on PostgreSQL one join, on SQLite the runs and the
-    /// reviewer's reviews counted by cell apart; in-flight jobs by cell and status), nothing else:
-    /// the same SQL the matrix runs for a plan of more than 500 cells, in a read transaction on
-    /// the same pool, as the matrix reads them. Returns the cells counted and the job rows read.
-    pub async fn bench_raw_grouped_counts(&self, account_id: &str) -> Result<usize, StoreError> {
-        let mut tx = self.begin_read().await?;
-        let runs = match self.backend() {
-            Backend::Postgres => sqlx::query(&runs_by_cell_sql(""))
+/// For `belay bench coverage` only: the matrix's grouped counts as raw queries (the runs by
+/// cell with the reviewer's reviews: on PostgreSQL one join, on SQLite the runs and the
+/// reviewer's reviews counted by cell apart; in-flight jobs by cell and status), nothing else:
+/// the same SQL the matrix runs for a plan of more than 500 cells, in a read transaction on
+/// the same pool, as the matrix reads them. Returns the cells counted and the job rows read.
+pub async fn bench_raw_grouped_counts(tx: &mut Tx, account_id: &str) -> Result<usize, StoreError> {
+    let runs = match tx.backend() {
+        Backend::Postgres => sqlx::query(&runs_by_cell_sql(""))
+            .bind(account_id)
+            .fetch_all(tx.conn())
+            .await?
+            .len(),
+        Backend::Sqlite => {
+            let runs = sqlx::query(&runs_counted_sql("")).fetch_all(tx.conn()).await?;
+            let reviews = sqlx::query(&reviews_by_cell_sql(""))
                 .bind(account_id)
                 .fetch_all(tx.conn())
-                .await?
-                .len(),
-            Backend::Sqlite => {
-                let runs = sqlx::query(&runs_counted_sql("")).fetch_all(tx.conn()).await?;
-                let reviews = sqlx::query(&reviews_by_cell_sql(""))
-                    .bind(account_id)
-                    .fetch_all(tx.conn())
-                    .await?;
-                // Every reviewed cell is a counted cell: the runs' rows are the cells.
-                debug_assert!(reviews.len() <= runs.len());
-                runs.len()
-            }
-        };
-        let jobs = sqlx::query(&jobs_by_cell_sql("")).fetch_all(tx.conn()).await?;
-        tx.commit().await?;
-        Ok(runs + jobs.len())
-    }
+                .await?;
+            // Every reviewed cell is a counted cell: the runs' rows are the cells.
+            debug_assert!(reviews.len() <= runs.len());
+            runs.len()
+        }
+    };
+    let jobs = sqlx::query(&jobs_by_cell_sql("")).fetch_all(tx.conn()).await?;
+    Ok(runs + jobs.len())
+}
 
-    /// For `belay bench coverage` only: the same grouped counts as the matrix reads them (on
-    /// SQLite packed into one row each, decision 0033), in a read transaction on the same pool.
-    /// Returns the cells counted and the job rows.
-    pub async fn bench_raw_grouped_counts_packed(&self, account_id: &str) -> Result<usize, StoreError> {
-        let mut tx = self.begin_read().await?;
-        let runs = run_counts(&mut tx, account_id, None).await?;
-        let sql = dialect::grouped_sql(self.backend(), &jobs_by_cell_sql(""), JOBS_BY_CELL_COLUMNS);
-        let q = sqlx::query(&sql);
-        let jobs = dialect::grouped::<(String, String, i64)>(q, &mut tx, "jobs by cell").await?;
-        tx.commit().await?;
-        Ok(runs.len() + jobs.len())
-    }
+/// For `belay bench coverage` only: the same grouped counts as the matrix reads them (on
+/// SQLite packed into one row each, decision 0033), in a read transaction on the same pool.
+/// Returns the cells counted and the job rows.
+pub async fn bench_raw_grouped_counts_packed(tx: &mut Tx, account_id: &str) -> Result<usize, StoreError> {
+    let runs = run_counts(tx, account_id, None).await?;
+    let sql = dialect::grouped_sql(tx.backend(), &jobs_by_cell_sql(""), JOBS_BY_CELL_COLUMNS);
+    let q = sqlx::query(&sql);
+    let jobs = dialect::grouped::<(String, String, i64)>(q, tx, "jobs by cell").await?;
+    Ok(runs.len() + jobs.len())
+}
+
+crate::one_step! {
+    write bench_seed_cells(cells: &[Cell], runs_per_cell: usize, jobs_per_cell: usize, reviewer: &str, review_every: usize) -> ();
+    read bench_raw_grouped_counts(account_id: &str) -> usize;
+    read bench_raw_grouped_counts_packed(account_id: &str) -> usize;
 }

@@ -1,7 +1,8 @@
 //! Code edit sessions: one open per person per project, decided under the project's row lock so
 //! two opens never both succeed; each open session of a project holds its own Sandbox uid.
 
-use crate::{Store, StoreError, events, now_ms};
+use crate::Tx;
+use crate::{StoreError, events, now_ms};
 use belay_domain::edit_session::free_uid;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -42,134 +43,134 @@ fn row(r: &sqlx::any::AnyRow) -> Result<EditSession, StoreError> {
     Ok(<EditSession as sqlx::FromRow<_>>::from_row(r)?)
 }
 
-impl Store {
-    /// Opens a session `id` for `account_id` in a project it owns.
-    pub async fn open_edit_session(
-        &self,
-        account_id: &str,
-        project_id: &str,
-        id: &str,
-    ) -> Result<OpenSession, StoreError> {
-        if self.get_project(account_id, project_id).await?.is_none() {
-            return Err(StoreError::not_found("project", project_id));
-        }
-        let mut tx = self.begin_write().await?;
-        sqlx::query("update projects set updated_at = updated_at where id = $1")
-            .bind(project_id)
-            .execute(&mut *tx)
-            .await?;
-        let sql = format!("select {COLUMNS} from edit_sessions where project_id = $1 and status = 'open'");
-        let open: Vec<EditSession> = sqlx::query(&sql)
-            .bind(project_id)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(row)
-            .collect::<Result<_, _>>()?;
-        if let Some(mine) = open.iter().find(|s| s.account_id == account_id) {
-            tx.commit().await?;
-            return Ok(OpenSession::AlreadyOpen(mine.clone()));
-        }
-        let used: BTreeSet<u32> = open.iter().map(|s| s.uid).collect();
-        let Some(uid) = free_uid(&used) else {
-            tx.commit().await?;
-            return Ok(OpenSession::Full);
-        };
-        let now = now_ms();
-        sqlx::query(
-            "insert into edit_sessions (id, project_id, account_id, uid, status, opened_at, last_used_at) values ($1, $2, $3, $4, 'open', $5, $5)",
-        )
-        .bind(id)
+/// Opens a session `id` for `account_id` in a project it owns.
+pub async fn open_edit_session(
+    tx: &mut Tx,
+    account_id: &str,
+    project_id: &str,
+    id: &str,
+) -> Result<OpenSession, StoreError> {
+    if crate::projects::get_project(tx, account_id, project_id)
+        .await?
+        .is_none()
+    {
+        return Err(StoreError::not_found("project", project_id));
+    }
+    sqlx::query("update projects set updated_at = updated_at where id = $1")
         .bind(project_id)
+        .execute(tx.conn())
+        .await?;
+    let sql = format!("select {COLUMNS} from edit_sessions where project_id = $1 and status = 'open'");
+    let open: Vec<EditSession> = sqlx::query(&sql)
+        .bind(project_id)
+        .fetch_all(tx.conn())
+        .await?
+        .iter()
+        .map(row)
+        .collect::<Result<_, _>>()?;
+    if let Some(mine) = open.iter().find(|s| s.account_id == account_id) {
+        return Ok(OpenSession::AlreadyOpen(mine.clone()));
+    }
+    let used: BTreeSet<u32> = open.iter().map(|s| s.uid).collect();
+    let Some(uid) = free_uid(&used) else {
+        return Ok(OpenSession::Full);
+    };
+    let now = now_ms();
+    sqlx::query(
+        "insert into edit_sessions (id, project_id, account_id, uid, status, opened_at, last_used_at) values ($1, $2, $3, $4, 'open', $5, $5)",
+    )
+    .bind(id)
+    .bind(project_id)
+    .bind(account_id)
+    .bind(i64::from(uid))
+    .bind(now)
+    .execute(tx.conn())
+    .await?;
+    events::append(
+        tx.conn(),
+        id,
+        "edit_session.opened",
+        &serde_json::json!({ "projectId": project_id }),
+    )
+    .await?;
+    let sql = format!("select {COLUMNS} from edit_sessions where id = $1");
+    let session = row(&sqlx::query(&sql).bind(id).fetch_one(tx.conn()).await?)?;
+    Ok(OpenSession::Opened(session))
+}
+
+/// The session, if `account_id` opened it.
+pub async fn get_edit_session(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<EditSession>, StoreError> {
+    let sql = format!(
+        "select {COLUMNS} from edit_sessions where id = $1 and account_id = $2 \
+         and project_id in (select id from projects where status <> 'deleting')"
+    );
+    let r = sqlx::query(&sql)
+        .bind(id)
         .bind(account_id)
-        .bind(i64::from(uid))
-        .bind(now)
-        .execute(&mut *tx)
+        .fetch_optional(tx.conn())
         .await?;
-        events::append(
-            &mut *tx,
-            id,
-            "edit_session.opened",
-            &serde_json::json!({ "projectId": project_id }),
-        )
+    r.as_ref().map(row).transpose()
+}
+
+pub async fn edit_session(tx: &mut Tx, id: &str) -> Result<Option<EditSession>, StoreError> {
+    let sql = format!("select {COLUMNS} from edit_sessions where id = $1");
+    let r = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+    r.as_ref().map(row).transpose()
+}
+
+pub async fn edit_session_forked(tx: &mut Tx, id: &str, start_commit: &str) -> Result<(), StoreError> {
+    sqlx::query("update edit_sessions set start_commit = $2 where id = $1")
+        .bind(id)
+        .bind(start_commit)
+        .execute(tx.conn())
         .await?;
-        let sql = format!("select {COLUMNS} from edit_sessions where id = $1");
-        let session = row(&sqlx::query(&sql).bind(id).fetch_one(&mut *tx).await?)?;
-        tx.commit().await?;
-        Ok(OpenSession::Opened(session))
-    }
+    Ok(())
+}
 
-    /// The session, if `account_id` opened it.
-    pub async fn get_edit_session(&self, account_id: &str, id: &str) -> Result<Option<EditSession>, StoreError> {
-        let sql = format!(
-            "select {COLUMNS} from edit_sessions where id = $1 and account_id = $2 \
-             and project_id in (select id from projects where status <> 'deleting')"
-        );
-        let r = sqlx::query(&sql)
-            .bind(id)
-            .bind(account_id)
-            .fetch_optional(self.pool())
-            .await?;
-        r.as_ref().map(row).transpose()
-    }
-
-    pub async fn edit_session(&self, id: &str) -> Result<Option<EditSession>, StoreError> {
-        let sql = format!("select {COLUMNS} from edit_sessions where id = $1");
-        let r = sqlx::query(&sql).bind(id).fetch_optional(self.pool()).await?;
-        r.as_ref().map(row).transpose()
-    }
-
-    pub async fn edit_session_forked(&self, id: &str, start_commit: &str) -> Result<(), StoreError> {
-        sqlx::query("update edit_sessions set start_commit = $2 where id = $1")
-            .bind(id)
-            .bind(start_commit)
-            .execute(self.pool())
-            .await?;
-        Ok(())
-    }
-
-    /// Records a command's use (the overdue clock restarts).
-    pub async fn touch_edit_session(&self, id: &str) -> Result<(), StoreError> {
-        sqlx::query("update edit_sessions set last_used_at = $2 where id = $1 and status = 'open'")
-            .bind(id)
-            .bind(now_ms())
-            .execute(self.pool())
-            .await?;
-        Ok(())
-    }
-
-    /// Ends an open session; ending one already ended changes nothing. True when it moved.
-    pub async fn end_edit_session(&self, id: &str, reason: &str) -> Result<bool, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let moved = sqlx::query(
-            "update edit_sessions set status = 'ended', ended_at = $2, end_reason = $3 where id = $1 and status = 'open'",
-        )
+/// Records a command's use (the overdue clock restarts).
+pub async fn touch_edit_session(tx: &mut Tx, id: &str) -> Result<(), StoreError> {
+    sqlx::query("update edit_sessions set last_used_at = $2 where id = $1 and status = 'open'")
         .bind(id)
         .bind(now_ms())
-        .bind(reason)
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
-        if moved.rows_affected() == 1 {
-            events::append(
-                &mut *tx,
-                id,
-                "edit_session.ended",
-                &serde_json::json!({ "reason": reason }),
-            )
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(moved.rows_affected() == 1)
-    }
+    Ok(())
+}
 
-    /// Every session, for the forks sweep.
-    pub async fn all_edit_sessions(&self) -> Result<Vec<EditSession>, StoreError> {
-        let sql = format!("select {COLUMNS} from edit_sessions order by opened_at");
-        sqlx::query(&sql)
-            .fetch_all(self.pool())
-            .await?
-            .iter()
-            .map(row)
-            .collect()
+/// Ends an open session; ending one already ended changes nothing. True when it moved.
+pub async fn end_edit_session(tx: &mut Tx, id: &str, reason: &str) -> Result<bool, StoreError> {
+    let moved = sqlx::query(
+        "update edit_sessions set status = 'ended', ended_at = $2, end_reason = $3 where id = $1 and status = 'open'",
+    )
+    .bind(id)
+    .bind(now_ms())
+    .bind(reason)
+    .execute(tx.conn())
+    .await?;
+    if moved.rows_affected() == 1 {
+        events::append(
+            tx.conn(),
+            id,
+            "edit_session.ended",
+            &serde_json::json!({ "reason": reason }),
+        )
+        .await?;
     }
+    Ok(moved.rows_affected() == 1)
+}
+
+/// Every session, for the forks sweep.
+pub async fn all_edit_sessions(tx: &mut Tx) -> Result<Vec<EditSession>, StoreError> {
+    let sql = format!("select {COLUMNS} from edit_sessions order by opened_at");
+    sqlx::query(&sql).fetch_all(tx.conn()).await?.iter().map(row).collect()
+}
+
+crate::one_step! {
+    write open_edit_session(account_id: &str, project_id: &str, id: &str) -> OpenSession;
+    read get_edit_session(account_id: &str, id: &str) -> Option<EditSession>;
+    read edit_session(id: &str) -> Option<EditSession>;
+    write edit_session_forked(id: &str, start_commit: &str) -> ();
+    write touch_edit_session(id: &str) -> ();
+    write end_edit_session(id: &str, reason: &str) -> bool;
+    read all_edit_sessions() -> Vec<EditSession>;
 }

@@ -1,6 +1,7 @@
 //! The append-only event log: what happened to which entity, for later features to read.
 
-use crate::{Store, StoreError, now_ms, rows::json};
+use crate::Tx;
+use crate::{StoreError, now_ms, rows::json};
 use serde::Serialize;
 use sqlx::{Any, Executor, Row};
 
@@ -172,89 +173,92 @@ pub struct EventFilter<'a> {
     pub limit: i64,
 }
 
-impl Store {
-    /// The events a member `viewer` may see after `after_id`, oldest first, optionally for one
-    /// entity.
-    pub async fn events_for(
-        &self,
-        viewer: &str,
-        after_id: i64,
-        entity: Option<&str>,
-        limit: i64,
-    ) -> Result<Vec<Event>, StoreError> {
-        let filter = EventFilter {
-            after_id,
-            entity,
-            actor: None,
-            limit,
-        };
-        self.events_seen_by(viewer, false, &filter).await
-    }
+/// The events a member `viewer` may see after `after_id`, oldest first, optionally for one
+/// entity.
+pub async fn events_for(
+    tx: &mut Tx,
+    viewer: &str,
+    after_id: i64,
+    entity: Option<&str>,
+    limit: i64,
+) -> Result<Vec<Event>, StoreError> {
+    let filter = EventFilter {
+        after_id,
+        entity,
+        actor: None,
+        limit,
+    };
+    events_seen_by(tx, viewer, false, &filter).await
+}
 
-    /// The events `viewer` may see (`belay_domain::access::event_visible`; every event, for an
-    /// operator), oldest first.
-    pub async fn events_seen_by(
-        &self,
-        viewer: &str,
-        operator: bool,
-        filter: &EventFilter<'_>,
-    ) -> Result<Vec<Event>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "select {EVENT_COLUMNS} from events where id > $1 and ($2 = '' or entity = $2) \
-             and ($5 = 1 or account_id is null or account_id = $3) and ($6 = '' or actor_account_id = $6) \
-             order by id limit $4"
-        ))
-        .bind(filter.after_id)
-        .bind(filter.entity.unwrap_or(""))
-        .bind(viewer)
-        .bind(filter.limit)
-        .bind(i64::from(operator))
-        .bind(filter.actor.unwrap_or(""))
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(event_of).collect()
-    }
+/// The events `viewer` may see (`belay_domain::access::event_visible`; every event, for an
+/// operator), oldest first.
+pub async fn events_seen_by(
+    tx: &mut Tx,
+    viewer: &str,
+    operator: bool,
+    filter: &EventFilter<'_>,
+) -> Result<Vec<Event>, StoreError> {
+    let rows = sqlx::query(&format!(
+        "select {EVENT_COLUMNS} from events where id > $1 and ($2 = '' or entity = $2) \
+         and ($5 = 1 or account_id is null or account_id = $3) and ($6 = '' or actor_account_id = $6) \
+         order by id limit $4"
+    ))
+    .bind(filter.after_id)
+    .bind(filter.entity.unwrap_or(""))
+    .bind(viewer)
+    .bind(filter.limit)
+    .bind(i64::from(operator))
+    .bind(filter.actor.unwrap_or(""))
+    .fetch_all(tx.conn())
+    .await?;
+    rows.iter().map(event_of).collect()
+}
 
-    /// Records a write through the API that appended no event of its own (a signal to a workflow,
-    /// whose effects a worker records), so that every write names its actor.
-    pub async fn record_api_write(&self, method: &str, path: &str, status: u16) -> Result<(), StoreError> {
-        let owner = current_actor().map(|a| a.account_id);
-        let Some(owner) = owner else { return Ok(()) };
-        let mut tx = self.pool().begin().await?;
-        append(
-            &mut *tx,
-            path,
-            "api.write",
-            &serde_json::json!({ "method": method, "path": path, "status": status, "accountId": owner }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
+/// Records a write through the API that appended no event of its own (a signal to a workflow,
+/// whose effects a worker records), so that every write names its actor.
+pub async fn record_api_write(tx: &mut Tx, method: &str, path: &str, status: u16) -> Result<(), StoreError> {
+    let owner = current_actor().map(|a| a.account_id);
+    let Some(owner) = owner else { return Ok(()) };
+    append(
+        tx.conn(),
+        path,
+        "api.write",
+        &serde_json::json!({ "method": method, "path": path, "status": status, "accountId": owner }),
+    )
+    .await?;
+    Ok(())
+}
 
-    /// Events after `after_id`, oldest first, optionally for one entity.
-    pub async fn events(&self, after_id: i64, entity: Option<&str>, limit: i64) -> Result<Vec<Event>, StoreError> {
-        let rows = match entity {
-            Some(e) => {
-                sqlx::query(&format!(
-                    "select {EVENT_COLUMNS} from events where id > $1 and entity = $2 order by id limit $3"
-                ))
-                .bind(after_id)
-                .bind(e)
-                .bind(limit)
-                .fetch_all(self.pool())
-                .await?
-            }
-            None => {
-                sqlx::query(&format!(
-                    "select {EVENT_COLUMNS} from events where id > $1 order by id limit $2"
-                ))
-                .bind(after_id)
-                .bind(limit)
-                .fetch_all(self.pool())
-                .await?
-            }
-        };
-        rows.iter().map(event_of).collect()
-    }
+/// Events after `after_id`, oldest first, optionally for one entity.
+pub async fn events(tx: &mut Tx, after_id: i64, entity: Option<&str>, limit: i64) -> Result<Vec<Event>, StoreError> {
+    let rows = match entity {
+        Some(e) => {
+            sqlx::query(&format!(
+                "select {EVENT_COLUMNS} from events where id > $1 and entity = $2 order by id limit $3"
+            ))
+            .bind(after_id)
+            .bind(e)
+            .bind(limit)
+            .fetch_all(tx.conn())
+            .await?
+        }
+        None => {
+            sqlx::query(&format!(
+                "select {EVENT_COLUMNS} from events where id > $1 order by id limit $2"
+            ))
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(tx.conn())
+            .await?
+        }
+    };
+    rows.iter().map(event_of).collect()
+}
+
+crate::one_step! {
+    read events_for(viewer: &str, after_id: i64, entity: Option<&str>, limit: i64) -> Vec<Event>;
+    read events_seen_by(viewer: &str, operator: bool, filter: &EventFilter<'_>) -> Vec<Event>;
+    write record_api_write(method: &str, path: &str, status: u16) -> ();
+    read events(after_id: i64, entity: Option<&str>, limit: i64) -> Vec<Event>;
 }

@@ -5,13 +5,14 @@
 //! serializes them on both backends; this keeps `queue_seq` order equal to commit order and makes
 //! a claim see every job enqueued before it.
 
+use crate::Tx;
 use crate::rows::{self, JOB_COLUMNS, enum_text, status_list, timestamp_column, to_json};
-use crate::{Store, StoreError, events, new_id_body, now_ms, plans};
+use crate::{StoreError, events, new_id_body, now_ms, plans};
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
 use belay_domain::dispatch::{Lane, Waiting, plan_claims};
 use belay_domain::ids::JobId;
 use belay_domain::job::{CellKey, Combination, Job, JobStatus, JobTransition, RetryDecision, retry_decision};
-use sqlx::{Any, Row, Transaction};
+use sqlx::Row;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A job about to be enqueued (the domain's; named here for the store's callers).
@@ -79,15 +80,15 @@ const LANE_SLACK: i64 = 16;
 /// frees a slot). It is taken before the transaction records a transition, so on PostgreSQL, too,
 /// the order of `job_transitions.seq` is the order in which those writes committed: a slot freed
 /// by a completion whose row was numbered before a claim is one that claim saw free.
-pub(crate) async fn take_dispatch_lock(tx: &mut Transaction<'_, Any>) -> Result<(), StoreError> {
+pub(crate) async fn take_dispatch_lock(tx: &mut Tx) -> Result<(), StoreError> {
     sqlx::query("update dispatcher_lock set claims = claims + 1 where id = 1")
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     Ok(())
 }
 
 async fn record_transition(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     job_id: &str,
     from: Option<JobStatus>,
     to: JobStatus,
@@ -98,19 +99,19 @@ async fn record_transition(
         .bind(from.map(|s| enum_text(&s)))
         .bind(enum_text(&to))
         .bind(at)
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     Ok(())
 }
 
-async fn insert_job(tx: &mut Transaction<'_, Any>, new: &NewJob, now: i64) -> Result<Option<JobId>, StoreError> {
+async fn insert_job(tx: &mut Tx, new: &NewJob, now: i64) -> Result<Option<JobId>, StoreError> {
     insert_keyed_job(tx, new, now, None).await
 }
 
 /// Inserts a job carrying `topup_key`, the natural key of one repeat of one cell of one top-up
 /// (unique): a retried top-up inserts nothing twice. `None` when the key (or the retry) exists.
 pub(crate) async fn insert_keyed_job(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut Tx,
     new: &NewJob,
     now: i64,
     topup_key: Option<&str>,
@@ -159,14 +160,14 @@ pub(crate) async fn insert_keyed_job(
     .bind(new.retry_of.as_deref())
     .bind(now)
     .bind(topup_key)
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     if inserted.rows_affected() == 0 {
         return Ok(None);
     }
     record_transition(tx, &id, None, JobStatus::Queued, now).await?;
     events::append(
-        &mut **tx,
+        tx.conn(),
         &id,
         "job.enqueued",
         &serde_json::json!({ "cell": cell.0, "origin": new.origin.as_ref().map(|o| o.to_string()), "attempt": new.attempt }),
@@ -175,19 +176,19 @@ pub(crate) async fn insert_keyed_job(
     Ok(Some(id))
 }
 
-pub(crate) async fn job_in(tx: &mut Transaction<'_, Any>, id: &str) -> Result<Option<Job>, StoreError> {
+pub(crate) async fn job_in(tx: &mut Tx, id: &str) -> Result<Option<Job>, StoreError> {
     let sql = format!("select {JOB_COLUMNS} from jobs where id = $1");
-    let row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
+    let row = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
     row.as_ref().map(rows::job).transpose()
 }
 
 /// The job, which must exist.
-async fn require_job(tx: &mut Transaction<'_, Any>, id: &str) -> Result<Job, StoreError> {
+async fn require_job(tx: &mut Tx, id: &str) -> Result<Job, StoreError> {
     job_in(tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))
 }
 
 /// The jobs with these ids, in this order.
-async fn require_jobs(tx: &mut Transaction<'_, Any>, ids: &[JobId]) -> Result<Vec<Job>, StoreError> {
+async fn require_jobs(tx: &mut Tx, ids: &[JobId]) -> Result<Vec<Job>, StoreError> {
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         out.push(require_job(tx, id).await?);
@@ -195,563 +196,542 @@ async fn require_jobs(tx: &mut Transaction<'_, Any>, ids: &[JobId]) -> Result<Ve
     Ok(out)
 }
 
-impl Store {
-    /// Enqueues one job; it takes the next `queue_seq`.
-    pub async fn enqueue(&self, new: NewJob) -> Result<Job, StoreError> {
-        let mut jobs = self.enqueue_batch(vec![new]).await?;
-        jobs.pop()
-            .ok_or_else(|| StoreError::Conflict("job was not enqueued".into()))
-    }
-
-    /// Enqueues jobs in the given order, in one transaction, so their `queue_seq`s are consecutive
-    /// in that order. A job that retries one already retried is not enqueued twice: the existing
-    /// retry is returned in its place.
-    pub async fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<Job>, StoreError> {
-        let now = now_ms();
-        let mut tx = self.pool().begin().await?;
-        take_dispatch_lock(&mut tx).await?;
-        let mut ids = Vec::with_capacity(jobs.len());
-        for new in &jobs {
-            let id = match insert_job(&mut tx, new, now).await? {
-                Some(id) => id,
-                None => {
-                    let retry_of = new.retry_of.as_deref().unwrap_or_default();
-                    let r = sqlx::query("select id from jobs where retry_of = $1")
-                        .bind(retry_of)
-                        .fetch_optional(&mut *tx)
-                        .await?
-                        .ok_or_else(|| StoreError::Conflict("job id collision".into()))?;
-                    r.try_get::<String, _>("id")?.into()
-                }
-            };
-            ids.push(id);
-        }
-        let out = require_jobs(&mut tx, &ids).await?;
-        tx.commit().await?;
-        Ok(out)
-    }
-
-    pub async fn get_job(&self, id: &str) -> Result<Option<Job>, StoreError> {
-        let sql = format!("select {JOB_COLUMNS} from jobs where id = $1");
-        let row = sqlx::query(&sql).bind(id).fetch_optional(self.pool()).await?;
-        row.as_ref().map(rows::job).transpose()
-    }
-
-    /// Jobs in queue order.
-    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, StoreError> {
-        let statuses = if filter.statuses.is_empty() {
-            JobStatus::ALL.to_vec()
-        } else {
-            filter.statuses.clone()
-        };
-        let mut sql = format!(
-            "select {JOB_COLUMNS} from jobs where status in ({}) and queue_seq > $1",
-            status_list(&statuses)
-        );
-        if filter.origin.is_some() {
-            sql.push_str(" and origin = $3");
-        }
-        sql.push_str(" order by queue_seq limit $2");
-        let mut q = sqlx::query(&sql)
-            .bind(filter.after_seq.unwrap_or(0))
-            .bind(filter.limit.clamp(1, 10_000));
-        if let Some(o) = &filter.origin {
-            q = q.bind(o);
-        }
-        let rows = q.fetch_all(self.pool()).await?;
-        rows.iter().map(rows::job).collect()
-    }
-
-    /// The dispatcher's claim. Dispatches waiting jobs strictly in ascending `queue_seq`, passing
-    /// over only a job whose harness is at its cap or a game-jam job of a model with a jam run in
-    /// flight, and marks held-back jobs `pending`. `claim_key` makes it idempotent: a retried claim
-    /// with the same key returns what the first one dispatched and dispatches nothing more.
-    pub async fn claim(&self, claim_key: &str) -> Result<Vec<Job>, StoreError> {
-        let sql = format!("select {JOB_COLUMNS} from jobs where claim_key = $1 order by queue_seq");
-        let earlier = sqlx::query(&sql).bind(claim_key).fetch_all(self.pool()).await?;
-        if !earlier.is_empty() {
-            return earlier.iter().map(rows::job).collect();
-        }
-        let now = now_ms();
-        let mut tx = self.pool().begin().await?;
-        take_dispatch_lock(&mut tx).await?;
-
-        let mut lanes: BTreeMap<String, Lane> = BTreeMap::new();
-        for r in sqlx::query("select name, max_parallelism from harnesses")
-            .fetch_all(&mut *tx)
-            .await?
-        {
-            lanes.insert(
-                r.try_get("name")?,
-                Lane {
-                    cap: r.try_get("max_parallelism")?,
-                    occupied: 0,
-                    truncated: false,
-                },
-            );
-        }
-        let occ_sql = format!(
-            "select harness, count(*) as n from jobs where status in ({}) group by harness",
-            status_list(&JobStatus::OCCUPYING)
-        );
-        for r in sqlx::query(&occ_sql).fetch_all(&mut *tx).await? {
-            let h: String = r.try_get("harness")?;
-            if let Some(l) = lanes.get_mut(&h) {
-                l.occupied = r.try_get("n")?;
-            }
-        }
-        let jam_sql = format!(
-            "select jam_models from jobs where status in ({}) and jam_models <> '[]'",
-            status_list(&JobStatus::OCCUPYING)
-        );
-        let mut jams = BTreeSet::new();
-        for r in sqlx::query(&jam_sql).fetch_all(&mut *tx).await? {
-            let models: Vec<String> = rows::json(&r.try_get::<String, _>("jam_models")?, "jam_models")?;
-            jams.extend(models);
-        }
-
-        let lane_sql = format!(
-            "select id, queue_seq, harness, jam_models, status from jobs where harness = $1 and status in ({}) order by queue_seq limit $2",
-            status_list(&JobStatus::WAITING)
-        );
-        let mut depth: BTreeMap<String, i64> = lanes
-            .iter()
-            .filter(|(_, l)| l.free() > 0)
-            .map(|(h, l)| (h.clone(), l.free() + LANE_SLACK))
-            .collect();
-        let mut candidates: BTreeMap<String, Vec<Waiting>> = BTreeMap::new();
-        let plan = loop {
-            for (h, limit) in &depth {
-                if candidates.get(h).is_some_and(|c| (c.len() as i64) >= *limit) {
-                    continue;
-                }
-                let rows = sqlx::query(&lane_sql).bind(h).bind(*limit).fetch_all(&mut *tx).await?;
-                let mut list = Vec::with_capacity(rows.len());
-                for r in &rows {
-                    list.push(Waiting {
-                        id: r.try_get::<String, _>("id")?.into(),
-                        queue_seq: r.try_get("queue_seq")?,
-                        harness: r.try_get("harness")?,
-                        jam_models: rows::json(&r.try_get::<String, _>("jam_models")?, "jam_models")?,
-                        pending: r.try_get::<String, _>("status")? == "pending",
-                    });
-                }
-                let lane = lanes.get_mut(h).expect("lane");
-                lane.truncated = (list.len() as i64) == *limit;
-                candidates.insert(h.clone(), list);
-            }
-            let all: Vec<Waiting> = candidates.values().flatten().cloned().collect();
-            let plan = plan_claims(&all, &lanes, &jams);
-            if plan.starved.is_empty() {
-                break plan;
-            }
-            for h in &plan.starved {
-                if let Some(d) = depth.get_mut(h) {
-                    *d *= 4;
-                }
-            }
-        };
-
-        let by_id: BTreeMap<&str, &Waiting> = candidates.values().flatten().map(|w| (w.id.as_str(), w)).collect();
-        let mut claimed = Vec::with_capacity(plan.dispatch.len());
-        for id in &plan.dispatch {
-            let from = if by_id[id.as_str()].pending {
-                JobStatus::Pending
-            } else {
-                JobStatus::Queued
-            };
-            let moved = sqlx::query(&format!(
-                "update jobs set status = 'dispatched', dispatched_at = $2, claim_key = $3 where id = $1 and status in ({})",
-                status_list(&JobStatus::WAITING)
-            ))
-            .bind(id.as_str())
-            .bind(now)
-            .bind(claim_key)
-            .execute(&mut *tx)
-            .await?;
-            if moved.rows_affected() == 1 {
-                record_transition(&mut tx, id, Some(from), JobStatus::Dispatched, now).await?;
-                claimed.push(id.clone());
-            }
-        }
-        for id in &plan.hold {
-            let moved =
-                sqlx::query("update jobs set status = 'pending', pending_at = $2 where id = $1 and status = 'queued'")
-                    .bind(id.as_str())
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-            if moved.rows_affected() == 1 {
-                record_transition(&mut tx, id, Some(JobStatus::Queued), JobStatus::Pending, now).await?;
-            }
-        }
-        for h in &plan.full {
-            let held = sqlx::query(
-                "update jobs set status = 'pending', pending_at = $2 where harness = $1 and status = 'queued' returning id",
-            )
-            .bind(h)
-            .bind(now)
-            .fetch_all(&mut *tx)
-            .await?;
-            let ids: Vec<String> = held.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
-            for chunk in ids.chunks(200) {
-                let values: Vec<String> = (0..chunk.len())
-                    .map(|i| format!("(${}, 'queued', 'pending', $1)", i + 2))
-                    .collect();
-                let sql = format!(
-                    "insert into job_transitions (job_id, from_status, to_status, at) values {}",
-                    values.join(", ")
-                );
-                let mut q = sqlx::query(&sql).bind(now);
-                for id in chunk {
-                    q = q.bind(id);
-                }
-                q.execute(&mut *tx).await?;
-            }
-        }
-        let out = require_jobs(&mut tx, &claimed).await?;
-        tx.commit().await?;
-        Ok(out)
-    }
-
-    /// Moves a job to `to` if its current status allows it.
-    pub async fn advance_job(&self, id: &str, to: JobStatus) -> Result<Transition, StoreError> {
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        let job = require_job(&mut tx, id).await?;
-        if job.status == to {
-            return Ok(Transition::Already(job));
-        }
-        if !job.status.can_become(to) {
-            return Ok(Transition::Refused(job));
-        }
-        let sql = format!(
-            "update jobs set status = $3, {} = $4 where id = $1 and status = $2",
-            timestamp_column(to)
-        );
-        let moved = sqlx::query(&sql)
-            .bind(id)
-            .bind(enum_text(&job.status))
-            .bind(enum_text(&to))
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        if moved.rows_affected() == 0 {
-            let current = require_job(&mut tx, id).await?;
-            return Ok(if current.status == to {
-                Transition::Already(current)
-            } else {
-                Transition::Refused(current)
-            });
-        }
-        record_transition(&mut tx, id, Some(job.status), to, now).await?;
-        let job = require_job(&mut tx, id).await?;
-        tx.commit().await?;
-        Ok(Transition::Moved(job))
-    }
-
-    /// Records the run of a job that completed: the job moves running → completed and the run row
-    /// is written in the same transaction. A second call returns the run the first one wrote.
-    pub async fn complete_job(
-        &self,
-        id: &str,
-        loaded: bool,
-        artifacts: &[belay_domain::run::Artifact],
-    ) -> Result<Completion, StoreError> {
-        if let Some(run) = self.run_of_job(id).await? {
-            return Ok(Completion::AlreadyRecorded(run));
-        }
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        take_dispatch_lock(&mut tx).await?;
-        let job = require_job(&mut tx, id).await?;
-        if job.status != JobStatus::Running {
-            return Ok(Completion::Refused(job));
-        }
-        let moved =
-            sqlx::query("update jobs set status = 'completed', completed_at = $2 where id = $1 and status = 'running'")
-                .bind(id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        if moved.rows_affected() == 0 {
-            let job = require_job(&mut tx, id).await?;
-            return Ok(Completion::Refused(job));
-        }
-        record_transition(&mut tx, id, Some(JobStatus::Running), JobStatus::Completed, now).await?;
-        let test_type = match job.test_type {
-            Some(t) => t,
-            None => {
-                let r = sqlx::query("select test_type from test_case_versions where slug = $1 and version = $2")
-                    .bind(&job.case.slug)
-                    .bind(&job.case.version)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                match r {
-                    Some(r) => rows::test_type(&r.try_get::<String, _>("test_type")?)?,
-                    None => TestType::Standard,
-                }
-            }
-        };
-        let run_id = belay_domain::ids::RunId::from_body(&new_id_body()).0;
-        sqlx::query(
-            r#"insert into runs (id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model,
-                   provider, gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, loaded, artifacts,
-                   user_id, origin, completed_at)
-               select $1, id, case_slug, case_version, case_variant, engine, combo_kind, harness, model, provider,
-                   gg_config_id, gg_config_name, gg_bindings, cell_key, $3, $4, $5, user_id, origin, $6
-               from jobs where id = $2"#,
-        )
-        .bind(&run_id)
-        .bind(id)
-        .bind(enum_text(&test_type))
-        .bind(loaded as i64)
-        .bind(to_json(&artifacts))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        events::append(
-            &mut *tx,
-            id,
-            "run.recorded",
-            &serde_json::json!({ "runId": run_id, "loaded": loaded }),
-        )
-        .await?;
-        tx.commit().await?;
-        let run = self
-            .get_run(&run_id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("run", &run_id))?;
-        Ok(Completion::Recorded(run))
-    }
-
-    /// Records that a claimed job failed. An infrastructure failure is retried as a new job with
-    /// `attempt + 1` that keeps the launcher and the origin, unless the origin is paused.
-    pub async fn fail_job(&self, id: &str, reason: &str, infrastructure: bool) -> Result<Failure, StoreError> {
-        let now = now_ms();
-        let mut tx = self.pool().begin().await?;
-        take_dispatch_lock(&mut tx).await?;
-        let job = require_job(&mut tx, id).await?;
-        if job.status == JobStatus::Failed {
-            let sql = format!("select {JOB_COLUMNS} from jobs where retry_of = $1");
-            let retry = sqlx::query(&sql).bind(id).fetch_optional(&mut *tx).await?;
-            let retry = retry.as_ref().map(rows::job).transpose()?;
-            tx.commit().await?;
-            return Ok(Failure {
-                job,
-                decision: None,
-                retry,
-            });
-        }
-        if !job.status.can_become(JobStatus::Failed) {
-            tx.commit().await?;
-            return Ok(Failure {
-                job,
-                decision: None,
-                retry: None,
-            });
-        }
-        let reason: String = reason.chars().take(4000).collect();
-        let moved =
-            sqlx::query("update jobs set status = 'failed', failed_at = $3, error = $4 where id = $1 and status = $2")
-                .bind(id)
-                .bind(enum_text(&job.status))
-                .bind(now)
-                .bind(&reason)
-                .execute(&mut *tx)
-                .await?;
-        if moved.rows_affected() == 0 {
-            let job = require_job(&mut tx, id).await?;
-            tx.commit().await?;
-            return Ok(Failure {
-                job,
-                decision: None,
-                retry: None,
-            });
-        }
-        record_transition(&mut tx, id, Some(job.status), JobStatus::Failed, now).await?;
-        let paused = match &job.origin {
-            Some(o) => plans::origin_paused(&mut *tx, o).await?,
-            None => false,
-        };
-        let decision = retry_decision(job.attempt, infrastructure, job.origin.as_ref(), paused);
-        if decision == RetryDecision::Withheld {
-            sqlx::query("update jobs set retry_withheld = 1 where id = $1")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        events::append(
-            &mut *tx,
-            id,
-            "job.failed",
-            &serde_json::json!({ "reason": reason, "decision": format!("{decision:?}") }),
-        )
-        .await?;
-        let mut retry = None;
-        if matches!(decision, RetryDecision::Retry { .. }) {
-            let capabilities: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
-                .bind(id)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("capabilities")?;
-            let capabilities = capabilities
-                .as_deref()
-                .map(|c| rows::json(c, "capabilities"))
-                .transpose()?;
-            if let Some(new) = job.retry(&decision, capabilities)
-                && let Some(new_id) = insert_job(&mut tx, &new, now).await?
-            {
-                retry = job_in(&mut tx, &new_id).await?;
-            }
-        }
-        let job = require_job(&mut tx, id).await?;
-        tx.commit().await?;
-        Ok(Failure {
-            job,
-            decision: Some(decision),
-            retry,
-        })
-    }
-
-    /// The one atomic cancel transition, from any state that is not final.
-    pub async fn cancel_job(&self, id: &str) -> Result<Cancel, StoreError> {
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        take_dispatch_lock(&mut tx).await?;
-        let job = require_job(&mut tx, id).await?;
-        let cancelled = cancel_in(&mut tx, &job, now).await?;
-        let current = require_job(&mut tx, id).await?;
-        tx.commit().await?;
-        Ok(Cancel {
-            cancelled,
-            previous: job.status,
-            job: current,
-        })
-    }
-
-    /// Cancels every job in one of `statuses` (optionally of one origin); returns each cancelled
-    /// job with the status it was cancelled from.
-    pub async fn cancel_jobs(
-        &self,
-        statuses: &[JobStatus],
-        origin: Option<&str>,
-    ) -> Result<Vec<(Job, JobStatus)>, StoreError> {
-        let statuses: Vec<JobStatus> = statuses.iter().copied().filter(|s| !s.is_final()).collect();
-        if statuses.is_empty() {
-            return Ok(vec![]);
-        }
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        take_dispatch_lock(&mut tx).await?;
-        let mut sql = format!(
-            "select {JOB_COLUMNS} from jobs where status in ({})",
-            status_list(&statuses)
-        );
-        if origin.is_some() {
-            sql.push_str(" and origin = $1");
-        }
-        sql.push_str(" order by queue_seq");
-        let mut q = sqlx::query(&sql);
-        if let Some(o) = origin {
-            q = q.bind(o);
-        }
-        let jobs: Vec<Job> = q
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(rows::job)
-            .collect::<Result<_, _>>()?;
-        let mut out = Vec::new();
-        for job in jobs {
-            if cancel_in(&mut tx, &job, now).await? {
-                let current = require_job(&mut tx, &job.id).await?;
-                out.push((current, job.status));
-            }
-        }
-        tx.commit().await?;
-        Ok(out)
-    }
-
-    /// The status transitions recorded after `after_seq`, in the order they were recorded.
-    pub async fn transitions(&self, after_seq: i64, limit: i64) -> Result<Vec<JobTransition>, StoreError> {
-        let rows = sqlx::query(
-            r#"select t.seq, t.job_id, j.harness, j.queue_seq, t.from_status, t.to_status, t.at
-               from job_transitions t join jobs j on j.id = t.job_id
-               where t.seq > $1 order by t.seq limit $2"#,
-        )
-        .bind(after_seq)
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|r| {
-                let from: Option<String> = r.try_get("from_status")?;
-                Ok(JobTransition {
-                    seq: r.try_get("seq")?,
-                    job_id: r.try_get::<String, _>("job_id")?.into(),
-                    harness: r.try_get("harness")?,
-                    queue_seq: r.try_get("queue_seq")?,
-                    from: from.as_deref().map(rows::status).transpose()?,
-                    to: rows::status(&r.try_get::<String, _>("to_status")?)?,
-                    at: r.try_get("at")?,
-                })
-            })
-            .collect()
-    }
-
-    /// Everything a run needs: the job, its harness's adapter, the case version (if ingested) and
-    /// the gg capability set recorded at launch.
-    pub async fn job_context(&self, id: &str) -> Result<JobContext, StoreError> {
-        let job = self
-            .get_job(id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("job", id))?;
-        let adapter = self.get_harness(job.combination.harness()).await?.map(|h| h.adapter);
-        let version = self.get_test_case_version(&job.case.slug, &job.case.version).await?;
-        let caps: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
-            .bind(id)
-            .fetch_one(self.pool())
-            .await?
-            .try_get("capabilities")?;
-        let capabilities = caps.as_deref().map(|c| rows::json(c, "capabilities")).transpose()?;
-        Ok(JobContext {
-            job,
-            adapter,
-            version,
-            capabilities,
-        })
-    }
-
-    /// How many jobs each status holds (for dashboards and tests).
-    pub async fn job_status_counts(&self) -> Result<BTreeMap<JobStatus, i64>, StoreError> {
-        let rows = sqlx::query("select status, count(*) as n from jobs group by status")
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter()
-            .map(|r| Ok((rows::status(&r.try_get::<String, _>("status")?)?, r.try_get("n")?)))
-            .collect()
-    }
-
-    /// The raw rate a backend sustains for single-row conditional updates, for the claim benchmark:
-    /// moves each of `ids` from queued to dispatched, one statement and one commit each.
-    pub async fn bench_single_row_updates(&self, ids: &[JobId]) -> Result<u64, StoreError> {
-        let mut n = 0;
-        for id in ids {
-            let r = sqlx::query(
-                "update jobs set status = 'dispatched', dispatched_at = $2 where id = $1 and status = 'queued'",
-            )
-            .bind(id.as_str())
-            .bind(now_ms())
-            .execute(self.pool())
-            .await?;
-            n += r.rows_affected();
-        }
-        Ok(n)
-    }
+/// Enqueues one job; it takes the next `queue_seq`.
+pub async fn enqueue(tx: &mut Tx, new: NewJob) -> Result<Job, StoreError> {
+    let mut jobs = enqueue_batch(tx, vec![new]).await?;
+    jobs.pop()
+        .ok_or_else(|| StoreError::Conflict("job was not enqueued".into()))
 }
 
-pub(crate) async fn cancel_in(tx: &mut Transaction<'_, Any>, job: &Job, now: i64) -> Result<bool, StoreError> {
+/// Enqueues jobs in the given order, in one transaction, so their `queue_seq`s are consecutive
+/// in that order. A job that retries one already retried is not enqueued twice: the existing
+/// retry is returned in its place.
+pub async fn enqueue_batch(tx: &mut Tx, jobs: Vec<NewJob>) -> Result<Vec<Job>, StoreError> {
+    let now = now_ms();
+    take_dispatch_lock(tx).await?;
+    let mut ids = Vec::with_capacity(jobs.len());
+    for new in &jobs {
+        let id = match insert_job(tx, new, now).await? {
+            Some(id) => id,
+            None => {
+                let retry_of = new.retry_of.as_deref().unwrap_or_default();
+                let r = sqlx::query("select id from jobs where retry_of = $1")
+                    .bind(retry_of)
+                    .fetch_optional(tx.conn())
+                    .await?
+                    .ok_or_else(|| StoreError::Conflict("job id collision".into()))?;
+                r.try_get::<String, _>("id")?.into()
+            }
+        };
+        ids.push(id);
+    }
+    let out = require_jobs(tx, &ids).await?;
+    Ok(out)
+}
+
+pub async fn get_job(tx: &mut Tx, id: &str) -> Result<Option<Job>, StoreError> {
+    let sql = format!("select {JOB_COLUMNS} from jobs where id = $1");
+    let row = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+    row.as_ref().map(rows::job).transpose()
+}
+
+/// Jobs in queue order.
+pub async fn list_jobs(tx: &mut Tx, filter: &JobFilter) -> Result<Vec<Job>, StoreError> {
+    let statuses = if filter.statuses.is_empty() {
+        JobStatus::ALL.to_vec()
+    } else {
+        filter.statuses.clone()
+    };
+    let mut sql = format!(
+        "select {JOB_COLUMNS} from jobs where status in ({}) and queue_seq > $1",
+        status_list(&statuses)
+    );
+    if filter.origin.is_some() {
+        sql.push_str(" and origin = $3");
+    }
+    sql.push_str(" order by queue_seq limit $2");
+    let mut q = sqlx::query(&sql)
+        .bind(filter.after_seq.unwrap_or(0))
+        .bind(filter.limit.clamp(1, 10_000));
+    if let Some(o) = &filter.origin {
+        q = q.bind(o);
+    }
+    let rows = q.fetch_all(tx.conn()).await?;
+    rows.iter().map(rows::job).collect()
+}
+
+/// The dispatcher's claim. Dispatches waiting jobs strictly in ascending `queue_seq`, passing
+/// over only a job whose harness is at its cap or a game-jam job of a model with a jam run in
+/// flight, and marks held-back jobs `pending`. `claim_key` makes it idempotent: a retried claim
+/// with the same key returns what the first one dispatched and dispatches nothing more.
+pub async fn claim(tx: &mut Tx, claim_key: &str) -> Result<Vec<Job>, StoreError> {
+    let sql = format!("select {JOB_COLUMNS} from jobs where claim_key = $1 order by queue_seq");
+    let earlier = sqlx::query(&sql).bind(claim_key).fetch_all(tx.conn()).await?;
+    if !earlier.is_empty() {
+        return earlier.iter().map(rows::job).collect();
+    }
+    let now = now_ms();
+    take_dispatch_lock(tx).await?;
+
+    let mut lanes: BTreeMap<String, Lane> = BTreeMap::new();
+    for r in sqlx::query("select name, max_parallelism from harnesses")
+        .fetch_all(tx.conn())
+        .await?
+    {
+        lanes.insert(
+            r.try_get("name")?,
+            Lane {
+                cap: r.try_get("max_parallelism")?,
+                occupied: 0,
+                truncated: false,
+            },
+        );
+    }
+    let occ_sql = format!(
+        "select harness, count(*) as n from jobs where status in ({}) group by harness",
+        status_list(&JobStatus::OCCUPYING)
+    );
+    for r in sqlx::query(&occ_sql).fetch_all(tx.conn()).await? {
+        let h: String = r.try_get("harness")?;
+        if let Some(l) = lanes.get_mut(&h) {
+            l.occupied = r.try_get("n")?;
+        }
+    }
+    let jam_sql = format!(
+        "select jam_models from jobs where status in ({}) and jam_models <> '[]'",
+        status_list(&JobStatus::OCCUPYING)
+    );
+    let mut jams = BTreeSet::new();
+    for r in sqlx::query(&jam_sql).fetch_all(tx.conn()).await? {
+        let models: Vec<String> = rows::json(&r.try_get::<String, _>("jam_models")?, "jam_models")?;
+        jams.extend(models);
+    }
+
+    let lane_sql = format!(
+        "select id, queue_seq, harness, jam_models, status from jobs where harness = $1 and status in ({}) order by queue_seq limit $2",
+        status_list(&JobStatus::WAITING)
+    );
+    let mut depth: BTreeMap<String, i64> = lanes
+        .iter()
+        .filter(|(_, l)| l.free() > 0)
+        .map(|(h, l)| (h.clone(), l.free() + LANE_SLACK))
+        .collect();
+    let mut candidates: BTreeMap<String, Vec<Waiting>> = BTreeMap::new();
+    let plan = loop {
+        for (h, limit) in &depth {
+            if candidates.get(h).is_some_and(|c| (c.len() as i64) >= *limit) {
+                continue;
+            }
+            let rows = sqlx::query(&lane_sql).bind(h).bind(*limit).fetch_all(tx.conn()).await?;
+            let mut list = Vec::with_capacity(rows.len());
+            for r in &rows {
+                list.push(Waiting {
+                    id: r.try_get::<String, _>("id")?.into(),
+                    queue_seq: r.try_get("queue_seq")?,
+                    harness: r.try_get("harness")?,
+                    jam_models: rows::json(&r.try_get::<String, _>("jam_models")?, "jam_models")?,
+                    pending: r.try_get::<String, _>("status")? == "pending",
+                });
+            }
+            let lane = lanes.get_mut(h).expect("lane");
+            lane.truncated = (list.len() as i64) == *limit;
+            candidates.insert(h.clone(), list);
+        }
+        let all: Vec<Waiting> = candidates.values().flatten().cloned().collect();
+        let plan = plan_claims(&all, &lanes, &jams);
+        if plan.starved.is_empty() {
+            break plan;
+        }
+        for h in &plan.starved {
+            if let Some(d) = depth.get_mut(h) {
+                *d *= 4;
+            }
+        }
+    };
+
+    let by_id: BTreeMap<&str, &Waiting> = candidates.values().flatten().map(|w| (w.id.as_str(), w)).collect();
+    let mut claimed = Vec::with_capacity(plan.dispatch.len());
+    for id in &plan.dispatch {
+        let from = if by_id[id.as_str()].pending {
+            JobStatus::Pending
+        } else {
+            JobStatus::Queued
+        };
+        let moved = sqlx::query(&format!(
+            "update jobs set status = 'dispatched', dispatched_at = $2, claim_key = $3 where id = $1 and status in ({})",
+            status_list(&JobStatus::WAITING)
+        ))
+        .bind(id.as_str())
+        .bind(now)
+        .bind(claim_key)
+        .execute(tx.conn())
+        .await?;
+        if moved.rows_affected() == 1 {
+            record_transition(tx, id, Some(from), JobStatus::Dispatched, now).await?;
+            claimed.push(id.clone());
+        }
+    }
+    for id in &plan.hold {
+        let moved =
+            sqlx::query("update jobs set status = 'pending', pending_at = $2 where id = $1 and status = 'queued'")
+                .bind(id.as_str())
+                .bind(now)
+                .execute(tx.conn())
+                .await?;
+        if moved.rows_affected() == 1 {
+            record_transition(tx, id, Some(JobStatus::Queued), JobStatus::Pending, now).await?;
+        }
+    }
+    for h in &plan.full {
+        let held = sqlx::query(
+            "update jobs set status = 'pending', pending_at = $2 where harness = $1 and status = 'queued' returning id",
+        )
+        .bind(h)
+        .bind(now)
+        .fetch_all(tx.conn())
+        .await?;
+        let ids: Vec<String> = held.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
+        for chunk in ids.chunks(200) {
+            let values: Vec<String> = (0..chunk.len())
+                .map(|i| format!("(${}, 'queued', 'pending', $1)", i + 2))
+                .collect();
+            let sql = format!(
+                "insert into job_transitions (job_id, from_status, to_status, at) values {}",
+                values.join(", ")
+            );
+            let mut q = sqlx::query(&sql).bind(now);
+            for id in chunk {
+                q = q.bind(id);
+            }
+            q.execute(tx.conn()).await?;
+        }
+    }
+    let out = require_jobs(tx, &claimed).await?;
+    Ok(out)
+}
+
+/// Moves a job to `to` if its current status allows it.
+pub async fn advance_job(tx: &mut Tx, id: &str, to: JobStatus) -> Result<Transition, StoreError> {
+    let now = now_ms();
+    let job = require_job(tx, id).await?;
+    if job.status == to {
+        return Ok(Transition::Already(job));
+    }
+    if !job.status.can_become(to) {
+        return Ok(Transition::Refused(job));
+    }
+    let sql = format!(
+        "update jobs set status = $3, {} = $4 where id = $1 and status = $2",
+        timestamp_column(to)
+    );
+    let moved = sqlx::query(&sql)
+        .bind(id)
+        .bind(enum_text(&job.status))
+        .bind(enum_text(&to))
+        .bind(now)
+        .execute(tx.conn())
+        .await?;
+    if moved.rows_affected() == 0 {
+        let current = require_job(tx, id).await?;
+        return Ok(if current.status == to {
+            Transition::Already(current)
+        } else {
+            Transition::Refused(current)
+        });
+    }
+    record_transition(tx, id, Some(job.status), to, now).await?;
+    let job = require_job(tx, id).await?;
+    Ok(Transition::Moved(job))
+}
+
+/// Records the run of a job that completed: the job moves running → completed and the run row
+/// is written in the same transaction. A second call returns the run the first one wrote.
+pub async fn complete_job(
+    tx: &mut Tx,
+    id: &str,
+    loaded: bool,
+    artifacts: &[belay_domain::run::Artifact],
+) -> Result<Completion, StoreError> {
+    if let Some(run) = crate::runs::run_of_job(tx, id).await? {
+        return Ok(Completion::AlreadyRecorded(run));
+    }
+    let now = now_ms();
+    take_dispatch_lock(tx).await?;
+    let job = require_job(tx, id).await?;
+    if job.status != JobStatus::Running {
+        return Ok(Completion::Refused(job));
+    }
+    let moved =
+        sqlx::query("update jobs set status = 'completed', completed_at = $2 where id = $1 and status = 'running'")
+            .bind(id)
+            .bind(now)
+            .execute(tx.conn())
+            .await?;
+    if moved.rows_affected() == 0 {
+        let job = require_job(tx, id).await?;
+        return Ok(Completion::Refused(job));
+    }
+    record_transition(tx, id, Some(JobStatus::Running), JobStatus::Completed, now).await?;
+    let test_type = match job.test_type {
+        Some(t) => t,
+        None => {
+            let r = sqlx::query("select test_type from test_case_versions where slug = $1 and version = $2")
+                .bind(&job.case.slug)
+                .bind(&job.case.version)
+                .fetch_optional(tx.conn())
+                .await?;
+            match r {
+                Some(r) => rows::test_type(&r.try_get::<String, _>("test_type")?)?,
+                None => TestType::Standard,
+            }
+        }
+    };
+    let run_id = belay_domain::ids::RunId::from_body(&new_id_body()).0;
+    sqlx::query(
+        r#"insert into runs (id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model,
+               provider, gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, loaded, artifacts,
+               user_id, origin, completed_at)
+           select $1, id, case_slug, case_version, case_variant, engine, combo_kind, harness, model, provider,
+               gg_config_id, gg_config_name, gg_bindings, cell_key, $3, $4, $5, user_id, origin, $6
+           from jobs where id = $2"#,
+    )
+    .bind(&run_id)
+    .bind(id)
+    .bind(enum_text(&test_type))
+    .bind(loaded as i64)
+    .bind(to_json(&artifacts))
+    .bind(now)
+    .execute(tx.conn())
+    .await?;
+    events::append(
+        tx.conn(),
+        id,
+        "run.recorded",
+        &serde_json::json!({ "runId": run_id, "loaded": loaded }),
+    )
+    .await?;
+    let run = crate::runs::get_run(tx, &run_id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("run", &run_id))?;
+    Ok(Completion::Recorded(run))
+}
+
+/// Records that a claimed job failed. An infrastructure failure is retried as a new job with
+/// `attempt + 1` that keeps the launcher and the origin, unless the origin is paused.
+pub async fn fail_job(tx: &mut Tx, id: &str, reason: &str, infrastructure: bool) -> Result<Failure, StoreError> {
+    let now = now_ms();
+    take_dispatch_lock(tx).await?;
+    let job = require_job(tx, id).await?;
+    if job.status == JobStatus::Failed {
+        let sql = format!("select {JOB_COLUMNS} from jobs where retry_of = $1");
+        let retry = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+        let retry = retry.as_ref().map(rows::job).transpose()?;
+        return Ok(Failure {
+            job,
+            decision: None,
+            retry,
+        });
+    }
+    if !job.status.can_become(JobStatus::Failed) {
+        return Ok(Failure {
+            job,
+            decision: None,
+            retry: None,
+        });
+    }
+    let reason: String = reason.chars().take(4000).collect();
+    let moved =
+        sqlx::query("update jobs set status = 'failed', failed_at = $3, error = $4 where id = $1 and status = $2")
+            .bind(id)
+            .bind(enum_text(&job.status))
+            .bind(now)
+            .bind(&reason)
+            .execute(tx.conn())
+            .await?;
+    if moved.rows_affected() == 0 {
+        let job = require_job(tx, id).await?;
+        return Ok(Failure {
+            job,
+            decision: None,
+            retry: None,
+        });
+    }
+    record_transition(tx, id, Some(job.status), JobStatus::Failed, now).await?;
+    let paused = match &job.origin {
+        Some(o) => plans::origin_paused(tx.conn(), o).await?,
+        None => false,
+    };
+    let decision = retry_decision(job.attempt, infrastructure, job.origin.as_ref(), paused);
+    if decision == RetryDecision::Withheld {
+        sqlx::query("update jobs set retry_withheld = 1 where id = $1")
+            .bind(id)
+            .execute(tx.conn())
+            .await?;
+    }
+    events::append(
+        tx.conn(),
+        id,
+        "job.failed",
+        &serde_json::json!({ "reason": reason, "decision": format!("{decision:?}") }),
+    )
+    .await?;
+    let mut retry = None;
+    if matches!(decision, RetryDecision::Retry { .. }) {
+        let capabilities: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
+            .bind(id)
+            .fetch_one(tx.conn())
+            .await?
+            .try_get("capabilities")?;
+        let capabilities = capabilities
+            .as_deref()
+            .map(|c| rows::json(c, "capabilities"))
+            .transpose()?;
+        if let Some(new) = job.retry(&decision, capabilities)
+            && let Some(new_id) = insert_job(tx, &new, now).await?
+        {
+            retry = job_in(tx, &new_id).await?;
+        }
+    }
+    let job = require_job(tx, id).await?;
+    Ok(Failure {
+        job,
+        decision: Some(decision),
+        retry,
+    })
+}
+
+/// The one atomic cancel transition, from any state that is not final.
+pub async fn cancel_job(tx: &mut Tx, id: &str) -> Result<Cancel, StoreError> {
+    let now = now_ms();
+    take_dispatch_lock(tx).await?;
+    let job = require_job(tx, id).await?;
+    let cancelled = cancel_in(tx, &job, now).await?;
+    let current = require_job(tx, id).await?;
+    Ok(Cancel {
+        cancelled,
+        previous: job.status,
+        job: current,
+    })
+}
+
+/// Cancels every job in one of `statuses` (optionally of one origin); returns each cancelled
+/// job with the status it was cancelled from.
+pub async fn cancel_jobs(
+    tx: &mut Tx,
+    statuses: &[JobStatus],
+    origin: Option<&str>,
+) -> Result<Vec<(Job, JobStatus)>, StoreError> {
+    let statuses: Vec<JobStatus> = statuses.iter().copied().filter(|s| !s.is_final()).collect();
+    if statuses.is_empty() {
+        return Ok(vec![]);
+    }
+    let now = now_ms();
+    take_dispatch_lock(tx).await?;
+    let mut sql = format!(
+        "select {JOB_COLUMNS} from jobs where status in ({})",
+        status_list(&statuses)
+    );
+    if origin.is_some() {
+        sql.push_str(" and origin = $1");
+    }
+    sql.push_str(" order by queue_seq");
+    let mut q = sqlx::query(&sql);
+    if let Some(o) = origin {
+        q = q.bind(o);
+    }
+    let jobs: Vec<Job> = q
+        .fetch_all(tx.conn())
+        .await?
+        .iter()
+        .map(rows::job)
+        .collect::<Result<_, _>>()?;
+    let mut out = Vec::new();
+    for job in jobs {
+        if cancel_in(tx, &job, now).await? {
+            let current = require_job(tx, &job.id).await?;
+            out.push((current, job.status));
+        }
+    }
+    Ok(out)
+}
+
+/// The status transitions recorded after `after_seq`, in the order they were recorded.
+pub async fn transitions(tx: &mut Tx, after_seq: i64, limit: i64) -> Result<Vec<JobTransition>, StoreError> {
+    let rows = sqlx::query(
+        r#"select t.seq, t.job_id, j.harness, j.queue_seq, t.from_status, t.to_status, t.at
+           from job_transitions t join jobs j on j.id = t.job_id
+           where t.seq > $1 order by t.seq limit $2"#,
+    )
+    .bind(after_seq)
+    .bind(limit)
+    .fetch_all(tx.conn())
+    .await?;
+    rows.iter()
+        .map(|r| {
+            let from: Option<String> = r.try_get("from_status")?;
+            Ok(JobTransition {
+                seq: r.try_get("seq")?,
+                job_id: r.try_get::<String, _>("job_id")?.into(),
+                harness: r.try_get("harness")?,
+                queue_seq: r.try_get("queue_seq")?,
+                from: from.as_deref().map(rows::status).transpose()?,
+                to: rows::status(&r.try_get::<String, _>("to_status")?)?,
+                at: r.try_get("at")?,
+            })
+        })
+        .collect()
+}
+
+/// Everything a run needs: the job, its harness's adapter, the case version (if ingested) and
+/// the gg capability set recorded at launch.
+pub async fn job_context(tx: &mut Tx, id: &str) -> Result<JobContext, StoreError> {
+    let job = get_job(tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+    let adapter = crate::catalogue::get_harness(tx, job.combination.harness())
+        .await?
+        .map(|h| h.adapter);
+    let version = crate::catalogue::get_test_case_version(tx, &job.case.slug, &job.case.version).await?;
+    let caps: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
+        .bind(id)
+        .fetch_one(tx.conn())
+        .await?
+        .try_get("capabilities")?;
+    let capabilities = caps.as_deref().map(|c| rows::json(c, "capabilities")).transpose()?;
+    Ok(JobContext {
+        job,
+        adapter,
+        version,
+        capabilities,
+    })
+}
+
+/// How many jobs each status holds (for dashboards and tests).
+pub async fn job_status_counts(tx: &mut Tx) -> Result<BTreeMap<JobStatus, i64>, StoreError> {
+    let rows = sqlx::query("select status, count(*) as n from jobs group by status")
+        .fetch_all(tx.conn())
+        .await?;
+    rows.iter()
+        .map(|r| Ok((rows::status(&r.try_get::<String, _>("status")?)?, r.try_get("n")?)))
+        .collect()
+}
+
+/// The raw rate a backend sustains for single-row conditional updates, for the claim benchmark:
+/// moves each of `ids` from queued to dispatched, one statement and one commit each.
+pub async fn bench_single_row_updates(tx: &mut Tx, ids: &[JobId]) -> Result<u64, StoreError> {
+    let mut n = 0;
+    for id in ids {
+        let r = sqlx::query(
+            "update jobs set status = 'dispatched', dispatched_at = $2 where id = $1 and status = 'queued'",
+        )
+        .bind(id.as_str())
+        .bind(now_ms())
+        .execute(tx.conn())
+        .await?;
+        n += r.rows_affected();
+    }
+    Ok(n)
+}
+
+pub(crate) async fn cancel_in(tx: &mut Tx, job: &Job, now: i64) -> Result<bool, StoreError> {
     let mut current = job.status;
     // The job may move on between the read and the update (it started, say); cancel from
     // wherever it is now, until it is final.
@@ -763,12 +743,12 @@ pub(crate) async fn cancel_in(tx: &mut Transaction<'_, Any>, job: &Job, now: i64
             .bind(job.id.as_str())
             .bind(enum_text(&current))
             .bind(now)
-            .execute(&mut **tx)
+            .execute(tx.conn())
             .await?;
         if moved.rows_affected() == 1 {
             record_transition(tx, &job.id, Some(current), JobStatus::Canceled, now).await?;
             events::append(
-                &mut **tx,
+                tx.conn(),
                 &job.id,
                 "job.canceled",
                 &serde_json::json!({ "from": current.as_str() }),
@@ -782,4 +762,21 @@ pub(crate) async fn cancel_in(tx: &mut Transaction<'_, Any>, job: &Job, now: i64
         "job {} kept changing status while being cancelled",
         job.id
     )))
+}
+
+crate::one_step! {
+    write enqueue(new: NewJob) -> Job;
+    write enqueue_batch(jobs: Vec<NewJob>) -> Vec<Job>;
+    read get_job(id: &str) -> Option<Job>;
+    read list_jobs(filter: &JobFilter) -> Vec<Job>;
+    write claim(claim_key: &str) -> Vec<Job>;
+    write advance_job(id: &str, to: JobStatus) -> Transition;
+    write complete_job(id: &str, loaded: bool, artifacts: &[belay_domain::run::Artifact]) -> Completion;
+    write fail_job(id: &str, reason: &str, infrastructure: bool) -> Failure;
+    write cancel_job(id: &str) -> Cancel;
+    write cancel_jobs(statuses: &[JobStatus], origin: Option<&str>) -> Vec<(Job, JobStatus)>;
+    read transitions(after_seq: i64, limit: i64) -> Vec<JobTransition>;
+    read job_context(id: &str) -> JobContext;
+    read job_status_counts() -> BTreeMap<JobStatus, i64>;
+    write bench_single_row_updates(ids: &[JobId]) -> u64;
 }

@@ -544,10 +544,10 @@ async fn cancel_jobs(tx: &mut Tx, ids: &[JobId]) -> Result<Vec<(String, JobStatu
     let now = now_ms();
     let mut out = Vec::new();
     for id in ids {
-        let Some(job) = job_in(tx.inner(), id.as_str()).await? else {
+        let Some(job) = job_in(tx, id.as_str()).await? else {
             continue;
         };
-        if cancel_in(tx.inner(), &job, now).await? {
+        if cancel_in(tx, &job, now).await? {
             out.push((job.id.to_string(), job.status));
         }
     }
@@ -652,7 +652,7 @@ pub async fn enqueue_top_up(
     ladder_id: &str,
     topup_id: &str,
 ) -> Result<Option<LadderTopUpAnswer>, StoreError> {
-    take_dispatch_lock(tx.inner()).await?;
+    take_dispatch_lock(tx).await?;
     if let Some(answer) = top_up_answer(tx, topup_id).await? {
         return Ok(Some(answer));
     }
@@ -727,31 +727,31 @@ pub async fn ladder_owner(tx: &mut Tx, ladder_id: &str) -> Result<Option<String>
 
 // ---- benchmarks ------------------------------------------------------------------------------
 
-impl crate::Store {
-    /// For `belay bench ladder` only: the raw queries a ladder's board is built from (the runs
-    /// counted by cell, loaded and the reviewer's worst rating, the grouped in-flight jobs, the
-    /// ladder's waiting jobs, its verdict rows), nothing else: the same SQL the board runs for a
-    /// ladder of more than 500 cells, in a read transaction on the same pool, as the board reads
-    /// them. Returns the runs counted and the other rows read.
-    pub async fn bench_raw_ladder_reads(&self, account_id: &str, ladder_id: &str) -> Result<usize, StoreError> {
-        let mut tx = self.begin_read().await?;
-        let runs = sqlx::query(&gate_runs_sql(""))
-            .bind(account_id)
-            .fetch_all(tx.conn())
-            .await?;
-        let jobs = sqlx::query(&coverage::jobs_by_cell_sql(""))
-            .fetch_all(tx.conn())
-            .await?;
-        let waiting = sqlx::query(&waiting_sql())
-            .bind(Origin::Ladder(ladder_id.to_string()).to_string())
-            .fetch_all(tx.conn())
-            .await?;
-        let verdicts = sqlx::query(VERDICTS_SQL).bind(ladder_id).fetch_all(tx.conn()).await?;
-        tx.commit().await?;
-        let mut counted = 0usize;
-        for r in &runs {
-            counted += usize::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
-        }
-        Ok(counted + jobs.len() + waiting.len() + verdicts.len())
+/// For `belay bench ladder` only: the raw queries a ladder's board is built from (the runs
+/// counted by cell, loaded and the reviewer's worst rating, the grouped in-flight jobs, the
+/// ladder's waiting jobs, its verdict rows), nothing else: the same SQL the board runs for a
+/// ladder of more than 500 cells, in a read transaction on the same pool, as the board reads
+/// them. Returns the runs counted and the other rows read.
+pub async fn bench_raw_ladder_reads(tx: &mut Tx, account_id: &str, ladder_id: &str) -> Result<usize, StoreError> {
+    let runs = sqlx::query(&gate_runs_sql(""))
+        .bind(account_id)
+        .fetch_all(tx.conn())
+        .await?;
+    let jobs = sqlx::query(&coverage::jobs_by_cell_sql(""))
+        .fetch_all(tx.conn())
+        .await?;
+    let waiting = sqlx::query(&waiting_sql())
+        .bind(Origin::Ladder(ladder_id.to_string()).to_string())
+        .fetch_all(tx.conn())
+        .await?;
+    let verdicts = sqlx::query(VERDICTS_SQL).bind(ladder_id).fetch_all(tx.conn()).await?;
+    let mut counted = 0usize;
+    for r in &runs {
+        counted += usize::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
     }
+    Ok(counted + jobs.len() + waiting.len() + verdicts.len())
+}
+
+crate::one_step! {
+    read bench_raw_ladder_reads(account_id: &str, ladder_id: &str) -> usize;
 }

@@ -38,6 +38,7 @@ mod usage_counters;
 pub mod workspaces;
 
 pub use tx::Tx;
+pub(crate) use tx::one_step;
 
 use belay_domain::ValidationError;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -207,16 +208,6 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
-    }
-
-    /// Begins a transaction that reads and then writes. On SQLite its first statement is a write,
-    /// so the transaction holds the write lock from the start: a deferred transaction that read
-    /// first could not upgrade once another writer committed, and would fail at once instead of
-    /// waiting its turn.
-    pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        dialect::hold_write_lock(self.backend, &mut tx).await?;
-        Ok(tx)
     }
 
     /// Applies every migration not yet applied; returns how many ran.

@@ -6,7 +6,7 @@
 //! [`reserve`] and [`close`] are steps of a caller's transaction (a workspace's admission reserves
 //! in the same transaction); the `Store` methods run each alone.
 
-use crate::{Store, StoreError, Tx, new_id_body, now_ms};
+use crate::{StoreError, Tx, new_id_body, now_ms};
 use belay_domain::meter::{self, CapExceeded, Close, Interval, Reservation};
 use sqlx::Row;
 
@@ -153,65 +153,73 @@ pub async fn close(tx: &mut Tx, reservation_id: &str, how: Close) -> Result<u64,
     Ok(charged)
 }
 
-impl Store {
-    /// [`reserve`] in a transaction of its own.
-    pub async fn reserve_sandbox(
-        &self,
-        project_id: &str,
-        purpose: Reservation,
-        now_secs: i64,
-    ) -> Result<Reserve, StoreError> {
-        let mut tx = self.begin().await?;
-        let r = reserve(&mut tx, project_id, purpose, now_secs).await?;
-        tx.commit().await?;
-        Ok(r)
-    }
+/// [`reserve`] in a transaction of its own.
+pub async fn reserve_sandbox(
+    tx: &mut Tx,
+    project_id: &str,
+    purpose: Reservation,
+    now_secs: i64,
+) -> Result<Reserve, StoreError> {
+    let r = reserve(tx, project_id, purpose, now_secs).await?;
+    Ok(r)
+}
 
-    /// [`close`] in a transaction of its own.
-    pub async fn close_sandbox(&self, reservation_id: &str, how: Close) -> Result<u64, StoreError> {
-        let mut tx = self.begin().await?;
-        let charged = close(&mut tx, reservation_id, how).await?;
-        tx.commit().await?;
-        Ok(charged)
-    }
+/// [`close`] in a transaction of its own.
+pub async fn close_sandbox(tx: &mut Tx, reservation_id: &str, how: Close) -> Result<u64, StoreError> {
+    let charged = close(tx, reservation_id, how).await?;
+    Ok(charged)
+}
 
-    /// Settles a reservation with the use `[use_start, use_end]` it paid for (see [`close`]).
-    pub async fn settle_sandbox(&self, reservation_id: &str, use_start: i64, use_end: i64) -> Result<u64, StoreError> {
-        self.close_sandbox(
-            reservation_id,
-            Close::Settle {
-                start: use_start,
-                end: use_end,
-            },
-        )
-        .await
-    }
+/// Settles a reservation with the use `[use_start, use_end]` it paid for (see [`close`]).
+pub async fn settle_sandbox(
+    tx: &mut Tx,
+    reservation_id: &str,
+    use_start: i64,
+    use_end: i64,
+) -> Result<u64, StoreError> {
+    close_sandbox(
+        tx,
+        reservation_id,
+        Close::Settle {
+            start: use_start,
+            end: use_end,
+        },
+    )
+    .await
+}
 
-    /// Releases a reservation whose use never started: nothing is charged.
-    pub async fn release_sandbox(&self, reservation_id: &str) -> Result<(), StoreError> {
-        self.close_sandbox(reservation_id, Close::Release).await.map(|_| ())
-    }
+/// Releases a reservation whose use never started: nothing is charged.
+pub async fn release_sandbox(tx: &mut Tx, reservation_id: &str) -> Result<(), StoreError> {
+    close_sandbox(tx, reservation_id, Close::Release).await.map(|_| ())
+}
 
-    /// How many of the project's reservations are open (taken, not yet settled or released).
-    pub async fn open_reservations(&self, project_id: &str) -> Result<i64, StoreError> {
-        let row =
-            sqlx::query("select count(*) as n from sandbox_reservations where project_id = $1 and status = 'open'")
-                .bind(project_id)
-                .fetch_one(self.pool())
-                .await?;
-        Ok(row.try_get("n")?)
-    }
+/// How many of the project's reservations are open (taken, not yet settled or released).
+pub async fn open_reservations(tx: &mut Tx, project_id: &str) -> Result<i64, StoreError> {
+    let row = sqlx::query("select count(*) as n from sandbox_reservations where project_id = $1 and status = 'open'")
+        .bind(project_id)
+        .fetch_one(tx.conn())
+        .await?;
+    Ok(row.try_get("n")?)
+}
 
-    /// Seconds charged to the project in the month of `now_secs`.
-    pub async fn sandbox_charged(&self, project_id: &str, now_secs: i64) -> Result<u64, StoreError> {
-        let row = sqlx::query("select charged_seconds from sandbox_usage where project_id = $1 and month = $2")
-            .bind(project_id)
-            .bind(meter::month_of(now_secs))
-            .fetch_optional(self.pool())
-            .await?;
-        Ok(match row {
-            Some(r) => r.try_get::<i64, _>("charged_seconds")?.max(0) as u64,
-            None => 0,
-        })
-    }
+/// Seconds charged to the project in the month of `now_secs`.
+pub async fn sandbox_charged(tx: &mut Tx, project_id: &str, now_secs: i64) -> Result<u64, StoreError> {
+    let row = sqlx::query("select charged_seconds from sandbox_usage where project_id = $1 and month = $2")
+        .bind(project_id)
+        .bind(meter::month_of(now_secs))
+        .fetch_optional(tx.conn())
+        .await?;
+    Ok(match row {
+        Some(r) => r.try_get::<i64, _>("charged_seconds")?.max(0) as u64,
+        None => 0,
+    })
+}
+
+crate::one_step! {
+    write reserve_sandbox(project_id: &str, purpose: Reservation, now_secs: i64) -> Reserve;
+    write close_sandbox(reservation_id: &str, how: Close) -> u64;
+    write settle_sandbox(reservation_id: &str, use_start: i64, use_end: i64) -> u64;
+    write release_sandbox(reservation_id: &str) -> ();
+    read open_reservations(project_id: &str) -> i64;
+    read sandbox_charged(project_id: &str, now_secs: i64) -> u64;
 }

@@ -2,7 +2,7 @@
 //! from rows every process sees, so the API and every worker answer the same numbers.
 
 use crate::coverage::FeedRow;
-use crate::{Store, StoreError, Tx, new_id_body, now_ms};
+use crate::{StoreError, Tx, new_id_body, now_ms};
 use sqlx::Row;
 use std::collections::BTreeMap;
 
@@ -139,166 +139,165 @@ fn seconds(ms: i64) -> f64 {
     ms.max(0) as f64 / 1000.0
 }
 
-impl Store {
-    /// Adds `n` to counter `name` (one of this module's counter names).
-    pub async fn count(&self, name: &str, n: i64) -> Result<(), StoreError> {
-        sqlx::query(
-            "insert into counters (name, value) values ($1, $2) \
-             on conflict (name) do update set value = counters.value + excluded.value",
-        )
-        .bind(name)
-        .bind(n)
-        .execute(self.pool())
-        .await?;
-        Ok(())
-    }
+/// Adds `n` to counter `name` (one of this module's counter names).
+pub async fn count(tx: &mut Tx, name: &str, n: i64) -> Result<(), StoreError> {
+    sqlx::query(
+        "insert into counters (name, value) values ($1, $2) \
+         on conflict (name) do update set value = counters.value + excluded.value",
+    )
+    .bind(name)
+    .bind(n)
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}
 
-    /// Records a top-up answered `busy` before any started (one of the same plan was running).
-    pub async fn record_top_up_busy(&self, kind: Feed, target: &str) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        let id = format!("busy_{}", new_id_body());
-        let now = now_ms();
-        insert_top_up(&mut tx, &id, kind, target, TopUpEnd::Busy, Some(now), now).await?;
-        tx.commit().await
-    }
+/// Records a top-up answered `busy` before any started (one of the same plan was running).
+pub async fn record_top_up_busy(tx: &mut Tx, kind: Feed, target: &str) -> Result<(), StoreError> {
+    let id = format!("busy_{}", new_id_body());
+    let now = now_ms();
+    insert_top_up(tx, &id, kind, target, TopUpEnd::Busy, Some(now), now).await?;
+    Ok(())
+}
 
-    pub async fn metrics_snapshot(&self) -> Result<MetricsSnapshot, StoreError> {
-        let pool = self.pool();
-        let mut out = MetricsSnapshot::default();
-        for r in sqlx::query(
-            "select harness, status, count(*) as n from jobs group by harness, status order by harness, status",
-        )
-        .fetch_all(pool)
-        .await?
-        {
-            out.jobs
-                .push((r.try_get("harness")?, r.try_get("status")?, r.try_get("n")?));
-        }
-        for r in
-            sqlx::query("select to_status, count(*) as n from job_transitions group by to_status order by to_status")
-                .fetch_all(pool)
-                .await?
-        {
-            out.transitions.push((r.try_get("to_status")?, r.try_get("n")?));
-        }
-        for r in sqlx::query(
-            "select harness, queued_at, dispatched_at, running_at, coalesce(completed_at, failed_at) as ended_at from jobs \
-             where dispatched_at is not null",
-        )
-        .fetch_all(pool)
-        .await?
-        {
-            let queued: Option<i64> = r.try_get("queued_at")?;
-            let dispatched: Option<i64> = r.try_get("dispatched_at")?;
-            let running: Option<i64> = r.try_get("running_at")?;
-            let ended: Option<i64> = r.try_get("ended_at")?;
-            if let (Some(q), Some(d)) = (queued, dispatched) {
-                out.claim_seconds.push(seconds(d - q));
-            }
-            if let (Some(d), Some(run)) = (dispatched, running) {
-                out.dispatch_seconds.push(seconds(run - d));
-            }
-            if let (Some(run), Some(e)) = (running, ended) {
-                out.run_seconds.push((r.try_get("harness")?, seconds(e - run)));
-            }
-        }
-        out.live_sandboxes = sqlx::query("select count(*) as n from sandbox_leases")
-            .fetch_one(pool)
+pub async fn metrics_snapshot(tx: &mut Tx) -> Result<MetricsSnapshot, StoreError> {
+    let mut out = MetricsSnapshot::default();
+    for r in
+        sqlx::query("select harness, status, count(*) as n from jobs group by harness, status order by harness, status")
+            .fetch_all(tx.conn())
             .await?
-            .try_get("n")?;
-        for r in sqlx::query("select project_id, month, charged_seconds from sandbox_usage order by project_id, month")
-            .fetch_all(pool)
-            .await?
-        {
-            out.meter_seconds.push((
-                r.try_get("project_id")?,
-                r.try_get("month")?,
-                r.try_get("charged_seconds")?,
-            ));
-        }
-        for r in sqlx::query(
-            "select kind, outcome, count(*) as n from top_up_outcomes group by kind, outcome order by kind, outcome",
-        )
-        .fetch_all(pool)
-        .await?
-        {
-            out.top_ups
-                .push((r.try_get("kind")?, r.try_get("outcome")?, r.try_get("n")?));
-        }
-        for r in sqlx::query(
-            "select kind, started_ms, ended_ms from top_up_outcomes where outcome = 'launched' and started_ms is not null",
-        )
-        .fetch_all(pool)
-        .await?
-        {
-            let (started, ended): (i64, i64) = (r.try_get("started_ms")?, r.try_get("ended_ms")?);
-            out.top_up_seconds.push((r.try_get("kind")?, seconds(ended - started)));
-        }
-        for r in sqlx::query("select status, count(*) as n from candidates group by status order by status")
-            .fetch_all(pool)
-            .await?
-        {
-            out.candidates.push((r.try_get("status")?, r.try_get("n")?));
-        }
-        // Each Candidate's first verdict: the earliest of its verified and rejected events.
-        let mut first: BTreeMap<String, (i64, String, i64)> = BTreeMap::new();
-        for r in sqlx::query(
-            "select c.id, c.created_at, e.kind, min(e.at) as at from candidates c \
-             join events e on e.entity = c.id and e.kind in ('candidate.verified', 'candidate.rejected') \
-             group by c.id, c.created_at, e.kind",
-        )
-        .fetch_all(pool)
-        .await?
-        {
-            let (id, created, kind, at): (String, i64, String, i64) = (
-                r.try_get("id")?,
-                r.try_get("created_at")?,
-                r.try_get("kind")?,
-                r.try_get("at")?,
-            );
-            let verdict = kind.trim_start_matches("candidate.").to_owned();
-            match first.get(&id) {
-                Some((earlier, _, _)) if *earlier <= at => {}
-                _ => {
-                    first.insert(id, (at, verdict, created));
-                }
-            }
-        }
-        out.verification_seconds = first
-            .into_values()
-            .map(|(at, verdict, created)| (verdict, seconds(at - created)))
-            .collect();
-        for r in
-            sqlx::query("select kind, status, count(*) as n from evidence group by kind, status order by kind, status")
-                .fetch_all(pool)
-                .await?
-        {
-            out.checks
-                .push((r.try_get("kind")?, r.try_get("status")?, r.try_get("n")?));
-        }
-        for r in sqlx::query("select kind, duration_ms from evidence")
-            .fetch_all(pool)
-            .await?
-        {
-            out.check_seconds
-                .push((r.try_get("kind")?, seconds(r.try_get("duration_ms")?)));
-        }
-        for r in sqlx::query("select name, value from counters order by name")
-            .fetch_all(pool)
-            .await?
-        {
-            out.counters.push((r.try_get("name")?, r.try_get("value")?));
-        }
-        for r in sqlx::query(
-            "select meter, cast(sum(used) as bigint) as used, cast(sum(reserved) as bigint) as reserved from usage_counters \
-             group by meter order by meter",
-        )
-        .fetch_all(pool)
-        .await?
-        {
-            out.usage
-                .push((r.try_get("meter")?, r.try_get("used")?, r.try_get("reserved")?));
-        }
-        Ok(out)
+    {
+        out.jobs
+            .push((r.try_get("harness")?, r.try_get("status")?, r.try_get("n")?));
     }
+    for r in sqlx::query("select to_status, count(*) as n from job_transitions group by to_status order by to_status")
+        .fetch_all(tx.conn())
+        .await?
+    {
+        out.transitions.push((r.try_get("to_status")?, r.try_get("n")?));
+    }
+    for r in sqlx::query(
+        "select harness, queued_at, dispatched_at, running_at, coalesce(completed_at, failed_at) as ended_at from jobs \
+         where dispatched_at is not null",
+    )
+    .fetch_all(tx.conn())
+    .await?
+    {
+        let queued: Option<i64> = r.try_get("queued_at")?;
+        let dispatched: Option<i64> = r.try_get("dispatched_at")?;
+        let running: Option<i64> = r.try_get("running_at")?;
+        let ended: Option<i64> = r.try_get("ended_at")?;
+        if let (Some(q), Some(d)) = (queued, dispatched) {
+            out.claim_seconds.push(seconds(d - q));
+        }
+        if let (Some(d), Some(run)) = (dispatched, running) {
+            out.dispatch_seconds.push(seconds(run - d));
+        }
+        if let (Some(run), Some(e)) = (running, ended) {
+            out.run_seconds.push((r.try_get("harness")?, seconds(e - run)));
+        }
+    }
+    out.live_sandboxes = sqlx::query("select count(*) as n from sandbox_leases")
+        .fetch_one(tx.conn())
+        .await?
+        .try_get("n")?;
+    for r in sqlx::query("select project_id, month, charged_seconds from sandbox_usage order by project_id, month")
+        .fetch_all(tx.conn())
+        .await?
+    {
+        out.meter_seconds.push((
+            r.try_get("project_id")?,
+            r.try_get("month")?,
+            r.try_get("charged_seconds")?,
+        ));
+    }
+    for r in sqlx::query(
+        "select kind, outcome, count(*) as n from top_up_outcomes group by kind, outcome order by kind, outcome",
+    )
+    .fetch_all(tx.conn())
+    .await?
+    {
+        out.top_ups
+            .push((r.try_get("kind")?, r.try_get("outcome")?, r.try_get("n")?));
+    }
+    for r in sqlx::query(
+        "select kind, started_ms, ended_ms from top_up_outcomes where outcome = 'launched' and started_ms is not null",
+    )
+    .fetch_all(tx.conn())
+    .await?
+    {
+        let (started, ended): (i64, i64) = (r.try_get("started_ms")?, r.try_get("ended_ms")?);
+        out.top_up_seconds.push((r.try_get("kind")?, seconds(ended - started)));
+    }
+    for r in sqlx::query("select status, count(*) as n from candidates group by status order by status")
+        .fetch_all(tx.conn())
+        .await?
+    {
+        out.candidates.push((r.try_get("status")?, r.try_get("n")?));
+    }
+    // Each Candidate's first verdict: the earliest of its verified and rejected events.
+    let mut first: BTreeMap<String, (i64, String, i64)> = BTreeMap::new();
+    for r in sqlx::query(
+        "select c.id, c.created_at, e.kind, min(e.at) as at from candidates c \
+         join events e on e.entity = c.id and e.kind in ('candidate.verified', 'candidate.rejected') \
+         group by c.id, c.created_at, e.kind",
+    )
+    .fetch_all(tx.conn())
+    .await?
+    {
+        let (id, created, kind, at): (String, i64, String, i64) = (
+            r.try_get("id")?,
+            r.try_get("created_at")?,
+            r.try_get("kind")?,
+            r.try_get("at")?,
+        );
+        let verdict = kind.trim_start_matches("candidate.").to_owned();
+        match first.get(&id) {
+            Some((earlier, _, _)) if *earlier <= at => {}
+            _ => {
+                first.insert(id, (at, verdict, created));
+            }
+        }
+    }
+    out.verification_seconds = first
+        .into_values()
+        .map(|(at, verdict, created)| (verdict, seconds(at - created)))
+        .collect();
+    for r in sqlx::query("select kind, status, count(*) as n from evidence group by kind, status order by kind, status")
+        .fetch_all(tx.conn())
+        .await?
+    {
+        out.checks
+            .push((r.try_get("kind")?, r.try_get("status")?, r.try_get("n")?));
+    }
+    for r in sqlx::query("select kind, duration_ms from evidence")
+        .fetch_all(tx.conn())
+        .await?
+    {
+        out.check_seconds
+            .push((r.try_get("kind")?, seconds(r.try_get("duration_ms")?)));
+    }
+    for r in sqlx::query("select name, value from counters order by name")
+        .fetch_all(tx.conn())
+        .await?
+    {
+        out.counters.push((r.try_get("name")?, r.try_get("value")?));
+    }
+    for r in sqlx::query(
+        "select meter, cast(sum(used) as bigint) as used, cast(sum(reserved) as bigint) as reserved from usage_counters \
+         group by meter order by meter",
+    )
+    .fetch_all(tx.conn())
+    .await?
+    {
+        out.usage
+            .push((r.try_get("meter")?, r.try_get("used")?, r.try_get("reserved")?));
+    }
+    Ok(out)
+}
+
+crate::one_step! {
+    write count(name: &str, n: i64) -> ();
+    write record_top_up_busy(kind: Feed, target: &str) -> ();
+    read metrics_snapshot() -> MetricsSnapshot;
 }

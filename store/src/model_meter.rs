@@ -6,8 +6,9 @@
 //! settles into `used` at the cost the API reported. A refused call is never made and counts
 //! nothing; nor does a call whose connection could not be made (it is released).
 
+use crate::StoreError;
+use crate::Tx;
 use crate::usage_counters::settle_counter;
-use crate::{Store, StoreError};
 use belay_domain::calendar;
 
 /// Amounts are micro-USD, so sums stay exact.
@@ -42,7 +43,7 @@ fn micro(usd: f64) -> i64 {
 /// Adds `used` and `reserved` to a counter unless its `used + reserved` would pass `limit`; true
 /// when they were added.
 async fn add_within(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut Tx,
     meter: &str,
     scope: &str,
     (used, reserved): (i64, i64),
@@ -62,119 +63,115 @@ async fn add_within(
     .bind(used)
     .bind(reserved)
     .bind(limit)
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-impl Store {
-    /// Reserves one model call of at most `estimate_usd` for `change_id` at `now_ms`: `Ok(Err(why))`
-    /// names the meter that refused it (and nothing is counted).
-    pub async fn reserve_model_call(
-        &self,
-        change_id: &str,
-        estimate_usd: f64,
-        limits: ModelLimits,
-        now_ms: i64,
-    ) -> Result<Result<ModelReservation, String>, StoreError> {
-        let month = month_of(now_ms);
-        let day = day_of(now_ms);
-        let estimate = micro(estimate_usd).max(0);
-        let mut tx = self.begin_write().await?;
-        if !add_within(&mut tx, MODEL_CALLS, &day, (1, 0), limits.daily_call_cap).await? {
-            tx.rollback().await?;
-            return Ok(Err(format!(
-                "the daily model call cap ({} calls on {day} UTC) is reached",
-                limits.daily_call_cap
-            )));
-        }
-        if !add_within(
-            &mut tx,
-            MODEL_COST_MONTH,
-            &month,
-            (0, estimate),
-            micro(limits.monthly_budget_usd),
+/// Reserves one model call of at most `estimate_usd` for `change_id` at `now_ms`: `Ok(Err(why))`
+/// names the meter that refused it (and nothing is counted).
+pub async fn reserve_model_call(
+    tx: &mut Tx,
+    change_id: &str,
+    estimate_usd: f64,
+    limits: ModelLimits,
+    now_ms: i64,
+) -> Result<Result<ModelReservation, String>, StoreError> {
+    let month = month_of(now_ms);
+    let day = day_of(now_ms);
+    let estimate = micro(estimate_usd).max(0);
+    tx.begin_step().await?;
+    if !add_within(tx, MODEL_CALLS, &day, (1, 0), limits.daily_call_cap).await? {
+        tx.undo_step().await?;
+        return Ok(Err(format!(
+            "the daily model call cap ({} calls on {day} UTC) is reached",
+            limits.daily_call_cap
+        )));
+    }
+    if !add_within(
+        tx,
+        MODEL_COST_MONTH,
+        &month,
+        (0, estimate),
+        micro(limits.monthly_budget_usd),
+    )
+    .await?
+    {
+        tx.undo_step().await?;
+        return Ok(Err(format!(
+            "the monthly Anthropic budget (${:.2} in {month}) would be passed",
+            limits.monthly_budget_usd
+        )));
+    }
+    if !add_within(
+        tx,
+        MODEL_COST_CHANGE,
+        change_id,
+        (0, estimate),
+        micro(limits.change_budget_usd),
+    )
+    .await?
+    {
+        tx.undo_step().await?;
+        return Ok(Err(format!(
+            "the Change budget (${:.2}) would be passed",
+            limits.change_budget_usd
+        )));
+    }
+    tx.end_step().await?;
+    Ok(Ok(ModelReservation {
+        change_id: change_id.to_owned(),
+        month,
+        estimate_micro: estimate,
+        day,
+    }))
+}
+
+/// Settles a reservation at the cost the API reported (zero for a call that failed before
+/// any usage was reported): the estimate leaves `reserved`, the cost joins `used`.
+pub async fn settle_model_call(tx: &mut Tx, r: &ModelReservation, cost_usd: f64) -> Result<(), StoreError> {
+    let cost = micro(cost_usd).max(0);
+    settle_counter(tx.conn(), MODEL_COST_MONTH, &r.month, cost, r.estimate_micro).await?;
+    settle_counter(tx.conn(), MODEL_COST_CHANGE, &r.change_id, cost, r.estimate_micro).await?;
+    Ok(())
+}
+
+/// Releases a reservation whose call was never sent (its connection could not be made): the
+/// estimate leaves `reserved` and the call leaves the day's count, as if it had been refused.
+pub async fn release_model_call(tx: &mut Tx, r: &ModelReservation) -> Result<(), StoreError> {
+    settle_counter(tx.conn(), MODEL_COST_MONTH, &r.month, 0, r.estimate_micro).await?;
+    settle_counter(tx.conn(), MODEL_COST_CHANGE, &r.change_id, 0, r.estimate_micro).await?;
+    if !r.day.is_empty() {
+        sqlx::query(
+            "update usage_counters set used = case when used > 0 then used - 1 else 0 end where meter = $1 and scope = $2",
         )
+        .bind(MODEL_CALLS)
+        .bind(&r.day)
+        .execute(tx.conn())
+        .await?;
+    }
+    Ok(())
+}
+
+/// What a Change's settled model calls cost so far (USD).
+pub async fn change_model_cost(tx: &mut Tx, change_id: &str) -> Result<f64, StoreError> {
+    usd(tx, MODEL_COST_CHANGE, change_id).await
+}
+
+/// Model calls made on the UTC day of `now_ms`.
+pub async fn model_calls_on(tx: &mut Tx, now_ms: i64) -> Result<i64, StoreError> {
+    Ok(crate::usage_counters::usage_counter(tx, MODEL_CALLS, &day_of(now_ms))
         .await?
-        {
-            tx.rollback().await?;
-            return Ok(Err(format!(
-                "the monthly Anthropic budget (${:.2} in {month}) would be passed",
-                limits.monthly_budget_usd
-            )));
-        }
-        if !add_within(
-            &mut tx,
-            MODEL_COST_CHANGE,
-            change_id,
-            (0, estimate),
-            micro(limits.change_budget_usd),
-        )
-        .await?
-        {
-            tx.rollback().await?;
-            return Ok(Err(format!(
-                "the Change budget (${:.2}) would be passed",
-                limits.change_budget_usd
-            )));
-        }
-        tx.commit().await?;
-        Ok(Ok(ModelReservation {
-            change_id: change_id.to_owned(),
-            month,
-            estimate_micro: estimate,
-            day,
-        }))
-    }
+        .0 as i64)
+}
 
-    /// Settles a reservation at the cost the API reported (zero for a call that failed before
-    /// any usage was reported): the estimate leaves `reserved`, the cost joins `used`.
-    pub async fn settle_model_call(&self, r: &ModelReservation, cost_usd: f64) -> Result<(), StoreError> {
-        let cost = micro(cost_usd).max(0);
-        let mut tx = self.begin_write().await?;
-        settle_counter(&mut tx, MODEL_COST_MONTH, &r.month, cost, r.estimate_micro).await?;
-        settle_counter(&mut tx, MODEL_COST_CHANGE, &r.change_id, cost, r.estimate_micro).await?;
-        tx.commit().await?;
-        Ok(())
-    }
+/// The deployment's settled model cost in the month of `now_ms` (USD).
+pub async fn model_cost_in_month(tx: &mut Tx, now_ms: i64) -> Result<f64, StoreError> {
+    usd(tx, MODEL_COST_MONTH, &month_of(now_ms)).await
+}
 
-    /// Releases a reservation whose call was never sent (its connection could not be made): the
-    /// estimate leaves `reserved` and the call leaves the day's count, as if it had been refused.
-    pub async fn release_model_call(&self, r: &ModelReservation) -> Result<(), StoreError> {
-        let mut tx = self.begin_write().await?;
-        settle_counter(&mut tx, MODEL_COST_MONTH, &r.month, 0, r.estimate_micro).await?;
-        settle_counter(&mut tx, MODEL_COST_CHANGE, &r.change_id, 0, r.estimate_micro).await?;
-        if !r.day.is_empty() {
-            sqlx::query(
-                "update usage_counters set used = case when used > 0 then used - 1 else 0 end where meter = $1 and scope = $2",
-            )
-            .bind(MODEL_CALLS)
-            .bind(&r.day)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// What a Change's settled model calls cost so far (USD).
-    pub async fn change_model_cost(&self, change_id: &str) -> Result<f64, StoreError> {
-        self.usd(MODEL_COST_CHANGE, change_id).await
-    }
-
-    /// Model calls made on the UTC day of `now_ms`.
-    pub async fn model_calls_on(&self, now_ms: i64) -> Result<i64, StoreError> {
-        Ok(self.usage_counter(MODEL_CALLS, &day_of(now_ms)).await?.0 as i64)
-    }
-
-    /// The deployment's settled model cost in the month of `now_ms` (USD).
-    pub async fn model_cost_in_month(&self, now_ms: i64) -> Result<f64, StoreError> {
-        self.usd(MODEL_COST_MONTH, &month_of(now_ms)).await
-    }
-
-    async fn usd(&self, meter: &str, scope: &str) -> Result<f64, StoreError> {
-        Ok(self.usage_counter(meter, scope).await?.0 as f64 / MICRO)
-    }
+pub(crate) async fn usd(tx: &mut Tx, meter: &str, scope: &str) -> Result<f64, StoreError> {
+    Ok(crate::usage_counters::usage_counter(tx, meter, scope).await?.0 as f64 / MICRO)
 }
 
 #[cfg(test)]
@@ -190,4 +187,13 @@ mod tests {
         assert_eq!(utc_date(1_709_251_199_000), (2024, 2, 29));
         assert_eq!(month_of(1_709_251_200_000), "2024-03");
     }
+}
+
+crate::one_step! {
+    write reserve_model_call(change_id: &str, estimate_usd: f64, limits: ModelLimits, now_ms: i64) -> Result<ModelReservation, String>;
+    write settle_model_call(r: &ModelReservation, cost_usd: f64) -> ();
+    write release_model_call(r: &ModelReservation) -> ();
+    read change_model_cost(change_id: &str) -> f64;
+    read model_calls_on(now_ms: i64) -> i64;
+    read model_cost_in_month(now_ms: i64) -> f64;
 }

@@ -1,7 +1,8 @@
 //! The little of plans and ladders the run lane needs: whether a job's origin is paused, so a
 //! retry can be withheld. The coverage and ladder features own these tables and extend them.
 
-use crate::{Store, StoreError, now_ms};
+use crate::Tx;
+use crate::{StoreError, now_ms};
 use belay_domain::job::Origin;
 use sqlx::{Any, Executor, Row};
 
@@ -28,34 +29,42 @@ pub async fn origin_paused<'e>(exec: impl Executor<'e, Database = Any>, origin: 
     })
 }
 
-impl Store {
-    /// Records a plan's pause flag (creating the plan's row if needed).
-    pub async fn set_plan_paused(&self, plan_id: &str, account_id: &str, paused: bool) -> Result<(), StoreError> {
-        sqlx::query(
-            r#"insert into coverage_plans (id, account_id, paused, created_at) values ($1, $2, $3, $4)
-               on conflict (id) do update set paused = excluded.paused"#,
-        )
-        .bind(plan_id)
-        .bind(account_id)
-        .bind(paused as i64)
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
-        Ok(())
-    }
+/// Records a plan's pause flag (creating the plan's row if needed).
+pub async fn set_plan_paused(tx: &mut Tx, plan_id: &str, account_id: &str, paused: bool) -> Result<(), StoreError> {
+    sqlx::query(
+        r#"insert into coverage_plans (id, account_id, paused, created_at) values ($1, $2, $3, $4)
+           on conflict (id) do update set paused = excluded.paused"#,
+    )
+    .bind(plan_id)
+    .bind(account_id)
+    .bind(paused as i64)
+    .bind(now_ms())
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}
 
-    /// Records a ladder's enabled flag (creating the ladder's row if needed).
-    pub async fn set_ladder_enabled(&self, ladder_id: &str, account_id: &str, enabled: bool) -> Result<(), StoreError> {
-        sqlx::query(
-            r#"insert into ladders (id, account_id, enabled, created_at) values ($1, $2, $3, $4)
-               on conflict (id) do update set enabled = excluded.enabled"#,
-        )
-        .bind(ladder_id)
-        .bind(account_id)
-        .bind(enabled as i64)
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
-        Ok(())
-    }
+/// Records a ladder's enabled flag (creating the ladder's row if needed).
+pub async fn set_ladder_enabled(
+    tx: &mut Tx,
+    ladder_id: &str,
+    account_id: &str,
+    enabled: bool,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        r#"insert into ladders (id, account_id, enabled, created_at) values ($1, $2, $3, $4)
+           on conflict (id) do update set enabled = excluded.enabled"#,
+    )
+    .bind(ladder_id)
+    .bind(account_id)
+    .bind(enabled as i64)
+    .bind(now_ms())
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}
+
+crate::one_step! {
+    write set_plan_paused(plan_id: &str, account_id: &str, paused: bool) -> ();
+    write set_ladder_enabled(ladder_id: &str, account_id: &str, enabled: bool) -> ();
 }

@@ -1,15 +1,16 @@
 //! Decision Receipts: one row per decision, written in the transaction that carries the decision
 //! out. A retried decision names the same `dedupe_key` and writes nothing more.
 
+use crate::Tx;
 use crate::rows::{enum_from, json, to_json};
-use crate::{Store, StoreError, new_id_body, now_ms};
+use crate::{StoreError, new_id_body, now_ms};
 use belay_domain::ids::ReceiptId;
 use belay_domain::receipt::{DecisionReceipt, ReceiptKind};
 use sqlx::Row;
 
 /// Writes a receipt in the caller's transaction; false when `dedupe_key` already has one.
 pub async fn insert_receipt(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut Tx,
     change_id: &str,
     kind: ReceiptKind,
     dedupe_key: &str,
@@ -28,40 +29,43 @@ pub async fn insert_receipt(
     .bind(to_json(inputs))
     .bind(to_json(outcome))
     .bind(now_ms())
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-impl Store {
-    /// The Decision Receipts of a Change the account owns, oldest first.
-    pub async fn list_receipts(&self, account_id: &str, change_id: &str) -> Result<Vec<DecisionReceipt>, StoreError> {
-        if self.get_change(account_id, change_id).await?.is_none() {
-            return Err(StoreError::not_found("change", change_id));
-        }
-        self.receipts_of(change_id).await
+/// The Decision Receipts of a Change the account owns, oldest first.
+pub async fn list_receipts(tx: &mut Tx, account_id: &str, change_id: &str) -> Result<Vec<DecisionReceipt>, StoreError> {
+    if crate::changes::get_change(tx, account_id, change_id).await?.is_none() {
+        return Err(StoreError::not_found("change", change_id));
     }
+    receipts_of(tx, change_id).await
+}
 
-    /// The Decision Receipts of a Change, oldest first (no account check).
-    pub async fn receipts_of(&self, change_id: &str) -> Result<Vec<DecisionReceipt>, StoreError> {
-        let rows = sqlx::query(
-            "select id, change_id, kind, inputs_json, outcome_json, created_at from decision_receipts \
-             where change_id = $1 order by created_at, id",
-        )
-        .bind(change_id)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DecisionReceipt {
-                    id: r.try_get::<String, _>("id")?.into(),
-                    change_id: r.try_get::<String, _>("change_id")?.into(),
-                    kind: enum_from(&r.try_get::<String, _>("kind")?, "receipt kind")?,
-                    inputs: json(&r.try_get::<String, _>("inputs_json")?, "inputs_json")?,
-                    outcome: json(&r.try_get::<String, _>("outcome_json")?, "outcome_json")?,
-                    created_at: r.try_get("created_at")?,
-                })
+/// The Decision Receipts of a Change, oldest first (no account check).
+pub async fn receipts_of(tx: &mut Tx, change_id: &str) -> Result<Vec<DecisionReceipt>, StoreError> {
+    let rows = sqlx::query(
+        "select id, change_id, kind, inputs_json, outcome_json, created_at from decision_receipts \
+         where change_id = $1 order by created_at, id",
+    )
+    .bind(change_id)
+    .fetch_all(tx.conn())
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(DecisionReceipt {
+                id: r.try_get::<String, _>("id")?.into(),
+                change_id: r.try_get::<String, _>("change_id")?.into(),
+                kind: enum_from(&r.try_get::<String, _>("kind")?, "receipt kind")?,
+                inputs: json(&r.try_get::<String, _>("inputs_json")?, "inputs_json")?,
+                outcome: json(&r.try_get::<String, _>("outcome_json")?, "outcome_json")?,
+                created_at: r.try_get("created_at")?,
             })
-            .collect()
-    }
+        })
+        .collect()
+}
+
+crate::one_step! {
+    read list_receipts(account_id: &str, change_id: &str) -> Vec<DecisionReceipt>;
+    read receipts_of(change_id: &str) -> Vec<DecisionReceipt>;
 }

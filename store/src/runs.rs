@@ -2,8 +2,9 @@
 //! worst domain across every reviewer (its displayed category, for a game-jam run, the worst
 //! category), computed on read and never used for a decision.
 
+use crate::Tx;
 use crate::rows::{self, json, to_json};
-use crate::{Store, StoreError, events, now_ms};
+use crate::{StoreError, events, now_ms};
 use belay_domain::review::{JamCategory, Rating, ReviewInput, displayed_category, displayed_rating};
 use belay_domain::run::{Artifact, Review, Run};
 use sqlx::Row;
@@ -41,132 +42,135 @@ fn review_row(r: &AnyRow) -> Result<Review, StoreError> {
     })
 }
 
-impl Store {
-    async fn run_from_row(&self, r: &AnyRow) -> Result<Run, StoreError> {
-        let id: String = r.try_get("id")?;
-        let reviews = self.reviews_of(&id).await?;
-        let rating = displayed_rating(reviews.iter().filter_map(|rv| rv.ratings.as_ref()));
-        let category = displayed_category(reviews.iter().filter_map(|rv| rv.category));
-        Ok(Run {
-            job_id: r.try_get::<String, _>("job_id")?.into(),
-            case: rows::pin(r)?,
-            combination: rows::combination(r)?,
-            gg_config_name: r.try_get("gg_config_name")?,
-            cell_key: r.try_get("cell_key")?,
-            test_type: rows::test_type(&r.try_get::<String, _>("test_type")?)?,
-            loaded: r.try_get::<i64, _>("loaded")? != 0,
-            artifacts: json::<Vec<Artifact>>(&r.try_get::<String, _>("artifacts")?, "artifacts")?,
-            completed_at: r.try_get("completed_at")?,
-            rating,
-            category,
-            review_count: reviews.len() as i64,
-            id: id.into(),
-        })
-    }
+pub(crate) async fn run_from_row(tx: &mut Tx, r: &AnyRow) -> Result<Run, StoreError> {
+    let id: String = r.try_get("id")?;
+    let reviews = reviews_of(tx, &id).await?;
+    let rating = displayed_rating(reviews.iter().filter_map(|rv| rv.ratings.as_ref()));
+    let category = displayed_category(reviews.iter().filter_map(|rv| rv.category));
+    Ok(Run {
+        job_id: r.try_get::<String, _>("job_id")?.into(),
+        case: rows::pin(r)?,
+        combination: rows::combination(r)?,
+        gg_config_name: r.try_get("gg_config_name")?,
+        cell_key: r.try_get("cell_key")?,
+        test_type: rows::test_type(&r.try_get::<String, _>("test_type")?)?,
+        loaded: r.try_get::<i64, _>("loaded")? != 0,
+        artifacts: json::<Vec<Artifact>>(&r.try_get::<String, _>("artifacts")?, "artifacts")?,
+        completed_at: r.try_get("completed_at")?,
+        rating,
+        category,
+        review_count: reviews.len() as i64,
+        id: id.into(),
+    })
+}
 
-    pub async fn get_run(&self, id: &str) -> Result<Option<Run>, StoreError> {
-        let sql = format!("select {RUN_COLUMNS} from runs where id = $1");
-        match sqlx::query(&sql).bind(id).fetch_optional(self.pool()).await? {
-            Some(r) => Ok(Some(self.run_from_row(&r).await?)),
-            None => Ok(None),
-        }
+pub async fn get_run(tx: &mut Tx, id: &str) -> Result<Option<Run>, StoreError> {
+    let sql = format!("select {RUN_COLUMNS} from runs where id = $1");
+    match sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await? {
+        Some(r) => Ok(Some(run_from_row(tx, &r).await?)),
+        None => Ok(None),
     }
+}
 
-    pub async fn run_of_job(&self, job_id: &str) -> Result<Option<Run>, StoreError> {
-        let sql = format!("select {RUN_COLUMNS} from runs where job_id = $1");
-        match sqlx::query(&sql).bind(job_id).fetch_optional(self.pool()).await? {
-            Some(r) => Ok(Some(self.run_from_row(&r).await?)),
-            None => Ok(None),
-        }
+pub async fn run_of_job(tx: &mut Tx, job_id: &str) -> Result<Option<Run>, StoreError> {
+    let sql = format!("select {RUN_COLUMNS} from runs where job_id = $1");
+    match sqlx::query(&sql).bind(job_id).fetch_optional(tx.conn()).await? {
+        Some(r) => Ok(Some(run_from_row(tx, &r).await?)),
+        None => Ok(None),
     }
+}
 
-    /// Runs, newest first.
-    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError> {
-        let mut sql = format!("select {RUN_COLUMNS} from runs where 1 = 1");
-        let mut n = 1;
-        if filter.cell_key.is_some() {
-            n += 1;
-            sql.push_str(&format!(" and cell_key = ${n}"));
-        }
-        if filter.job_id.is_some() {
-            n += 1;
-            sql.push_str(&format!(" and job_id = ${n}"));
-        }
-        sql.push_str(" order by completed_at desc, id desc limit $1");
-        let mut q = sqlx::query(&sql).bind(filter.limit.clamp(1, 1000));
-        if let Some(c) = &filter.cell_key {
-            q = q.bind(c);
-        }
-        if let Some(j) = &filter.job_id {
-            q = q.bind(j);
-        }
-        let rows = q.fetch_all(self.pool()).await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            out.push(self.run_from_row(r).await?);
-        }
-        Ok(out)
+/// Runs, newest first.
+pub async fn list_runs(tx: &mut Tx, filter: &RunFilter) -> Result<Vec<Run>, StoreError> {
+    let mut sql = format!("select {RUN_COLUMNS} from runs where 1 = 1");
+    let mut n = 1;
+    if filter.cell_key.is_some() {
+        n += 1;
+        sql.push_str(&format!(" and cell_key = ${n}"));
     }
+    if filter.job_id.is_some() {
+        n += 1;
+        sql.push_str(&format!(" and job_id = ${n}"));
+    }
+    sql.push_str(" order by completed_at desc, id desc limit $1");
+    let mut q = sqlx::query(&sql).bind(filter.limit.clamp(1, 1000));
+    if let Some(c) = &filter.cell_key {
+        q = q.bind(c);
+    }
+    if let Some(j) = &filter.job_id {
+        q = q.bind(j);
+    }
+    let rows = q.fetch_all(tx.conn()).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        out.push(run_from_row(tx, r).await?);
+    }
+    Ok(out)
+}
 
-    /// Every review of a run.
-    pub async fn reviews_of(&self, run_id: &str) -> Result<Vec<Review>, StoreError> {
-        let rows = sqlx::query(
-            "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 order by created_at, account_id",
-        )
-        .bind(run_id)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(review_row).collect()
-    }
+/// Every review of a run.
+pub async fn reviews_of(tx: &mut Tx, run_id: &str) -> Result<Vec<Review>, StoreError> {
+    let rows = sqlx::query(
+        "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 order by created_at, account_id",
+    )
+    .bind(run_id)
+    .fetch_all(tx.conn())
+    .await?;
+    rows.iter().map(review_row).collect()
+}
 
-    /// Submits (or replaces) `account_id`'s review of a run. The input must already have been
-    /// checked against the run's test type.
-    pub async fn submit_review(
-        &self,
-        run_id: &str,
-        account_id: &str,
-        input: &ReviewInput,
-    ) -> Result<Review, StoreError> {
-        let run = self
-            .get_run(run_id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("run", run_id))?;
-        input.validate_for(run.test_type)?;
-        let now = now_ms();
-        let worst = input.ratings.as_ref().and_then(belay_domain::review::worst_domain);
-        let mut tx = self.pool().begin().await?;
-        sqlx::query(
-            r#"insert into reviews (run_id, account_id, ratings, category, worst, note, created_at, updated_at, cell_key)
-               values ($1, $2, $3, $4, $5, $6, $7, $7, $8)
-               on conflict (run_id, account_id) do update set ratings = excluded.ratings, category = excluded.category,
-                   worst = excluded.worst, note = excluded.note, updated_at = excluded.updated_at"#,
-        )
-        .bind(run_id)
-        .bind(account_id)
-        .bind(input.ratings.as_ref().map(to_json))
-        .bind(input.category.as_ref().map(to_json))
-        .bind(worst.map(|w| to_json(&w)))
-        .bind(&input.note)
-        .bind(now)
-        .bind(&run.cell_key)
-        .execute(&mut *tx)
-        .await?;
-        events::append(
-            &mut *tx,
-            run_id,
-            "review.submitted",
-            &serde_json::json!({ "accountId": account_id }),
-        )
-        .await?;
-        let row = sqlx::query(
-            "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 and account_id = $2",
-        )
-        .bind(run_id)
-        .bind(account_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let review = review_row(&row)?;
-        tx.commit().await?;
-        Ok(review)
-    }
+/// Submits (or replaces) `account_id`'s review of a run. The input must already have been
+/// checked against the run's test type.
+pub async fn submit_review(
+    tx: &mut Tx,
+    run_id: &str,
+    account_id: &str,
+    input: &ReviewInput,
+) -> Result<Review, StoreError> {
+    let run = get_run(tx, run_id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("run", run_id))?;
+    input.validate_for(run.test_type)?;
+    let now = now_ms();
+    let worst = input.ratings.as_ref().and_then(belay_domain::review::worst_domain);
+    sqlx::query(
+        r#"insert into reviews (run_id, account_id, ratings, category, worst, note, created_at, updated_at, cell_key)
+           values ($1, $2, $3, $4, $5, $6, $7, $7, $8)
+           on conflict (run_id, account_id) do update set ratings = excluded.ratings, category = excluded.category,
+               worst = excluded.worst, note = excluded.note, updated_at = excluded.updated_at"#,
+    )
+    .bind(run_id)
+    .bind(account_id)
+    .bind(input.ratings.as_ref().map(to_json))
+    .bind(input.category.as_ref().map(to_json))
+    .bind(worst.map(|w| to_json(&w)))
+    .bind(&input.note)
+    .bind(now)
+    .bind(&run.cell_key)
+    .execute(tx.conn())
+    .await?;
+    events::append(
+        tx.conn(),
+        run_id,
+        "review.submitted",
+        &serde_json::json!({ "accountId": account_id }),
+    )
+    .await?;
+    let row = sqlx::query(
+        "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 and account_id = $2",
+    )
+    .bind(run_id)
+    .bind(account_id)
+    .fetch_one(tx.conn())
+    .await?;
+    let review = review_row(&row)?;
+    Ok(review)
+}
+
+crate::one_step! {
+    read get_run(id: &str) -> Option<Run>;
+    read run_of_job(job_id: &str) -> Option<Run>;
+    read list_runs(filter: &RunFilter) -> Vec<Run>;
+    read reviews_of(run_id: &str) -> Vec<Review>;
+    write submit_review(run_id: &str, account_id: &str, input: &ReviewInput) -> Review;
 }

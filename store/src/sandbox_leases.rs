@@ -3,7 +3,7 @@
 //! `belay_domain::sandbox_lease`; this module makes them hold under concurrency by taking the
 //! `sandbox_lease_lock` row first in every write (SQLite serializes writers already).
 
-use crate::{Store, StoreError, Tx};
+use crate::{StoreError, Tx};
 use belay_domain::sandbox_lease::{LeaseFacts, LeaseState, admit, reapable};
 use sqlx::Row;
 
@@ -76,199 +76,195 @@ async fn facts(tx: &mut Tx, now_ms: i64) -> Result<Vec<(SandboxLease, LeaseFacts
         .collect()
 }
 
-impl Store {
-    /// The project's lease: the one it holds (its last use is now), or a new one while fewer than
-    /// `max` are held in the deployment.
-    pub async fn acquire_sandbox_lease(
-        &self,
-        project_id: &str,
-        holder: &str,
-        max: usize,
-        now_ms: i64,
-    ) -> Result<LeaseAcquired, StoreError> {
-        let mut tx = self.begin().await?;
-        lock(&mut tx).await?;
-        let found = sqlx::query("select state from sandbox_leases where project_id = $1")
-            .bind(project_id)
-            .fetch_optional(tx.conn())
-            .await?;
-        let answer = match found {
-            Some(row) => {
-                let state: String = row.try_get("state")?;
-                if LeaseState::parse(&state) == Some(LeaseState::Live) {
-                    sqlx::query("update sandbox_leases set last_use_ms = $2 where project_id = $1")
-                        .bind(project_id)
-                        .bind(now_ms)
-                        .execute(tx.conn())
-                        .await?;
-                    LeaseAcquired::Held
-                } else {
-                    LeaseAcquired::Reaping
+/// The project's lease: the one it holds (its last use is now), or a new one while fewer than
+/// `max` are held in the deployment.
+pub async fn acquire_sandbox_lease(
+    tx: &mut Tx,
+    project_id: &str,
+    holder: &str,
+    max: usize,
+    now_ms: i64,
+) -> Result<LeaseAcquired, StoreError> {
+    lock(tx).await?;
+    let found = sqlx::query("select state from sandbox_leases where project_id = $1")
+        .bind(project_id)
+        .fetch_optional(tx.conn())
+        .await?;
+    let answer = match found {
+        Some(row) => {
+            let state: String = row.try_get("state")?;
+            if LeaseState::parse(&state) == Some(LeaseState::Live) {
+                sqlx::query("update sandbox_leases set last_use_ms = $2 where project_id = $1")
+                    .bind(project_id)
+                    .bind(now_ms)
+                    .execute(tx.conn())
+                    .await?;
+                LeaseAcquired::Held
+            } else {
+                LeaseAcquired::Reaping
+            }
+        }
+        None => {
+            let held: i64 = sqlx::query("select count(*) as n from sandbox_leases")
+                .fetch_one(tx.conn())
+                .await?
+                .try_get("n")?;
+            match admit(held.max(0) as usize, max) {
+                Err((held, max)) => LeaseAcquired::Full { held, max },
+                Ok(()) => {
+                    sqlx::query(
+                        "insert into sandbox_leases (project_id, holder, state, last_use_ms, state_since_ms, created_ms) values ($1, $2, 'live', $3, $3, $3)",
+                    )
+                    .bind(project_id)
+                    .bind(holder)
+                    .bind(now_ms)
+                    .execute(tx.conn())
+                    .await?;
+                    LeaseAcquired::Taken
                 }
             }
-            None => {
-                let held: i64 = sqlx::query("select count(*) as n from sandbox_leases")
-                    .fetch_one(tx.conn())
-                    .await?
-                    .try_get("n")?;
-                match admit(held.max(0) as usize, max) {
-                    Err((held, max)) => LeaseAcquired::Full { held, max },
-                    Ok(()) => {
-                        sqlx::query(
-                            "insert into sandbox_leases (project_id, holder, state, last_use_ms, state_since_ms, created_ms) values ($1, $2, 'live', $3, $3, $3)",
-                        )
-                        .bind(project_id)
-                        .bind(holder)
-                        .bind(now_ms)
-                        .execute(tx.conn())
-                        .await?;
-                        LeaseAcquired::Taken
-                    }
-                }
-            }
-        };
-        tx.commit().await?;
-        Ok(answer)
-    }
-
-    /// Marks a command running in the project's Sandbox until `expires_ms`. `false` when the
-    /// project holds no live lease (the Sandbox was removed or is being removed): nothing starts.
-    pub async fn begin_sandbox_exec(
-        &self,
-        project_id: &str,
-        exec_id: &str,
-        holder: &str,
-        now_ms: i64,
-        expires_ms: i64,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        lock(&mut tx).await?;
-        let live = sqlx::query("update sandbox_leases set last_use_ms = $2 where project_id = $1 and state = 'live'")
-            .bind(project_id)
-            .bind(now_ms)
-            .execute(tx.conn())
-            .await?
-            .rows_affected()
-            == 1;
-        if live {
-            sqlx::query(
-                "insert into sandbox_execs (id, project_id, holder, started_ms, expires_ms) values ($1, $2, $3, $4, $5)",
-            )
-            .bind(exec_id)
-            .bind(project_id)
-            .bind(holder)
-            .bind(now_ms)
-            .bind(expires_ms)
-            .execute(tx.conn())
-            .await?;
         }
-        tx.commit().await?;
-        Ok(live)
-    }
+    };
+    Ok(answer)
+}
 
-    /// The command has finished: its mark goes and the Sandbox's last use is now.
-    pub async fn end_sandbox_exec(&self, project_id: &str, exec_id: &str, now_ms: i64) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        lock(&mut tx).await?;
-        sqlx::query("delete from sandbox_execs where id = $1")
-            .bind(exec_id)
-            .execute(tx.conn())
-            .await?;
-        sqlx::query("update sandbox_leases set last_use_ms = $2 where project_id = $1 and last_use_ms < $2")
-            .bind(project_id)
-            .bind(now_ms)
-            .execute(tx.conn())
-            .await?;
-        tx.commit().await
-    }
-
-    /// Takes every Sandbox the record says may be removed now (see
-    /// `belay_domain::sandbox_lease::reapable`) into the `reaping` state, and returns their
-    /// projects: no command starts in them from here on, and the caller removes them.
-    pub async fn take_idle_sandboxes(
-        &self,
-        holder: &str,
-        now_ms: i64,
-        idle_ms: i64,
-    ) -> Result<Vec<String>, StoreError> {
-        let mut tx = self.begin().await?;
-        lock(&mut tx).await?;
-        let mut taken = Vec::new();
-        for (lease, facts) in facts(&mut tx, now_ms).await? {
-            if !reapable(&facts, now_ms, idle_ms) {
-                continue;
-            }
-            sqlx::query(
-                "update sandbox_leases set state = 'reaping', state_since_ms = $2, holder = $3 where project_id = $1",
-            )
-            .bind(&lease.project_id)
-            .bind(now_ms)
-            .bind(holder)
-            .execute(tx.conn())
-            .await?;
-            taken.push(lease.project_id);
-        }
-        tx.commit().await?;
-        Ok(taken)
-    }
-
-    /// The Sandbox is gone: its lease and marks go, and its slot is free.
-    pub async fn release_sandbox_lease(&self, project_id: &str) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        lock(&mut tx).await?;
-        sqlx::query("delete from sandbox_execs where project_id = $1")
-            .bind(project_id)
-            .execute(tx.conn())
-            .await?;
-        sqlx::query("delete from sandbox_leases where project_id = $1")
-            .bind(project_id)
-            .execute(tx.conn())
-            .await?;
-        tx.commit().await
-    }
-
-    /// Every lease, with the commands running at `now_ms`.
-    pub async fn sandbox_leases(&self, now_ms: i64) -> Result<Vec<SandboxLease>, StoreError> {
-        let mut tx = self.begin().await?;
-        let out = facts(&mut tx, now_ms).await?.into_iter().map(|(l, _)| l).collect();
-        tx.rollback().await?;
-        Ok(out)
-    }
-
-    /// Records, before the command is handed to the project's Sandbox, that the activity whose
-    /// identity is `activity` (the same for every attempt) starts its command. `false` when an
-    /// earlier attempt recorded it: that attempt may have run the command, so this one must not.
-    /// Records older than [`COMMAND_STARTS_KEPT_MS`] go at the same time.
-    pub async fn record_command_start(
-        &self,
-        activity: &str,
-        project_id: &str,
-        now_ms: i64,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        sqlx::query("delete from sandbox_command_starts where started_ms < $1")
-            .bind(now_ms - COMMAND_STARTS_KEPT_MS)
-            .execute(tx.conn())
-            .await?;
-        let first = sqlx::query(
-            "insert into sandbox_command_starts (activity, project_id, started_ms) values ($1, $2, $3) on conflict do nothing",
-        )
-        .bind(activity)
+/// Marks a command running in the project's Sandbox until `expires_ms`. `false` when the
+/// project holds no live lease (the Sandbox was removed or is being removed): nothing starts.
+pub async fn begin_sandbox_exec(
+    tx: &mut Tx,
+    project_id: &str,
+    exec_id: &str,
+    holder: &str,
+    now_ms: i64,
+    expires_ms: i64,
+) -> Result<bool, StoreError> {
+    lock(tx).await?;
+    let live = sqlx::query("update sandbox_leases set last_use_ms = $2 where project_id = $1 and state = 'live'")
         .bind(project_id)
         .bind(now_ms)
         .execute(tx.conn())
         .await?
         .rows_affected()
-            == 1;
-        tx.commit().await?;
-        Ok(first)
+        == 1;
+    if live {
+        sqlx::query(
+            "insert into sandbox_execs (id, project_id, holder, started_ms, expires_ms) values ($1, $2, $3, $4, $5)",
+        )
+        .bind(exec_id)
+        .bind(project_id)
+        .bind(holder)
+        .bind(now_ms)
+        .bind(expires_ms)
+        .execute(tx.conn())
+        .await?;
     }
+    Ok(live)
+}
 
-    /// The deployment's identity, made when the database was first migrated.
-    pub async fn deployment_name(&self) -> Result<String, StoreError> {
-        Ok(sqlx::query("select name from deployment where id = 1")
-            .fetch_one(self.pool())
-            .await?
-            .try_get("name")?)
+/// The command has finished: its mark goes and the Sandbox's last use is now.
+pub async fn end_sandbox_exec(tx: &mut Tx, project_id: &str, exec_id: &str, now_ms: i64) -> Result<(), StoreError> {
+    lock(tx).await?;
+    sqlx::query("delete from sandbox_execs where id = $1")
+        .bind(exec_id)
+        .execute(tx.conn())
+        .await?;
+    sqlx::query("update sandbox_leases set last_use_ms = $2 where project_id = $1 and last_use_ms < $2")
+        .bind(project_id)
+        .bind(now_ms)
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+/// Takes every Sandbox the record says may be removed now (see
+/// `belay_domain::sandbox_lease::reapable`) into the `reaping` state, and returns their
+/// projects: no command starts in them from here on, and the caller removes them.
+pub async fn take_idle_sandboxes(
+    tx: &mut Tx,
+    holder: &str,
+    now_ms: i64,
+    idle_ms: i64,
+) -> Result<Vec<String>, StoreError> {
+    lock(tx).await?;
+    let mut taken = Vec::new();
+    for (lease, facts) in facts(tx, now_ms).await? {
+        if !reapable(&facts, now_ms, idle_ms) {
+            continue;
+        }
+        sqlx::query(
+            "update sandbox_leases set state = 'reaping', state_since_ms = $2, holder = $3 where project_id = $1",
+        )
+        .bind(&lease.project_id)
+        .bind(now_ms)
+        .bind(holder)
+        .execute(tx.conn())
+        .await?;
+        taken.push(lease.project_id);
     }
+    Ok(taken)
+}
+
+/// The Sandbox is gone: its lease and marks go, and its slot is free.
+pub async fn release_sandbox_lease(tx: &mut Tx, project_id: &str) -> Result<(), StoreError> {
+    lock(tx).await?;
+    sqlx::query("delete from sandbox_execs where project_id = $1")
+        .bind(project_id)
+        .execute(tx.conn())
+        .await?;
+    sqlx::query("delete from sandbox_leases where project_id = $1")
+        .bind(project_id)
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+/// Every lease, with the commands running at `now_ms`.
+pub async fn sandbox_leases(tx: &mut Tx, now_ms: i64) -> Result<Vec<SandboxLease>, StoreError> {
+    Ok(facts(tx, now_ms).await?.into_iter().map(|(l, _)| l).collect())
+}
+
+/// Records, before the command is handed to the project's Sandbox, that the activity whose
+/// identity is `activity` (the same for every attempt) starts its command. `false` when an
+/// earlier attempt recorded it: that attempt may have run the command, so this one must not.
+/// Records older than [`COMMAND_STARTS_KEPT_MS`] go at the same time.
+pub async fn record_command_start(
+    tx: &mut Tx,
+    activity: &str,
+    project_id: &str,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    sqlx::query("delete from sandbox_command_starts where started_ms < $1")
+        .bind(now_ms - COMMAND_STARTS_KEPT_MS)
+        .execute(tx.conn())
+        .await?;
+    let first = sqlx::query(
+        "insert into sandbox_command_starts (activity, project_id, started_ms) values ($1, $2, $3) on conflict do nothing",
+    )
+    .bind(activity)
+    .bind(project_id)
+    .bind(now_ms)
+    .execute(tx.conn())
+    .await?
+    .rows_affected()
+        == 1;
+    Ok(first)
+}
+
+/// The deployment's identity, made when the database was first migrated.
+pub async fn deployment_name(tx: &mut Tx) -> Result<String, StoreError> {
+    Ok(sqlx::query("select name from deployment where id = 1")
+        .fetch_one(tx.conn())
+        .await?
+        .try_get("name")?)
+}
+
+crate::one_step! {
+    write acquire_sandbox_lease(project_id: &str, holder: &str, max: usize, now_ms: i64) -> LeaseAcquired;
+    write begin_sandbox_exec(project_id: &str, exec_id: &str, holder: &str, now_ms: i64, expires_ms: i64) -> bool;
+    write end_sandbox_exec(project_id: &str, exec_id: &str, now_ms: i64) -> ();
+    write take_idle_sandboxes(holder: &str, now_ms: i64, idle_ms: i64) -> Vec<String>;
+    write release_sandbox_lease(project_id: &str) -> ();
+    write sandbox_leases(now_ms: i64) -> Vec<SandboxLease>;
+    write record_command_start(activity: &str, project_id: &str, now_ms: i64) -> bool;
+    read deployment_name() -> String;
 }

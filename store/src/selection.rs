@@ -4,10 +4,11 @@
 //! what happens to the Change). The rules are `belay_domain`'s; this module reads their inputs and
 //! writes their outcome.
 
+use crate::Tx;
 use crate::candidates::{CANDIDATE_COLUMNS, candidate_row, insert_candidate};
 use crate::receipts::insert_receipt;
 use crate::rows::{enum_text, json, to_json};
-use crate::{Store, StoreError, events, new_id_body, now_ms};
+use crate::{StoreError, events, new_id_body, now_ms};
 use belay_domain::acceptance::{AcceptanceOutcome, AcceptanceRun, acceptance_hold, acceptance_outcome};
 use belay_domain::approval::{GateTrigger, approval_reason};
 use belay_domain::candidate::{Candidate, CandidateStatus};
@@ -25,8 +26,8 @@ use belay_domain::repair::{
     rejection_trigger, repair_decision,
 };
 use belay_domain::selection::{
-    ChangeAfterSelection, ClaimOutcome, JudgeOutcome, RankInput, Ranking, SelectionJson, Sibling, apply_selection,
-    claim_outcome, rank, rank_input, selection_anchor, siblings_pending,
+    ChangeAfterSelection, ClaimOutcome, JudgeOutcome, RankInput, Ranking, SelectionJson, Sibling, claim_outcome, rank,
+    rank_input, selection_anchor, siblings_pending,
 };
 pub use belay_domain::selection_steps::{JudgeSnapshotEntry, SelectionDone, SelectionStep, SnapshotEvidence};
 use sqlx::Row;
@@ -84,671 +85,644 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
     out
 }
 
-impl Store {
-    /// The latest ChangeSet of each Task, Tasks in Work Graph order: the proposed ChangeSets.
-    async fn proposed_change_sets(&self, change_id: &str) -> Result<Vec<ChangeSet>, StoreError> {
-        let rejected: BTreeSet<String> = sqlx::query(
-            "select s.id from change_sets s join tasks t on t.id = s.task_id where t.change_id = $1 and s.rejected_reason is not null",
-        )
-        .bind(change_id)
-        .fetch_all(self.pool())
+/// The latest ChangeSet of each Task, Tasks in Work Graph order: the proposed ChangeSets.
+pub(crate) async fn proposed_change_sets(tx: &mut Tx, change_id: &str) -> Result<Vec<ChangeSet>, StoreError> {
+    let rejected: BTreeSet<String> = sqlx::query(
+        "select s.id from change_sets s join tasks t on t.id = s.task_id where t.change_id = $1 and s.rejected_reason is not null",
+    )
+    .bind(change_id)
+    .fetch_all(tx.conn())
+    .await?
+    .iter()
+    .map(|r| r.try_get::<String, _>("id"))
+    .collect::<Result<_, _>>()?;
+    let all: Vec<ChangeSet> = crate::candidates::change_sets_of(tx, change_id)
         .await?
-        .iter()
-        .map(|r| r.try_get::<String, _>("id"))
-        .collect::<Result<_, _>>()?;
-        let all: Vec<ChangeSet> = self
-            .change_sets_of(change_id)
-            .await?
-            .into_iter()
-            .filter(|c| !rejected.contains(c.id.as_str()))
-            .collect();
-        let mut latest: Vec<ChangeSet> = Vec::new();
-        for cs in all {
-            match latest.iter_mut().find(|l| l.task_id == cs.task_id) {
-                Some(l) => *l = cs,
-                None => latest.push(cs),
-            }
+        .into_iter()
+        .filter(|c| !rejected.contains(c.id.as_str()))
+        .collect();
+    let mut latest: Vec<ChangeSet> = Vec::new();
+    for cs in all {
+        match latest.iter_mut().find(|l| l.task_id == cs.task_id) {
+            Some(l) => *l = cs,
+            None => latest.push(cs),
         }
-        Ok(latest)
     }
-
-    /// Each ChangeSet of a Change with its task run's workspace start commit, for the paths its
-    /// patch changes (the workspace fork is named after the run).
-    pub async fn change_set_origins(
-        &self,
-        account_id: &str,
-        change_id: &str,
-    ) -> Result<Vec<(ChangeSet, Option<String>)>, StoreError> {
-        if self.get_change(account_id, change_id).await?.is_none() {
-            return Err(StoreError::not_found("change", change_id));
-        }
-        let mut out = Vec::new();
-        for cs in self.change_sets_of(change_id).await? {
-            let start: Option<String> = sqlx::query("select start_commit from workspaces where run_id = $1")
-                .bind(cs.run_id.as_str())
-                .fetch_optional(self.pool())
-                .await?
-                .map(|r| r.try_get::<Option<String>, _>("start_commit"))
-                .transpose()?
-                .flatten();
-            out.push((cs, start));
-        }
-        Ok(out)
-    }
-
-    /// Records a conflict between two Tasks' ChangeSets as the review reported it. Every citation
-    /// is checked (`paths_of` gives the paths each of the Change's ChangeSets changes); a bad one
-    /// is a validation error naming it, and nothing is written.
-    pub async fn record_conflict(
-        &self,
-        account_id: &str,
-        change_id: &str,
-        input: &ConflictInput,
-        paths_of: &BTreeMap<String, Vec<String>>,
-    ) -> Result<Conflict, StoreError> {
-        let change = self
-            .get_change(account_id, change_id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("change", change_id))?;
-        if change.status.is_finished() {
-            return Err(StoreError::Conflict(format!(
-                "change {change_id} is {}; it takes no more conflicts",
-                enum_text(&change.status)
-            )));
-        }
-        let tasks = self.list_tasks(account_id, change_id).await?;
-        let sets = self.change_sets_of(change_id).await?;
-        let empty = Vec::new();
-        let cited: Vec<ChangeSetPaths<'_>> = sets
-            .iter()
-            .map(|c| ChangeSetPaths {
-                change_set: c,
-                changed_paths: paths_of.get(c.id.as_str()).unwrap_or(&empty),
-            })
-            .collect();
-        input.validate(&tasks, &cited)?;
-        let id = ConflictId::from_body(&new_id_body());
-        let now = now_ms();
-        let task_of = |i: usize| {
-            tasks
-                .iter()
-                .find(|t| t.id == input.sides[i].task_id.0)
-                .expect("validated")
-        };
-        let lines = |i: usize| -> Vec<String> {
-            sets.iter()
-                .filter(|c| c.task_id == input.sides[i].task_id.0)
-                .flat_map(|c| c.contract_changes.clone())
-                .collect()
-        };
-        let (la, lb) = (lines(0), lines(1));
-        let integration = integration_for(
-            input.status,
-            TaskContracts {
-                task: task_of(0),
-                contract_lines: &la,
-            },
-            TaskContracts {
-                task: task_of(1),
-                contract_lines: &lb,
-            },
-            &tasks,
-            &self.integrated_pairs(change_id).await?,
-        );
-        let mut tx = self.begin_write().await?;
-        sqlx::query(
-            r#"insert into conflicts (id, change_id, task_a, task_b, status, sides_json, summary, resolved, created_at)
-               values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
-        )
-        .bind(id.as_str())
-        .bind(change_id)
-        .bind(input.sides[0].task_id.as_str())
-        .bind(input.sides[1].task_id.as_str())
-        .bind(enum_text(&input.status))
-        .bind(to_json(&input.sides))
-        .bind(input.summary.as_deref())
-        .bind(i32::from(
-            input.status == ConflictStatus::Dismissed || integration.is_some(),
-        ))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if let Some(integ) = &integration {
-            integrate_in(&mut tx, change_id, id.as_str(), integ, &tasks, &sets).await?;
-        }
-        events::append(
-            &mut *tx,
-            change_id,
-            "change.conflict_recorded",
-            &serde_json::json!({ "conflictId": id.as_str(), "status": input.status }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(Conflict {
-            id,
-            status: input.status,
-            sides: input.sides.clone(),
-            summary: input.summary.clone(),
-            integrate: integration,
-            created_at: now,
-        })
-    }
-
-    /// The Task key pairs a conflict of this Change was already integrated on.
-    async fn integrated_pairs(&self, change_id: &str) -> Result<BTreeSet<(String, String)>, StoreError> {
-        let rows = sqlx::query("select review_json from conflicts where change_id = $1 and review_json is not null")
-            .bind(change_id)
-            .fetch_all(self.pool())
-            .await?;
-        let mut out = BTreeSet::new();
-        for r in &rows {
-            let v: serde_json::Value = json(&r.try_get::<String, _>("review_json")?, "review_json")?;
-            if let Ok(i) = serde_json::from_value::<ConflictIntegration>(v["integrate"].clone()) {
-                out.insert((i.dependent, i.depends_on));
-            }
-        }
-        Ok(out)
-    }
-
-    /// The open (unresolved) conflicts of a Change, in the order they were recorded.
-    async fn open_conflicts(&self, change_id: &str) -> Result<Vec<OpenConflict>, StoreError> {
-        let rows = sqlx::query(
-            "select id, status, task_a, task_b from conflicts where change_id = $1 and resolved = 0 order by created_at, id",
-        )
-        .bind(change_id)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(OpenConflict {
-                    id: r.try_get::<String, _>("id")?.into(),
-                    status: crate::rows::enum_from(&r.try_get::<String, _>("status")?, "conflict status")?,
-                    task_ids: [r.try_get("task_a")?, r.try_get("task_b")?],
-                })
-            })
-            .collect()
-    }
-
-    /// Starts a verification round by the fork rule: `verification.started`, the Change
-    /// `verifying`, and the Candidates `planCandidateSets` gives (one without a counting conflict;
-    /// siblings sharing a group otherwise), all in one transaction. Oldest first.
-    pub async fn start_verification_round(
-        &self,
-        account_id: &str,
-        change_id: &str,
-    ) -> Result<Vec<Candidate>, StoreError> {
-        let change = self
-            .get_change(account_id, change_id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("change", change_id))?;
-        let project = self
-            .get_project(account_id, change.project_id.as_str())
-            .await?
-            .ok_or_else(|| StoreError::not_found("project", change.project_id.as_str()))?;
-        if change.status.is_finished() {
-            return Err(StoreError::Conflict(format!(
-                "change {change_id} is {}; it can no longer be verified",
-                enum_text(&change.status)
-            )));
-        }
-        let (Some(base_commit), Some(base_tree)) = (project.canonical_commit.clone(), project.canonical_tree.clone())
-        else {
-            return Err(StoreError::Conflict(format!(
-                "project {} has no canonical commit yet",
-                project.id
-            )));
-        };
-        let tasks: Vec<Task> = self.list_tasks(account_id, change_id).await?;
-        let proposed = self.proposed_change_sets(change_id).await?;
-        if proposed.is_empty() {
-            return Err(StoreError::Conflict(format!(
-                "change {change_id} has no ChangeSet to verify"
-            )));
-        }
-        let conflicts = self.open_conflicts(change_id).await?;
-        let refs: Vec<&ChangeSet> = proposed.iter().collect();
-        let plan = plan_candidate_sets(&tasks, &refs, &conflicts);
-        let group = (plan.candidates.len() > 1).then(|| format!("grp-{}", new_id_body()));
-        let ids: Vec<CandidateId> = plan
-            .candidates
-            .iter()
-            .map(|_| CandidateId::from_body(&new_id_body()))
-            .collect();
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        let moved = sqlx::query(
-            "update changes set status = 'verifying', updated_at = $2 where id = $1 and status in ('running', 'verifying')",
-        )
-        .bind(change_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if moved.rows_affected() == 0 {
-            return Err(StoreError::Conflict(format!(
-                "change {change_id} can no longer be verified"
-            )));
-        }
-        events::append(
-            &mut *tx,
-            change_id,
-            "verification.started",
-            &serde_json::json!({
-                "candidateId": ids[0].as_str(),
-                "candidateIds": ids.iter().map(|i| i.as_str()).collect::<Vec<_>>(),
-                "conflictId": plan.conflict_id.as_ref().map(|c| c.as_str()),
-                "waiting": plan.waiting,
-            }),
-        )
-        .await?;
-        for (i, (id, planned)) in ids.iter().zip(&plan.candidates).enumerate() {
-            // Distinct creation times keep the anchor (earliest `created_at`, then id) the first.
-            insert_candidate(
-                &mut tx,
-                id,
-                change_id,
-                project.id.as_str(),
-                project.generation,
-                &base_commit,
-                &base_tree,
-                &planned.change_set_ids,
-                now + i as i64,
-            )
-            .await?;
-            if let Some(g) = &group {
-                sqlx::query("update candidates set sibling_group = $2 where id = $1")
-                    .bind(id.as_str())
-                    .bind(g)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await?;
-        let mut out = Vec::new();
-        for id in &ids {
-            out.push(
-                self.candidate_for_worker(id.as_str())
-                    .await?
-                    .ok_or_else(|| StoreError::not_found("candidate", id.as_str()))?,
-            );
-        }
-        Ok(out)
-    }
-
-    /// The siblings of a Candidate (itself included), oldest first; `None` without siblings.
-    pub async fn sibling_group(&self, candidate_id: &str) -> Result<Option<Vec<Member>>, StoreError> {
-        let row = sqlx::query("select sibling_group, base_generation from candidates where id = $1")
-            .bind(candidate_id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
-        let Some(group): Option<String> = row.try_get("sibling_group")? else {
-            return Ok(None);
-        };
-        let generation: i64 = row.try_get("base_generation")?;
-        let sql = format!(
-            "select {CANDIDATE_COLUMNS} from candidates k where k.sibling_group = $1 and k.base_generation = $2 \
-             order by k.created_at, k.id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(&group)
-            .bind(generation)
-            .fetch_all(self.pool())
-            .await?;
-        let mut members = Vec::new();
-        for r in &rows {
-            let candidate = candidate_row(r)?;
-            let evidence = self
-                .list_evidence(candidate.id.as_str())
-                .await?
-                .into_iter()
-                .map(|e| e.evidence)
-                .collect();
-            members.push(Member { candidate, evidence });
-        }
-        Ok((members.len() > 1).then_some(members))
-    }
-
-    /// The selection step of a gated Candidate: no siblings, a sibling still pending, the claim
-    /// held by another run (or the group decided), or claimed by `claimant` (by one conditional
-    /// update of the anchor's `selection_json` from null; a retry by the claimant continues).
-    pub async fn claim_selection(&self, candidate_id: &str, claimant: &str) -> Result<SelectionStep, StoreError> {
-        let Some(members) = self.sibling_group(candidate_id).await? else {
-            return Ok(SelectionStep::NoSiblings);
-        };
-        let siblings: Vec<Sibling> = members
-            .iter()
-            .map(|m| Sibling {
-                id: m.candidate.id.clone(),
-                created_at: m.candidate.created_at,
-                status: m.candidate.status,
-            })
-            .collect();
-        if siblings_pending(&siblings) {
-            return Ok(SelectionStep::Pending);
-        }
-        let anchor = selection_anchor(&siblings).cloned().expect("a group has members");
-        let anchor_row = members
-            .iter()
-            .find(|m| m.candidate.id == anchor)
-            .expect("anchor is a member");
-        match claim_outcome(anchor_row.candidate.selection.as_ref(), claimant) {
-            ClaimOutcome::Stop => return Ok(SelectionStep::Stopped),
-            ClaimOutcome::Continue => {}
-            ClaimOutcome::Claim => {
-                let claimed = sqlx::query(
-                    "update candidates set selection_json = $2, updated_at = $3 where id = $1 and selection_json is null",
-                )
-                .bind(anchor.as_str())
-                .bind(claim_text(claimant, now_ms()))
-                .bind(now_ms())
-                .execute(self.pool())
-                .await?;
-                if claimed.rows_affected() == 0 {
-                    // Another run wrote first: read again (it is theirs, unless it is ours).
-                    return Box::pin(self.claim_selection(candidate_id, claimant)).await;
-                }
-            }
-        }
-        let ranks: Vec<RankInput> = members.iter().map(Member::rank).collect();
-        let tie = match rank(&ranks).1 {
-            Ranking::Tie { ids } => Some(
-                members
-                    .iter()
-                    .filter(|m| ids.contains(&m.candidate.id))
-                    .map(|m| JudgeSnapshotEntry {
-                        candidate_id: m.candidate.id.clone(),
-                        evidence: m
-                            .evidence
-                            .iter()
-                            .map(|e| SnapshotEvidence {
-                                id: e.id.clone(),
-                                check_id: e.check_id.to_string(),
-                                status: enum_text(&e.status),
-                                coverage: enum_text(&e.coverage),
-                                summary: e.summary.clone(),
-                            })
-                            .collect(),
-                        acceptance: serde_json::to_value(&m.candidate.acceptance).unwrap_or_default(),
-                    })
-                    .collect(),
-            ),
-            _ => None,
-        };
-        Ok(SelectionStep::Claimed { anchor, tie })
-    }
-
-    /// Applies the selection `claimant` claimed, in one transaction: the outcome on every
-    /// sibling's `selection_json`, each verified loser `rejected` with its reason, the Decision
-    /// Receipt `CANDIDATE_SELECTION`, `candidate.selected`, and the Change's next state (the
-    /// winner through [`winner_selected`], a person to pick, or `failed` unless a repair is due).
-    pub async fn apply_selection(
-        &self,
-        candidate_id: &str,
-        claimant: &str,
-        judge: Option<&JudgeOutcome>,
-    ) -> Result<SelectionDone, StoreError> {
-        let Some(members) = self.sibling_group(candidate_id).await? else {
-            return Ok(SelectionDone::AlreadyApplied);
-        };
-        let siblings: Vec<Sibling> = members
-            .iter()
-            .map(|m| Sibling {
-                id: m.candidate.id.clone(),
-                created_at: m.candidate.created_at,
-                status: m.candidate.status,
-            })
-            .collect();
-        let anchor = selection_anchor(&siblings).cloned().expect("a group has members");
-        let anchor_row = &members
-            .iter()
-            .find(|m| m.candidate.id == anchor)
-            .expect("member")
-            .candidate;
-        let Some(SelectionJson::Claimed { claimed_by, claimed_at }) = &anchor_row.selection else {
-            return Ok(SelectionDone::AlreadyApplied);
-        };
-        if claimed_by != claimant {
-            return Ok(SelectionDone::AlreadyApplied);
-        }
-        let group: Vec<(RankInput, CandidateStatus)> = members.iter().map(|m| (m.rank(), m.candidate.status)).collect();
-        let now = now_ms();
-        let applied = apply_selection(&anchor, &group, judge, now);
-        let decided = to_json(&SelectionJson::Decided(applied.selection.clone()));
-        let change_id = anchor_row.change_id.to_string();
-        let mut tx = self.begin_write().await?;
-        let took = sqlx::query(
-            "update candidates set selection_json = $2, updated_at = $3 where id = $1 and selection_json = $4",
-        )
-        .bind(anchor.as_str())
-        .bind(&decided)
-        .bind(now)
-        .bind(claim_text(claimant, *claimed_at))
-        .execute(&mut *tx)
-        .await?;
-        if took.rows_affected() == 0 {
-            return Ok(SelectionDone::AlreadyApplied);
-        }
-        for m in members.iter().filter(|m| m.candidate.id != anchor) {
-            sqlx::query("update candidates set selection_json = $2, updated_at = $3 where id = $1")
-                .bind(m.candidate.id.as_str())
-                .bind(&decided)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
-        for u in &applied.updates {
-            let Some(reason) = &u.reject_with else { continue };
-            let moved = sqlx::query(
-                "update candidates set status = 'rejected', status_reason = $2, updated_at = $3 where id = $1 and status = 'verified'",
-            )
-            .bind(u.id.as_str())
-            .bind(reason)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            if moved.rows_affected() == 1 {
-                events::append(
-                    &mut *tx,
-                    u.id.as_str(),
-                    "candidate.rejected",
-                    &serde_json::json!({ "reason": reason }),
-                )
-                .await?;
-            }
-        }
-        let inputs = serde_json::json!({
-            "candidates": members.iter().map(|m| m.candidate.id.as_str()).collect::<Vec<_>>(),
-            "ranking": applied.selection.ranking,
-            "judge": judge,
-        });
-        let winner = applied.selection.winner.clone();
-        let done = match &applied.change {
-            ChangeAfterSelection::Promote { winner } => {
-                let m = members
-                    .iter()
-                    .find(|m| &m.candidate.id == winner)
-                    .expect("winner is a member");
-                winner_selected(&mut tx, m).await?
-            }
-            ChangeAfterSelection::AwaitPerson { reason } => {
-                await_person(&mut tx, &change_id, None, reason, "selection").await?;
-                SelectionDone::AwaitingPerson { reason: reason.clone() }
-            }
-            ChangeAfterSelection::Failed => {
-                let trigger = members.iter().find_map(|m| {
-                    check_failure_trigger(
-                        &m.candidate.id,
-                        m.candidate.status_reason.as_deref().unwrap_or_default(),
-                        m.candidate
-                            .plan
-                            .as_ref()
-                            .map(|p| check_failures(p, &m.evidence))
-                            .unwrap_or_default(),
-                    )
-                });
-                match trigger {
-                    Some(t) => match repair_in(&mut tx, &change_id, &members_held(&members, &t), &t).await? {
-                        Ok(task) => SelectionDone::Repair { task },
-                        Err(_) => fail_change(&mut tx, &change_id).await?,
-                    },
-                    None => fail_change(&mut tx, &change_id).await?,
-                }
-            }
-        };
-        insert_receipt(
-            &mut tx,
-            &change_id,
-            ReceiptKind::CandidateSelection,
-            &format!("selection:{anchor}"),
-            &inputs,
-            &serde_json::json!({
-                "winner": winner,
-                "decidedBy": applied.selection.decided_by,
-                "reason": applied.selection.reason,
-                "rejected": applied.updates.iter().map(|u| serde_json::json!({"candidateId": u.id, "reason": u.reject_with})).collect::<Vec<_>>(),
-                "then": done,
-            }),
-        )
-        .await?;
-        events::append(
-            &mut *tx,
-            &change_id,
-            "candidate.selected",
-            &serde_json::json!({
-                "changeId": change_id,
-                "winner": winner,
-                "decidedBy": applied.selection.decided_by,
-                "candidates": members.iter().map(|m| m.candidate.id.as_str()).collect::<Vec<_>>(),
-            }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(done)
-    }
-
-    /// Stores a Candidate's acceptance results (`acceptance_json`; null for a gap) and metrics.
-    pub async fn set_acceptance(
-        &self,
-        id: &str,
-        criteria: Option<&[belay_domain::acceptance::JudgedCriterion]>,
-        metrics: &belay_domain::candidate::CandidateMetrics,
-    ) -> Result<(), StoreError> {
-        sqlx::query("update candidates set acceptance_json = $2, metrics_json = $3, updated_at = $4 where id = $1")
-            .bind(id)
-            .bind(criteria.map(|c| to_json(&c)))
-            .bind(to_json(metrics))
-            .bind(now_ms())
-            .execute(self.pool())
-            .await?;
-        Ok(())
-    }
-
-    /// A person rejected a gated Candidate with `reason`: the Change gets its one repair Task
-    /// (depending on every Task whose ChangeSet the Candidate holds, the reason in its objective)
-    /// and returns to `running`; a second shortfall goes to a person. `None` when there is no
-    /// reason to repair toward. The approval route calls this.
-    pub async fn repair_after_rejection(
-        &self,
-        candidate_id: &str,
-        reason: Option<&str>,
-    ) -> Result<Option<Result<TaskId, String>>, StoreError> {
-        let id: CandidateId = candidate_id.to_owned().into();
-        let Some(trigger) = rejection_trigger(&id, reason) else {
-            return Ok(None);
-        };
-        let candidate = self
-            .candidate_for_worker(candidate_id)
-            .await?
-            .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
-        let held = held_task_ids(&candidate, &self.change_sets_of(candidate.change_id.as_str()).await?);
-        let mut tx = self.begin_write().await?;
-        let out = repair_in(&mut tx, candidate.change_id.as_str(), &held, &trigger).await?;
-        if let Err(reason) = &out {
-            await_person(
-                &mut tx,
-                candidate.change_id.as_str(),
-                Some(candidate_id),
-                reason,
-                "repair",
-            )
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(Some(out))
-    }
+    Ok(latest)
 }
 
-impl Store {
-    /// A verified Candidate without siblings (a selected winner's repair is its selection's)
-    /// whose acceptance check judged criteria of the request `not_met` after every required
-    /// check passed: when no other Candidate of its Change can still ship and the Change has no
-    /// repair yet, the Change gets its one repair Task (its objective lists the unmet criteria),
-    /// returns to `running` and has the `ACCEPTANCE_REPAIR` receipt. `None`: no repair was made
-    /// (none is due, or the Change already had its repair: the winner is then held for a person
-    /// as any other acceptance shortfall). A retry finds the repair Task its first call made.
-    pub async fn repair_lone_after_acceptance(&self, candidate_id: &str) -> Result<Option<TaskId>, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let sql = format!("select {CANDIDATE_COLUMNS}, k.sibling_group from candidates k where k.id = $1");
-        let Some(row) = sqlx::query(&sql).bind(candidate_id).fetch_optional(&mut *tx).await? else {
-            return Ok(None);
-        };
-        let k = candidate_row(&row)?;
-        if k.status != CandidateStatus::Verified {
-            return Ok(None);
-        }
-        let change_id = k.change_id.to_string();
-        // A retry: the repair this Candidate asked for is there already.
-        let asked = sqlx::query(
-            "select inputs_json, outcome_json from decision_receipts where change_id = $1 and kind = 'ACCEPTANCE_REPAIR'",
-        )
-        .bind(&change_id)
-        .fetch_optional(&mut *tx)
+/// Each ChangeSet of a Change with its task run's workspace start commit, for the paths its
+/// patch changes (the workspace fork is named after the run).
+pub async fn change_set_origins(
+    tx: &mut Tx,
+    account_id: &str,
+    change_id: &str,
+) -> Result<Vec<(ChangeSet, Option<String>)>, StoreError> {
+    if crate::changes::get_change(tx, account_id, change_id).await?.is_none() {
+        return Err(StoreError::not_found("change", change_id));
+    }
+    let mut out = Vec::new();
+    for cs in crate::candidates::change_sets_of(tx, change_id).await? {
+        let start: Option<String> = sqlx::query("select start_commit from workspaces where run_id = $1")
+            .bind(cs.run_id.as_str())
+            .fetch_optional(tx.conn())
+            .await?
+            .map(|r| r.try_get::<Option<String>, _>("start_commit"))
+            .transpose()?
+            .flatten();
+        out.push((cs, start));
+    }
+    Ok(out)
+}
+
+/// Records a conflict between two Tasks' ChangeSets as the review reported it. Every citation
+/// is checked (`paths_of` gives the paths each of the Change's ChangeSets changes); a bad one
+/// is a validation error naming it, and nothing is written.
+pub async fn record_conflict(
+    tx: &mut Tx,
+    account_id: &str,
+    change_id: &str,
+    input: &ConflictInput,
+    paths_of: &BTreeMap<String, Vec<String>>,
+) -> Result<Conflict, StoreError> {
+    let change = crate::changes::get_change(tx, account_id, change_id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+    if change.status.is_finished() {
+        return Err(StoreError::Conflict(format!(
+            "change {change_id} is {}; it takes no more conflicts",
+            enum_text(&change.status)
+        )));
+    }
+    let tasks = crate::changes::list_tasks(tx, account_id, change_id).await?;
+    let sets = crate::candidates::change_sets_of(tx, change_id).await?;
+    let empty = Vec::new();
+    let cited: Vec<ChangeSetPaths<'_>> = sets
+        .iter()
+        .map(|c| ChangeSetPaths {
+            change_set: c,
+            changed_paths: paths_of.get(c.id.as_str()).unwrap_or(&empty),
+        })
+        .collect();
+    input.validate(&tasks, &cited)?;
+    let id = ConflictId::from_body(&new_id_body());
+    let now = now_ms();
+    let task_of = |i: usize| {
+        tasks
+            .iter()
+            .find(|t| t.id == input.sides[i].task_id.0)
+            .expect("validated")
+    };
+    let lines = |i: usize| -> Vec<String> {
+        sets.iter()
+            .filter(|c| c.task_id == input.sides[i].task_id.0)
+            .flat_map(|c| c.contract_changes.clone())
+            .collect()
+    };
+    let (la, lb) = (lines(0), lines(1));
+    let integration = integration_for(
+        input.status,
+        TaskContracts {
+            task: task_of(0),
+            contract_lines: &la,
+        },
+        TaskContracts {
+            task: task_of(1),
+            contract_lines: &lb,
+        },
+        &tasks,
+        &integrated_pairs(tx, change_id).await?,
+    );
+    sqlx::query(
+        r#"insert into conflicts (id, change_id, task_a, task_b, status, sides_json, summary, resolved, created_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
+    )
+    .bind(id.as_str())
+    .bind(change_id)
+    .bind(input.sides[0].task_id.as_str())
+    .bind(input.sides[1].task_id.as_str())
+    .bind(enum_text(&input.status))
+    .bind(to_json(&input.sides))
+    .bind(input.summary.as_deref())
+    .bind(i32::from(
+        input.status == ConflictStatus::Dismissed || integration.is_some(),
+    ))
+    .bind(now)
+    .execute(tx.conn())
+    .await?;
+    if let Some(integ) = &integration {
+        integrate_in(tx, change_id, id.as_str(), integ, &tasks, &sets).await?;
+    }
+    events::append(
+        tx.conn(),
+        change_id,
+        "change.conflict_recorded",
+        &serde_json::json!({ "conflictId": id.as_str(), "status": input.status }),
+    )
+    .await?;
+    Ok(Conflict {
+        id,
+        status: input.status,
+        sides: input.sides.clone(),
+        summary: input.summary.clone(),
+        integrate: integration,
+        created_at: now,
+    })
+}
+
+/// The Task key pairs a conflict of this Change was already integrated on.
+pub(crate) async fn integrated_pairs(tx: &mut Tx, change_id: &str) -> Result<BTreeSet<(String, String)>, StoreError> {
+    let rows = sqlx::query("select review_json from conflicts where change_id = $1 and review_json is not null")
+        .bind(change_id)
+        .fetch_all(tx.conn())
         .await?;
-        if let Some(r) = asked {
-            let inputs: serde_json::Value = json(&r.try_get::<String, _>("inputs_json")?, "inputs_json")?;
-            if inputs["trigger"] == "acceptance_not_met" && inputs["candidate_id"] == candidate_id {
-                let outcome: serde_json::Value = json(&r.try_get::<String, _>("outcome_json")?, "outcome_json")?;
-                return Ok(outcome["taskId"].as_str().map(|t| TaskId::from(t.to_owned())));
-            }
+    let mut out = BTreeSet::new();
+    for r in &rows {
+        let v: serde_json::Value = json(&r.try_get::<String, _>("review_json")?, "review_json")?;
+        if let Ok(i) = serde_json::from_value::<ConflictIntegration>(v["integrate"].clone()) {
+            out.insert((i.dependent, i.depends_on));
         }
-        let Some(outcome) = k
-            .acceptance
-            .as_ref()
-            .map(|j| acceptance_outcome(&AcceptanceRun::Judged(j.clone())))
-        else {
-            return Ok(None);
-        };
-        let evidence: Vec<Evidence> = crate::candidates::evidence_in(&mut tx, candidate_id).await?;
-        let required_passed = k
-            .plan
-            .as_ref()
-            .is_some_and(|p| gate_required_checks(p, &evidence).gaps.is_empty());
-        let Some(trigger) = acceptance_trigger(&k.id, required_passed, &outcome) else {
-            return Ok(None);
-        };
-        let group: Option<String> = row.try_get("sibling_group")?;
-        let others: i64 = sqlx::query_scalar(
-            r#"select count(*) from candidates o
-               where o.id <> $1 and ((o.change_id = $2 and o.status in ('composing', 'verifying', 'verified'))
-                     or (o.sibling_group = $3 and o.base_generation = $4))"#,
+    }
+    Ok(out)
+}
+
+/// The open (unresolved) conflicts of a Change, in the order they were recorded.
+pub(crate) async fn open_conflicts(tx: &mut Tx, change_id: &str) -> Result<Vec<OpenConflict>, StoreError> {
+    let rows = sqlx::query(
+        "select id, status, task_a, task_b from conflicts where change_id = $1 and resolved = 0 order by created_at, id",
+    )
+    .bind(change_id)
+    .fetch_all(tx.conn())
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(OpenConflict {
+                id: r.try_get::<String, _>("id")?.into(),
+                status: crate::rows::enum_from(&r.try_get::<String, _>("status")?, "conflict status")?,
+                task_ids: [r.try_get("task_a")?, r.try_get("task_b")?],
+            })
+        })
+        .collect()
+}
+
+/// Starts a verification round by the fork rule: `verification.started`, the Change
+/// `verifying`, and the Candidates `planCandidateSets` gives (one without a counting conflict;
+/// siblings sharing a group otherwise), all in one transaction. Oldest first.
+pub async fn start_verification_round(
+    tx: &mut Tx,
+    account_id: &str,
+    change_id: &str,
+) -> Result<Vec<Candidate>, StoreError> {
+    let change = crate::changes::get_change(tx, account_id, change_id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+    let project = crate::projects::get_project(tx, account_id, change.project_id.as_str())
+        .await?
+        .ok_or_else(|| StoreError::not_found("project", change.project_id.as_str()))?;
+    if change.status.is_finished() {
+        return Err(StoreError::Conflict(format!(
+            "change {change_id} is {}; it can no longer be verified",
+            enum_text(&change.status)
+        )));
+    }
+    let (Some(base_commit), Some(base_tree)) = (project.canonical_commit.clone(), project.canonical_tree.clone())
+    else {
+        return Err(StoreError::Conflict(format!(
+            "project {} has no canonical commit yet",
+            project.id
+        )));
+    };
+    let tasks: Vec<Task> = crate::changes::list_tasks(tx, account_id, change_id).await?;
+    let proposed = proposed_change_sets(tx, change_id).await?;
+    if proposed.is_empty() {
+        return Err(StoreError::Conflict(format!(
+            "change {change_id} has no ChangeSet to verify"
+        )));
+    }
+    let conflicts = open_conflicts(tx, change_id).await?;
+    let refs: Vec<&ChangeSet> = proposed.iter().collect();
+    let plan = plan_candidate_sets(&tasks, &refs, &conflicts);
+    let group = (plan.candidates.len() > 1).then(|| format!("grp-{}", new_id_body()));
+    let ids: Vec<CandidateId> = plan
+        .candidates
+        .iter()
+        .map(|_| CandidateId::from_body(&new_id_body()))
+        .collect();
+    let now = now_ms();
+    let moved = sqlx::query(
+        "update changes set status = 'verifying', updated_at = $2 where id = $1 and status in ('running', 'verifying')",
+    )
+    .bind(change_id)
+    .bind(now)
+    .execute(tx.conn())
+    .await?;
+    if moved.rows_affected() == 0 {
+        return Err(StoreError::Conflict(format!(
+            "change {change_id} can no longer be verified"
+        )));
+    }
+    events::append(
+        tx.conn(),
+        change_id,
+        "verification.started",
+        &serde_json::json!({
+            "candidateId": ids[0].as_str(),
+            "candidateIds": ids.iter().map(|i| i.as_str()).collect::<Vec<_>>(),
+            "conflictId": plan.conflict_id.as_ref().map(|c| c.as_str()),
+            "waiting": plan.waiting,
+        }),
+    )
+    .await?;
+    for (i, (id, planned)) in ids.iter().zip(&plan.candidates).enumerate() {
+        // Distinct creation times keep the anchor (earliest `created_at`, then id) the first.
+        insert_candidate(
+            tx,
+            id,
+            change_id,
+            project.id.as_str(),
+            project.generation,
+            &base_commit,
+            &base_tree,
+            &planned.change_set_ids,
+            now + i as i64,
         )
+        .await?;
+        if let Some(g) = &group {
+            sqlx::query("update candidates set sibling_group = $2 where id = $1")
+                .bind(id.as_str())
+                .bind(g)
+                .execute(tx.conn())
+                .await?;
+        }
+    }
+    let mut out = Vec::new();
+    for id in &ids {
+        out.push(
+            crate::candidates::candidate_for_worker(tx, id.as_str())
+                .await?
+                .ok_or_else(|| StoreError::not_found("candidate", id.as_str()))?,
+        );
+    }
+    Ok(out)
+}
+
+/// The siblings of a Candidate (itself included), oldest first; `None` without siblings.
+pub async fn sibling_group(tx: &mut Tx, candidate_id: &str) -> Result<Option<Vec<Member>>, StoreError> {
+    let row = sqlx::query("select sibling_group, base_generation from candidates where id = $1")
         .bind(candidate_id)
-        .bind(&change_id)
-        .bind(group)
-        .bind(k.base_generation)
-        .fetch_one(&mut *tx)
+        .fetch_optional(tx.conn())
+        .await?
+        .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+    let Some(group): Option<String> = row.try_get("sibling_group")? else {
+        return Ok(None);
+    };
+    let generation: i64 = row.try_get("base_generation")?;
+    let sql = format!(
+        "select {CANDIDATE_COLUMNS} from candidates k where k.sibling_group = $1 and k.base_generation = $2 \
+         order by k.created_at, k.id"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(&group)
+        .bind(generation)
+        .fetch_all(tx.conn())
         .await?;
-        if others > 0 {
-            return Ok(None);
-        }
-        let held: Vec<String> = k.change_set_ids.iter().map(|c| c.to_string()).collect();
-        match repair_in(&mut tx, &change_id, &held, &trigger).await? {
-            Ok(task) => {
-                tx.commit().await?;
-                Ok(Some(task))
+    let mut members = Vec::new();
+    for r in &rows {
+        let candidate = candidate_row(r)?;
+        let evidence = crate::candidates::list_evidence(tx, candidate.id.as_str())
+            .await?
+            .into_iter()
+            .map(|e| e.evidence)
+            .collect();
+        members.push(Member { candidate, evidence });
+    }
+    Ok((members.len() > 1).then_some(members))
+}
+
+/// The selection step of a gated Candidate: no siblings, a sibling still pending, the claim
+/// held by another run (or the group decided), or claimed by `claimant` (by one conditional
+/// update of the anchor's `selection_json` from null; a retry by the claimant continues).
+pub async fn claim_selection(tx: &mut Tx, candidate_id: &str, claimant: &str) -> Result<SelectionStep, StoreError> {
+    let Some(members) = sibling_group(tx, candidate_id).await? else {
+        return Ok(SelectionStep::NoSiblings);
+    };
+    let siblings: Vec<Sibling> = members
+        .iter()
+        .map(|m| Sibling {
+            id: m.candidate.id.clone(),
+            created_at: m.candidate.created_at,
+            status: m.candidate.status,
+        })
+        .collect();
+    if siblings_pending(&siblings) {
+        return Ok(SelectionStep::Pending);
+    }
+    let anchor = selection_anchor(&siblings).cloned().expect("a group has members");
+    let anchor_row = members
+        .iter()
+        .find(|m| m.candidate.id == anchor)
+        .expect("anchor is a member");
+    match claim_outcome(anchor_row.candidate.selection.as_ref(), claimant) {
+        ClaimOutcome::Stop => return Ok(SelectionStep::Stopped),
+        ClaimOutcome::Continue => {}
+        ClaimOutcome::Claim => {
+            let claimed = sqlx::query(
+                "update candidates set selection_json = $2, updated_at = $3 where id = $1 and selection_json is null",
+            )
+            .bind(anchor.as_str())
+            .bind(claim_text(claimant, now_ms()))
+            .bind(now_ms())
+            .execute(tx.conn())
+            .await?;
+            if claimed.rows_affected() == 0 {
+                // Another run wrote first: read again (it is theirs, unless it is ours).
+                return Box::pin(claim_selection(tx, candidate_id, claimant)).await;
             }
-            Err(_) => Ok(None),
         }
+    }
+    let ranks: Vec<RankInput> = members.iter().map(Member::rank).collect();
+    let tie = match rank(&ranks).1 {
+        Ranking::Tie { ids } => Some(
+            members
+                .iter()
+                .filter(|m| ids.contains(&m.candidate.id))
+                .map(|m| JudgeSnapshotEntry {
+                    candidate_id: m.candidate.id.clone(),
+                    evidence: m
+                        .evidence
+                        .iter()
+                        .map(|e| SnapshotEvidence {
+                            id: e.id.clone(),
+                            check_id: e.check_id.to_string(),
+                            status: enum_text(&e.status),
+                            coverage: enum_text(&e.coverage),
+                            summary: e.summary.clone(),
+                        })
+                        .collect(),
+                    acceptance: serde_json::to_value(&m.candidate.acceptance).unwrap_or_default(),
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    Ok(SelectionStep::Claimed { anchor, tie })
+}
+
+/// Applies the selection `claimant` claimed, in one transaction: the outcome on every
+/// sibling's `selection_json`, each verified loser `rejected` with its reason, the Decision
+/// Receipt `CANDIDATE_SELECTION`, `candidate.selected`, and the Change's next state (the
+/// winner through [`winner_selected`], a person to pick, or `failed` unless a repair is due).
+pub async fn apply_selection(
+    tx: &mut Tx,
+    candidate_id: &str,
+    claimant: &str,
+    judge: Option<&JudgeOutcome>,
+) -> Result<SelectionDone, StoreError> {
+    let Some(members) = sibling_group(tx, candidate_id).await? else {
+        return Ok(SelectionDone::AlreadyApplied);
+    };
+    let siblings: Vec<Sibling> = members
+        .iter()
+        .map(|m| Sibling {
+            id: m.candidate.id.clone(),
+            created_at: m.candidate.created_at,
+            status: m.candidate.status,
+        })
+        .collect();
+    let anchor = selection_anchor(&siblings).cloned().expect("a group has members");
+    let anchor_row = &members
+        .iter()
+        .find(|m| m.candidate.id == anchor)
+        .expect("member")
+        .candidate;
+    let Some(SelectionJson::Claimed { claimed_by, claimed_at }) = &anchor_row.selection else {
+        return Ok(SelectionDone::AlreadyApplied);
+    };
+    if claimed_by != claimant {
+        return Ok(SelectionDone::AlreadyApplied);
+    }
+    let group: Vec<(RankInput, CandidateStatus)> = members.iter().map(|m| (m.rank(), m.candidate.status)).collect();
+    let now = now_ms();
+    let applied = belay_domain::selection::apply_selection(&anchor, &group, judge, now);
+    let decided = to_json(&SelectionJson::Decided(applied.selection.clone()));
+    let change_id = anchor_row.change_id.to_string();
+    let took =
+        sqlx::query("update candidates set selection_json = $2, updated_at = $3 where id = $1 and selection_json = $4")
+            .bind(anchor.as_str())
+            .bind(&decided)
+            .bind(now)
+            .bind(claim_text(claimant, *claimed_at))
+            .execute(tx.conn())
+            .await?;
+    if took.rows_affected() == 0 {
+        return Ok(SelectionDone::AlreadyApplied);
+    }
+    for m in members.iter().filter(|m| m.candidate.id != anchor) {
+        sqlx::query("update candidates set selection_json = $2, updated_at = $3 where id = $1")
+            .bind(m.candidate.id.as_str())
+            .bind(&decided)
+            .bind(now)
+            .execute(tx.conn())
+            .await?;
+    }
+    for u in &applied.updates {
+        let Some(reason) = &u.reject_with else { continue };
+        let moved = sqlx::query(
+            "update candidates set status = 'rejected', status_reason = $2, updated_at = $3 where id = $1 and status = 'verified'",
+        )
+        .bind(u.id.as_str())
+        .bind(reason)
+        .bind(now)
+        .execute(tx.conn())
+        .await?;
+        if moved.rows_affected() == 1 {
+            events::append(
+                tx.conn(),
+                u.id.as_str(),
+                "candidate.rejected",
+                &serde_json::json!({ "reason": reason }),
+            )
+            .await?;
+        }
+    }
+    let inputs = serde_json::json!({
+        "candidates": members.iter().map(|m| m.candidate.id.as_str()).collect::<Vec<_>>(),
+        "ranking": applied.selection.ranking,
+        "judge": judge,
+    });
+    let winner = applied.selection.winner.clone();
+    let done = match &applied.change {
+        ChangeAfterSelection::Promote { winner } => {
+            let m = members
+                .iter()
+                .find(|m| &m.candidate.id == winner)
+                .expect("winner is a member");
+            winner_selected(tx, m).await?
+        }
+        ChangeAfterSelection::AwaitPerson { reason } => {
+            await_person(tx, &change_id, None, reason, "selection").await?;
+            SelectionDone::AwaitingPerson { reason: reason.clone() }
+        }
+        ChangeAfterSelection::Failed => {
+            let trigger = members.iter().find_map(|m| {
+                check_failure_trigger(
+                    &m.candidate.id,
+                    m.candidate.status_reason.as_deref().unwrap_or_default(),
+                    m.candidate
+                        .plan
+                        .as_ref()
+                        .map(|p| check_failures(p, &m.evidence))
+                        .unwrap_or_default(),
+                )
+            });
+            match trigger {
+                Some(t) => match repair_in(tx, &change_id, &members_held(&members, &t), &t).await? {
+                    Ok(task) => SelectionDone::Repair { task },
+                    Err(_) => fail_change(tx, &change_id).await?,
+                },
+                None => fail_change(tx, &change_id).await?,
+            }
+        }
+    };
+    insert_receipt(
+        tx,
+        &change_id,
+        ReceiptKind::CandidateSelection,
+        &format!("selection:{anchor}"),
+        &inputs,
+        &serde_json::json!({
+            "winner": winner,
+            "decidedBy": applied.selection.decided_by,
+            "reason": applied.selection.reason,
+            "rejected": applied.updates.iter().map(|u| serde_json::json!({"candidateId": u.id, "reason": u.reject_with})).collect::<Vec<_>>(),
+            "then": done,
+        }),
+    )
+    .await?;
+    events::append(
+        tx.conn(),
+        &change_id,
+        "candidate.selected",
+        &serde_json::json!({
+            "changeId": change_id,
+            "winner": winner,
+            "decidedBy": applied.selection.decided_by,
+            "candidates": members.iter().map(|m| m.candidate.id.as_str()).collect::<Vec<_>>(),
+        }),
+    )
+    .await?;
+    Ok(done)
+}
+
+/// Stores a Candidate's acceptance results (`acceptance_json`; null for a gap) and metrics.
+pub async fn set_acceptance(
+    tx: &mut Tx,
+    id: &str,
+    criteria: Option<&[belay_domain::acceptance::JudgedCriterion]>,
+    metrics: &belay_domain::candidate::CandidateMetrics,
+) -> Result<(), StoreError> {
+    sqlx::query("update candidates set acceptance_json = $2, metrics_json = $3, updated_at = $4 where id = $1")
+        .bind(id)
+        .bind(criteria.map(|c| to_json(&c)))
+        .bind(to_json(metrics))
+        .bind(now_ms())
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+/// A person rejected a gated Candidate with `reason`: the Change gets its one repair Task
+/// (depending on every Task whose ChangeSet the Candidate holds, the reason in its objective)
+/// and returns to `running`; a second shortfall goes to a person. `None` when there is no
+/// reason to repair toward. The approval route calls this.
+pub async fn repair_after_rejection(
+    tx: &mut Tx,
+    candidate_id: &str,
+    reason: Option<&str>,
+) -> Result<Option<Result<TaskId, String>>, StoreError> {
+    let id: CandidateId = candidate_id.to_owned().into();
+    let Some(trigger) = rejection_trigger(&id, reason) else {
+        return Ok(None);
+    };
+    let candidate = crate::candidates::candidate_for_worker(tx, candidate_id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+    let held = held_task_ids(
+        &candidate,
+        &crate::candidates::change_sets_of(tx, candidate.change_id.as_str()).await?,
+    );
+    let out = repair_in(tx, candidate.change_id.as_str(), &held, &trigger).await?;
+    if let Err(reason) = &out {
+        await_person(tx, candidate.change_id.as_str(), Some(candidate_id), reason, "repair").await?;
+    }
+    Ok(Some(out))
+}
+
+/// A verified Candidate without siblings (a selected winner's repair is its selection's)
+/// whose acceptance check judged criteria of the request `not_met` after every required
+/// check passed: when no other Candidate of its Change can still ship and the Change has no
+/// repair yet, the Change gets its one repair Task (its objective lists the unmet criteria),
+/// returns to `running` and has the `ACCEPTANCE_REPAIR` receipt. `None`: no repair was made
+/// (none is due, or the Change already had its repair: the winner is then held for a person
+/// as any other acceptance shortfall). A retry finds the repair Task its first call made.
+pub async fn repair_lone_after_acceptance(tx: &mut Tx, candidate_id: &str) -> Result<Option<TaskId>, StoreError> {
+    let sql = format!("select {CANDIDATE_COLUMNS}, k.sibling_group from candidates k where k.id = $1");
+    let Some(row) = sqlx::query(&sql).bind(candidate_id).fetch_optional(tx.conn()).await? else {
+        return Ok(None);
+    };
+    let k = candidate_row(&row)?;
+    if k.status != CandidateStatus::Verified {
+        return Ok(None);
+    }
+    let change_id = k.change_id.to_string();
+    // A retry: the repair this Candidate asked for is there already.
+    let asked = sqlx::query(
+        "select inputs_json, outcome_json from decision_receipts where change_id = $1 and kind = 'ACCEPTANCE_REPAIR'",
+    )
+    .bind(&change_id)
+    .fetch_optional(tx.conn())
+    .await?;
+    if let Some(r) = asked {
+        let inputs: serde_json::Value = json(&r.try_get::<String, _>("inputs_json")?, "inputs_json")?;
+        if inputs["trigger"] == "acceptance_not_met" && inputs["candidate_id"] == candidate_id {
+            let outcome: serde_json::Value = json(&r.try_get::<String, _>("outcome_json")?, "outcome_json")?;
+            return Ok(outcome["taskId"].as_str().map(|t| TaskId::from(t.to_owned())));
+        }
+    }
+    let Some(outcome) = k
+        .acceptance
+        .as_ref()
+        .map(|j| acceptance_outcome(&AcceptanceRun::Judged(j.clone())))
+    else {
+        return Ok(None);
+    };
+    let evidence: Vec<Evidence> = crate::candidates::evidence_in(tx, candidate_id).await?;
+    let required_passed = k
+        .plan
+        .as_ref()
+        .is_some_and(|p| gate_required_checks(p, &evidence).gaps.is_empty());
+    let Some(trigger) = acceptance_trigger(&k.id, required_passed, &outcome) else {
+        return Ok(None);
+    };
+    let group: Option<String> = row.try_get("sibling_group")?;
+    let others: i64 = sqlx::query_scalar(
+        r#"select count(*) from candidates o
+           where o.id <> $1 and ((o.change_id = $2 and o.status in ('composing', 'verifying', 'verified'))
+                 or (o.sibling_group = $3 and o.base_generation = $4))"#,
+    )
+    .bind(candidate_id)
+    .bind(&change_id)
+    .bind(group)
+    .bind(k.base_generation)
+    .fetch_one(tx.conn())
+    .await?;
+    if others > 0 {
+        return Ok(None);
+    }
+    let held: Vec<String> = k.change_set_ids.iter().map(|c| c.to_string()).collect();
+    match repair_in(tx, &change_id, &held, &trigger).await? {
+        Ok(task) => Ok(Some(task)),
+        Err(_) => Ok(None),
     }
 }
 
@@ -758,12 +732,12 @@ impl Store {
 /// failing check with what its Evidence says); a Change that already had its repair goes to a
 /// person. `None`: no repair is due here.
 pub(crate) async fn repair_after_gate(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut Tx,
     candidate_id: &str,
     reason: &str,
 ) -> Result<Option<Result<TaskId, String>>, StoreError> {
     let sql = format!("select {CANDIDATE_COLUMNS}, k.sibling_group from candidates k where k.id = $1");
-    let Some(row) = sqlx::query(&sql).bind(candidate_id).fetch_optional(&mut **tx).await? else {
+    let Some(row) = sqlx::query(&sql).bind(candidate_id).fetch_optional(tx.conn()).await? else {
         return Ok(None);
     };
     let k = candidate_row(&row)?;
@@ -786,11 +760,11 @@ pub(crate) async fn repair_after_gate(
     .bind(k.change_id.as_str())
     .bind(group)
     .bind(k.base_generation)
-    .fetch_one(&mut **tx)
+    .fetch_one(tx.conn())
     .await?;
     let change_status: String = sqlx::query_scalar("select status from changes where id = $1")
         .bind(k.change_id.as_str())
-        .fetch_one(&mut **tx)
+        .fetch_one(tx.conn())
         .await?;
     if others > 0 || !["running", "verifying", "awaiting_approval"].contains(&change_status.as_str()) {
         return Ok(None);
@@ -809,7 +783,7 @@ pub(crate) async fn repair_after_gate(
 /// window), the Change from `verifying` to `running`, the Decision Receipt
 /// `CONFLICT_INTEGRATION`; then `conflict.integrated`.
 async fn integrate_in(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut Tx,
     change_id: &str,
     conflict_id: &str,
     integ: &ConflictIntegration,
@@ -822,12 +796,12 @@ async fn integrate_in(
     sqlx::query("update conflicts set review_json = $2, resolved = 1 where id = $1")
         .bind(conflict_id)
         .bind(to_json(&serde_json::json!({ "integrate": integ })))
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     sqlx::query("insert into task_dependencies (task_id, depends_on) values ($1, $2) on conflict do nothing")
         .bind(dependent.id.as_str())
         .bind(on.id.as_str())
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     let reset = tasks_to_reset(&integ.dependent, tasks);
     let reason = format!(
@@ -841,7 +815,7 @@ async fn integrate_in(
             sqlx::query("update change_sets set rejected_reason = $2 where id = $1 and rejected_reason is null")
                 .bind(cs.id.as_str())
                 .bind(&reason)
-                .execute(&mut **tx)
+                .execute(tx.conn())
                 .await?;
             rejected.push(cs.id.to_string());
         }
@@ -851,10 +825,10 @@ async fn integrate_in(
         )
         .bind(change_id)
         .bind(t.id.as_str())
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
         events::append(
-            &mut **tx,
+            tx.conn(),
             change_id,
             "task.reset",
             &serde_json::json!({ "taskId": t.id.as_str(), "key": key, "reason": reason, "attemptWindowFrom": now }),
@@ -864,7 +838,7 @@ async fn integrate_in(
     sqlx::query("update changes set status = 'running', updated_at = $2 where id = $1 and status = 'verifying'")
         .bind(change_id)
         .bind(now)
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     let outcome = serde_json::json!({
         "edge": { "task": integ.dependent, "dependsOn": integ.depends_on, "rule": integ.rule },
@@ -881,7 +855,7 @@ async fn integrate_in(
     )
     .await?;
     events::append(
-        &mut **tx,
+        tx.conn(),
         change_id,
         "conflict.integrated",
         &serde_json::json!({ "conflictId": conflict_id, "integrate": integ, "rejectedChangeSets": rejected }),
@@ -915,20 +889,17 @@ fn members_held(members: &[Member], trigger: &RepairTrigger) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn fail_change(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    change_id: &str,
-) -> Result<SelectionDone, StoreError> {
+async fn fail_change(tx: &mut Tx, change_id: &str) -> Result<SelectionDone, StoreError> {
     let moved = sqlx::query(
         "update changes set status = 'failed', updated_at = $2 where id = $1 and status in ('running', 'verifying', 'awaiting_approval')",
     )
     .bind(change_id)
     .bind(now_ms())
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     if moved.rows_affected() == 1 {
         events::append(
-            &mut **tx,
+            tx.conn(),
             change_id,
             "change.failed",
             &serde_json::json!({ "reason": "no Candidate can ship" }),
@@ -943,7 +914,7 @@ async fn fail_change(
 /// promotion path), the Change gets a request of its own, so a person finds what waits on them
 /// and can cancel the Change: no Change waits on a person who cannot see it.
 async fn await_person(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut Tx,
     change_id: &str,
     candidate_id: Option<&str>,
     reason: &str,
@@ -954,13 +925,13 @@ async fn await_person(
     )
     .bind(change_id)
     .bind(now_ms())
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     let held_verified = match candidate_id {
         Some(id) => {
             let status: Option<String> = sqlx::query_scalar("select status from candidates where id = $1")
                 .bind(id)
-                .fetch_optional(&mut **tx)
+                .fetch_optional(tx.conn())
                 .await?;
             status.as_deref() == Some("verified")
         }
@@ -978,7 +949,7 @@ async fn await_person(
         crate::approvals::request_person_for_change(tx, change_id, kind, &reason).await?
     };
     events::append(
-        &mut **tx,
+        tx.conn(),
         change_id,
         "approval.requested",
         &serde_json::json!({
@@ -998,10 +969,7 @@ async fn await_person(
 /// acceptance found criteria `not_met` on a promotable winner, else `holdForAcceptance` (the
 /// human gate on its plan, its status reason, the Change `awaiting_approval`,
 /// `approval.requested` with the reason).
-pub async fn winner_selected(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    winner: &Member,
-) -> Result<SelectionDone, StoreError> {
+pub async fn winner_selected(tx: &mut Tx, winner: &Member) -> Result<SelectionDone, StoreError> {
     let k = &winner.candidate;
     let change_id = k.change_id.to_string();
     let Some(outcome) = winner.acceptance().or_else(|| acceptance_from_evidence(winner)) else {
@@ -1078,7 +1046,7 @@ fn acceptance_from_evidence(m: &Member) -> Option<AcceptanceOutcome> {
 /// `holdForAcceptance`: adds the human gate to the plan, sets the status reason, moves the Change
 /// to `awaiting_approval` and records `approval.requested` with the reason.
 pub async fn hold_for_acceptance(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut Tx,
     k: &Candidate,
     outcome: &AcceptanceOutcome,
 ) -> Result<String, StoreError> {
@@ -1100,7 +1068,7 @@ pub async fn hold_for_acceptance(
         .bind(plan.as_ref().map(to_json))
         .bind(&reason)
         .bind(now_ms())
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     await_person(tx, k.change_id.as_str(), Some(k.id.as_str()), &reason, "acceptance").await?;
     Ok(reason)
@@ -1111,7 +1079,7 @@ pub async fn hold_for_acceptance(
 /// the objective for the agents); `Err(reason)` when the Change already had its repair.
 /// `held_change_sets`: the ChangeSet (or Task) ids the Candidate holds.
 async fn repair_in(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut Tx,
     change_id: &str,
     held_change_sets: &[String],
     trigger: &RepairTrigger,
@@ -1121,7 +1089,7 @@ async fn repair_in(
            where t.change_id = $1 order by t.created_at, t.key"#,
     )
     .bind(change_id)
-    .fetch_all(&mut **tx)
+    .fetch_all(tx.conn())
     .await?;
     let mut keys: Vec<(String, String)> = Vec::new();
     let mut resources: Vec<String> = Vec::new();
@@ -1158,7 +1126,7 @@ async fn repair_in(
     .bind(&plan.task.title)
     .bind(to_json(&plan.task.semantic_resources))
     .bind(now)
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     if inserted.rows_affected() == 0 {
         return Ok(Err("The change already had its repair.".into()));
@@ -1169,7 +1137,7 @@ async fn repair_in(
             sqlx::query("insert into task_dependencies (task_id, depends_on) values ($1, $2)")
                 .bind(id.as_str())
                 .bind(task)
-                .execute(&mut **tx)
+                .execute(tx.conn())
                 .await?;
         }
     }
@@ -1178,7 +1146,7 @@ async fn repair_in(
     )
     .bind(change_id)
     .bind(now)
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     let outcome = serde_json::json!({
         "taskId": id.as_str(),
@@ -1195,7 +1163,7 @@ async fn repair_in(
         &outcome,
     )
     .await?;
-    events::append(&mut **tx, change_id, "task.repair_requested", &outcome).await?;
+    events::append(tx.conn(), change_id, "task.repair_requested", &outcome).await?;
     Ok(Ok(id))
 }
 
@@ -1209,4 +1177,16 @@ mod tests {
                  diff --git a/old.ts b/new.ts\nrename from old.ts\n";
         assert_eq!(patch_paths(p), vec!["src/a.ts", "old.ts", "new.ts"]);
     }
+}
+
+crate::one_step! {
+    read change_set_origins(account_id: &str, change_id: &str) -> Vec<(ChangeSet, Option<String>)>;
+    write record_conflict(account_id: &str, change_id: &str, input: &ConflictInput, paths_of: &BTreeMap<String, Vec<String>>) -> Conflict;
+    write start_verification_round(account_id: &str, change_id: &str) -> Vec<Candidate>;
+    read sibling_group(candidate_id: &str) -> Option<Vec<Member>>;
+    write claim_selection(candidate_id: &str, claimant: &str) -> SelectionStep;
+    write apply_selection(candidate_id: &str, claimant: &str, judge: Option<&JudgeOutcome>) -> SelectionDone;
+    write set_acceptance(id: &str, criteria: Option<&[belay_domain::acceptance::JudgedCriterion]>, metrics: &belay_domain::candidate::CandidateMetrics) -> ();
+    write repair_after_rejection(candidate_id: &str, reason: Option<&str>) -> Option<Result<TaskId, String>>;
+    write repair_lone_after_acceptance(candidate_id: &str) -> Option<TaskId>;
 }

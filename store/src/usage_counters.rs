@@ -3,7 +3,8 @@
 //! runs per Candidate, the model calls per UTC day, the model cost per month and per Change); each
 //! meter's module says what its scope is and when it reserves and settles.
 
-use crate::{Store, StoreError};
+use crate::StoreError;
+use crate::Tx;
 use sqlx::{AnyConnection, Row};
 
 /// Settles on a counter: `used` takes `add_used`, `reserved` gives back `held` (never below zero).
@@ -26,20 +27,22 @@ pub(crate) async fn settle_counter(
     Ok(())
 }
 
-impl Store {
-    /// A counter's `(used, reserved)`; zeros when it has no row.
-    pub async fn usage_counter(&self, meter: &str, scope: &str) -> Result<(u64, u64), StoreError> {
-        let row = sqlx::query("select used, reserved from usage_counters where meter = $1 and scope = $2")
-            .bind(meter)
-            .bind(scope)
-            .fetch_optional(self.pool())
-            .await?;
-        Ok(match row {
-            Some(r) => (
-                r.try_get::<i64, _>("used")?.max(0) as u64,
-                r.try_get::<i64, _>("reserved")?.max(0) as u64,
-            ),
-            None => (0, 0),
-        })
-    }
+/// A counter's `(used, reserved)`; zeros when it has no row.
+pub async fn usage_counter(tx: &mut Tx, meter: &str, scope: &str) -> Result<(u64, u64), StoreError> {
+    let row = sqlx::query("select used, reserved from usage_counters where meter = $1 and scope = $2")
+        .bind(meter)
+        .bind(scope)
+        .fetch_optional(tx.conn())
+        .await?;
+    Ok(match row {
+        Some(r) => (
+            r.try_get::<i64, _>("used")?.max(0) as u64,
+            r.try_get::<i64, _>("reserved")?.max(0) as u64,
+        ),
+        None => (0, 0),
+    })
+}
+
+crate::one_step! {
+    read usage_counter(meter: &str, scope: &str) -> (u64, u64);
 }
