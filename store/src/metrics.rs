@@ -160,8 +160,19 @@ pub async fn record_top_up_busy(tx: &mut Tx, kind: Feed, target: &str) -> Result
     Ok(())
 }
 
+/// Everything `/metrics` reports, read in the caller's transaction (one consistent view).
 pub async fn metrics_snapshot(tx: &mut Tx) -> Result<MetricsSnapshot, StoreError> {
     let mut out = MetricsSnapshot::default();
+    run_lane_metrics(tx, &mut out).await?;
+    sandbox_metrics(tx, &mut out).await?;
+    top_up_metrics(tx, &mut out).await?;
+    verification_metrics(tx, &mut out).await?;
+    counter_metrics(tx, &mut out).await?;
+    Ok(out)
+}
+
+/// Jobs by harness and status, the transitions, and each job's claim, dispatch and run durations.
+async fn run_lane_metrics(tx: &mut Tx, out: &mut MetricsSnapshot) -> Result<(), StoreError> {
     for r in
         sqlx::query("select harness, status, count(*) as n from jobs group by harness, status order by harness, status")
             .fetch_all(tx.conn())
@@ -197,6 +208,11 @@ pub async fn metrics_snapshot(tx: &mut Tx) -> Result<MetricsSnapshot, StoreError
             out.run_seconds.push((r.try_get("harness")?, seconds(e - run)));
         }
     }
+    Ok(())
+}
+
+/// The live Sandboxes and each project's charged seconds by month.
+async fn sandbox_metrics(tx: &mut Tx, out: &mut MetricsSnapshot) -> Result<(), StoreError> {
     out.live_sandboxes = sqlx::query("select count(*) as n from sandbox_leases")
         .fetch_one(tx.conn())
         .await?
@@ -211,6 +227,11 @@ pub async fn metrics_snapshot(tx: &mut Tx) -> Result<MetricsSnapshot, StoreError
             r.try_get("charged_seconds")?,
         ));
     }
+    Ok(())
+}
+
+/// Top-ups by kind and outcome, and how long each launched one took.
+async fn top_up_metrics(tx: &mut Tx, out: &mut MetricsSnapshot) -> Result<(), StoreError> {
     for r in sqlx::query(
         "select kind, outcome, count(*) as n from top_up_outcomes group by kind, outcome order by kind, outcome",
     )
@@ -229,6 +250,11 @@ pub async fn metrics_snapshot(tx: &mut Tx) -> Result<MetricsSnapshot, StoreError
         let (started, ended): (i64, i64) = (r.try_get("started_ms")?, r.try_get("ended_ms")?);
         out.top_up_seconds.push((r.try_get("kind")?, seconds(ended - started)));
     }
+    Ok(())
+}
+
+/// Candidates by status, each one's time to its first verdict, and the checks' Evidence.
+async fn verification_metrics(tx: &mut Tx, out: &mut MetricsSnapshot) -> Result<(), StoreError> {
     for r in sqlx::query("select status, count(*) as n from candidates group by status order by status")
         .fetch_all(tx.conn())
         .await?
@@ -277,6 +303,11 @@ pub async fn metrics_snapshot(tx: &mut Tx) -> Result<MetricsSnapshot, StoreError
         out.check_seconds
             .push((r.try_get("kind")?, seconds(r.try_get("duration_ms")?)));
     }
+    Ok(())
+}
+
+/// The counters and the usage meters.
+async fn counter_metrics(tx: &mut Tx, out: &mut MetricsSnapshot) -> Result<(), StoreError> {
     for r in sqlx::query("select name, value from counters order by name")
         .fetch_all(tx.conn())
         .await?
@@ -293,7 +324,7 @@ pub async fn metrics_snapshot(tx: &mut Tx) -> Result<MetricsSnapshot, StoreError
         out.usage
             .push((r.try_get("meter")?, r.try_get("used")?, r.try_get("reserved")?));
     }
-    Ok(out)
+    Ok(())
 }
 
 crate::one_step! {
