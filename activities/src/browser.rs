@@ -14,6 +14,7 @@ use belay_domain::browser::{
 };
 use belay_domain::check::CheckId;
 use belay_domain::evidence::Evidence;
+use belay_domain::ids::CandidateId;
 use belay_sandbox::SandboxUser;
 use belay_store::browser_meter::BrowserReserve;
 use belay_store::candidates::NewEvidence;
@@ -258,7 +259,7 @@ impl BrowserActivities {
         let candidate = input.candidate_id.to_string();
         let store = &self.sandbox.store;
         if let Some(row) = store
-            .evidence_of(&candidate, &CheckId::Browser, input.attempt)
+            .evidence_of(&CandidateId::from(candidate.as_str()), &CheckId::Browser, input.attempt)
             .await
             .map_err(store_error)?
         {
@@ -266,12 +267,12 @@ impl BrowserActivities {
         }
         heartbeating(&ctx, async {
             store
-                .settle_open_browser_reservations(&candidate)
+                .settle_open_browser_reservations(&CandidateId::from(candidate.as_str()))
                 .await
                 .map_err(store_error)?;
             let started_at = now_ms();
             let reserved = store
-                .reserve_browser(&candidate, now_secs(), self.daily_seconds)
+                .reserve_browser(&CandidateId::from(candidate.as_str()), now_secs(), self.daily_seconds)
                 .await
                 .map_err(store_error)?;
             let (report, preview, reservation) = match reserved {

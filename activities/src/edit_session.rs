@@ -227,7 +227,11 @@ impl EditSandboxActivities {
         // the command a second time.
         if !self
             .store
-            .record_command_start(&activity_identity(ctx), project, belay_store::now_ms())
+            .record_command_start(
+                &activity_identity(ctx),
+                &ProjectId::from(project),
+                belay_store::now_ms(),
+            )
             .await
             .map_err(store_error)?
         {

@@ -8,7 +8,7 @@ use belay_domain::acceptance::{
     AcceptanceCriterion, AcceptanceInput, JudgedCriterion, RECORD_ACCEPTANCE, criteria_for_second_opinion,
     judge_with_citations, merge_second_opinion, record_acceptance_schema, validate_acceptance_output,
 };
-use belay_domain::ids::{CandidateId, EvidenceId};
+use belay_domain::ids::{CandidateId, ChangeId, EvidenceId};
 use belay_domain::selection::{JudgeOutcome, RECORD_VERDICT, judge_outcome, record_verdict_schema};
 use belay_llm::{ACCEPTANCE_SYSTEM, Answer, AnthropicClient, CallError, JUDGE_SYSTEM, Model, Tool, acceptance_prompt};
 use belay_store::Store;
@@ -38,7 +38,7 @@ impl belay_llm::ModelMeter for StoreMeter<'_> {
     ) -> belay_llm::MeterFuture<'a, Result<belay_llm::ModelReservation, String>> {
         Box::pin(async move {
             self.0
-                .reserve_model_call(change_id, estimate_usd, limits, now_ms)
+                .reserve_model_call(&ChangeId::from(change_id), estimate_usd, limits, now_ms)
                 .await
                 .map_err(|e| e.to_string())
         })

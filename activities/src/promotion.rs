@@ -7,7 +7,7 @@ use crate::{Plain, fatal, git_error, retryable, source_error, store_error};
 use belay_domain::approval::Approval;
 use belay_domain::check::CheckId;
 use belay_domain::evidence::{Coverage, EvidenceStatus, latest_per_check};
-use belay_domain::ids::CandidateId;
+use belay_domain::ids::{CandidateId, ProjectId};
 use belay_domain::promotion::PromotionOutcome;
 use belay_domain::repo::{candidate_fork, canonical_repo};
 use belay_git::source_objects::SourceObjects;
@@ -40,12 +40,7 @@ impl PromotionStoreActivities {
         _ctx: ActivityContext,
         candidate_id: CandidateId,
     ) -> Result<Option<PromotionRowsFacts>, ActivityError> {
-        let Some(r) = self
-            .store
-            .promotion_rows(candidate_id.as_str())
-            .await
-            .map_err(store_error)?
-        else {
+        let Some(r) = self.store.promotion_rows(&candidate_id).await.map_err(store_error)? else {
             return Ok(None);
         };
         Ok(Some(PromotionRowsFacts {
@@ -69,11 +64,7 @@ impl PromotionStoreActivities {
     ) -> Result<PromotionOutcome, ActivityError> {
         let out = self
             .store
-            .promote_cas(
-                input.candidate_id.as_str(),
-                input.expected_generation,
-                &input.plan_policy,
-            )
+            .promote_cas(&input.candidate_id, input.expected_generation, &input.plan_policy)
             .await
             .map_err(store_error)?;
         if matches!(out, PromotionOutcome::Promoted { .. }) && crate::failpoint(AFTER_CAS) {
@@ -91,7 +82,7 @@ impl PromotionStoreActivities {
         candidate_id: CandidateId,
     ) -> Result<(), ActivityError> {
         self.store
-            .mark_promotion_pushed(candidate_id.as_str())
+            .mark_promotion_pushed(&candidate_id)
             .await
             .map_err(store_error)
     }
@@ -104,7 +95,7 @@ impl PromotionStoreActivities {
         candidate_id: CandidateId,
     ) -> Result<(), ActivityError> {
         self.store
-            .mark_promotion_synced(candidate_id.as_str())
+            .mark_promotion_synced(&candidate_id)
             .await
             .map(drop)
             .map_err(store_error)
@@ -128,8 +119,14 @@ impl PromotionStoreActivities {
         input: ReleasedRequest,
     ) -> Result<SettledOlder, ActivityError> {
         let id = input.candidate_id.as_str();
-        self.store.mark_promotion_pushed(id).await.map_err(store_error)?;
-        self.store.mark_promotion_synced(id).await.map_err(store_error)?;
+        self.store
+            .mark_promotion_pushed(&CandidateId::from(id))
+            .await
+            .map_err(store_error)?;
+        self.store
+            .mark_promotion_synced(&CandidateId::from(id))
+            .await
+            .map_err(store_error)?;
         self.settle_older(input.project_id.as_str(), input.generation).await
     }
 
@@ -140,19 +137,10 @@ impl PromotionStoreActivities {
         _ctx: ActivityContext,
         candidate_id: CandidateId,
     ) -> Result<Option<WinnerFacts>, ActivityError> {
-        let Some(r) = self
-            .store
-            .promotion_rows(candidate_id.as_str())
-            .await
-            .map_err(store_error)?
-        else {
+        let Some(r) = self.store.promotion_rows(&candidate_id).await.map_err(store_error)? else {
             return Ok(None);
         };
-        let has_siblings = self
-            .store
-            .has_siblings(candidate_id.as_str())
-            .await
-            .map_err(store_error)?;
+        let has_siblings = self.store.has_siblings(&candidate_id).await.map_err(store_error)?;
         let acceptance_passed = r
             .candidate
             .plan
@@ -176,7 +164,7 @@ impl PromotionStoreActivities {
         input: ApprovalRequest,
     ) -> Result<Approval, ActivityError> {
         self.store
-            .request_approval(input.candidate_id.as_str(), &input.tree, &input.gates, &input.reason)
+            .request_approval(&input.candidate_id, &input.tree, &input.gates, &input.reason)
             .await
             .map_err(store_error)
     }
@@ -216,7 +204,7 @@ impl PromotionStoreActivities {
     async fn settle_older(&self, project_id: &str, generation: i64) -> Result<SettledOlder, ActivityError> {
         let s = self
             .store
-            .settle_older_base(project_id, generation)
+            .settle_older_base(&ProjectId::from(project_id), generation)
             .await
             .map_err(store_error)?;
         Ok(SettledOlder {

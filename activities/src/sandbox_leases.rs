@@ -2,6 +2,7 @@
 //! Sandbox adapter's [`Leases`] over the store's `sandbox_leases` functions. It lives here, where
 //! the store and the adapter meet, so that the Sandbox adapter never reaches into the store.
 
+use belay_domain::ids::ProjectId;
 use belay_sandbox::lease::{Acquired, LeaseFuture, Leases};
 use belay_store::Store;
 use belay_store::sandbox_leases::LeaseAcquired;
@@ -32,7 +33,7 @@ impl Leases for StoreLeases {
         Box::pin(async move {
             let answer = self
                 .store
-                .acquire_sandbox_lease(project_id, &self.holder, max, now_ms)
+                .acquire_sandbox_lease(&ProjectId::from(project_id), &self.holder, max, now_ms)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(match answer {
@@ -53,7 +54,7 @@ impl Leases for StoreLeases {
     ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             self.store
-                .begin_sandbox_exec(project_id, exec_id, &self.holder, now_ms, expires_ms)
+                .begin_sandbox_exec(&ProjectId::from(project_id), exec_id, &self.holder, now_ms, expires_ms)
                 .await
                 .map_err(|e| e.to_string())
         })
@@ -62,7 +63,7 @@ impl Leases for StoreLeases {
     fn end_exec<'a>(&'a self, project_id: &'a str, exec_id: &'a str, now_ms: i64) -> LeaseFuture<'a, ()> {
         Box::pin(async move {
             self.store
-                .end_sandbox_exec(project_id, exec_id, now_ms)
+                .end_sandbox_exec(&ProjectId::from(project_id), exec_id, now_ms)
                 .await
                 .map_err(|e| e.to_string())
         })
@@ -80,7 +81,7 @@ impl Leases for StoreLeases {
     fn release<'a>(&'a self, project_id: &'a str) -> LeaseFuture<'a, ()> {
         Box::pin(async move {
             self.store
-                .release_sandbox_lease(project_id)
+                .release_sandbox_lease(&ProjectId::from(project_id))
                 .await
                 .map_err(|e| e.to_string())
         })

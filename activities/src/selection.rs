@@ -132,7 +132,7 @@ impl SelectionStoreActivities {
     ) -> Result<(), ActivityError> {
         let k = self
             .store
-            .candidate_for_worker(input.candidate_id.as_str())
+            .candidate_for_worker(&input.candidate_id)
             .await
             .map_err(store_error)?
             .ok_or_else(|| fatal(Plain(format!("candidate {} not found", input.candidate_id))))?;
@@ -157,7 +157,7 @@ impl SelectionStoreActivities {
         input: ClaimRequest,
     ) -> Result<SelectionStep, ActivityError> {
         self.store
-            .claim_selection(input.candidate_id.as_str(), &input.claimant)
+            .claim_selection(&input.candidate_id, &input.claimant)
             .await
             .map_err(store_error)
     }
@@ -170,7 +170,7 @@ impl SelectionStoreActivities {
         input: ApplyRequest,
     ) -> Result<SelectionDone, ActivityError> {
         self.store
-            .apply_selection(input.candidate_id.as_str(), &input.claimant, input.judge.as_ref())
+            .apply_selection(&input.candidate_id, &input.claimant, input.judge.as_ref())
             .await
             .map_err(store_error)
     }

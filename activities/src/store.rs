@@ -24,7 +24,7 @@ impl StoreActivities {
     /// that is not running (the ladder is disabled) is not an error: the next one reads the board.
     async fn poke_climb(&self, job_id: &str) {
         let Some(client) = &self.client else { return };
-        let origin = match self.store.get_job(job_id).await {
+        let origin = match self.store.get_job(&JobId::from(job_id)).await {
             Ok(Some(job)) => job.origin,
             _ => None,
         };

@@ -2,6 +2,7 @@
 
 use crate::{Plain, fatal, store_error};
 use belay_domain::buffer::target_in_force;
+use belay_domain::ids::{LadderId, PlanId};
 use belay_domain::job::Origin;
 use belay_domain::top_up::{Skipped, TopUpAnswer};
 use belay_store::Store;
@@ -62,7 +63,7 @@ impl TopUpStoreActivities {
         let claim = ladders::claim_top_up(
             &mut tx,
             &input.account_id,
-            &input.plan_id,
+            &LadderId::from(input.plan_id.as_str()),
             &input.holder,
             belay_store::now_ms(),
             self.lease_ms,
@@ -70,7 +71,7 @@ impl TopUpStoreActivities {
         .await
         .map_err(store_error)?;
         if claim == Claim::Paused {
-            ladders::record_skipped(&mut tx, &input.account_id, &input.plan_id)
+            ladders::record_skipped(&mut tx, &input.account_id, &LadderId::from(input.plan_id.as_str()))
                 .await
                 .map_err(store_error)?;
         }
@@ -83,9 +84,14 @@ impl TopUpStoreActivities {
     /// A ladder's enqueue: settle what the gate decided, then walk the current rungs.
     async fn enqueue_ladder(&self, input: EnqueueInput) -> Result<Enqueued, ActivityError> {
         let mut tx = self.store.begin().await.map_err(store_error)?;
-        let Some(answer) = ladders::enqueue_top_up(&mut tx, &input.account_id, &input.plan_id, &input.topup_id)
-            .await
-            .map_err(store_error)?
+        let Some(answer) = ladders::enqueue_top_up(
+            &mut tx,
+            &input.account_id,
+            &LadderId::from(input.plan_id.as_str()),
+            &input.topup_id,
+        )
+        .await
+        .map_err(store_error)?
         else {
             return Err(fatal(Plain(format!("ladder {} not found", input.plan_id))));
         };
@@ -113,7 +119,7 @@ impl TopUpStoreActivities {
         let claim = coverage::claim_top_up(
             &mut tx,
             &input.account_id,
-            &input.plan_id,
+            &PlanId::from(input.plan_id.as_str()),
             &input.holder,
             belay_store::now_ms(),
             self.lease_ms,
@@ -124,14 +130,14 @@ impl TopUpStoreActivities {
             let setting = coverage::buffer_setting(&mut tx, &input.account_id)
                 .await
                 .map_err(store_error)?;
-            let plan = coverage::get_plan(&mut tx, &input.account_id, &input.plan_id)
+            let plan = coverage::get_plan(&mut tx, &input.account_id, &PlanId::from(input.plan_id.as_str()))
                 .await
                 .map_err(store_error)?;
             let target = target_in_force(setting, plan.and_then(|p| p.buffer_target));
             coverage::record_skipped(
                 &mut tx,
                 &input.account_id,
-                &input.plan_id,
+                &PlanId::from(input.plan_id.as_str()),
                 &TopUpAnswer::skipped(target, Skipped::Paused),
             )
             .await
@@ -149,7 +155,7 @@ impl TopUpStoreActivities {
             return self.enqueue_ladder(input).await;
         }
         let mut tx = self.store.begin().await.map_err(store_error)?;
-        let Some(plan) = coverage::resolve_plan(&mut tx, &input.account_id, &input.plan_id)
+        let Some(plan) = coverage::resolve_plan(&mut tx, &input.account_id, &PlanId::from(input.plan_id.as_str()))
             .await
             .map_err(store_error)?
         else {
@@ -185,8 +191,10 @@ impl TopUpStoreActivities {
             .await
             .map_err(store_error)?;
         let released = match input.of {
-            Feed::Plan => coverage::release_top_up(&mut tx, &input.plan_id, &input.holder).await,
-            Feed::Ladder => ladders::release_top_up(&mut tx, &input.plan_id, &input.holder).await,
+            Feed::Plan => coverage::release_top_up(&mut tx, &PlanId::from(input.plan_id.as_str()), &input.holder).await,
+            Feed::Ladder => {
+                ladders::release_top_up(&mut tx, &LadderId::from(input.plan_id.as_str()), &input.holder).await
+            }
         }
         .map_err(store_error)?;
         tx.commit().await.map_err(store_error)?;

@@ -71,13 +71,13 @@ impl VerifyStoreActivities {
     ) -> Result<Loaded, ActivityError> {
         let rows = self
             .store
-            .verification_rows(candidate_id.as_str())
+            .verification_rows(&candidate_id)
             .await
             .map_err(store_error)?
             .ok_or_else(|| fatal(StoreError::not_found("candidate", candidate_id.as_str())))?;
         let policy = self
             .store
-            .active_policy_for_worker(rows.candidate.project_id.as_str())
+            .active_policy_for_worker(&rows.candidate.project_id)
             .await
             .map_err(store_error)?;
         let change_sets = rows
@@ -108,12 +108,7 @@ impl VerifyStoreActivities {
     #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
     pub async fn status(self: Arc<Self>, _ctx: ActivityContext, input: StatusRequest) -> Result<bool, ActivityError> {
         self.store
-            .set_candidate_status(
-                input.candidate_id.as_str(),
-                &input.from,
-                input.to,
-                input.reason.as_deref(),
-            )
+            .set_candidate_status(&input.candidate_id, &input.from, input.to, input.reason.as_deref())
             .await
             .map_err(store_error)
     }
@@ -127,7 +122,7 @@ impl VerifyStoreActivities {
     ) -> Result<Option<CandidateId>, ActivityError> {
         Ok(self
             .store
-            .recompose_stale(input.candidate_id.as_str(), &input.reason)
+            .recompose_stale(&input.candidate_id, &input.reason)
             .await
             .map_err(store_error)?
             .map(|c| c.id))
@@ -144,7 +139,7 @@ impl VerifyStoreActivities {
         Ok(
             match self
                 .store
-                .reserve_sandbox(input.project_id.as_str(), Reservation::CandidateChecks, at)
+                .reserve_sandbox(&input.project_id, Reservation::CandidateChecks, at)
                 .await
                 .map_err(store_error)?
             {
@@ -175,7 +170,7 @@ impl VerifyStoreActivities {
         input: ComposedRecord,
     ) -> Result<bool, ActivityError> {
         self.store
-            .record_composition(input.candidate_id.as_str(), &input.commit, &input.tree, &input.plan)
+            .record_composition(&input.candidate_id, &input.commit, &input.tree, &input.plan)
             .await
             .map_err(store_error)
     }
@@ -219,7 +214,7 @@ impl VerifyStoreActivities {
     ) -> Result<Vec<Evidence>, ActivityError> {
         Ok(self
             .store
-            .list_evidence(candidate_id.as_str())
+            .list_evidence(&candidate_id)
             .await
             .map_err(store_error)?
             .into_iter()
@@ -235,7 +230,7 @@ impl VerifyStoreActivities {
         candidate_id: CandidateId,
     ) -> Result<Option<belay_domain::ids::TaskId>, ActivityError> {
         self.store
-            .repair_lone_after_acceptance(candidate_id.as_str())
+            .repair_lone_after_acceptance(&candidate_id)
             .await
             .map_err(store_error)
     }
@@ -739,7 +734,11 @@ impl VerifySandboxActivities {
         let candidate = input.candidate_id.to_string();
         if let Some(row) = self
             .store
-            .evidence_of(&candidate, &input.check.check_id, input.attempt)
+            .evidence_of(
+                &CandidateId::from(candidate.as_str()),
+                &input.check.check_id,
+                input.attempt,
+            )
             .await
             .map_err(store_error)?
         {

@@ -9,7 +9,7 @@ use crate::revocations::StoreRevocations;
 use crate::{Plain, fatal, git_error, heartbeating, now_secs, retryable, sandbox_error, source_error, store_error};
 use belay_domain::ValidationError;
 use belay_domain::change::ChangeSetInput;
-use belay_domain::ids::{ChangeSetId, TaskRunId};
+use belay_domain::ids::{ChangeId, ChangeSetId, ProjectId, TaskRunId};
 use belay_domain::meter::close_of;
 use belay_domain::refusal::{Refusal, RefusalReason};
 use belay_domain::repo::{canonical_repo, workspace_fork};
@@ -73,7 +73,12 @@ impl WorkspaceStoreActivities {
         }
         let row = match self
             .store
-            .admit_workspace(&run_id, &plan.change_id, &plan.project_id, now_secs())
+            .admit_workspace(
+                &run_id,
+                &ChangeId::from(plan.change_id.as_str()),
+                &ProjectId::from(plan.project_id.as_str()),
+                now_secs(),
+            )
             .await
             .map_err(store_error)?
         {
@@ -510,7 +515,11 @@ impl WorkspaceSandboxActivities {
                 // instead of running the command a second time.
                 if !self
                     .store
-                    .record_command_start(&crate::activity_identity(&ctx), project, belay_store::now_ms())
+                    .record_command_start(
+                        &crate::activity_identity(&ctx),
+                        &ProjectId::from(project),
+                        belay_store::now_ms(),
+                    )
                     .await
                     .map_err(store_error)?
                 {

@@ -185,7 +185,10 @@ fn git_routes(state: &AppState) -> Option<Router> {
                 let store = store.clone();
                 Box::pin(async move {
                     // Fail closed: a token whose revocation cannot be checked is refused.
-                    store.repo_token_revoked(&id).await.unwrap_or(true)
+                    store
+                        .repo_token_revoked(&belay_domain::ids::TokenId(id))
+                        .await
+                        .unwrap_or(true)
                 })
             }),
             max_body: g.max_body,

@@ -11,6 +11,7 @@
 
 mod common;
 
+use belay_domain::ids::{AccountId, ChangeId};
 use common::{Belay, create_account, create_operator, ready_project};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -211,7 +212,10 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
     let candidate = b
         .store()
         .await
-        .start_verification(owner["id"].as_str().unwrap(), &change)
+        .start_verification(
+            &AccountId::from(owner["id"].as_str().unwrap()),
+            &ChangeId::from(change.as_str()),
+        )
         .await
         .unwrap()
         .id

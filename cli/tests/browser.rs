@@ -416,7 +416,7 @@ async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_t
         .as_secs() as i64;
     let mut n = 0;
     while let belay_store::browser_meter::BrowserReserve::Reserved { .. } = store
-        .reserve_browser(&format!("cand_elsewhere{n}"), now, 3600)
+        .reserve_browser(&belay_domain::ids::CandidateId(format!("cand_elsewhere{n}")), now, 3600)
         .await
         .unwrap()
     {

@@ -7,6 +7,7 @@ mod fake_anthropic;
 
 use belay_activities::llm::LlmActivities;
 use belay_domain::acceptance::{AcceptanceCriterion, AcceptanceInput, CriterionResult, InputPart, PartKind};
+use belay_domain::ids::ChangeId;
 use belay_llm::{AnthropicClient, LlmConfig};
 use belay_store::Backend;
 use belay_store::model_meter::ModelLimits;
@@ -120,7 +121,11 @@ async fn criteria_haiku_leaves_unclear_get_one_sonnet_judgement_that_applies_onl
     );
     // 1000 in / 200 out: Haiku at $1/$5, Sonnet at $3/$15 per million tokens.
     assert!((cost_usd - (0.002 + 0.006)).abs() < 1e-9, "{cost_usd}");
-    let spent = llm.store.change_model_cost(request().change_id.as_str()).await.unwrap();
+    let spent = llm
+        .store
+        .change_model_cost(&ChangeId::from(request().change_id.as_str()))
+        .await
+        .unwrap();
     assert!((spent - cost_usd).abs() < 1e-9);
 }
 
@@ -201,7 +206,13 @@ async fn an_http_529_and_a_slow_answer_are_model_errors_that_cost_nothing() {
         AcceptanceAnswer::ModelError { reason, .. } => assert!(reason.contains("could not be reached"), "{reason}"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(llm.store.change_model_cost(slow.change_id.as_str()).await.unwrap(), 0.0);
+    assert_eq!(
+        llm.store
+            .change_model_cost(&ChangeId::from(slow.change_id.as_str()))
+            .await
+            .unwrap(),
+        0.0
+    );
     assert_eq!(llm.store.model_calls_on(belay_store::now_ms()).await.unwrap(), 2);
 }
 

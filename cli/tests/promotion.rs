@@ -4,6 +4,7 @@
 
 mod common;
 
+use belay_domain::ids::{CandidateId, ChangeId};
 use common::sample::{
     assert_only_fast_forwards, change, git, repo, sample_project, start_verification, task, wait_candidate, write,
 };
@@ -356,7 +357,7 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     store
         .decide_approval(
             &account.id,
-            &kd,
+            &CandidateId::from(kd.as_str()),
             &belay_domain::approval::ApprovalInput {
                 decision: belay_domain::approval::ApprovalDecision::Grant,
                 tree: d["composedTree"].as_str().unwrap().to_owned(),
@@ -460,7 +461,11 @@ async fn a_worker_lost_between_the_swap_and_the_fast_forward_is_repaired_by_the_
     assert!(source_object(&b, &project, &tree, "index.json").is_file());
     assert!(source_object(&b, &project, &tree, "code.json").is_file());
     let store = b.store().await;
-    let rec = store.promotion_for_worker(&k).await.unwrap().unwrap();
+    let rec = store
+        .promotion_for_worker(&CandidateId::from(k.as_str()))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(rec.pushed_at.is_some() && rec.synced_at.is_some(), "{rec:?}");
     let p = project_row(&b, &project).await;
     assert_eq!(
@@ -518,7 +523,10 @@ async fn the_daily_sweep_deletes_candidate_forks_by_how_and_when_their_candidate
     let day = 86_400_000i64;
     let mut forks = Vec::new();
     for _ in 0..6 {
-        let k = store.start_verification(&account.id, &c).await.unwrap();
+        let k = store
+            .start_verification(&account.id, &ChangeId::from(c.as_str()))
+            .await
+            .unwrap();
         let fork = format!("cand-{}", k.id.as_str().strip_prefix("cand_").unwrap());
         git.fork(&project, &fork).await.unwrap();
         forks.push((k.id.as_str().to_owned(), fork));

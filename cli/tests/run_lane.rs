@@ -3,6 +3,7 @@
 
 mod common;
 
+use belay_domain::ids::PlanId;
 use common::{Belay, replays, scheduled_activities, wait_for};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -216,8 +217,14 @@ async fn a_failed_job_is_retried_as_a_new_attempt_that_keeps_launcher_and_origin
         retry_of: None,
     };
     // plan p-live is running; plan p-paused is paused: its retry is withheld.
-    store.set_plan_paused("p-live", &account.id, false).await.unwrap();
-    store.set_plan_paused("p-paused", &account.id, true).await.unwrap();
+    store
+        .set_plan_paused(&PlanId::from("p-live"), &account.id, false)
+        .await
+        .unwrap();
+    store
+        .set_plan_paused(&PlanId::from("p-paused"), &account.id, true)
+        .await
+        .unwrap();
     let live = store.enqueue(new("plan:p-live")).await.unwrap();
     let paused = store.enqueue(new("plan:p-paused")).await.unwrap();
     belay_client::ensure_dispatcher(

@@ -6,6 +6,7 @@
 
 mod common;
 
+use belay_domain::ids::ProjectId;
 use common::{Belay, ready_project};
 use serde_json::{Value, json};
 use std::process::Command;
@@ -217,7 +218,11 @@ async fn four_sandboxes_across_two_workers_block_a_fifth() {
         .args(["rm", "-f", &container(&projects[0])])
         .output()
         .unwrap();
-    a.store().await.release_sandbox_lease(&projects[0]).await.unwrap();
+    a.store()
+        .await
+        .release_sandbox_lease(&ProjectId::from(projects[0].as_str()))
+        .await
+        .unwrap();
     let (s, out) = command(&a, &sessions[4], "echo fifth").await;
     assert_eq!((s, out["stdout"].as_str()), (200, Some("fifth\n")), "{out}");
 }

@@ -6,6 +6,7 @@ mod common;
 #[path = "common/fake_anthropic.rs"]
 mod fake_anthropic;
 
+use belay_domain::ids::ChangeId;
 use common::{Belay, replays};
 use fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance, verdict};
 use serde_json::{Value, json};
@@ -330,7 +331,7 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
     );
     assert!(seen.iter().all(|s| s.api_key.as_deref() == Some("test-key")));
     let store = belay_store::Store::connect(&b.database_url).await.unwrap();
-    let cost = store.change_model_cost(&c).await.unwrap();
+    let cost = store.change_model_cost(&ChangeId::from(c.as_str())).await.unwrap();
     // Haiku 1000 in / 200 out at $1/$5 per MTok ×3, Sonnet at $3/$15 ×1.
     assert!((cost - (3.0 * 0.002 + 0.006)).abs() < 1e-9, "{cost}");
     assert_eq!(store.model_calls_on(belay_store::now_ms()).await.unwrap(), 4);

@@ -3,6 +3,7 @@
 
 mod common;
 
+use belay_domain::ids::ProjectId;
 use common::{Belay, replays};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -345,7 +346,13 @@ async fn a_workspace_opens_edits_and_publishes_a_change_set_whose_patch_applies_
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    assert!(store.sandbox_charged(&project, now).await.unwrap() > 0);
+    assert!(
+        store
+            .sandbox_charged(&ProjectId::from(project.as_str()), now)
+            .await
+            .unwrap()
+            > 0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -391,7 +398,11 @@ async fn a_change_opens_at_most_four_workspaces_and_the_meter_cap_refuses_with_4
         .as_secs() as i64;
     for _ in 0..240 {
         let r = store
-            .reserve_sandbox(&full, belay_domain::meter::Reservation::OpenWorkspace, now)
+            .reserve_sandbox(
+                &ProjectId::from(full.as_str()),
+                belay_domain::meter::Reservation::OpenWorkspace,
+                now,
+            )
             .await
             .unwrap();
         assert!(matches!(r, belay_store::meter::Reserve::Reserved { .. }), "{r:?}");

@@ -76,6 +76,24 @@ macro_rules! id_type {
             }
         }
 
+        impl From<&$name> for String {
+            fn from(id: &$name) -> String {
+                id.0.clone()
+            }
+        }
+
+        impl From<&$name> for $name {
+            fn from(id: &$name) -> Self {
+                id.clone()
+            }
+        }
+
+        impl PartialEq<&$name> for String {
+            fn eq(&self, other: &&$name) -> bool {
+                *self == other.0
+            }
+        }
+
         impl PartialEq<str> for $name {
             fn eq(&self, other: &str) -> bool {
                 self.0 == other

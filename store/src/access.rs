@@ -3,6 +3,7 @@
 
 use crate::StoreError;
 use crate::Tx;
+use belay_domain::ids::{AccountId, ProjectId, TokenId};
 use belay_domain::job::Origin;
 use sqlx::Row;
 
@@ -29,9 +30,9 @@ pub async fn origin_owner(tx: &mut Tx, origin: &Origin) -> Result<Option<String>
 /// `expires_at` (unix seconds). Rows past their expiry are dropped on the way.
 pub async fn record_repo_token_issue(
     tx: &mut Tx,
-    token_id: &str,
-    project_id: &str,
-    account_id: &str,
+    token_id: &TokenId,
+    project_id: &ProjectId,
+    account_id: &AccountId,
     expires_at: i64,
     now_secs: i64,
 ) -> Result<(), StoreError> {
@@ -40,9 +41,9 @@ pub async fn record_repo_token_issue(
         .execute(tx.conn())
         .await?;
     sqlx::query("insert into repo_token_issues (token_id, project_id, account_id, expires_at) values ($1, $2, $3, $4)")
-        .bind(token_id)
-        .bind(project_id)
-        .bind(account_id)
+        .bind(token_id.as_str())
+        .bind(project_id.as_str())
+        .bind(account_id.as_str())
         .bind(expires_at)
         .execute(tx.conn())
         .await?;
@@ -51,13 +52,13 @@ pub async fn record_repo_token_issue(
 
 /// Whether `account_id` owns the project the API issued `token_id` for (false for a token it
 /// did not issue, or one issued for another account's project).
-pub async fn owns_repo_token(tx: &mut Tx, account_id: &str, token_id: &str) -> Result<bool, StoreError> {
+pub async fn owns_repo_token(tx: &mut Tx, account_id: &AccountId, token_id: &TokenId) -> Result<bool, StoreError> {
     Ok(sqlx::query(
         "select 1 from repo_token_issues i join projects p on p.id = i.project_id \
          where i.token_id = $1 and p.account_id = $2 and p.status <> 'deleting'",
     )
-    .bind(token_id)
-    .bind(account_id)
+    .bind(token_id.as_str())
+    .bind(account_id.as_str())
     .fetch_optional(tx.conn())
     .await?
     .is_some())
@@ -65,6 +66,6 @@ pub async fn owns_repo_token(tx: &mut Tx, account_id: &str, token_id: &str) -> R
 
 crate::one_step! {
     read origin_owner(origin: &Origin) -> Option<String>;
-    write record_repo_token_issue(token_id: &str, project_id: &str, account_id: &str, expires_at: i64, now_secs: i64) -> ();
-    read owns_repo_token(account_id: &str, token_id: &str) -> bool;
+    write record_repo_token_issue(token_id: &TokenId, project_id: &ProjectId, account_id: &AccountId, expires_at: i64, now_secs: i64) -> ();
+    read owns_repo_token(account_id: &AccountId, token_id: &TokenId) -> bool;
 }

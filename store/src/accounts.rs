@@ -136,7 +136,7 @@ pub async fn create_account_with_role(tx: &mut Tx, name: &str, role: Role) -> Re
 }
 
 /// Mints another token, named `first`, for an existing account.
-pub async fn create_token(tx: &mut Tx, account_id: &str) -> Result<String, StoreError> {
+pub async fn create_token(tx: &mut Tx, account_id: &AccountId) -> Result<String, StoreError> {
     create_named_token(tx, account_id, "first", None)
         .await
         .map(|(_, secret)| secret)
@@ -146,7 +146,7 @@ pub async fn create_token(tx: &mut Tx, account_id: &str) -> Result<String, Store
 /// given; returns it and its secret, which is not stored and cannot be shown again.
 pub async fn create_named_token(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     name: &str,
     expires_in_seconds: Option<i64>,
 ) -> Result<(ApiToken, String), StoreError> {
@@ -156,11 +156,11 @@ pub async fn create_named_token(
     // It reads the account before it writes: on SQLite it must hold the write lock from the
     // start, or a writer committing in between makes it fail rather than wait.
     let exists = sqlx::query("select 1 from accounts where id = $1")
-        .bind(account_id)
+        .bind(account_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     if exists.is_none() {
-        return Err(StoreError::not_found("account", account_id));
+        return Err(StoreError::not_found("account", account_id.as_str()));
     }
     let (token, secret) = insert_token(tx, account_id, name, expires_at).await?;
     events::append(
@@ -174,11 +174,11 @@ pub async fn create_named_token(
 }
 
 /// An account's tokens, revoked ones included, oldest first.
-pub async fn list_tokens(tx: &mut Tx, account_id: &str) -> Result<Vec<ApiToken>, StoreError> {
+pub async fn list_tokens(tx: &mut Tx, account_id: &AccountId) -> Result<Vec<ApiToken>, StoreError> {
     let rows = sqlx::query(&format!(
         "select {TOKEN_COLUMNS} from api_tokens where account_id = $1 order by created_at, id"
     ))
-    .bind(account_id)
+    .bind(account_id.as_str())
     .fetch_all(tx.conn())
     .await?;
     rows.iter().map(token_of).collect()
@@ -187,14 +187,14 @@ pub async fn list_tokens(tx: &mut Tx, account_id: &str) -> Result<Vec<ApiToken>,
 /// Revokes token `id`. With `owner`, only a token of that account is found (another's is
 /// not found, as if it did not exist); without, any. Revoking a revoked token changes
 /// nothing and answers it as it is.
-pub async fn revoke_token(tx: &mut Tx, id: &str, owner: Option<&str>) -> Result<ApiToken, StoreError> {
+pub async fn revoke_token(tx: &mut Tx, id: &TokenId, owner: Option<&str>) -> Result<ApiToken, StoreError> {
     let now = now_ms();
     let revoked = sqlx::query(&format!(
         "update api_tokens set revoked_at = $1 where id = $2 and ($3 = '' or account_id = $3) \
          and revoked_at is null returning {TOKEN_COLUMNS}"
     ))
     .bind(now)
-    .bind(id)
+    .bind(id.as_str())
     .bind(owner.unwrap_or(""))
     .fetch_optional(tx.conn())
     .await?;
@@ -214,11 +214,11 @@ pub async fn revoke_token(tx: &mut Tx, id: &str, owner: Option<&str>) -> Result<
             let r = sqlx::query(&format!(
                 "select {TOKEN_COLUMNS} from api_tokens where id = $1 and ($2 = '' or account_id = $2)"
             ))
-            .bind(id)
+            .bind(id.as_str())
             .bind(owner.unwrap_or(""))
             .fetch_optional(tx.conn())
             .await?
-            .ok_or_else(|| StoreError::not_found("token", id))?;
+            .ok_or_else(|| StoreError::not_found("token", id.as_str()))?;
             token_of(&r)?
         }
     };
@@ -290,12 +290,12 @@ pub async fn authenticate(tx: &mut Tx, token: &str) -> Result<Option<Account>, S
     })
 }
 
-pub async fn get_account(tx: &mut Tx, id: &str) -> Result<Account, StoreError> {
+pub async fn get_account(tx: &mut Tx, id: &AccountId) -> Result<Account, StoreError> {
     let r = sqlx::query(&format!("select {ACCOUNT_COLUMNS} from accounts where id = $1"))
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(tx.conn())
         .await?
-        .ok_or_else(|| StoreError::not_found("account", id))?;
+        .ok_or_else(|| StoreError::not_found("account", id.as_str()))?;
     account_of(&r)
 }
 
@@ -313,7 +313,7 @@ pub async fn list_accounts(tx: &mut Tx) -> Result<Vec<Account>, StoreError> {
 /// neither demoted nor disabled (a conflict, nothing written). Concurrent changes are
 /// serialized (SQLite: the write lock from the start; PostgreSQL: the operators' rows
 /// locked first), so two operators demoting each other cannot leave none.
-pub async fn update_account(tx: &mut Tx, id: &str, change: &AccountChange) -> Result<Account, StoreError> {
+pub async fn update_account(tx: &mut Tx, id: &AccountId, change: &AccountChange) -> Result<Account, StoreError> {
     crate::dialect::lock_rows(
         tx.backend(),
         tx.conn(),
@@ -321,10 +321,10 @@ pub async fn update_account(tx: &mut Tx, id: &str, change: &AccountChange) -> Re
     )
     .await?;
     let r = sqlx::query(&format!("select {ACCOUNT_COLUMNS} from accounts where id = $1"))
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(tx.conn())
         .await?
-        .ok_or_else(|| StoreError::not_found("account", id))?;
+        .ok_or_else(|| StoreError::not_found("account", id.as_str()))?;
     let before = account_of(&r)?;
     let role = change.role.unwrap_or(before.role);
     let disabled_at = match change.disabled {
@@ -355,7 +355,7 @@ pub async fn update_account(tx: &mut Tx, id: &str, change: &AccountChange) -> Re
         sqlx::query("update accounts set role = $1, disabled_at = $2 where id = $3")
             .bind(role.as_str())
             .bind(disabled_at)
-            .bind(id)
+            .bind(id.as_str())
             .execute(tx.conn())
             .await?;
         events::append(
@@ -376,7 +376,7 @@ pub async fn update_account(tx: &mut Tx, id: &str, change: &AccountChange) -> Re
 
 async fn insert_token(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     name: &str,
     expires_at: Option<i64>,
 ) -> Result<(ApiToken, String), StoreError> {
@@ -396,7 +396,7 @@ async fn insert_token(
          values ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(&token.id.0)
-    .bind(account_id)
+    .bind(account_id.as_str())
     .bind(hash(&secret))
     .bind(token.created_at)
     .bind(name)
@@ -410,13 +410,13 @@ async fn insert_token(
 crate::one_step! {
     write create_account(name: &str) -> (Account, String);
     write create_account_with_role(name: &str, role: Role) -> (Account, String);
-    write create_token(account_id: &str) -> String;
-    write create_named_token(account_id: &str, name: &str, expires_in_seconds: Option<i64>) -> (ApiToken, String);
-    read list_tokens(account_id: &str) -> Vec<ApiToken>;
-    write revoke_token(id: &str, owner: Option<&str>) -> ApiToken;
+    write create_token(account_id: &AccountId) -> String;
+    write create_named_token(account_id: &AccountId, name: &str, expires_in_seconds: Option<i64>) -> (ApiToken, String);
+    read list_tokens(account_id: &AccountId) -> Vec<ApiToken>;
+    write revoke_token(id: &TokenId, owner: Option<&str>) -> ApiToken;
     write authenticate_token(token: &str, now: i64, track_last_used: bool) -> Authentication;
     read authenticate(token: &str) -> Option<Account>;
-    read get_account(id: &str) -> Account;
+    read get_account(id: &AccountId) -> Account;
     read list_accounts() -> Vec<Account>;
-    write update_account(id: &str, change: &AccountChange) -> Account;
+    write update_account(id: &AccountId, change: &AccountChange) -> Account;
 }

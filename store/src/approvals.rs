@@ -10,6 +10,7 @@ use belay_domain::approval::{
     Approval, ApprovalDecision, ApprovalInput, ApprovalRefusal, ApprovalStatus, ApprovalVerdict, ApprovalView,
     GateTrigger, HumanGate, approval_actions, decide,
 };
+use belay_domain::ids::{AccountId, ChangeId};
 use belay_domain::ids::{ApprovalId, CandidateId};
 use belay_domain::plan::VerificationPlan;
 use belay_domain::repair::{RepairTrigger, rejection_trigger};
@@ -63,7 +64,11 @@ fn refusal(r: ApprovalRefusal) -> StoreError {
 /// trigger as the event `repair.requested`, in the decision's own transaction; the repair Task
 /// itself (key `repair`, one per Change) is then made by [`Store::repair_after_rejection`], which
 /// the approval route calls once the decision is recorded.
-async fn request_repair_for_rejection(tx: &mut Tx, change_id: &str, trigger: &RepairTrigger) -> Result<(), StoreError> {
+async fn request_repair_for_rejection(
+    tx: &mut Tx,
+    change_id: &ChangeId,
+    trigger: &RepairTrigger,
+) -> Result<(), StoreError> {
     events::append(
         tx.conn(),
         change_id,
@@ -74,9 +79,12 @@ async fn request_repair_for_rejection(tx: &mut Tx, change_id: &str, trigger: &Re
 }
 
 /// The Candidate's approval, if one was requested.
-pub async fn approval_for_worker(tx: &mut Tx, candidate_id: &str) -> Result<Option<Approval>, StoreError> {
+pub async fn approval_for_worker(tx: &mut Tx, candidate_id: &CandidateId) -> Result<Option<Approval>, StoreError> {
     let sql = format!("select {APPROVAL_COLUMNS} from approvals a where a.candidate_id = $1");
-    let row = sqlx::query(&sql).bind(candidate_id).fetch_optional(tx.conn()).await?;
+    let row = sqlx::query(&sql)
+        .bind(candidate_id.as_str())
+        .fetch_optional(tx.conn())
+        .await?;
     row.as_ref().map(approval_row).transpose()
 }
 
@@ -86,7 +94,7 @@ pub async fn approval_for_worker(tx: &mut Tx, candidate_id: &str) -> Result<Opti
 /// call answers the row the first made and writes nothing.
 pub async fn request_approval(
     tx: &mut Tx,
-    candidate_id: &str,
+    candidate_id: &CandidateId,
     tree: &str,
     gates: &[HumanGate],
     reason: &str,
@@ -96,7 +104,7 @@ pub async fn request_approval(
     }
     let candidate = crate::candidates::candidate_for_worker(tx, candidate_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+        .ok_or_else(|| StoreError::not_found("candidate", candidate_id.as_str()))?;
     let trigger = gates
         .iter()
         .find(|g| g.trigger == GateTrigger::Acceptance)
@@ -109,7 +117,7 @@ pub async fn request_approval(
            on conflict (candidate_id) do nothing"#,
     )
     .bind(id.as_str())
-    .bind(candidate_id)
+    .bind(candidate_id.as_str())
     .bind(candidate.project_id.as_str())
     .bind(tree)
     .bind(enum_text(&trigger))
@@ -128,7 +136,7 @@ pub async fn request_approval(
             p
         });
         sqlx::query("update candidates set status_reason = $2, plan_json = $3, updated_at = $4 where id = $1")
-            .bind(candidate_id)
+            .bind(candidate_id.as_str())
             .bind(reason)
             .bind(plan.as_ref().map(to_json))
             .bind(now)
@@ -165,7 +173,7 @@ pub async fn request_approval(
     }
     approval_for_worker(tx, candidate_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("approval", candidate_id))
+        .ok_or_else(|| StoreError::not_found("approval", candidate_id.as_str()))
 }
 
 /// A person's decision on a Candidate the account owns. A grant naming another tree, a
@@ -174,14 +182,14 @@ pub async fn request_approval(
 /// repair; all of it in one transaction.
 pub async fn decide_approval(
     tx: &mut Tx,
-    account_id: &str,
-    candidate_id: &str,
+    account_id: &AccountId,
+    candidate_id: &CandidateId,
     input: &ApprovalInput,
 ) -> Result<Decided, StoreError> {
     input.validate()?;
     let candidate = crate::candidates::get_candidate(tx, account_id, candidate_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+        .ok_or_else(|| StoreError::not_found("candidate", candidate_id.as_str()))?;
     for _ in 0..5 {
         let existing = approval_for_worker(tx, candidate_id).await?;
         let status = match decide(existing.as_ref(), input) {
@@ -201,10 +209,10 @@ pub async fn decide_approval(
             r#"update approvals set status = $2, decided_at = $3, decided_by = $4, decision_reason = $5
                where candidate_id = $1 and status = 'requested' and tree = $6"#,
         )
-        .bind(candidate_id)
+        .bind(candidate_id.as_str())
         .bind(enum_text(&status))
         .bind(now)
-        .bind(account_id)
+        .bind(account_id.as_str())
         .bind(reason)
         .bind(&input.tree)
         .execute(tx.conn())
@@ -234,7 +242,7 @@ pub async fn decide_approval(
                 r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
                    where id = $1 and status in ('composing', 'verifying', 'verified')"#,
             )
-            .bind(candidate_id)
+            .bind(candidate_id.as_str())
             .bind(&why)
             .bind(now)
             .execute(tx.conn())
@@ -248,9 +256,9 @@ pub async fn decide_approval(
                 )
                 .await?;
             }
-            repair = rejection_trigger(&CandidateId::from(candidate_id.to_owned()), reason);
+            repair = rejection_trigger(&candidate_id.to_owned(), reason);
             if let Some(t) = &repair {
-                request_repair_for_rejection(tx, candidate.change_id.as_str(), t).await?;
+                request_repair_for_rejection(tx, &candidate.change_id, t).await?;
             }
         }
         let approval = approval_for_worker(tx, candidate_id)
@@ -271,7 +279,7 @@ pub async fn decide_approval(
 /// rejected since waits on no one.
 pub async fn list_approvals(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     status: ApprovalStatus,
     limit: i64,
 ) -> Result<Vec<ApprovalView>, StoreError> {
@@ -285,7 +293,7 @@ pub async fn list_approvals(
          order by a.requested_at, a.id limit $3"
     );
     let rows = sqlx::query(&sql)
-        .bind(account_id)
+        .bind(account_id.as_str())
         .bind(enum_text(&status))
         .bind(limit)
         .fetch_all(tx.conn())
@@ -315,7 +323,7 @@ pub async fn list_approvals(
 /// person can cancel the Change. One open request per Change: a second call writes nothing.
 pub(crate) async fn request_person_for_change(
     tx: &mut Tx,
-    change_id: &str,
+    change_id: &ChangeId,
     trigger: GateTrigger,
     reason: &str,
 ) -> Result<Option<ApprovalId>, StoreError> {
@@ -324,7 +332,7 @@ pub(crate) async fn request_person_for_change(
         r#"update approvals set trigger_kind = $2, reason = $3
            where change_id = $1 and candidate_id is null and status = 'requested' returning id"#,
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(enum_text(&trigger))
     .bind(reason)
     .fetch_optional(tx.conn())
@@ -339,7 +347,7 @@ pub(crate) async fn request_person_for_change(
            on conflict do nothing"#,
     )
     .bind(id.as_str())
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(enum_text(&trigger))
     .bind(reason)
     .bind(now_ms())
@@ -349,8 +357,8 @@ pub(crate) async fn request_person_for_change(
 }
 
 crate::one_step! {
-    read approval_for_worker(candidate_id: &str) -> Option<Approval>;
-    write request_approval(candidate_id: &str, tree: &str, gates: &[HumanGate], reason: &str) -> Approval;
-    write decide_approval(account_id: &str, candidate_id: &str, input: &ApprovalInput) -> Decided;
-    read list_approvals(account_id: &str, status: ApprovalStatus, limit: i64) -> Vec<ApprovalView>;
+    read approval_for_worker(candidate_id: &CandidateId) -> Option<Approval>;
+    write request_approval(candidate_id: &CandidateId, tree: &str, gates: &[HumanGate], reason: &str) -> Approval;
+    write decide_approval(account_id: &AccountId, candidate_id: &CandidateId, input: &ApprovalInput) -> Decided;
+    read list_approvals(account_id: &AccountId, status: ApprovalStatus, limit: i64) -> Vec<ApprovalView>;
 }

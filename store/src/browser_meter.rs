@@ -7,6 +7,7 @@
 use crate::usage_counters::settle_counter;
 use crate::{StoreError, Tx, new_id_body, now_ms};
 use belay_domain::browser::{BROWSER_RESERVATION_SECONDS, BrowserMeter, day_of, reserve_browser_session};
+use belay_domain::ids::CandidateId;
 use sqlx::Row;
 
 /// `usage_counters.meter` of the browser-seconds of a UTC day (scope `YYYY-MM-DD`).
@@ -44,7 +45,7 @@ async fn lock_counter(tx: &mut Tx, meter: &str, scope: &str) -> Result<(u64, u64
 /// refused (and nothing written) when either meter is spent.
 pub async fn reserve_browser(
     tx: &mut Tx,
-    candidate_id: &str,
+    candidate_id: &CandidateId,
     now_secs: i64,
     daily_limit: u64,
 ) -> Result<BrowserReserve, StoreError> {
@@ -64,7 +65,7 @@ pub async fn reserve_browser(
         .await?;
     sqlx::query("update usage_counters set used = used + 1 where meter = $1 and scope = $2")
         .bind(BROWSER_RUNS)
-        .bind(candidate_id)
+        .bind(candidate_id.as_str())
         .execute(tx.conn())
         .await?;
     let id = format!("bres_{}", new_id_body());
@@ -73,7 +74,7 @@ pub async fn reserve_browser(
            values ($1, $2, $3, $4, 'open', $5)"#,
     )
     .bind(&id)
-    .bind(candidate_id)
+    .bind(candidate_id.as_str())
     .bind(&day)
     .bind(BROWSER_RESERVATION_SECONDS as i64)
     .bind(now_ms())
@@ -117,10 +118,10 @@ pub async fn settle_browser(tx: &mut Tx, reservation_id: &str, seconds: u64) -> 
 
 /// Settles the Candidate's reservations left open by a session that never reported (a
 /// worker that died mid-session) at the seconds they held: its length is unknown.
-pub async fn settle_open_browser_reservations(tx: &mut Tx, candidate_id: &str) -> Result<usize, StoreError> {
+pub async fn settle_open_browser_reservations(tx: &mut Tx, candidate_id: &CandidateId) -> Result<usize, StoreError> {
     let open: Vec<(String, i64)> =
         sqlx::query("select id, seconds from browser_reservations where candidate_id = $1 and status = 'open'")
-            .bind(candidate_id)
+            .bind(candidate_id.as_str())
             .fetch_all(tx.conn())
             .await?
             .iter()
@@ -133,7 +134,7 @@ pub async fn settle_open_browser_reservations(tx: &mut Tx, candidate_id: &str) -
 }
 
 crate::one_step! {
-    write reserve_browser(candidate_id: &str, now_secs: i64, daily_limit: u64) -> BrowserReserve;
+    write reserve_browser(candidate_id: &CandidateId, now_secs: i64, daily_limit: u64) -> BrowserReserve;
     write settle_browser(reservation_id: &str, seconds: u64) -> u64;
-    write settle_open_browser_reservations(candidate_id: &str) -> usize;
+    write settle_open_browser_reservations(candidate_id: &CandidateId) -> usize;
 }

@@ -12,6 +12,7 @@ use belay_domain::candidate::{Candidate, CandidateMetrics, CandidateStatus};
 use belay_domain::change::{ChangeSet, ChangeStatus};
 use belay_domain::check::CheckId;
 use belay_domain::evidence::{CheckResult, Coverage, Evidence, EvidenceStatus};
+use belay_domain::ids::{AccountId, ChangeId, ProjectId};
 use belay_domain::ids::{CandidateId, ChangeSetId, EvidenceId};
 use belay_domain::policy::{DEFAULT_POLICY, PolicyInput, ProjectPolicy};
 use sqlx::Row;
@@ -38,8 +39,11 @@ const EVIDENCE_OF: &str = concat!(
 );
 
 /// A Candidate's Evidence, oldest first, read in the caller's transaction.
-pub(crate) async fn evidence_in(tx: &mut Tx, candidate_id: &str) -> Result<Vec<Evidence>, StoreError> {
-    let rows = sqlx::query(EVIDENCE_OF).bind(candidate_id).fetch_all(tx.conn()).await?;
+pub(crate) async fn evidence_in(tx: &mut Tx, candidate_id: &CandidateId) -> Result<Vec<Evidence>, StoreError> {
+    let rows = sqlx::query(EVIDENCE_OF)
+        .bind(candidate_id.as_str())
+        .fetch_all(tx.conn())
+        .await?;
     rows.iter().map(|r| evidence_row(r).map(|e| e.evidence)).collect()
 }
 
@@ -147,9 +151,9 @@ enum Origin {
     Explicit,
 }
 
-pub(crate) async fn policy_of(tx: &mut Tx, project_id: &str) -> Result<ProjectPolicy, StoreError> {
+pub(crate) async fn policy_of(tx: &mut Tx, project_id: &ProjectId) -> Result<ProjectPolicy, StoreError> {
     let row = sqlx::query("select policy from project_policies where project_id = $1 order by version desc limit 1")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     match row {
@@ -159,18 +163,22 @@ pub(crate) async fn policy_of(tx: &mut Tx, project_id: &str) -> Result<ProjectPo
 }
 
 /// The active policy of a project the account owns: its latest version, or `DEFAULT_POLICY`.
-pub async fn active_policy(tx: &mut Tx, account_id: &str, project_id: &str) -> Result<ProjectPolicy, StoreError> {
+pub async fn active_policy(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    project_id: &ProjectId,
+) -> Result<ProjectPolicy, StoreError> {
     if crate::projects::get_project(tx, account_id, project_id)
         .await?
         .is_none()
     {
-        return Err(StoreError::not_found("project", project_id));
+        return Err(StoreError::not_found("project", project_id.as_str()));
     }
     policy_of(tx, project_id).await
 }
 
 /// The active policy, read by the verification workflow once per run.
-pub async fn active_policy_for_worker(tx: &mut Tx, project_id: &str) -> Result<ProjectPolicy, StoreError> {
+pub async fn active_policy_for_worker(tx: &mut Tx, project_id: &ProjectId) -> Result<ProjectPolicy, StoreError> {
     policy_of(tx, project_id).await
 }
 
@@ -178,8 +186,8 @@ pub async fn active_policy_for_worker(tx: &mut Tx, project_id: &str) -> Result<P
 /// wins, the other is built again on top of it.
 pub async fn put_policy(
     tx: &mut Tx,
-    account_id: &str,
-    project_id: &str,
+    account_id: &AccountId,
+    project_id: &ProjectId,
     input: &PolicyInput,
 ) -> Result<ProjectPolicy, StoreError> {
     input.validate()?;
@@ -190,7 +198,7 @@ pub async fn put_policy(
             r#"insert into project_policies (project_id, version, policy, created_at) values ($1, $2, $3, $4)
                on conflict (project_id, version) do nothing"#,
         )
-        .bind(project_id)
+        .bind(project_id.as_str())
         .bind(next.version as i64)
         .bind(to_json(&next))
         .bind(now_ms())
@@ -200,7 +208,7 @@ pub async fn put_policy(
             continue;
         }
         sqlx::query("update projects set policy_ref = $2, updated_at = $3 where id = $1")
-            .bind(project_id)
+            .bind(project_id.as_str())
             .bind(&next.id)
             .bind(now_ms())
             .execute(tx.conn())
@@ -219,15 +227,19 @@ pub async fn put_policy(
 
 /// Starts verification of a Change: `verification.started`, the Change `verifying`, and one
 /// Candidate holding the latest ChangeSet of every Task, in Work Graph order.
-pub async fn start_verification(tx: &mut Tx, account_id: &str, change_id: &str) -> Result<Candidate, StoreError> {
+pub async fn start_verification(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    change_id: &ChangeId,
+) -> Result<Candidate, StoreError> {
     new_candidate(tx, account_id, change_id, None, Origin::Start).await
 }
 
 /// Composes an explicit set of the Change's ChangeSets as a new Candidate.
 pub async fn compose_candidate(
     tx: &mut Tx,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     change_set_ids: &[String],
 ) -> Result<Candidate, StoreError> {
     new_candidate(tx, account_id, change_id, Some(change_set_ids), Origin::Explicit).await
@@ -235,13 +247,13 @@ pub async fn compose_candidate(
 
 /// The ChangeSets of a Change, each Task's in the order they were published, Tasks in Work
 /// Graph order (a Task is created after the Tasks it depends on).
-pub(crate) async fn change_sets_of(tx: &mut Tx, change_id: &str) -> Result<Vec<ChangeSet>, StoreError> {
+pub(crate) async fn change_sets_of(tx: &mut Tx, change_id: &ChangeId) -> Result<Vec<ChangeSet>, StoreError> {
     let rows = sqlx::query(
         r#"select s.id, s.task_id, s.run_id, s.commit_id, s.contract_changes, s.data_changes, s.patch_ref, s.created_at
            from change_sets s join tasks t on t.id = s.task_id
            where t.change_id = $1 order by t.created_at, t.key, s.created_at, s.id"#,
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .fetch_all(tx.conn())
     .await?;
     rows.iter().map(crate::changes::change_set_row).collect()
@@ -249,17 +261,17 @@ pub(crate) async fn change_sets_of(tx: &mut Tx, change_id: &str) -> Result<Vec<C
 
 async fn new_candidate(
     tx: &mut Tx,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     explicit: Option<&[String]>,
     origin: Origin,
 ) -> Result<Candidate, StoreError> {
     let change = crate::changes::get_change(tx, account_id, change_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("change", change_id))?;
-    let project = crate::projects::get_project(tx, account_id, change.project_id.as_str())
+        .ok_or_else(|| StoreError::not_found("change", change_id.as_str()))?;
+    let project = crate::projects::get_project(tx, account_id, &change.project_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("project", change.project_id.as_str()))?;
+        .ok_or_else(|| StoreError::not_found("project", &change.project_id))?;
     if change.status.is_finished() {
         return Err(StoreError::Conflict(format!(
             "change {change_id} is {}; it can no longer be verified",
@@ -313,7 +325,7 @@ async fn new_candidate(
         let moved = sqlx::query(
             "update changes set status = 'verifying', updated_at = $2 where id = $1 and status in ('running', 'verifying')",
         )
-        .bind(change_id)
+        .bind(change_id.as_str())
         .bind(now)
         .execute(tx.conn())
         .await?;
@@ -334,7 +346,7 @@ async fn new_candidate(
         tx,
         &id,
         change_id,
-        project.id.as_str(),
+        &project.id,
         project.generation,
         &base_commit,
         &base_tree,
@@ -342,39 +354,47 @@ async fn new_candidate(
         now,
     )
     .await?;
-    candidate_for_worker(tx, id.as_str())
+    candidate_for_worker(tx, &id)
         .await?
-        .ok_or_else(|| StoreError::not_found("candidate", id.as_str()))
+        .ok_or_else(|| StoreError::not_found("candidate", &id))
 }
 
 /// A Candidate of a Change the account owns.
-pub async fn get_candidate(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<Candidate>, StoreError> {
+pub async fn get_candidate(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    id: &CandidateId,
+) -> Result<Option<Candidate>, StoreError> {
     let sql = format!(
         "select {CANDIDATE_COLUMNS} from candidates k join projects p on p.id = k.project_id \
          where k.id = $1 and p.account_id = $2 and p.status <> 'deleting'"
     );
     let row = sqlx::query(&sql)
-        .bind(id)
-        .bind(account_id)
+        .bind(id.as_str())
+        .bind(account_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     row.as_ref().map(candidate_row).transpose()
 }
 
-pub async fn candidate_for_worker(tx: &mut Tx, id: &str) -> Result<Option<Candidate>, StoreError> {
+pub async fn candidate_for_worker(tx: &mut Tx, id: &CandidateId) -> Result<Option<Candidate>, StoreError> {
     let sql = format!("select {CANDIDATE_COLUMNS} from candidates k where k.id = $1");
-    let row = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+    let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(tx.conn()).await?;
     row.as_ref().map(candidate_row).transpose()
 }
 
 /// A Change's Candidates, oldest first.
-pub async fn list_candidates(tx: &mut Tx, account_id: &str, change_id: &str) -> Result<Vec<Candidate>, StoreError> {
+pub async fn list_candidates(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    change_id: &ChangeId,
+) -> Result<Vec<Candidate>, StoreError> {
     if crate::changes::get_change(tx, account_id, change_id).await?.is_none() {
-        return Err(StoreError::not_found("change", change_id));
+        return Err(StoreError::not_found("change", change_id.as_str()));
     }
     let sql =
         format!("select {CANDIDATE_COLUMNS} from candidates k where k.change_id = $1 order by k.created_at, k.id");
-    let rows = sqlx::query(&sql).bind(change_id).fetch_all(tx.conn()).await?;
+    let rows = sqlx::query(&sql).bind(change_id.as_str()).fetch_all(tx.conn()).await?;
     rows.iter().map(candidate_row).collect()
 }
 
@@ -382,7 +402,7 @@ pub async fn list_candidates(tx: &mut Tx, account_id: &str, change_id: &str) -> 
 /// step already done, or a Candidate another run settled).
 pub async fn set_candidate_status(
     tx: &mut Tx,
-    id: &str,
+    id: &CandidateId,
     from: &[CandidateStatus],
     to: CandidateStatus,
     reason: Option<&str>,
@@ -393,7 +413,7 @@ pub async fn set_candidate_status(
         from.join(", ")
     );
     let moved = sqlx::query(&sql)
-        .bind(id)
+        .bind(id.as_str())
         .bind(to.as_str())
         .bind(reason)
         .bind(now_ms())
@@ -419,7 +439,7 @@ pub async fn set_candidate_status(
 /// to `verifying` and appends `candidate.composed`; false when it was not composing.
 pub async fn record_composition(
     tx: &mut Tx,
-    id: &str,
+    id: &CandidateId,
     composed_commit: &str,
     composed_tree: &str,
     plan: &belay_domain::plan::VerificationPlan,
@@ -428,7 +448,7 @@ pub async fn record_composition(
         r#"update candidates set status = 'verifying', composed_commit = $2, composed_tree = $3, plan_json = $4, updated_at = $5
            where id = $1 and status = 'composing'"#,
     )
-    .bind(id)
+    .bind(id.as_str())
     .bind(composed_commit)
     .bind(composed_tree)
     .bind(to_json(plan))
@@ -448,9 +468,13 @@ pub async fn record_composition(
 }
 
 /// Stores the Candidate's metrics (`metrics_json`).
-pub async fn set_candidate_metrics(tx: &mut Tx, id: &str, metrics: &CandidateMetrics) -> Result<(), StoreError> {
+pub async fn set_candidate_metrics(
+    tx: &mut Tx,
+    id: &CandidateId,
+    metrics: &CandidateMetrics,
+) -> Result<(), StoreError> {
     sqlx::query("update candidates set metrics_json = $2, updated_at = $3 where id = $1")
-        .bind(id)
+        .bind(id.as_str())
         .bind(to_json(metrics))
         .bind(now_ms())
         .execute(tx.conn())
@@ -461,12 +485,12 @@ pub async fn set_candidate_metrics(tx: &mut Tx, id: &str, metrics: &CandidateMet
 /// Marks a Candidate stale (when it is not final yet) and composes the same ChangeSets on the
 /// project's current canonical base as a new Candidate, recorded on the old one; a second
 /// call answers the Candidate the first made.
-pub async fn recompose_stale(tx: &mut Tx, id: &str, reason: &str) -> Result<Option<Candidate>, StoreError> {
+pub async fn recompose_stale(tx: &mut Tx, id: &CandidateId, reason: &str) -> Result<Option<Candidate>, StoreError> {
     let Some(old) = candidate_for_worker(tx, id).await? else {
-        return Err(StoreError::not_found("candidate", id));
+        return Err(StoreError::not_found("candidate", id.as_str()));
     };
     if let Some(new) = &old.recomposed_as {
-        return candidate_for_worker(tx, new.as_str()).await;
+        return candidate_for_worker(tx, new).await;
     }
     let project = sqlx::query("select generation, canonical_commit, canonical_tree from projects where id = $1")
         .bind(old.project_id.as_str())
@@ -486,7 +510,7 @@ pub async fn recompose_stale(tx: &mut Tx, id: &str, reason: &str) -> Result<Opti
                recomposed_as = $2, updated_at = $4
            where id = $1 and recomposed_as is null"#,
     )
-    .bind(id)
+    .bind(id.as_str())
     .bind(new_id.as_str())
     .bind(reason)
     .bind(now)
@@ -505,8 +529,8 @@ pub async fn recompose_stale(tx: &mut Tx, id: &str, reason: &str) -> Result<Opti
     insert_candidate(
         tx,
         &new_id,
-        old.change_id.as_str(),
-        old.project_id.as_str(),
+        &old.change_id,
+        &old.project_id,
         generation,
         &commit,
         &tree,
@@ -514,7 +538,7 @@ pub async fn recompose_stale(tx: &mut Tx, id: &str, reason: &str) -> Result<Opti
         now,
     )
     .await?;
-    candidate_for_worker(tx, new_id.as_str()).await
+    candidate_for_worker(tx, &new_id).await
 }
 
 /// Records one check attempt. A second record for the same Candidate, check and attempt (a
@@ -543,28 +567,33 @@ pub async fn record_evidence(tx: &mut Tx, new: &NewEvidence) -> Result<EvidenceR
     .bind(new.completed_at)
     .execute(tx.conn())
     .await?;
-    evidence_of(tx, &new.candidate_id, &new.check_id, new.attempt)
-        .await?
-        .ok_or_else(|| {
-            StoreError::not_found(
-                "evidence",
-                format!("{} {} {}", new.candidate_id, new.check_id, new.attempt),
-            )
-        })
+    evidence_of(
+        tx,
+        &CandidateId::from(new.candidate_id.as_str()),
+        &new.check_id,
+        new.attempt,
+    )
+    .await?
+    .ok_or_else(|| {
+        StoreError::not_found(
+            "evidence",
+            format!("{} {} {}", new.candidate_id, new.check_id, new.attempt),
+        )
+    })
 }
 
 /// The Evidence record of one check attempt of a Candidate, by its key (Candidate, check,
 /// attempt): what a retried check step answers instead of running again.
 pub async fn evidence_of(
     tx: &mut Tx,
-    candidate_id: &str,
+    candidate_id: &CandidateId,
     check_id: &CheckId,
     attempt: u32,
 ) -> Result<Option<EvidenceRow>, StoreError> {
     let sql =
         format!("select {EVIDENCE_COLUMNS} from evidence where candidate_id = $1 and check_id = $2 and attempt = $3");
     let row = sqlx::query(&sql)
-        .bind(candidate_id)
+        .bind(candidate_id.as_str())
         .bind(check_id.to_string())
         .bind(attempt as i64)
         .fetch_optional(tx.conn())
@@ -573,13 +602,19 @@ pub async fn evidence_of(
 }
 
 /// Every Evidence record of a Candidate, in the order they completed.
-pub async fn list_evidence(tx: &mut Tx, candidate_id: &str) -> Result<Vec<EvidenceRow>, StoreError> {
-    let rows = sqlx::query(EVIDENCE_OF).bind(candidate_id).fetch_all(tx.conn()).await?;
+pub async fn list_evidence(tx: &mut Tx, candidate_id: &CandidateId) -> Result<Vec<EvidenceRow>, StoreError> {
+    let rows = sqlx::query(EVIDENCE_OF)
+        .bind(candidate_id.as_str())
+        .fetch_all(tx.conn())
+        .await?;
     rows.iter().map(evidence_row).collect()
 }
 
 /// Everything the verification workflow's first step reads, or `None` for no such Candidate.
-pub async fn verification_rows(tx: &mut Tx, candidate_id: &str) -> Result<Option<VerificationRows>, StoreError> {
+pub async fn verification_rows(
+    tx: &mut Tx,
+    candidate_id: &CandidateId,
+) -> Result<Option<VerificationRows>, StoreError> {
     let Some(candidate) = candidate_for_worker(tx, candidate_id).await? else {
         return Ok(None);
     };
@@ -587,13 +622,13 @@ pub async fn verification_rows(tx: &mut Tx, candidate_id: &str) -> Result<Option
         .bind(candidate.project_id.as_str())
         .fetch_one(tx.conn())
         .await?;
-    let account: String = project.try_get("account_id")?;
+    let account = AccountId(project.try_get("account_id")?);
     let generation: i64 = project.try_get("generation")?;
-    let change = crate::changes::get_change(tx, &account, candidate.change_id.as_str())
+    let change = crate::changes::get_change(tx, &account, &candidate.change_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("change", candidate.change_id.as_str()))?;
-    let tasks = crate::changes::list_tasks(tx, &account, candidate.change_id.as_str()).await?;
-    let all = change_sets_of(tx, candidate.change_id.as_str()).await?;
+        .ok_or_else(|| StoreError::not_found("change", &candidate.change_id))?;
+    let tasks = crate::changes::list_tasks(tx, &account, &candidate.change_id).await?;
+    let all = change_sets_of(tx, &candidate.change_id).await?;
     let mut change_sets = Vec::new();
     for id in &candidate.change_set_ids {
         let cs = all
@@ -610,7 +645,7 @@ pub async fn verification_rows(tx: &mut Tx, candidate_id: &str) -> Result<Option
             None => (None, None),
         };
         let workspace_base_generation = match &base {
-            Some(b) => crate::promotion::generation_of_commit(tx, candidate.project_id.as_str(), b).await?,
+            Some(b) => crate::promotion::generation_of_commit(tx, &candidate.project_id, b).await?,
             None => None,
         };
         change_sets.push(LoadedRow {
@@ -661,12 +696,12 @@ pub async fn kept_criteria(
 }
 
 /// Whether a Change is cancelled, read by the workflow's first step.
-pub async fn change_status_for_worker(tx: &mut Tx, change_id: &str) -> Result<ChangeStatus, StoreError> {
+pub async fn change_status_for_worker(tx: &mut Tx, change_id: &ChangeId) -> Result<ChangeStatus, StoreError> {
     let row = sqlx::query("select status from changes where id = $1")
-        .bind(change_id)
+        .bind(change_id.as_str())
         .fetch_optional(tx.conn())
         .await?
-        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+        .ok_or_else(|| StoreError::not_found("change", change_id.as_str()))?;
     enum_from(&row.try_get::<String, _>("status")?, "change status")
 }
 
@@ -674,8 +709,8 @@ pub async fn change_status_for_worker(tx: &mut Tx, change_id: &str) -> Result<Ch
 pub(crate) async fn insert_candidate(
     tx: &mut Tx,
     id: &CandidateId,
-    change_id: &str,
-    project_id: &str,
+    change_id: &ChangeId,
+    project_id: &ProjectId,
     base_generation: i64,
     base_commit: &str,
     base_tree: &str,
@@ -688,8 +723,8 @@ pub(crate) async fn insert_candidate(
            values ($1, $2, $3, $4, $5, $6, $7, 'composing', '{}', $8, $8)"#,
     )
     .bind(id.as_str())
-    .bind(change_id)
-    .bind(project_id)
+    .bind(change_id.as_str())
+    .bind(project_id.as_str())
     .bind(base_generation)
     .bind(base_commit)
     .bind(base_tree)
@@ -708,22 +743,22 @@ pub(crate) async fn insert_candidate(
 }
 
 crate::one_step! {
-    read active_policy(account_id: &str, project_id: &str) -> ProjectPolicy;
-    read active_policy_for_worker(project_id: &str) -> ProjectPolicy;
-    write put_policy(account_id: &str, project_id: &str, input: &PolicyInput) -> ProjectPolicy;
-    write start_verification(account_id: &str, change_id: &str) -> Candidate;
-    write compose_candidate(account_id: &str, change_id: &str, change_set_ids: &[String]) -> Candidate;
-    read get_candidate(account_id: &str, id: &str) -> Option<Candidate>;
-    read candidate_for_worker(id: &str) -> Option<Candidate>;
-    read list_candidates(account_id: &str, change_id: &str) -> Vec<Candidate>;
-    write set_candidate_status(id: &str, from: &[CandidateStatus], to: CandidateStatus, reason: Option<&str>) -> bool;
-    write record_composition(id: &str, composed_commit: &str, composed_tree: &str, plan: &belay_domain::plan::VerificationPlan) -> bool;
-    write set_candidate_metrics(id: &str, metrics: &CandidateMetrics) -> ();
-    write recompose_stale(id: &str, reason: &str) -> Option<Candidate>;
+    read active_policy(account_id: &AccountId, project_id: &ProjectId) -> ProjectPolicy;
+    read active_policy_for_worker(project_id: &ProjectId) -> ProjectPolicy;
+    write put_policy(account_id: &AccountId, project_id: &ProjectId, input: &PolicyInput) -> ProjectPolicy;
+    write start_verification(account_id: &AccountId, change_id: &ChangeId) -> Candidate;
+    write compose_candidate(account_id: &AccountId, change_id: &ChangeId, change_set_ids: &[String]) -> Candidate;
+    read get_candidate(account_id: &AccountId, id: &CandidateId) -> Option<Candidate>;
+    read candidate_for_worker(id: &CandidateId) -> Option<Candidate>;
+    read list_candidates(account_id: &AccountId, change_id: &ChangeId) -> Vec<Candidate>;
+    write set_candidate_status(id: &CandidateId, from: &[CandidateStatus], to: CandidateStatus, reason: Option<&str>) -> bool;
+    write record_composition(id: &CandidateId, composed_commit: &str, composed_tree: &str, plan: &belay_domain::plan::VerificationPlan) -> bool;
+    write set_candidate_metrics(id: &CandidateId, metrics: &CandidateMetrics) -> ();
+    write recompose_stale(id: &CandidateId, reason: &str) -> Option<Candidate>;
     write record_evidence(new: &NewEvidence) -> EvidenceRow;
-    read evidence_of(candidate_id: &str, check_id: &CheckId, attempt: u32) -> Option<EvidenceRow>;
-    read list_evidence(candidate_id: &str) -> Vec<EvidenceRow>;
-    read verification_rows(candidate_id: &str) -> Option<VerificationRows>;
+    read evidence_of(candidate_id: &CandidateId, check_id: &CheckId, attempt: u32) -> Option<EvidenceRow>;
+    read list_evidence(candidate_id: &CandidateId) -> Vec<EvidenceRow>;
+    read verification_rows(candidate_id: &CandidateId) -> Option<VerificationRows>;
     read kept_criteria(change: &belay_domain::change::Change, base_generation: i64) -> Vec<String>;
-    read change_status_for_worker(change_id: &str) -> ChangeStatus;
+    read change_status_for_worker(change_id: &ChangeId) -> ChangeStatus;
 }

@@ -9,6 +9,7 @@ use belay_domain::catalogue::{
     ListPrice, Model, ModelCatalogue, ModelFacts, ModelInput, ModelUpdate, TestCase, TestCaseVersion,
     TestCaseVersionInput, TestCaseVersionUpdate, latest_version,
 };
+use belay_domain::ids::AccountId;
 use belay_domain::ids::GgConfigId;
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -82,7 +83,7 @@ pub async fn ingest_test_case_version(
     input.validate()?;
     let now = now_ms();
     sqlx::query("insert into test_cases (slug, created_at) values ($1, $2) on conflict (slug) do nothing")
-        .bind(&input.slug)
+        .bind(input.slug.as_str())
         .bind(now)
         .execute(tx.conn())
         .await?;
@@ -90,8 +91,8 @@ pub async fn ingest_test_case_version(
         r#"insert into test_case_versions (slug, version, test_type, variants, engines, title, ingested_at, updated_at)
            values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict (slug, version) do nothing"#,
     )
-    .bind(&input.slug)
-    .bind(&input.version)
+    .bind(input.slug.as_str())
+    .bind(input.version.as_str())
     .bind(enum_text(&input.test_type))
     .bind(to_json(&input.variants))
     .bind(to_json(&input.engines))
@@ -200,7 +201,7 @@ pub async fn create_harness(tx: &mut Tx, input: &HarnessInput) -> Result<Harness
         r#"insert into harnesses (name, provider_routed, max_parallelism, adapter, created_at, updated_at)
            values ($1, $2, $3, $4, $5, $5)"#,
     )
-    .bind(&input.name)
+    .bind(input.name.as_str())
     .bind(input.provider_routed as i64)
     .bind(input.max_parallelism)
     .bind(to_json(&input.adapter))
@@ -270,7 +271,7 @@ pub async fn create_model(tx: &mut Tx, input: &ModelInput) -> Result<Model, Stor
         r#"insert into models (id, context_window, input_per_mtok_usd, output_per_mtok_usd, created_at, updated_at)
            values ($1, $2, $3, $4, $5, $5)"#,
     )
-    .bind(&input.id)
+    .bind(input.id.as_str())
     .bind(input.context_window)
     .bind(input.list_price.map(|p| p.input_per_mtok_usd))
     .bind(input.list_price.map(|p| p.output_per_mtok_usd))
@@ -341,17 +342,21 @@ pub async fn model_facts(tx: &mut Tx, ids: &[&str]) -> Result<ModelCatalogue, St
     Ok(out)
 }
 
-pub async fn create_gg_config(tx: &mut Tx, account_id: &str, input: &GgConfigInput) -> Result<GgConfig, StoreError> {
+pub async fn create_gg_config(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    input: &GgConfigInput,
+) -> Result<GgConfig, StoreError> {
     input.validate()?;
-    let id = GgConfigId::from_body(&new_id_body()).0;
+    let id = GgConfigId::from_body(&new_id_body());
     let now = now_ms();
     sqlx::query(
         r#"insert into gg_configs (id, account_id, name, launch_slots, capabilities, created_at, updated_at)
            values ($1, $2, $3, $4, $5, $6, $6)"#,
     )
-    .bind(&id)
-    .bind(account_id)
-    .bind(&input.name)
+    .bind(id.as_str())
+    .bind(account_id.as_str())
+    .bind(input.name.as_str())
     .bind(to_json(&input.launch_slots))
     .bind(input.capabilities.to_string())
     .bind(now)
@@ -370,19 +375,27 @@ pub async fn create_gg_config(tx: &mut Tx, account_id: &str, input: &GgConfigInp
 }
 
 /// The configuration, if `account_id` owns it and it is not deleted.
-pub async fn get_gg_config(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<GgConfig>, StoreError> {
+pub async fn get_gg_config(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    id: &GgConfigId,
+) -> Result<Option<GgConfig>, StoreError> {
     let row = sqlx::query(
         r#"select id, name, launch_slots, capabilities, created_at, updated_at from gg_configs
            where id = $1 and account_id = $2 and deleted_at is null"#,
     )
-    .bind(id)
-    .bind(account_id)
+    .bind(id.as_str())
+    .bind(account_id.as_str())
     .fetch_optional(tx.conn())
     .await?;
     row.as_ref().map(gg_row).transpose()
 }
 
-pub async fn gg_config_facts(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<GgConfigFacts>, StoreError> {
+pub async fn gg_config_facts(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    id: &GgConfigId,
+) -> Result<Option<GgConfigFacts>, StoreError> {
     Ok(get_gg_config(tx, account_id, id).await?.map(|c| GgConfigFacts {
         name: c.name,
         launch_slots: c.launch_slots,
@@ -390,12 +403,12 @@ pub async fn gg_config_facts(tx: &mut Tx, account_id: &str, id: &str) -> Result<
     }))
 }
 
-pub async fn list_gg_configs(tx: &mut Tx, account_id: &str) -> Result<Vec<GgConfig>, StoreError> {
+pub async fn list_gg_configs(tx: &mut Tx, account_id: &AccountId) -> Result<Vec<GgConfig>, StoreError> {
     let rows = sqlx::query(
         r#"select id, name, launch_slots, capabilities, created_at, updated_at from gg_configs
            where account_id = $1 and deleted_at is null order by created_at, id"#,
     )
-    .bind(account_id)
+    .bind(account_id.as_str())
     .fetch_all(tx.conn())
     .await?;
     rows.iter().map(gg_row).collect()
@@ -404,11 +417,11 @@ pub async fn list_gg_configs(tx: &mut Tx, account_id: &str) -> Result<Vec<GgConf
 /// Deletes a configuration the account owns. It keeps its id (the row stays, marked deleted),
 /// so cells naming it stay countable and report `gg_config_deleted`. False when the account
 /// owns no live configuration with that id.
-pub async fn delete_gg_config(tx: &mut Tx, account_id: &str, id: &str) -> Result<bool, StoreError> {
+pub async fn delete_gg_config(tx: &mut Tx, account_id: &AccountId, id: &GgConfigId) -> Result<bool, StoreError> {
     let done =
         sqlx::query("update gg_configs set deleted_at = $3 where id = $1 and account_id = $2 and deleted_at is null")
-            .bind(id)
-            .bind(account_id)
+            .bind(id.as_str())
+            .bind(account_id.as_str())
             .bind(now_ms())
             .execute(tx.conn())
             .await?;
@@ -427,20 +440,20 @@ pub async fn delete_gg_config(tx: &mut Tx, account_id: &str, id: &str) -> Result
 /// Renames or reshapes a configuration the account owns; any other id is not found.
 pub async fn update_gg_config(
     tx: &mut Tx,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &GgConfigId,
     update: &GgConfigUpdate,
 ) -> Result<GgConfig, StoreError> {
     update.validate()?;
     let current = get_gg_config(tx, account_id, id)
         .await?
-        .ok_or_else(|| StoreError::not_found("gg configuration", id))?;
+        .ok_or_else(|| StoreError::not_found("gg configuration", id.as_str()))?;
     sqlx::query(
         r#"update gg_configs set name = $3, launch_slots = $4, capabilities = $5, updated_at = $6
            where id = $1 and account_id = $2 and deleted_at is null"#,
     )
-    .bind(id)
-    .bind(account_id)
+    .bind(id.as_str())
+    .bind(account_id.as_str())
     .bind(update.name.as_ref().unwrap_or(&current.name))
     .bind(to_json(update.launch_slots.as_ref().unwrap_or(&current.launch_slots)))
     .bind(
@@ -462,7 +475,7 @@ pub async fn update_gg_config(
     .await?;
     get_gg_config(tx, account_id, id)
         .await?
-        .ok_or_else(|| StoreError::not_found("gg configuration", id))
+        .ok_or_else(|| StoreError::not_found("gg configuration", id.as_str()))
 }
 
 fn assemble(slug: String, versions: Vec<TestCaseVersion>) -> TestCase {
@@ -489,10 +502,10 @@ crate::one_step! {
     read get_model(id: &str) -> Option<Model>;
     read list_models() -> Vec<Model>;
     read model_facts(ids: &[&str]) -> ModelCatalogue;
-    write create_gg_config(account_id: &str, input: &GgConfigInput) -> GgConfig;
-    read get_gg_config(account_id: &str, id: &str) -> Option<GgConfig>;
-    read gg_config_facts(account_id: &str, id: &str) -> Option<GgConfigFacts>;
-    read list_gg_configs(account_id: &str) -> Vec<GgConfig>;
-    write delete_gg_config(account_id: &str, id: &str) -> bool;
-    write update_gg_config(account_id: &str, id: &str, update: &GgConfigUpdate) -> GgConfig;
+    write create_gg_config(account_id: &AccountId, input: &GgConfigInput) -> GgConfig;
+    read get_gg_config(account_id: &AccountId, id: &GgConfigId) -> Option<GgConfig>;
+    read gg_config_facts(account_id: &AccountId, id: &GgConfigId) -> Option<GgConfigFacts>;
+    read list_gg_configs(account_id: &AccountId) -> Vec<GgConfig>;
+    write delete_gg_config(account_id: &AccountId, id: &GgConfigId) -> bool;
+    write update_gg_config(account_id: &AccountId, id: &GgConfigId, update: &GgConfigUpdate) -> GgConfig;
 }

@@ -8,7 +8,7 @@ use belay_domain::change::{
     Change, ChangeInput, ChangeSet, ChangeSetInput, ChangeStatus, RiskTier, Task, TaskInput, TaskKind, TaskRun,
     TaskRunStatus,
 };
-use belay_domain::ids::{ChangeId, ChangeSetId, TaskId, TaskRunId};
+use belay_domain::ids::{AccountId, ChangeId, ChangeSetId, ProjectId, TaskId, TaskRunId};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 use std::collections::BTreeSet;
@@ -59,10 +59,10 @@ pub(crate) async fn insert_change_set<'e>(
         r#"insert into change_sets (id, task_id, run_id, commit_id, contract_changes, data_changes, created_at)
            values ($1, $2, $3, $4, $5, $6, $7) on conflict (run_id) do nothing"#,
     )
-    .bind(&id)
+    .bind(id.as_str())
     .bind(task_id)
     .bind(run_id)
-    .bind(&input.commit)
+    .bind(input.commit.as_str())
     .bind(to_json(&input.contract_changes))
     .bind(to_json(&input.data_changes))
     .bind(now_ms())
@@ -74,8 +74,8 @@ pub(crate) async fn insert_change_set<'e>(
 /// Opens a Change on a project the account owns (`running`).
 pub async fn create_change(
     tx: &mut Tx,
-    account_id: &str,
-    project_id: &str,
+    account_id: &AccountId,
+    project_id: &ProjectId,
     input: &ChangeInput,
 ) -> Result<Change, StoreError> {
     input.validate()?;
@@ -83,17 +83,17 @@ pub async fn create_change(
         .await?
         .is_none()
     {
-        return Err(StoreError::not_found("project", project_id));
+        return Err(StoreError::not_found("project", project_id.as_str()));
     }
-    let id = ChangeId::from_body(&new_id_body()).0;
+    let id = ChangeId::from_body(&new_id_body());
     let now = now_ms();
     sqlx::query(
         r#"insert into changes (id, project_id, goal, acceptance_criteria, invariants, risk_tier, status, created_at, updated_at)
            values ($1, $2, $3, $4, $5, $6, 'running', $7, $7)"#,
     )
-    .bind(&id)
-    .bind(project_id)
-    .bind(&input.goal)
+    .bind(id.as_str())
+    .bind(project_id.as_str())
+    .bind(input.goal.as_str())
     .bind(to_json(&input.acceptance_criteria))
     .bind(to_json(&input.invariants))
     .bind(input.risk_tier.as_ref().map(enum_text))
@@ -112,41 +112,45 @@ pub async fn create_change(
         .ok_or_else(|| StoreError::not_found("change", id))
 }
 
-pub async fn get_change(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<Change>, StoreError> {
+pub async fn get_change(tx: &mut Tx, account_id: &AccountId, id: &ChangeId) -> Result<Option<Change>, StoreError> {
     let sql = format!(
         "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id \
          where c.id = $1 and p.account_id = $2 and p.status <> 'deleting'"
     );
     let row = sqlx::query(&sql)
-        .bind(id)
-        .bind(account_id)
+        .bind(id.as_str())
+        .bind(account_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     row.as_ref().map(change_row).transpose()
 }
 
-pub async fn list_changes(tx: &mut Tx, account_id: &str, project_id: &str) -> Result<Vec<Change>, StoreError> {
+pub async fn list_changes(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    project_id: &ProjectId,
+) -> Result<Vec<Change>, StoreError> {
     let sql = format!(
         "select {CHANGE_COLUMNS} from changes c join projects p on p.id = c.project_id \
          where c.project_id = $1 and p.account_id = $2 and p.status <> 'deleting' order by c.created_at, c.id"
     );
     let rows = sqlx::query(&sql)
-        .bind(project_id)
-        .bind(account_id)
+        .bind(project_id.as_str())
+        .bind(account_id.as_str())
         .fetch_all(tx.conn())
         .await?;
     rows.iter().map(change_row).collect()
 }
 
 /// The Tasks of a Change, each with the keys it depends on.
-pub async fn list_tasks(tx: &mut Tx, account_id: &str, change_id: &str) -> Result<Vec<Task>, StoreError> {
+pub async fn list_tasks(tx: &mut Tx, account_id: &AccountId, change_id: &ChangeId) -> Result<Vec<Task>, StoreError> {
     if get_change(tx, account_id, change_id).await?.is_none() {
-        return Err(StoreError::not_found("change", change_id));
+        return Err(StoreError::not_found("change", change_id.as_str()));
     }
     let rows = sqlx::query(
         "select id, change_id, key, kind, title, semantic_resources, created_at from tasks where change_id = $1 order by created_at, key",
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .fetch_all(tx.conn())
     .await?;
     let mut tasks = Vec::with_capacity(rows.len());
@@ -155,7 +159,7 @@ pub async fn list_tasks(tx: &mut Tx, account_id: &str, change_id: &str) -> Resul
         let deps = sqlx::query(
             "select t.key from task_dependencies d join tasks t on t.id = d.depends_on where d.task_id = $1 order by t.key",
         )
-        .bind(&id)
+        .bind(id.as_str())
         .fetch_all(tx.conn())
         .await?
         .iter()
@@ -176,7 +180,12 @@ pub async fn list_tasks(tx: &mut Tx, account_id: &str, change_id: &str) -> Resul
 }
 
 /// Adds a Task to a Change; its dependencies must be Tasks the Change already has.
-pub async fn add_task(tx: &mut Tx, account_id: &str, change_id: &str, input: &TaskInput) -> Result<Task, StoreError> {
+pub async fn add_task(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    change_id: &ChangeId,
+    input: &TaskInput,
+) -> Result<Task, StoreError> {
     let existing = list_tasks(tx, account_id, change_id).await?;
     let keys: BTreeSet<String> = existing.iter().map(|t| t.key.clone()).collect();
     input.validate_shape()?;
@@ -189,11 +198,11 @@ pub async fn add_task(tx: &mut Tx, account_id: &str, change_id: &str, input: &Ta
         r#"insert into tasks (id, change_id, key, kind, title, semantic_resources, created_at)
            values ($1, $2, $3, $4, $5, $6, $7) on conflict (change_id, key) do nothing"#,
     )
-    .bind(&id)
-    .bind(change_id)
-    .bind(&input.key)
+    .bind(id.as_str())
+    .bind(change_id.as_str())
+    .bind(input.key.as_str())
     .bind(enum_text(&input.kind))
-    .bind(&input.title)
+    .bind(input.title.as_str())
     .bind(to_json(&input.semantic_resources))
     .bind(now_ms())
     .execute(tx.conn())
@@ -207,7 +216,7 @@ pub async fn add_task(tx: &mut Tx, account_id: &str, change_id: &str, input: &Ta
     for dep in &input.dependencies {
         let target = existing.iter().find(|t| &t.key == dep).expect("validated");
         sqlx::query("insert into task_dependencies (task_id, depends_on) values ($1, $2)")
-            .bind(&id)
+            .bind(id.as_str())
             .bind(target.id.as_str())
             .execute(tx.conn())
             .await?;
@@ -220,21 +229,21 @@ pub async fn add_task(tx: &mut Tx, account_id: &str, change_id: &str, input: &Ta
 }
 
 /// The Task, if the account owns its project.
-pub(crate) async fn owned_task(tx: &mut Tx, account_id: &str, task_id: &str) -> Result<String, StoreError> {
+pub(crate) async fn owned_task(tx: &mut Tx, account_id: &AccountId, task_id: &TaskId) -> Result<String, StoreError> {
     let row = sqlx::query(
         r#"select t.change_id from tasks t join changes c on c.id = t.change_id join projects p on p.id = c.project_id
            where t.id = $1 and p.account_id = $2 and p.status <> 'deleting'"#,
     )
-    .bind(task_id)
-    .bind(account_id)
+    .bind(task_id.as_str())
+    .bind(account_id.as_str())
     .fetch_optional(tx.conn())
     .await?
-    .ok_or_else(|| StoreError::not_found("task", task_id))?;
+    .ok_or_else(|| StoreError::not_found("task", task_id.as_str()))?;
     Ok(row.try_get("change_id")?)
 }
 
 /// Starts a run of a Task.
-pub async fn start_task_run(tx: &mut Tx, account_id: &str, task_id: &str) -> Result<TaskRun, StoreError> {
+pub async fn start_task_run(tx: &mut Tx, account_id: &AccountId, task_id: &TaskId) -> Result<TaskRun, StoreError> {
     owned_task(tx, account_id, task_id).await?;
     let run = TaskRun {
         id: TaskRunId::from_body(&new_id_body()),
@@ -245,7 +254,7 @@ pub async fn start_task_run(tx: &mut Tx, account_id: &str, task_id: &str) -> Res
     };
     sqlx::query("insert into task_runs (id, task_id, status, started_at) values ($1, $2, 'running', $3)")
         .bind(run.id.as_str())
-        .bind(task_id)
+        .bind(task_id.as_str())
         .bind(run.started_at)
         .execute(tx.conn())
         .await?;
@@ -255,38 +264,42 @@ pub async fn start_task_run(tx: &mut Tx, account_id: &str, task_id: &str) -> Res
 /// Records the ChangeSet a run published: one per run.
 pub async fn record_change_set(
     tx: &mut Tx,
-    account_id: &str,
-    run_id: &str,
+    account_id: &AccountId,
+    run_id: &TaskRunId,
     input: &ChangeSetInput,
 ) -> Result<ChangeSet, StoreError> {
     input.validate()?;
     let run = sqlx::query("select task_id from task_runs where id = $1")
-        .bind(run_id)
+        .bind(run_id.as_str())
         .fetch_optional(tx.conn())
         .await?
-        .ok_or_else(|| StoreError::not_found("task run", run_id))?;
-    let task_id: String = run.try_get("task_id")?;
+        .ok_or_else(|| StoreError::not_found("task run", run_id.as_str()))?;
+    let task_id = TaskId(run.try_get("task_id")?);
     owned_task(tx, account_id, &task_id)
         .await
-        .map_err(|_| StoreError::not_found("task run", run_id))?;
+        .map_err(|_| StoreError::not_found("task run", run_id.as_str()))?;
     let Some(id) = insert_change_set(tx.conn(), &task_id, run_id, input).await? else {
         return Err(StoreError::Conflict(format!(
             "runId: run {run_id} already published a ChangeSet"
         )));
     };
-    get_change_set(tx, account_id, &id)
+    get_change_set(tx, account_id, &ChangeSetId(id.clone()))
         .await?
         .ok_or_else(|| StoreError::not_found("change set", id))
 }
 
-pub async fn get_change_set(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<ChangeSet>, StoreError> {
+pub async fn get_change_set(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    id: &ChangeSetId,
+) -> Result<Option<ChangeSet>, StoreError> {
     let row = sqlx::query(
         r#"select s.id, s.task_id, s.run_id, s.commit_id, s.contract_changes, s.data_changes, s.patch_ref, s.created_at
            from change_sets s join tasks t on t.id = s.task_id join changes c on c.id = t.change_id
            join projects p on p.id = c.project_id where s.id = $1 and p.account_id = $2 and p.status <> 'deleting'"#,
     )
-    .bind(id)
-    .bind(account_id)
+    .bind(id.as_str())
+    .bind(account_id.as_str())
     .fetch_optional(tx.conn())
     .await?;
     row.as_ref().map(change_set_row).transpose()
@@ -310,19 +323,19 @@ pub struct ChangeCancelled {
 /// who and why. The caller then closes the stopped workspaces.
 pub async fn cancel_change(
     tx: &mut Tx,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     reason: &str,
 ) -> Result<ChangeCancelled, StoreError> {
     let before = get_change(tx, account_id, change_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+        .ok_or_else(|| StoreError::not_found("change", change_id.as_str()))?;
     let reason = reason.trim();
     let now = now_ms();
     let moved = sqlx::query(
         "update changes set status = 'cancelled', updated_at = $2 where id = $1 and status in ('running', 'verifying', 'awaiting_approval')",
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(now)
     .execute(tx.conn())
     .await?;
@@ -340,8 +353,8 @@ pub async fn cancel_change(
         r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
            where change_id = $1 and status in ('composing', 'verifying', 'verified') returning id"#,
     )
-    .bind(change_id)
-    .bind(&why)
+    .bind(change_id.as_str())
+    .bind(why.as_str())
     .bind(now)
     .fetch_all(tx.conn())
     .await?;
@@ -358,9 +371,9 @@ pub async fn cancel_change(
         r#"update approvals set status = 'cancelled', decided_at = $2, decided_by = $3, decision_reason = $4
            where change_id = $1 and status = 'requested' returning id"#,
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(now)
-    .bind(account_id)
+    .bind(account_id.as_str())
     .bind(reason)
     .fetch_all(tx.conn())
     .await?;
@@ -368,8 +381,8 @@ pub async fn cancel_change(
         r#"update workspaces set status = 'failed', error = $2, ended_at = $3
            where change_id = $1 and status = 'open' returning run_id"#,
     )
-    .bind(change_id)
-    .bind(&why)
+    .bind(change_id.as_str())
+    .bind(why.as_str())
     .bind(now)
     .fetch_all(tx.conn())
     .await?;
@@ -377,7 +390,7 @@ pub async fn cancel_change(
         r#"update task_runs set status = 'failed', ended_at = $2
            where status = 'running' and task_id in (select id from tasks where change_id = $1) returning id"#,
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(now)
     .fetch_all(tx.conn())
     .await?;
@@ -414,7 +427,7 @@ pub async fn cancel_change(
     .await?;
     let change = get_change(tx, account_id, change_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+        .ok_or_else(|| StoreError::not_found("change", change_id.as_str()))?;
     Ok(ChangeCancelled {
         change,
         rejected_candidates: rejected,
@@ -423,13 +436,13 @@ pub async fn cancel_change(
 }
 
 crate::one_step! {
-    write create_change(account_id: &str, project_id: &str, input: &ChangeInput) -> Change;
-    read get_change(account_id: &str, id: &str) -> Option<Change>;
-    read list_changes(account_id: &str, project_id: &str) -> Vec<Change>;
-    read list_tasks(account_id: &str, change_id: &str) -> Vec<Task>;
-    write add_task(account_id: &str, change_id: &str, input: &TaskInput) -> Task;
-    write start_task_run(account_id: &str, task_id: &str) -> TaskRun;
-    write record_change_set(account_id: &str, run_id: &str, input: &ChangeSetInput) -> ChangeSet;
-    read get_change_set(account_id: &str, id: &str) -> Option<ChangeSet>;
-    write cancel_change(account_id: &str, change_id: &str, reason: &str) -> ChangeCancelled;
+    write create_change(account_id: &AccountId, project_id: &ProjectId, input: &ChangeInput) -> Change;
+    read get_change(account_id: &AccountId, id: &ChangeId) -> Option<Change>;
+    read list_changes(account_id: &AccountId, project_id: &ProjectId) -> Vec<Change>;
+    read list_tasks(account_id: &AccountId, change_id: &ChangeId) -> Vec<Task>;
+    write add_task(account_id: &AccountId, change_id: &ChangeId, input: &TaskInput) -> Task;
+    write start_task_run(account_id: &AccountId, task_id: &TaskId) -> TaskRun;
+    write record_change_set(account_id: &AccountId, run_id: &TaskRunId, input: &ChangeSetInput) -> ChangeSet;
+    read get_change_set(account_id: &AccountId, id: &ChangeSetId) -> Option<ChangeSet>;
+    write cancel_change(account_id: &AccountId, change_id: &ChangeId, reason: &str) -> ChangeCancelled;
 }

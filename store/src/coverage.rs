@@ -173,7 +173,7 @@ fn key_list(cells: &[Cell]) -> Option<Vec<&str>> {
 /// Stores a new group (the input already validated, its gg members checked against the account).
 pub async fn create_group(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     input: &CoverageGroupInput,
 ) -> Result<CoverageGroup, StoreError> {
     let members = input.validate()?;
@@ -184,7 +184,7 @@ pub async fn create_group(
            values ($1, $2, $3, $4, $5, $6, $6)"#,
     )
     .bind(id.as_str())
-    .bind(account_id)
+    .bind(account_id.as_str())
     .bind(&input.name)
     .bind(input.kind.as_str())
     .bind(to_json(&members.to_members()))
@@ -198,34 +198,34 @@ pub async fn create_group(
         &serde_json::json!({ "accountId": account_id, "kind": input.kind.as_str() }),
     )
     .await?;
-    get_group(tx, account_id, id.as_str())
+    get_group(tx, account_id, &id)
         .await?
-        .ok_or_else(|| StoreError::not_found("coverage group", id.as_str()))
+        .ok_or_else(|| StoreError::not_found("coverage group", &id))
 }
 
 /// One of the account's groups (another account's is absent).
-pub async fn get_group(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<CoverageGroup>, StoreError> {
+pub async fn get_group(tx: &mut Tx, account_id: &AccountId, id: &GroupId) -> Result<Option<CoverageGroup>, StoreError> {
     let sql = format!("select {GROUP_COLUMNS} from coverage_groups where id = $1 and account_id = $2");
     let row = sqlx::query(&sql)
-        .bind(id)
-        .bind(account_id)
+        .bind(id.as_str())
+        .bind(account_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     row.as_ref().map(group_row).transpose()
 }
 
 /// The account's groups, oldest first.
-pub async fn list_groups(tx: &mut Tx, account_id: &str) -> Result<Vec<CoverageGroup>, StoreError> {
+pub async fn list_groups(tx: &mut Tx, account_id: &AccountId) -> Result<Vec<CoverageGroup>, StoreError> {
     let sql = format!("select {GROUP_COLUMNS} from coverage_groups where account_id = $1 order by created_at, id");
-    let rows = sqlx::query(&sql).bind(account_id).fetch_all(tx.conn()).await?;
+    let rows = sqlx::query(&sql).bind(account_id.as_str()).fetch_all(tx.conn()).await?;
     rows.iter().map(group_row).collect()
 }
 
 /// Replaces a group's name, kind and members; `None` when the account has no such group.
 pub async fn update_group(
     tx: &mut Tx,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &GroupId,
     input: &CoverageGroupInput,
 ) -> Result<Option<CoverageGroup>, StoreError> {
     let members = input.validate()?;
@@ -233,8 +233,8 @@ pub async fn update_group(
         r#"update coverage_groups set name = $3, kind = $4, members = $5, updated_at = $6
            where id = $1 and account_id = $2"#,
     )
-    .bind(id)
-    .bind(account_id)
+    .bind(id.as_str())
+    .bind(account_id.as_str())
     .bind(&input.name)
     .bind(input.kind.as_str())
     .bind(to_json(&members.to_members()))
@@ -256,7 +256,7 @@ pub async fn update_group(
 
 /// Deletes one of the account's groups; false when there was none. Plans pointing at it keep the
 /// pointer, which resolves to nothing.
-pub async fn delete_group(tx: &mut Tx, account_id: &str, id: &str) -> Result<bool, StoreError> {
+pub async fn delete_group(tx: &mut Tx, account_id: &AccountId, id: &GroupId) -> Result<bool, StoreError> {
     delete_owned(
         tx,
         "delete from coverage_groups where id = $1 and account_id = $2",
@@ -269,8 +269,18 @@ pub async fn delete_group(tx: &mut Tx, account_id: &str, id: &str) -> Result<boo
 
 /// Runs a delete of one owned row (`sql` binds the id, then the account) and records `event`
 /// when it deleted one.
-async fn delete_owned(tx: &mut Tx, sql: &str, account_id: &str, id: &str, event: &str) -> Result<bool, StoreError> {
-    let done = sqlx::query(sql).bind(id).bind(account_id).execute(tx.conn()).await?;
+async fn delete_owned(
+    tx: &mut Tx,
+    sql: &str,
+    account_id: &AccountId,
+    id: &str,
+    event: &str,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(sql)
+        .bind(id)
+        .bind(account_id.as_str())
+        .execute(tx.conn())
+        .await?;
     if done.rows_affected() == 1 {
         events::append(tx.conn(), id, event, &serde_json::json!({ "accountId": account_id })).await?;
     }
@@ -278,7 +288,7 @@ async fn delete_owned(tx: &mut Tx, sql: &str, account_id: &str, id: &str, event:
 }
 
 /// The account's groups with their kinds, for checking a plan's pointers.
-pub async fn group_kinds(tx: &mut Tx, account_id: &str) -> Result<BTreeMap<GroupId, GroupKind>, StoreError> {
+pub async fn group_kinds(tx: &mut Tx, account_id: &AccountId) -> Result<BTreeMap<GroupId, GroupKind>, StoreError> {
     Ok(list_groups(tx, account_id)
         .await?
         .into_iter()
@@ -287,7 +297,7 @@ pub async fn group_kinds(tx: &mut Tx, account_id: &str) -> Result<BTreeMap<Group
 }
 
 /// The account's groups' current members, for resolving plans (and ladders) to cells.
-pub async fn group_members(tx: &mut Tx, account_id: &str) -> Result<BTreeMap<GroupId, GroupMembers>, StoreError> {
+pub async fn group_members(tx: &mut Tx, account_id: &AccountId) -> Result<BTreeMap<GroupId, GroupMembers>, StoreError> {
     Ok(list_groups(tx, account_id)
         .await?
         .iter()
@@ -340,7 +350,11 @@ fn bind_plan<'q>(
 }
 
 /// Stores a new plan (validated, its pointers checked against the account's groups).
-pub async fn create_plan(tx: &mut Tx, account_id: &str, input: &CoveragePlanInput) -> Result<CoveragePlan, StoreError> {
+pub async fn create_plan(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    input: &CoveragePlanInput,
+) -> Result<CoveragePlan, StoreError> {
     let id = PlanId::from_body(&new_id_body());
     let now = now_ms();
     let q = sqlx::query(
@@ -359,37 +373,37 @@ pub async fn create_plan(tx: &mut Tx, account_id: &str, input: &CoveragePlanInpu
         &serde_json::json!({ "accountId": account_id }),
     )
     .await?;
-    get_plan(tx, account_id, id.as_str())
+    get_plan(tx, account_id, &id)
         .await?
-        .ok_or_else(|| StoreError::not_found("coverage plan", id.as_str()))
+        .ok_or_else(|| StoreError::not_found("coverage plan", &id))
 }
 
 /// One of the account's plans (another account's is absent).
-pub async fn get_plan(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<CoveragePlan>, StoreError> {
+pub async fn get_plan(tx: &mut Tx, account_id: &AccountId, id: &PlanId) -> Result<Option<CoveragePlan>, StoreError> {
     let sql =
         format!("select {PLAN_COLUMNS} from coverage_plans where id = $1 and account_id = $2 and name is not null");
     let row = sqlx::query(&sql)
-        .bind(id)
-        .bind(account_id)
+        .bind(id.as_str())
+        .bind(account_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     row.as_ref().map(plan_row).transpose()
 }
 
 /// The account's plans, oldest first.
-pub async fn list_plans(tx: &mut Tx, account_id: &str) -> Result<Vec<CoveragePlan>, StoreError> {
+pub async fn list_plans(tx: &mut Tx, account_id: &AccountId) -> Result<Vec<CoveragePlan>, StoreError> {
     let sql = format!(
         "select {PLAN_COLUMNS} from coverage_plans where account_id = $1 and name is not null order by created_at, id"
     );
-    let rows = sqlx::query(&sql).bind(account_id).fetch_all(tx.conn()).await?;
+    let rows = sqlx::query(&sql).bind(account_id.as_str()).fetch_all(tx.conn()).await?;
     rows.iter().map(plan_row).collect()
 }
 
 /// Replaces a plan's fields; `None` when the account has no such plan.
 pub async fn update_plan(
     tx: &mut Tx,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &PlanId,
     input: &CoveragePlanInput,
 ) -> Result<Option<CoveragePlan>, StoreError> {
     let q = sqlx::query(
@@ -416,7 +430,7 @@ pub async fn update_plan(
 }
 
 /// Deletes a plan; the jobs it launched keep their `origin`. False when there was none.
-pub async fn delete_plan(tx: &mut Tx, account_id: &str, id: &str) -> Result<bool, StoreError> {
+pub async fn delete_plan(tx: &mut Tx, account_id: &AccountId, id: &PlanId) -> Result<bool, StoreError> {
     delete_owned(
         tx,
         "delete from coverage_plans where id = $1 and account_id = $2 and name is not null",
@@ -430,16 +444,16 @@ pub async fn delete_plan(tx: &mut Tx, account_id: &str, id: &str) -> Result<bool
 /// Pauses or resumes a plan, recording which in the events; `None` when there is no such plan.
 pub async fn set_paused(
     tx: &mut Tx,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &PlanId,
     paused: bool,
     why: &str,
 ) -> Result<Option<CoveragePlan>, StoreError> {
     let done = sqlx::query(
         "update coverage_plans set paused = $3, updated_at = $4 where id = $1 and account_id = $2 and name is not null",
     )
-    .bind(id)
-    .bind(account_id)
+    .bind(id.as_str())
+    .bind(account_id.as_str())
     .bind(paused as i64)
     .bind(now_ms())
     .execute(tx.conn())
@@ -465,9 +479,9 @@ pub async fn set_paused(
 // ---- settings --------------------------------------------------------------------------------
 
 /// The account's saved buffer target, if it ever saved one.
-pub async fn buffer_setting(tx: &mut Tx, account_id: &str) -> Result<Option<BufferTarget>, StoreError> {
+pub async fn buffer_setting(tx: &mut Tx, account_id: &AccountId) -> Result<Option<BufferTarget>, StoreError> {
     let row = sqlx::query("select buffer_target from coverage_settings where account_id = $1")
-        .bind(account_id)
+        .bind(account_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     row.map(|r| json(&r.try_get::<String, _>("buffer_target")?, "buffer_target"))
@@ -475,12 +489,12 @@ pub async fn buffer_setting(tx: &mut Tx, account_id: &str) -> Result<Option<Buff
 }
 
 /// Saves the account's buffer target (already clamped).
-pub async fn put_buffer_setting(tx: &mut Tx, account_id: &str, target: BufferTarget) -> Result<(), StoreError> {
+pub async fn put_buffer_setting(tx: &mut Tx, account_id: &AccountId, target: BufferTarget) -> Result<(), StoreError> {
     sqlx::query(
         r#"insert into coverage_settings (account_id, buffer_target, updated_at) values ($1, $2, $3)
            on conflict (account_id) do update set buffer_target = excluded.buffer_target, updated_at = excluded.updated_at"#,
     )
-    .bind(account_id)
+    .bind(account_id.as_str())
     .bind(to_json(&target))
     .bind(now_ms())
     .execute(tx.conn())
@@ -498,7 +512,11 @@ pub async fn put_buffer_setting(tx: &mut Tx, account_id: &str, target: BufferTar
 // ---- reading the matrix ----------------------------------------------------------------------
 
 /// A plan of the account resolved to its cells and its target in force, or `None`.
-pub async fn resolve_plan(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<ResolvedPlan>, StoreError> {
+pub async fn resolve_plan(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    id: &PlanId,
+) -> Result<Option<ResolvedPlan>, StoreError> {
     let Some(plan) = get_plan(tx, account_id, id).await? else {
         return Ok(None);
     };
@@ -510,13 +528,13 @@ pub async fn resolve_plan(tx: &mut Tx, account_id: &str, id: &str) -> Result<Opt
 
 /// Every count and fact the walk and the schedule read for `cells`, as seen by `account_id`
 /// (whose reviews decide `unreviewed` and whose gg configurations are resolved).
-pub async fn coverage_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Result<CoverageFacts, StoreError> {
+pub async fn coverage_facts(tx: &mut Tx, account_id: &AccountId, cells: &[Cell]) -> Result<CoverageFacts, StoreError> {
     facts(tx, account_id, cells, Reads::WALK).await
 }
 
 /// What the matrix reads for `cells`: [`coverage_facts`] without the harness lanes' loads, which
 /// only a walk needs (`lanes` is left empty).
-pub async fn matrix_facts(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Result<CoverageFacts, StoreError> {
+pub async fn matrix_facts(tx: &mut Tx, account_id: &AccountId, cells: &[Cell]) -> Result<CoverageFacts, StoreError> {
     facts(tx, account_id, cells, Reads::MATRIX).await
 }
 
@@ -547,7 +565,7 @@ impl Reads {
 /// [`coverage_facts`], making the optional reads `reads` names.
 pub(crate) async fn facts(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     cells: &[Cell],
     reads: Reads,
 ) -> Result<CoverageFacts, StoreError> {
@@ -647,7 +665,7 @@ pub(crate) async fn facts(
     }
     for r in
         sqlx::query("select id, name, launch_slots, capabilities, deleted_at from gg_configs where account_id = $1")
-            .bind(account_id)
+            .bind(account_id.as_str())
             .fetch_all(tx.conn())
             .await?
     {
@@ -684,7 +702,7 @@ pub(crate) const JOBS_BY_CELL_COLUMNS: &[&str] = &["cell_key", "status", "n"];
 /// run that takes one (never an auto-graded one), once per run and account, so the two agree.
 async fn run_counts(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     keys: Option<&[&str]>,
 ) -> Result<Vec<(String, i64, i64)>, StoreError> {
     match tx.backend() {
@@ -693,7 +711,7 @@ async fn run_counts(
                 .map(|k| format!(" where r.cell_key in ({})", placeholders(2, k.len())))
                 .unwrap_or_default();
             let sql = runs_by_cell_sql(&filter);
-            let mut q = sqlx::query(&sql).bind(account_id);
+            let mut q = sqlx::query(&sql).bind(account_id.as_str());
             for k in keys.into_iter().flatten() {
                 q = q.bind(*k);
             }
@@ -715,7 +733,7 @@ async fn run_counts(
                 .map(|k| format!(" and cell_key in ({})", placeholders(2, k.len())))
                 .unwrap_or_default();
             let sql = dialect::grouped_sql(Backend::Sqlite, &reviews_by_cell_sql(&filter), REVIEWS_BY_CELL_COLUMNS);
-            let mut q = sqlx::query(&sql).bind(account_id);
+            let mut q = sqlx::query(&sql).bind(account_id.as_str());
             for k in keys.into_iter().flatten() {
                 q = q.bind(*k);
             }
@@ -797,7 +815,12 @@ pub async fn case_facts(tx: &mut Tx) -> Result<CaseFacts, StoreError> {
 }
 
 /// The matrix of `cells` at `desired` runs each, as `account_id` sees it.
-pub async fn cells_matrix(tx: &mut Tx, account_id: &str, cells: &[Cell], desired: i64) -> Result<Matrix, StoreError> {
+pub async fn cells_matrix(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    cells: &[Cell],
+    desired: i64,
+) -> Result<Matrix, StoreError> {
     let f = matrix_facts(tx, account_id, cells).await?;
     Ok(matrix(cells, desired, &f.counts, &f.cases, &f.launch))
 }
@@ -805,7 +828,7 @@ pub async fn cells_matrix(tx: &mut Tx, account_id: &str, cells: &[Cell], desired
 /// What a top-up of these cells would do now: the one walk, over what the database holds.
 pub async fn plan_walk(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     cells: &[Cell],
     desired: i64,
     target: BufferTarget,
@@ -823,8 +846,8 @@ pub async fn plan_walk(
 /// `holder` holds it already (a retried claim). A paused plan is not claimed.
 pub async fn claim_top_up(
     tx: &mut Tx,
-    account_id: &str,
-    plan_id: &str,
+    account_id: &AccountId,
+    plan_id: &PlanId,
     holder: &str,
     now: i64,
     lease_ms: i64,
@@ -849,7 +872,7 @@ pub async fn claim_top_up(
 pub(crate) async fn take_claim(
     tx: &mut Tx,
     of: Feed,
-    account_id: &str,
+    account_id: &AccountId,
     id: &str,
     holder: &str,
     now: i64,
@@ -863,7 +886,7 @@ pub(crate) async fn take_claim(
     );
     let done = sqlx::query(&sql)
         .bind(id)
-        .bind(account_id)
+        .bind(account_id.as_str())
         .bind(now)
         .bind(holder)
         .bind(now - lease_ms)
@@ -896,7 +919,7 @@ pub(crate) async fn drop_claim(tx: &mut Tx, of: Feed, id: &str, holder: &str) ->
 }
 
 /// Releases `holder`'s claim (nothing when another holds it now).
-pub async fn release_top_up(tx: &mut Tx, plan_id: &str, holder: &str) -> Result<bool, StoreError> {
+pub async fn release_top_up(tx: &mut Tx, plan_id: &PlanId, holder: &str) -> Result<bool, StoreError> {
     drop_claim(tx, Feed::Plan, plan_id, holder).await
 }
 
@@ -913,8 +936,8 @@ pub async fn top_up_answer(tx: &mut Tx, topup_id: &str) -> Result<Option<TopUpAn
 /// Records that a top-up did not run because the plan is paused.
 pub async fn record_skipped(
     tx: &mut Tx,
-    account_id: &str,
-    plan_id: &str,
+    account_id: &AccountId,
+    plan_id: &PlanId,
     answer: &TopUpAnswer,
 ) -> Result<(), StoreError> {
     events::append(
@@ -933,7 +956,7 @@ pub async fn record_skipped(
 /// occupancy it reads is the one its jobs join.
 pub async fn enqueue_top_up(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     origin: &Origin,
     cells: &[Cell],
     desired: i64,
@@ -965,7 +988,7 @@ pub async fn enqueue_top_up(
 /// (`topup_id`, cell, repeat); returns each launch's job ids.
 pub(crate) async fn insert_launches(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     origin: &Origin,
     plan: &TopUpPlan,
     facts: &CoverageFacts,
@@ -1019,7 +1042,7 @@ pub(crate) async fn record_answer<A: serde::Serialize>(
 
 /// `account_id`'s completed runs of `cells` it has not reviewed, auto-graded ones left out, each
 /// with the queue position of the job that produced it.
-pub async fn unreviewed_runs(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> Result<Vec<QueueRun>, StoreError> {
+pub async fn unreviewed_runs(tx: &mut Tx, account_id: &AccountId, cells: &[Cell]) -> Result<Vec<QueueRun>, StoreError> {
     let wanted: BTreeSet<&CellKey> = cells.iter().map(|c| &c.cell_key).collect();
     let keys = key_list(cells);
     let filter = keys
@@ -1032,7 +1055,7 @@ pub async fn unreviewed_runs(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> R
            left join reviews v on v.run_id = r.id and v.account_id = $1
            where v.run_id is null and r.test_type <> 'performance'{filter}"#
     );
-    let mut q = sqlx::query(&sql).bind(account_id);
+    let mut q = sqlx::query(&sql).bind(account_id.as_str());
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
@@ -1054,7 +1077,11 @@ pub async fn unreviewed_runs(tx: &mut Tx, account_id: &str, cells: &[Cell]) -> R
 }
 
 /// The account's plans whose cells include `cell` (for the review trigger).
-pub async fn plans_with_cell(tx: &mut Tx, account_id: &str, cell: &CellKey) -> Result<Vec<CoveragePlan>, StoreError> {
+pub async fn plans_with_cell(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    cell: &CellKey,
+) -> Result<Vec<CoveragePlan>, StoreError> {
     let groups = group_members(tx, account_id).await?;
     Ok(list_plans(tx, account_id)
         .await?
@@ -1084,7 +1111,7 @@ pub async fn cancel_origin(
         .collect::<Result<_, _>>()?;
     let now = now_ms();
     let mut out = Vec::new();
-    for id in ids {
+    for id in ids.into_iter().map(JobId) {
         let Some(job) = job_in(tx, &id).await? else {
             continue;
         };
@@ -1211,17 +1238,17 @@ pub async fn bench_seed_cells(
 /// reviewer's reviews counted by cell apart; in-flight jobs by cell and status), nothing else:
 /// the same SQL the matrix runs for a plan of more than 500 cells, in a read transaction on
 /// the same pool, as the matrix reads them. Returns the cells counted and the job rows read.
-pub async fn bench_raw_grouped_counts(tx: &mut Tx, account_id: &str) -> Result<usize, StoreError> {
+pub async fn bench_raw_grouped_counts(tx: &mut Tx, account_id: &AccountId) -> Result<usize, StoreError> {
     let runs = match tx.backend() {
         Backend::Postgres => sqlx::query(&runs_by_cell_sql(""))
-            .bind(account_id)
+            .bind(account_id.as_str())
             .fetch_all(tx.conn())
             .await?
             .len(),
         Backend::Sqlite => {
             let runs = sqlx::query(&runs_counted_sql("")).fetch_all(tx.conn()).await?;
             let reviews = sqlx::query(&reviews_by_cell_sql(""))
-                .bind(account_id)
+                .bind(account_id.as_str())
                 .fetch_all(tx.conn())
                 .await?;
             // Every reviewed cell is a counted cell: the runs' rows are the cells.
@@ -1236,7 +1263,7 @@ pub async fn bench_raw_grouped_counts(tx: &mut Tx, account_id: &str) -> Result<u
 /// For `belay bench coverage` only: the same grouped counts as the matrix reads them (on
 /// SQLite packed into one row each, decision 0033), in a read transaction on the same pool.
 /// Returns the cells counted and the job rows.
-pub async fn bench_raw_grouped_counts_packed(tx: &mut Tx, account_id: &str) -> Result<usize, StoreError> {
+pub async fn bench_raw_grouped_counts_packed(tx: &mut Tx, account_id: &AccountId) -> Result<usize, StoreError> {
     let runs = run_counts(tx, account_id, None).await?;
     let sql = dialect::grouped_sql(tx.backend(), &jobs_by_cell_sql(""), JOBS_BY_CELL_COLUMNS);
     let q = sqlx::query(&sql);
@@ -1246,6 +1273,6 @@ pub async fn bench_raw_grouped_counts_packed(tx: &mut Tx, account_id: &str) -> R
 
 crate::one_step! {
     write bench_seed_cells(cells: &[Cell], runs_per_cell: usize, jobs_per_cell: usize, reviewer: &str, review_every: usize) -> ();
-    read bench_raw_grouped_counts(account_id: &str) -> usize;
-    read bench_raw_grouped_counts_packed(account_id: &str) -> usize;
+    read bench_raw_grouped_counts(account_id: &AccountId) -> usize;
+    read bench_raw_grouped_counts_packed(account_id: &AccountId) -> usize;
 }

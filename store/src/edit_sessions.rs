@@ -4,6 +4,7 @@
 use crate::Tx;
 use crate::{StoreError, events, now_ms};
 use belay_domain::edit_session::free_uid;
+use belay_domain::ids::{AccountId, EditSessionId, ProjectId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -46,23 +47,23 @@ fn row(r: &sqlx::any::AnyRow) -> Result<EditSession, StoreError> {
 /// Opens a session `id` for `account_id` in a project it owns.
 pub async fn open_edit_session(
     tx: &mut Tx,
-    account_id: &str,
-    project_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    project_id: &ProjectId,
+    id: &EditSessionId,
 ) -> Result<OpenSession, StoreError> {
     if crate::projects::get_project(tx, account_id, project_id)
         .await?
         .is_none()
     {
-        return Err(StoreError::not_found("project", project_id));
+        return Err(StoreError::not_found("project", project_id.as_str()));
     }
     sqlx::query("update projects set updated_at = updated_at where id = $1")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .execute(tx.conn())
         .await?;
     let sql = format!("select {COLUMNS} from edit_sessions where project_id = $1 and status = 'open'");
     let open: Vec<EditSession> = sqlx::query(&sql)
-        .bind(project_id)
+        .bind(project_id.as_str())
         .fetch_all(tx.conn())
         .await?
         .iter()
@@ -79,9 +80,9 @@ pub async fn open_edit_session(
     sqlx::query(
         "insert into edit_sessions (id, project_id, account_id, uid, status, opened_at, last_used_at) values ($1, $2, $3, $4, 'open', $5, $5)",
     )
-    .bind(id)
-    .bind(project_id)
-    .bind(account_id)
+    .bind(id.as_str())
+    .bind(project_id.as_str())
+    .bind(account_id.as_str())
     .bind(i64::from(uid))
     .bind(now)
     .execute(tx.conn())
@@ -94,33 +95,37 @@ pub async fn open_edit_session(
     )
     .await?;
     let sql = format!("select {COLUMNS} from edit_sessions where id = $1");
-    let session = row(&sqlx::query(&sql).bind(id).fetch_one(tx.conn()).await?)?;
+    let session = row(&sqlx::query(&sql).bind(id.as_str()).fetch_one(tx.conn()).await?)?;
     Ok(OpenSession::Opened(session))
 }
 
 /// The session, if `account_id` opened it.
-pub async fn get_edit_session(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<EditSession>, StoreError> {
+pub async fn get_edit_session(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    id: &EditSessionId,
+) -> Result<Option<EditSession>, StoreError> {
     let sql = format!(
         "select {COLUMNS} from edit_sessions where id = $1 and account_id = $2 \
          and project_id in (select id from projects where status <> 'deleting')"
     );
     let r = sqlx::query(&sql)
-        .bind(id)
-        .bind(account_id)
+        .bind(id.as_str())
+        .bind(account_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     r.as_ref().map(row).transpose()
 }
 
-pub async fn edit_session(tx: &mut Tx, id: &str) -> Result<Option<EditSession>, StoreError> {
+pub async fn edit_session(tx: &mut Tx, id: &EditSessionId) -> Result<Option<EditSession>, StoreError> {
     let sql = format!("select {COLUMNS} from edit_sessions where id = $1");
-    let r = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+    let r = sqlx::query(&sql).bind(id.as_str()).fetch_optional(tx.conn()).await?;
     r.as_ref().map(row).transpose()
 }
 
-pub async fn edit_session_forked(tx: &mut Tx, id: &str, start_commit: &str) -> Result<(), StoreError> {
+pub async fn edit_session_forked(tx: &mut Tx, id: &EditSessionId, start_commit: &str) -> Result<(), StoreError> {
     sqlx::query("update edit_sessions set start_commit = $2 where id = $1")
-        .bind(id)
+        .bind(id.as_str())
         .bind(start_commit)
         .execute(tx.conn())
         .await?;
@@ -128,9 +133,9 @@ pub async fn edit_session_forked(tx: &mut Tx, id: &str, start_commit: &str) -> R
 }
 
 /// Records a command's use (the overdue clock restarts).
-pub async fn touch_edit_session(tx: &mut Tx, id: &str) -> Result<(), StoreError> {
+pub async fn touch_edit_session(tx: &mut Tx, id: &EditSessionId) -> Result<(), StoreError> {
     sqlx::query("update edit_sessions set last_used_at = $2 where id = $1 and status = 'open'")
-        .bind(id)
+        .bind(id.as_str())
         .bind(now_ms())
         .execute(tx.conn())
         .await?;
@@ -138,11 +143,11 @@ pub async fn touch_edit_session(tx: &mut Tx, id: &str) -> Result<(), StoreError>
 }
 
 /// Ends an open session; ending one already ended changes nothing. True when it moved.
-pub async fn end_edit_session(tx: &mut Tx, id: &str, reason: &str) -> Result<bool, StoreError> {
+pub async fn end_edit_session(tx: &mut Tx, id: &EditSessionId, reason: &str) -> Result<bool, StoreError> {
     let moved = sqlx::query(
         "update edit_sessions set status = 'ended', ended_at = $2, end_reason = $3 where id = $1 and status = 'open'",
     )
-    .bind(id)
+    .bind(id.as_str())
     .bind(now_ms())
     .bind(reason)
     .execute(tx.conn())
@@ -166,11 +171,11 @@ pub async fn all_edit_sessions(tx: &mut Tx) -> Result<Vec<EditSession>, StoreErr
 }
 
 crate::one_step! {
-    write open_edit_session(account_id: &str, project_id: &str, id: &str) -> OpenSession;
-    read get_edit_session(account_id: &str, id: &str) -> Option<EditSession>;
-    read edit_session(id: &str) -> Option<EditSession>;
-    write edit_session_forked(id: &str, start_commit: &str) -> ();
-    write touch_edit_session(id: &str) -> ();
-    write end_edit_session(id: &str, reason: &str) -> bool;
+    write open_edit_session(account_id: &AccountId, project_id: &ProjectId, id: &EditSessionId) -> OpenSession;
+    read get_edit_session(account_id: &AccountId, id: &EditSessionId) -> Option<EditSession>;
+    read edit_session(id: &EditSessionId) -> Option<EditSession>;
+    write edit_session_forked(id: &EditSessionId, start_commit: &str) -> ();
+    write touch_edit_session(id: &EditSessionId) -> ();
+    write end_edit_session(id: &EditSessionId, reason: &str) -> bool;
     read all_edit_sessions() -> Vec<EditSession>;
 }

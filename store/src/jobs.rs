@@ -10,7 +10,7 @@ use crate::rows::{self, JOB_COLUMNS, enum_text, status_list, timestamp_column, t
 use crate::{StoreError, events, new_id_body, now_ms, plans};
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
 use belay_domain::dispatch::{Lane, Waiting, plan_claims};
-use belay_domain::ids::JobId;
+use belay_domain::ids::{JobId, RunId};
 use belay_domain::job::{CellKey, Combination, Job, JobStatus, JobTransition, RetryDecision, retry_decision};
 use sqlx::Row;
 use std::collections::{BTreeMap, BTreeSet};
@@ -89,13 +89,13 @@ pub(crate) async fn take_dispatch_lock(tx: &mut Tx) -> Result<(), StoreError> {
 
 async fn record_transition(
     tx: &mut Tx,
-    job_id: &str,
+    job_id: &JobId,
     from: Option<JobStatus>,
     to: JobStatus,
     at: i64,
 ) -> Result<(), StoreError> {
     sqlx::query("insert into job_transitions (job_id, from_status, to_status, at) values ($1, $2, $3, $4)")
-        .bind(job_id)
+        .bind(job_id.as_str())
         .bind(from.map(|s| enum_text(&s)))
         .bind(enum_text(&to))
         .bind(at)
@@ -176,15 +176,17 @@ pub(crate) async fn insert_keyed_job(
     Ok(Some(id))
 }
 
-pub(crate) async fn job_in(tx: &mut Tx, id: &str) -> Result<Option<Job>, StoreError> {
+pub(crate) async fn job_in(tx: &mut Tx, id: &JobId) -> Result<Option<Job>, StoreError> {
     let sql = format!("select {JOB_COLUMNS} from jobs where id = $1");
-    let row = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+    let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(tx.conn()).await?;
     row.as_ref().map(rows::job).transpose()
 }
 
 /// The job, which must exist.
-async fn require_job(tx: &mut Tx, id: &str) -> Result<Job, StoreError> {
-    job_in(tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))
+async fn require_job(tx: &mut Tx, id: &JobId) -> Result<Job, StoreError> {
+    job_in(tx, id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("job", id.as_str()))
 }
 
 /// The jobs with these ids, in this order.
@@ -229,9 +231,9 @@ pub async fn enqueue_batch(tx: &mut Tx, jobs: Vec<NewJob>) -> Result<Vec<Job>, S
     Ok(out)
 }
 
-pub async fn get_job(tx: &mut Tx, id: &str) -> Result<Option<Job>, StoreError> {
+pub async fn get_job(tx: &mut Tx, id: &JobId) -> Result<Option<Job>, StoreError> {
     let sql = format!("select {JOB_COLUMNS} from jobs where id = $1");
-    let row = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+    let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(tx.conn()).await?;
     row.as_ref().map(rows::job).transpose()
 }
 
@@ -411,7 +413,7 @@ pub async fn claim(tx: &mut Tx, claim_key: &str) -> Result<Vec<Job>, StoreError>
 }
 
 /// Moves a job to `to` if its current status allows it.
-pub async fn advance_job(tx: &mut Tx, id: &str, to: JobStatus) -> Result<Transition, StoreError> {
+pub async fn advance_job(tx: &mut Tx, id: &JobId, to: JobStatus) -> Result<Transition, StoreError> {
     let now = now_ms();
     let job = require_job(tx, id).await?;
     if job.status == to {
@@ -425,7 +427,7 @@ pub async fn advance_job(tx: &mut Tx, id: &str, to: JobStatus) -> Result<Transit
         timestamp_column(to)
     );
     let moved = sqlx::query(&sql)
-        .bind(id)
+        .bind(id.as_str())
         .bind(enum_text(&job.status))
         .bind(enum_text(&to))
         .bind(now)
@@ -448,7 +450,7 @@ pub async fn advance_job(tx: &mut Tx, id: &str, to: JobStatus) -> Result<Transit
 /// is written in the same transaction. A second call returns the run the first one wrote.
 pub async fn complete_job(
     tx: &mut Tx,
-    id: &str,
+    id: &JobId,
     loaded: bool,
     artifacts: &[belay_domain::run::Artifact],
 ) -> Result<Completion, StoreError> {
@@ -463,7 +465,7 @@ pub async fn complete_job(
     }
     let moved =
         sqlx::query("update jobs set status = 'completed', completed_at = $2 where id = $1 and status = 'running'")
-            .bind(id)
+            .bind(id.as_str())
             .bind(now)
             .execute(tx.conn())
             .await?;
@@ -486,7 +488,7 @@ pub async fn complete_job(
             }
         }
     };
-    let run_id = belay_domain::ids::RunId::from_body(&new_id_body()).0;
+    let run_id = RunId::from_body(&new_id_body());
     sqlx::query(
         r#"insert into runs (id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model,
                provider, gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, loaded, artifacts,
@@ -495,8 +497,8 @@ pub async fn complete_job(
                gg_config_id, gg_config_name, gg_bindings, cell_key, $3, $4, $5, user_id, origin, $6
            from jobs where id = $2"#,
     )
-    .bind(&run_id)
-    .bind(id)
+    .bind(run_id.as_str())
+    .bind(id.as_str())
     .bind(enum_text(&test_type))
     .bind(loaded as i64)
     .bind(to_json(&artifacts))
@@ -518,13 +520,13 @@ pub async fn complete_job(
 
 /// Records that a claimed job failed. An infrastructure failure is retried as a new job with
 /// `attempt + 1` that keeps the launcher and the origin, unless the origin is paused.
-pub async fn fail_job(tx: &mut Tx, id: &str, reason: &str, infrastructure: bool) -> Result<Failure, StoreError> {
+pub async fn fail_job(tx: &mut Tx, id: &JobId, reason: &str, infrastructure: bool) -> Result<Failure, StoreError> {
     let now = now_ms();
     take_dispatch_lock(tx).await?;
     let job = require_job(tx, id).await?;
     if job.status == JobStatus::Failed {
         let sql = format!("select {JOB_COLUMNS} from jobs where retry_of = $1");
-        let retry = sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await?;
+        let retry = sqlx::query(&sql).bind(id.as_str()).fetch_optional(tx.conn()).await?;
         let retry = retry.as_ref().map(rows::job).transpose()?;
         return Ok(Failure {
             job,
@@ -542,7 +544,7 @@ pub async fn fail_job(tx: &mut Tx, id: &str, reason: &str, infrastructure: bool)
     let reason: String = reason.chars().take(4000).collect();
     let moved =
         sqlx::query("update jobs set status = 'failed', failed_at = $3, error = $4 where id = $1 and status = $2")
-            .bind(id)
+            .bind(id.as_str())
             .bind(enum_text(&job.status))
             .bind(now)
             .bind(&reason)
@@ -564,7 +566,7 @@ pub async fn fail_job(tx: &mut Tx, id: &str, reason: &str, infrastructure: bool)
     let decision = retry_decision(job.attempt, infrastructure, job.origin.as_ref(), paused);
     if decision == RetryDecision::Withheld {
         sqlx::query("update jobs set retry_withheld = 1 where id = $1")
-            .bind(id)
+            .bind(id.as_str())
             .execute(tx.conn())
             .await?;
     }
@@ -578,7 +580,7 @@ pub async fn fail_job(tx: &mut Tx, id: &str, reason: &str, infrastructure: bool)
     let mut retry = None;
     if matches!(decision, RetryDecision::Retry { .. }) {
         let capabilities: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
-            .bind(id)
+            .bind(id.as_str())
             .fetch_one(tx.conn())
             .await?
             .try_get("capabilities")?;
@@ -601,7 +603,7 @@ pub async fn fail_job(tx: &mut Tx, id: &str, reason: &str, infrastructure: bool)
 }
 
 /// The one atomic cancel transition, from any state that is not final.
-pub async fn cancel_job(tx: &mut Tx, id: &str) -> Result<Cancel, StoreError> {
+pub async fn cancel_job(tx: &mut Tx, id: &JobId) -> Result<Cancel, StoreError> {
     let now = now_ms();
     take_dispatch_lock(tx).await?;
     let job = require_job(tx, id).await?;
@@ -684,14 +686,16 @@ pub async fn transitions(tx: &mut Tx, after_seq: i64, limit: i64) -> Result<Vec<
 
 /// Everything a run needs: the job, its harness's adapter, the case version (if ingested) and
 /// the gg capability set recorded at launch.
-pub async fn job_context(tx: &mut Tx, id: &str) -> Result<JobContext, StoreError> {
-    let job = get_job(tx, id).await?.ok_or_else(|| StoreError::not_found("job", id))?;
+pub async fn job_context(tx: &mut Tx, id: &JobId) -> Result<JobContext, StoreError> {
+    let job = get_job(tx, id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("job", id.as_str()))?;
     let adapter = crate::catalogue::get_harness(tx, job.combination.harness())
         .await?
         .map(|h| h.adapter);
     let version = crate::catalogue::get_test_case_version(tx, &job.case.slug, &job.case.version).await?;
     let caps: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
-        .bind(id)
+        .bind(id.as_str())
         .fetch_one(tx.conn())
         .await?
         .try_get("capabilities")?;
@@ -767,16 +771,16 @@ pub(crate) async fn cancel_in(tx: &mut Tx, job: &Job, now: i64) -> Result<bool, 
 crate::one_step! {
     write enqueue(new: NewJob) -> Job;
     write enqueue_batch(jobs: Vec<NewJob>) -> Vec<Job>;
-    read get_job(id: &str) -> Option<Job>;
+    read get_job(id: &JobId) -> Option<Job>;
     read list_jobs(filter: &JobFilter) -> Vec<Job>;
     write claim(claim_key: &str) -> Vec<Job>;
-    write advance_job(id: &str, to: JobStatus) -> Transition;
-    write complete_job(id: &str, loaded: bool, artifacts: &[belay_domain::run::Artifact]) -> Completion;
-    write fail_job(id: &str, reason: &str, infrastructure: bool) -> Failure;
-    write cancel_job(id: &str) -> Cancel;
+    write advance_job(id: &JobId, to: JobStatus) -> Transition;
+    write complete_job(id: &JobId, loaded: bool, artifacts: &[belay_domain::run::Artifact]) -> Completion;
+    write fail_job(id: &JobId, reason: &str, infrastructure: bool) -> Failure;
+    write cancel_job(id: &JobId) -> Cancel;
     write cancel_jobs(statuses: &[JobStatus], origin: Option<&str>) -> Vec<(Job, JobStatus)>;
     read transitions(after_seq: i64, limit: i64) -> Vec<JobTransition>;
-    read job_context(id: &str) -> JobContext;
+    read job_context(id: &JobId) -> JobContext;
     read job_status_counts() -> BTreeMap<JobStatus, i64>;
     write bench_single_row_updates(ids: &[JobId]) -> u64;
 }

@@ -18,6 +18,7 @@ use crate::{StoreError, Tx, events, new_id_body, now_ms};
 use belay_domain::buffer::{BufferTarget, outstanding, target_in_force};
 use belay_domain::coverage::Cell;
 use belay_domain::gate::{GateRun, Outcome};
+use belay_domain::ids::AccountId;
 use belay_domain::ids::{JobId, LadderId, RungId};
 use belay_domain::job::{CellKey, JobStatus, Origin};
 use belay_domain::ladder::{ClimberKey, Ladder, LadderAxis, LadderInput, LadderTopUpAnswer, Rung, Steering};
@@ -91,7 +92,7 @@ fn bind_ladder<'q>(
 /// Stores a new ladder (validated, its pointers checked, its rungs' ids minted).
 pub async fn create_ladder(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     input: &LadderInput,
     rungs: &[Rung],
 ) -> Result<Ladder, StoreError> {
@@ -113,36 +114,36 @@ pub async fn create_ladder(
         &serde_json::json!({ "accountId": account_id, "enabled": input.enabled }),
     )
     .await?;
-    get_ladder(tx, account_id, id.as_str())
+    get_ladder(tx, account_id, &id)
         .await?
-        .ok_or_else(|| StoreError::not_found("ladder", id.as_str()))
+        .ok_or_else(|| StoreError::not_found("ladder", &id))
 }
 
 /// One of the account's ladders (another account's is absent).
-pub async fn get_ladder(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<Ladder>, StoreError> {
+pub async fn get_ladder(tx: &mut Tx, account_id: &AccountId, id: &LadderId) -> Result<Option<Ladder>, StoreError> {
     let sql = format!("select {LADDER_COLUMNS} from ladders where id = $1 and account_id = $2 and name is not null");
     let row = sqlx::query(&sql)
-        .bind(id)
-        .bind(account_id)
+        .bind(id.as_str())
+        .bind(account_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     row.as_ref().map(ladder_row).transpose()
 }
 
 /// The account's ladders, oldest first.
-pub async fn list_ladders(tx: &mut Tx, account_id: &str) -> Result<Vec<Ladder>, StoreError> {
+pub async fn list_ladders(tx: &mut Tx, account_id: &AccountId) -> Result<Vec<Ladder>, StoreError> {
     let sql = format!(
         "select {LADDER_COLUMNS} from ladders where account_id = $1 and name is not null order by created_at, id"
     );
-    let rows = sqlx::query(&sql).bind(account_id).fetch_all(tx.conn()).await?;
+    let rows = sqlx::query(&sql).bind(account_id.as_str()).fetch_all(tx.conn()).await?;
     rows.iter().map(ladder_row).collect()
 }
 
 /// Replaces a ladder's fields and rungs; `None` when the account has no such ladder.
 pub async fn update_ladder(
     tx: &mut Tx,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &LadderId,
     input: &LadderInput,
     rungs: &[Rung],
 ) -> Result<Option<Ladder>, StoreError> {
@@ -172,8 +173,8 @@ pub async fn update_ladder(
 /// Puts the ladder's rungs in a new order (the caller checked it is a permutation).
 pub async fn reorder_rungs(
     tx: &mut Tx,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &LadderId,
     order: &[RungId],
 ) -> Result<Option<Ladder>, StoreError> {
     let Some(ladder) = get_ladder(tx, account_id, id).await? else {
@@ -182,8 +183,8 @@ pub async fn reorder_rungs(
     let by_id: BTreeMap<&RungId, &Rung> = ladder.rungs.iter().map(|r| (&r.id, r)).collect();
     let rungs: Vec<&Rung> = order.iter().filter_map(|i| by_id.get(i).copied()).collect();
     sqlx::query("update ladders set rungs = $3, updated_at = $4 where id = $1 and account_id = $2")
-        .bind(id)
-        .bind(account_id)
+        .bind(id.as_str())
+        .bind(account_id.as_str())
         .bind(to_json(&rungs))
         .bind(now_ms())
         .execute(tx.conn())
@@ -200,10 +201,10 @@ pub async fn reorder_rungs(
 
 /// Deletes a ladder with its steering and verdicts; the jobs it launched keep their `origin`.
 /// False when there was none.
-pub async fn delete_ladder(tx: &mut Tx, account_id: &str, id: &str) -> Result<bool, StoreError> {
+pub async fn delete_ladder(tx: &mut Tx, account_id: &AccountId, id: &LadderId) -> Result<bool, StoreError> {
     let done = sqlx::query("delete from ladders where id = $1 and account_id = $2 and name is not null")
-        .bind(id)
-        .bind(account_id)
+        .bind(id.as_str())
+        .bind(account_id.as_str())
         .execute(tx.conn())
         .await?;
     if done.rows_affected() == 0 {
@@ -211,7 +212,7 @@ pub async fn delete_ladder(tx: &mut Tx, account_id: &str, id: &str) -> Result<bo
     }
     for table in ["ladder_steering", "ladder_verdicts"] {
         sqlx::query(&format!("delete from {table} where ladder_id = $1"))
-            .bind(id)
+            .bind(id.as_str())
             .execute(tx.conn())
             .await?;
     }
@@ -228,16 +229,16 @@ pub async fn delete_ladder(tx: &mut Tx, account_id: &str, id: &str) -> Result<bo
 /// Enables or disables a ladder, recording why; `None` when there is no such ladder.
 pub async fn set_enabled(
     tx: &mut Tx,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &LadderId,
     enabled: bool,
     why: &str,
 ) -> Result<Option<Ladder>, StoreError> {
     let done = sqlx::query(
         "update ladders set enabled = $3, updated_at = $4 where id = $1 and account_id = $2 and name is not null",
     )
-    .bind(id)
-    .bind(account_id)
+    .bind(id.as_str())
+    .bind(account_id.as_str())
     .bind(enabled as i64)
     .bind(now_ms())
     .execute(tx.conn())
@@ -259,9 +260,9 @@ pub async fn set_enabled(
 // ---- steering and verdicts -------------------------------------------------------------------
 
 /// The ladder's steering rows by climber key.
-pub async fn steering(tx: &mut Tx, ladder_id: &str) -> Result<BTreeMap<ClimberKey, Steering>, StoreError> {
+pub async fn steering(tx: &mut Tx, ladder_id: &LadderId) -> Result<BTreeMap<ClimberKey, Steering>, StoreError> {
     let rows = sqlx::query("select climber_key, priority, focused, held from ladder_steering where ladder_id = $1")
-        .bind(ladder_id)
+        .bind(ladder_id.as_str())
         .fetch_all(tx.conn())
         .await?;
     let mut out = BTreeMap::new();
@@ -279,14 +280,19 @@ pub async fn steering(tx: &mut Tx, ladder_id: &str) -> Result<BTreeMap<ClimberKe
 }
 
 /// Saves one climber's steering.
-pub async fn put_steering(tx: &mut Tx, ladder_id: &str, climber: &ClimberKey, s: Steering) -> Result<(), StoreError> {
+pub async fn put_steering(
+    tx: &mut Tx,
+    ladder_id: &LadderId,
+    climber: &ClimberKey,
+    s: Steering,
+) -> Result<(), StoreError> {
     sqlx::query(
         r#"insert into ladder_steering (ladder_id, climber_key, priority, focused, held, updated_at)
            values ($1, $2, $3, $4, $5, $6)
            on conflict (ladder_id, climber_key) do update set priority = excluded.priority,
                focused = excluded.focused, held = excluded.held, updated_at = excluded.updated_at"#,
     )
-    .bind(ladder_id)
+    .bind(ladder_id.as_str())
     .bind(climber.0.clone())
     .bind(s.priority)
     .bind(s.focused as i64)
@@ -315,9 +321,9 @@ const VERDICTS_SQL: &str = r#"select climber_key, rung_id, version, verdict, ove
 const VERDICTS_COLUMNS: &[&str] = &["climber_key", "rung_id", "version", "verdict", "override_outcome"];
 
 /// The ladder's verdict rows, every version, by climber, rung and version (byte order).
-pub async fn verdicts(tx: &mut Tx, ladder_id: &str) -> Result<Vec<RecordedVerdict>, StoreError> {
+pub async fn verdicts(tx: &mut Tx, ladder_id: &LadderId) -> Result<Vec<RecordedVerdict>, StoreError> {
     let sql = dialect::grouped_sql(tx.backend(), VERDICTS_SQL, VERDICTS_COLUMNS);
-    let q = sqlx::query(&sql).bind(ladder_id);
+    let q = sqlx::query(&sql).bind(ladder_id.as_str());
     type Row = (String, String, String, Option<String>, Option<String>);
     let mut rows = dialect::grouped::<Row>(q, tx, "ladder verdicts").await?;
     rows.sort_unstable_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
@@ -335,7 +341,7 @@ pub async fn verdicts(tx: &mut Tx, ladder_id: &str) -> Result<Vec<RecordedVerdic
 }
 
 /// Persists the gate's verdicts (the override column left as it is).
-pub async fn write_verdicts(tx: &mut Tx, ladder_id: &str, writes: &[VerdictWrite]) -> Result<(), StoreError> {
+pub async fn write_verdicts(tx: &mut Tx, ladder_id: &LadderId, writes: &[VerdictWrite]) -> Result<(), StoreError> {
     let now = now_ms();
     for w in writes {
         sqlx::query(
@@ -344,7 +350,7 @@ pub async fn write_verdicts(tx: &mut Tx, ladder_id: &str, writes: &[VerdictWrite
                on conflict (ladder_id, climber_key, rung_id, version)
                do update set verdict = excluded.verdict, updated_at = excluded.updated_at"#,
         )
-        .bind(ladder_id)
+        .bind(ladder_id.as_str())
         .bind(w.climber.0.clone())
         .bind(w.rung_id.as_str().to_string())
         .bind(w.version.clone())
@@ -358,14 +364,14 @@ pub async fn write_verdicts(tx: &mut Tx, ladder_id: &str, writes: &[VerdictWrite
 
 /// Sets or clears an override, stored beside the gate's verdict (which is left as persisted, or
 /// written as the gate holds it now when no row exists yet).
-pub async fn put_override(tx: &mut Tx, ladder_id: &str, row: &RecordedVerdict) -> Result<(), StoreError> {
+pub async fn put_override(tx: &mut Tx, ladder_id: &LadderId, row: &RecordedVerdict) -> Result<(), StoreError> {
     sqlx::query(
         r#"insert into ladder_verdicts (ladder_id, climber_key, rung_id, version, verdict, override_outcome, updated_at)
            values ($1, $2, $3, $4, $5, $6, $7)
            on conflict (ladder_id, climber_key, rung_id, version)
            do update set override_outcome = excluded.override_outcome, updated_at = excluded.updated_at"#,
     )
-    .bind(ladder_id)
+    .bind(ladder_id.as_str())
     .bind(row.climber.0.clone())
     .bind(row.rung_id.as_str().to_string())
     .bind(row.version.clone())
@@ -387,16 +393,20 @@ pub async fn put_override(tx: &mut Tx, ladder_id: &str, row: &RecordedVerdict) -
 // ---- reading the board -----------------------------------------------------------------------
 
 /// A ladder of the account resolved to its climbers and cells, or `None`.
-pub async fn resolve_ladder(tx: &mut Tx, account_id: &str, id: &str) -> Result<Option<ResolvedLadder>, StoreError> {
+pub async fn resolve_ladder(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    id: &LadderId,
+) -> Result<Option<ResolvedLadder>, StoreError> {
     let Some(ladder) = get_ladder(tx, account_id, id).await? else {
         return Ok(None);
     };
     Ok(Some(resolve(tx, account_id, ladder).await?))
 }
 
-async fn resolve(tx: &mut Tx, account_id: &str, ladder: Ladder) -> Result<ResolvedLadder, StoreError> {
+async fn resolve(tx: &mut Tx, account_id: &AccountId, ladder: Ladder) -> Result<ResolvedLadder, StoreError> {
     let groups = coverage::group_members(tx, account_id).await?;
-    let steering = steering(tx, ladder.id.as_str()).await?;
+    let steering = steering(tx, &ladder.id).await?;
     let climbers = Climber::with_steering(ladder.climbers(&groups), &steering);
     let cells = ladder_cells(&ladder, &climbers);
     let target = target_in_force(coverage::buffer_setting(tx, account_id).await?, ladder.buffer_target);
@@ -434,8 +444,8 @@ fn waiting_sql() -> String {
 /// queued or pending.
 async fn gate_runs(
     tx: &mut Tx,
-    account_id: &str,
-    ladder_id: &str,
+    account_id: &AccountId,
+    ladder_id: &LadderId,
     cells: &[Cell],
 ) -> Result<(HashMap<CellKey, Vec<GateRun>>, HashMap<CellKey, Vec<JobId>>), StoreError> {
     let wanted: HashSet<&CellKey> = cells.iter().map(|c| &c.cell_key).collect();
@@ -448,7 +458,7 @@ async fn gate_runs(
         })
         .unwrap_or_default();
     let sql = dialect::grouped_sql(tx.backend(), &gate_runs_sql(&filter), GATE_RUNS_COLUMNS);
-    let mut q = sqlx::query(&sql).bind(account_id);
+    let mut q = sqlx::query(&sql).bind(account_id.as_str());
     for k in keys.iter().flatten() {
         q = q.bind(*k);
     }
@@ -498,13 +508,13 @@ async fn gate_runs(
 /// harness lanes' loads when a walk follows (`lanes`).
 pub async fn read_evidence(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     r: &ResolvedLadder,
     lanes: bool,
 ) -> Result<(LadderEvidence, CoverageFacts), StoreError> {
     let reads = coverage::Reads { runs: false, lanes };
     let mut facts = coverage::facts(tx, account_id, &r.cells, reads).await?;
-    let (runs, waiting) = gate_runs(tx, account_id, r.ladder.id.as_str(), &r.cells).await?;
+    let (runs, waiting) = gate_runs(tx, account_id, &r.ladder.id, &r.cells).await?;
     let evidence = LadderEvidence {
         runs,
         jobs: std::mem::take(&mut facts.counts)
@@ -512,7 +522,7 @@ pub async fn read_evidence(
             .map(|(k, c)| (k, c.jobs))
             .collect(),
         waiting,
-        recorded: verdicts(tx, r.ladder.id.as_str()).await?,
+        recorded: verdicts(tx, &r.ladder.id).await?,
     };
     Ok((evidence, facts))
 }
@@ -521,7 +531,7 @@ pub async fn read_evidence(
 /// read leaves alone), and the facts it was computed from (no lanes: no walk follows a read).
 pub async fn read_progress(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     r: &ResolvedLadder,
 ) -> Result<(Progress, CoverageFacts), StoreError> {
     board_and_facts(tx, account_id, r, false).await
@@ -529,7 +539,7 @@ pub async fn read_progress(
 
 async fn board_and_facts(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     r: &ResolvedLadder,
     lanes: bool,
 ) -> Result<(Progress, CoverageFacts), StoreError> {
@@ -544,7 +554,7 @@ async fn cancel_jobs(tx: &mut Tx, ids: &[JobId]) -> Result<Vec<(String, JobStatu
     let now = now_ms();
     let mut out = Vec::new();
     for id in ids {
-        let Some(job) = job_in(tx, id.as_str()).await? else {
+        let Some(job) = job_in(tx, id).await? else {
             continue;
         };
         if cancel_in(tx, &job, now).await? {
@@ -560,14 +570,14 @@ async fn cancel_jobs(tx: &mut Tx, ids: &[JobId]) -> Result<Vec<(String, JobStatu
 /// changed it: writing a verdict down changes no standing) and the facts it was read from.
 pub async fn settle(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     r: &ResolvedLadder,
     record: bool,
 ) -> Result<(i64, Vec<(String, JobStatus)>, Progress, CoverageFacts), StoreError> {
     // Only a top-up (`record`) walks next: it reads the harness lanes' loads.
     let (p, facts) = board_and_facts(tx, account_id, r, record).await?;
     if record {
-        write_verdicts(tx, r.ladder.id.as_str(), &p.record).await?;
+        write_verdicts(tx, &r.ladder.id, &p.record).await?;
     }
     let cancelled = cancel_jobs(tx, &p.cancel).await?;
     if !cancelled.is_empty() {
@@ -594,8 +604,8 @@ pub async fn settle(
 /// the ladder row. A disabled ladder is not claimed.
 pub async fn claim_top_up(
     tx: &mut Tx,
-    account_id: &str,
-    ladder_id: &str,
+    account_id: &AccountId,
+    ladder_id: &LadderId,
     holder: &str,
     now: i64,
     lease_ms: i64,
@@ -616,12 +626,12 @@ pub async fn claim_top_up(
 }
 
 /// Releases `holder`'s claim on the ladder.
-pub async fn release_top_up(tx: &mut Tx, ladder_id: &str, holder: &str) -> Result<bool, StoreError> {
+pub async fn release_top_up(tx: &mut Tx, ladder_id: &LadderId, holder: &str) -> Result<bool, StoreError> {
     coverage::drop_claim(tx, Feed::Ladder, ladder_id, holder).await
 }
 
 /// Records that a ladder top-up did not run because the ladder is disabled.
-pub async fn record_skipped(tx: &mut Tx, account_id: &str, ladder_id: &str) -> Result<(), StoreError> {
+pub async fn record_skipped(tx: &mut Tx, account_id: &AccountId, ladder_id: &LadderId) -> Result<(), StoreError> {
     events::append(
         tx.conn(),
         ladder_id,
@@ -648,8 +658,8 @@ pub async fn top_up_answer(tx: &mut Tx, topup_id: &str) -> Result<Option<LadderT
 /// returns the recorded answer and does nothing. `None` when the ladder is gone.
 pub async fn enqueue_top_up(
     tx: &mut Tx,
-    account_id: &str,
-    ladder_id: &str,
+    account_id: &AccountId,
+    ladder_id: &LadderId,
     topup_id: &str,
 ) -> Result<Option<LadderTopUpAnswer>, StoreError> {
     take_dispatch_lock(tx).await?;
@@ -687,7 +697,7 @@ pub async fn enqueue_top_up(
 
 /// The account's ladders one of whose cells (any rung at its current pin, any climber) is `cell`
 /// (for the review trigger).
-pub async fn ladders_with_cell(tx: &mut Tx, account_id: &str, cell: &CellKey) -> Result<Vec<Ladder>, StoreError> {
+pub async fn ladders_with_cell(tx: &mut Tx, account_id: &AccountId, cell: &CellKey) -> Result<Vec<Ladder>, StoreError> {
     let groups = coverage::group_members(tx, account_id).await?;
     Ok(list_ladders(tx, account_id)
         .await?
@@ -703,8 +713,8 @@ pub async fn ladders_with_cell(tx: &mut Tx, account_id: &str, cell: &CellKey) ->
 /// cancellations it applied and the board after them.
 pub async fn climb_step(
     tx: &mut Tx,
-    account_id: &str,
-    ladder_id: &str,
+    account_id: &AccountId,
+    ladder_id: &LadderId,
 ) -> Result<Option<(Vec<(String, JobStatus)>, Progress)>, StoreError> {
     let Some(r) = resolve_ladder(tx, account_id, ladder_id).await? else {
         return Ok(None);
@@ -717,9 +727,9 @@ pub async fn climb_step(
 }
 
 /// The account that owns a ladder, if it exists.
-pub async fn ladder_owner(tx: &mut Tx, ladder_id: &str) -> Result<Option<String>, StoreError> {
+pub async fn ladder_owner(tx: &mut Tx, ladder_id: &LadderId) -> Result<Option<String>, StoreError> {
     let row = sqlx::query("select account_id from ladders where id = $1 and name is not null")
-        .bind(ladder_id)
+        .bind(ladder_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     row.map(|r| Ok(r.try_get::<String, _>("account_id")?)).transpose()
@@ -732,9 +742,13 @@ pub async fn ladder_owner(tx: &mut Tx, ladder_id: &str) -> Result<Option<String>
 /// ladder's waiting jobs, its verdict rows), nothing else: the same SQL the board runs for a
 /// ladder of more than 500 cells, in a read transaction on the same pool, as the board reads
 /// them. Returns the runs counted and the other rows read.
-pub async fn bench_raw_ladder_reads(tx: &mut Tx, account_id: &str, ladder_id: &str) -> Result<usize, StoreError> {
+pub async fn bench_raw_ladder_reads(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    ladder_id: &LadderId,
+) -> Result<usize, StoreError> {
     let runs = sqlx::query(&gate_runs_sql(""))
-        .bind(account_id)
+        .bind(account_id.as_str())
         .fetch_all(tx.conn())
         .await?;
     let jobs = sqlx::query(&coverage::jobs_by_cell_sql(""))
@@ -744,7 +758,10 @@ pub async fn bench_raw_ladder_reads(tx: &mut Tx, account_id: &str, ladder_id: &s
         .bind(Origin::Ladder(ladder_id.to_string()).to_string())
         .fetch_all(tx.conn())
         .await?;
-    let verdicts = sqlx::query(VERDICTS_SQL).bind(ladder_id).fetch_all(tx.conn()).await?;
+    let verdicts = sqlx::query(VERDICTS_SQL)
+        .bind(ladder_id.as_str())
+        .fetch_all(tx.conn())
+        .await?;
     let mut counted = 0usize;
     for r in &runs {
         counted += usize::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
@@ -753,5 +770,5 @@ pub async fn bench_raw_ladder_reads(tx: &mut Tx, account_id: &str, ladder_id: &s
 }
 
 crate::one_step! {
-    read bench_raw_ladder_reads(account_id: &str, ladder_id: &str) -> usize;
+    read bench_raw_ladder_reads(account_id: &AccountId, ladder_id: &LadderId) -> usize;
 }

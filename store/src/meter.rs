@@ -7,6 +7,7 @@
 //! in the same transaction); the `Store` methods run each alone.
 
 use crate::{StoreError, Tx, new_id_body, now_ms};
+use belay_domain::ids::ProjectId;
 use belay_domain::meter::{self, CapExceeded, Close, Interval, Reservation};
 use sqlx::Row;
 
@@ -21,11 +22,11 @@ pub enum Reserve {
     Refused(CapExceeded),
 }
 
-async fn lock_usage(tx: &mut Tx, project_id: &str, month: &str) -> Result<u64, StoreError> {
+async fn lock_usage(tx: &mut Tx, project_id: &ProjectId, month: &str) -> Result<u64, StoreError> {
     sqlx::query(
         "insert into sandbox_usage (project_id, month, charged_seconds) values ($1, $2, 0) on conflict (project_id, month) do nothing",
     )
-    .bind(project_id)
+    .bind(project_id.as_str())
     .bind(month)
     .execute(tx.conn())
     .await?;
@@ -34,7 +35,7 @@ async fn lock_usage(tx: &mut Tx, project_id: &str, month: &str) -> Result<u64, S
     let row = sqlx::query(
         "update sandbox_usage set charged_seconds = charged_seconds where project_id = $1 and month = $2 returning charged_seconds",
     )
-    .bind(project_id)
+    .bind(project_id.as_str())
     .bind(month)
     .fetch_one(tx.conn())
     .await?;
@@ -44,7 +45,7 @@ async fn lock_usage(tx: &mut Tx, project_id: &str, month: &str) -> Result<u64, S
 /// Reserves a purpose's seconds on the project's meter for the month of `now_secs`.
 pub async fn reserve(
     tx: &mut Tx,
-    project_id: &str,
+    project_id: &ProjectId,
     purpose: Reservation,
     now_secs: i64,
 ) -> Result<Reserve, StoreError> {
@@ -53,8 +54,8 @@ pub async fn reserve(
     let open: i64 = sqlx::query(
         "select cast(coalesce(sum(seconds), 0) as bigint) as open from sandbox_reservations where project_id = $1 and month = $2 and status = 'open'",
     )
-    .bind(project_id)
-    .bind(&month)
+    .bind(project_id.as_str())
+    .bind(month.as_str())
     .fetch_one(tx.conn())
     .await?
     .try_get("open")?;
@@ -66,9 +67,9 @@ pub async fn reserve(
         r#"insert into sandbox_reservations (id, project_id, month, purpose, seconds, status, created_at)
            values ($1, $2, $3, $4, $5, 'open', $6)"#,
     )
-    .bind(&id)
-    .bind(project_id)
-    .bind(&month)
+    .bind(id.as_str())
+    .bind(project_id.as_str())
+    .bind(month.as_str())
     .bind(crate::rows::enum_text(&purpose))
     .bind(purpose.seconds() as i64)
     .bind(now_ms())
@@ -90,7 +91,7 @@ pub async fn close(tx: &mut Tx, reservation_id: &str, how: Close) -> Result<u64,
         .fetch_optional(tx.conn())
         .await?
         .ok_or_else(|| StoreError::not_found("sandbox reservation", reservation_id))?;
-    let project_id: String = r.try_get("project_id")?;
+    let project_id = ProjectId(r.try_get("project_id")?);
     let month: String = r.try_get("month")?;
     lock_usage(tx, &project_id, &month).await?;
     // Read again under the lock: a concurrent close may have settled it meanwhile.
@@ -106,7 +107,7 @@ pub async fn close(tx: &mut Tx, reservation_id: &str, how: Close) -> Result<u64,
         Close::Release => 0,
         Close::Settle { start, end } => {
             let awake: Vec<Interval> = sqlx::query("select start_at, end_at from sandbox_awake where project_id = $1")
-                .bind(&project_id)
+                .bind(project_id.as_str())
                 .fetch_all(tx.conn())
                 .await?
                 .iter()
@@ -120,12 +121,12 @@ pub async fn close(tx: &mut Tx, reservation_id: &str, how: Close) -> Result<u64,
             let settlement = meter::settle(&awake, start, end)
                 .map_err(|e| StoreError::Invalid(belay_domain::ValidationError::new("use", e.to_string())))?;
             sqlx::query("delete from sandbox_awake where project_id = $1")
-                .bind(&project_id)
+                .bind(project_id.as_str())
                 .execute(tx.conn())
                 .await?;
             for i in &settlement.awake {
                 sqlx::query("insert into sandbox_awake (project_id, start_at, end_at) values ($1, $2, $3)")
-                    .bind(&project_id)
+                    .bind(project_id.as_str())
                     .bind(i.start)
                     .bind(i.end)
                     .execute(tx.conn())
@@ -134,8 +135,8 @@ pub async fn close(tx: &mut Tx, reservation_id: &str, how: Close) -> Result<u64,
             sqlx::query(
                 "update sandbox_usage set charged_seconds = charged_seconds + $3 where project_id = $1 and month = $2",
             )
-            .bind(&project_id)
-            .bind(&month)
+            .bind(project_id.as_str())
+            .bind(month.as_str())
             .bind(settlement.charged_seconds as i64)
             .execute(tx.conn())
             .await?;
@@ -156,7 +157,7 @@ pub async fn close(tx: &mut Tx, reservation_id: &str, how: Close) -> Result<u64,
 /// [`reserve`] in a transaction of its own.
 pub async fn reserve_sandbox(
     tx: &mut Tx,
-    project_id: &str,
+    project_id: &ProjectId,
     purpose: Reservation,
     now_secs: i64,
 ) -> Result<Reserve, StoreError> {
@@ -194,18 +195,18 @@ pub async fn release_sandbox(tx: &mut Tx, reservation_id: &str) -> Result<(), St
 }
 
 /// How many of the project's reservations are open (taken, not yet settled or released).
-pub async fn open_reservations(tx: &mut Tx, project_id: &str) -> Result<i64, StoreError> {
+pub async fn open_reservations(tx: &mut Tx, project_id: &ProjectId) -> Result<i64, StoreError> {
     let row = sqlx::query("select count(*) as n from sandbox_reservations where project_id = $1 and status = 'open'")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .fetch_one(tx.conn())
         .await?;
     Ok(row.try_get("n")?)
 }
 
 /// Seconds charged to the project in the month of `now_secs`.
-pub async fn sandbox_charged(tx: &mut Tx, project_id: &str, now_secs: i64) -> Result<u64, StoreError> {
+pub async fn sandbox_charged(tx: &mut Tx, project_id: &ProjectId, now_secs: i64) -> Result<u64, StoreError> {
     let row = sqlx::query("select charged_seconds from sandbox_usage where project_id = $1 and month = $2")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .bind(meter::month_of(now_secs))
         .fetch_optional(tx.conn())
         .await?;
@@ -216,10 +217,10 @@ pub async fn sandbox_charged(tx: &mut Tx, project_id: &str, now_secs: i64) -> Re
 }
 
 crate::one_step! {
-    write reserve_sandbox(project_id: &str, purpose: Reservation, now_secs: i64) -> Reserve;
+    write reserve_sandbox(project_id: &ProjectId, purpose: Reservation, now_secs: i64) -> Reserve;
     write close_sandbox(reservation_id: &str, how: Close) -> u64;
     write settle_sandbox(reservation_id: &str, use_start: i64, use_end: i64) -> u64;
     write release_sandbox(reservation_id: &str) -> ();
-    read open_reservations(project_id: &str) -> i64;
-    read sandbox_charged(project_id: &str, now_secs: i64) -> u64;
+    read open_reservations(project_id: &ProjectId) -> i64;
+    read sandbox_charged(project_id: &ProjectId, now_secs: i64) -> u64;
 }

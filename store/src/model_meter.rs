@@ -10,6 +10,7 @@ use crate::StoreError;
 use crate::Tx;
 use crate::usage_counters::settle_counter;
 use belay_domain::calendar;
+use belay_domain::ids::ChangeId;
 
 /// Amounts are micro-USD, so sums stay exact.
 pub const MICRO: f64 = 1_000_000.0;
@@ -72,7 +73,7 @@ async fn add_within(
 /// names the meter that refused it (and nothing is counted).
 pub async fn reserve_model_call(
     tx: &mut Tx,
-    change_id: &str,
+    change_id: &ChangeId,
     estimate_usd: f64,
     limits: ModelLimits,
     now_ms: i64,
@@ -120,7 +121,7 @@ pub async fn reserve_model_call(
     }
     tx.end_step().await?;
     Ok(Ok(ModelReservation {
-        change_id: change_id.to_owned(),
+        change_id: change_id.to_string(),
         month,
         estimate_micro: estimate,
         day,
@@ -154,7 +155,7 @@ pub async fn release_model_call(tx: &mut Tx, r: &ModelReservation) -> Result<(),
 }
 
 /// What a Change's settled model calls cost so far (USD).
-pub async fn change_model_cost(tx: &mut Tx, change_id: &str) -> Result<f64, StoreError> {
+pub async fn change_model_cost(tx: &mut Tx, change_id: &ChangeId) -> Result<f64, StoreError> {
     usd(tx, MODEL_COST_CHANGE, change_id).await
 }
 
@@ -190,10 +191,10 @@ mod tests {
 }
 
 crate::one_step! {
-    write reserve_model_call(change_id: &str, estimate_usd: f64, limits: ModelLimits, now_ms: i64) -> Result<ModelReservation, String>;
+    write reserve_model_call(change_id: &ChangeId, estimate_usd: f64, limits: ModelLimits, now_ms: i64) -> Result<ModelReservation, String>;
     write settle_model_call(r: &ModelReservation, cost_usd: f64) -> ();
     write release_model_call(r: &ModelReservation) -> ();
-    read change_model_cost(change_id: &str) -> f64;
+    read change_model_cost(change_id: &ChangeId) -> f64;
     read model_calls_on(now_ms: i64) -> i64;
     read model_cost_in_month(now_ms: i64) -> f64;
 }

@@ -3,6 +3,7 @@
 
 use crate::Tx;
 use crate::{StoreError, now_ms};
+use belay_domain::ids::{AccountId, LadderId, PlanId};
 use belay_domain::job::Origin;
 use sqlx::{Any, Executor, Row};
 
@@ -30,13 +31,18 @@ pub async fn origin_paused<'e>(exec: impl Executor<'e, Database = Any>, origin: 
 }
 
 /// Records a plan's pause flag (creating the plan's row if needed).
-pub async fn set_plan_paused(tx: &mut Tx, plan_id: &str, account_id: &str, paused: bool) -> Result<(), StoreError> {
+pub async fn set_plan_paused(
+    tx: &mut Tx,
+    plan_id: &PlanId,
+    account_id: &AccountId,
+    paused: bool,
+) -> Result<(), StoreError> {
     sqlx::query(
         r#"insert into coverage_plans (id, account_id, paused, created_at) values ($1, $2, $3, $4)
            on conflict (id) do update set paused = excluded.paused"#,
     )
-    .bind(plan_id)
-    .bind(account_id)
+    .bind(plan_id.as_str())
+    .bind(account_id.as_str())
     .bind(paused as i64)
     .bind(now_ms())
     .execute(tx.conn())
@@ -47,16 +53,16 @@ pub async fn set_plan_paused(tx: &mut Tx, plan_id: &str, account_id: &str, pause
 /// Records a ladder's enabled flag (creating the ladder's row if needed).
 pub async fn set_ladder_enabled(
     tx: &mut Tx,
-    ladder_id: &str,
-    account_id: &str,
+    ladder_id: &LadderId,
+    account_id: &AccountId,
     enabled: bool,
 ) -> Result<(), StoreError> {
     sqlx::query(
         r#"insert into ladders (id, account_id, enabled, created_at) values ($1, $2, $3, $4)
            on conflict (id) do update set enabled = excluded.enabled"#,
     )
-    .bind(ladder_id)
-    .bind(account_id)
+    .bind(ladder_id.as_str())
+    .bind(account_id.as_str())
     .bind(enabled as i64)
     .bind(now_ms())
     .execute(tx.conn())
@@ -65,6 +71,6 @@ pub async fn set_ladder_enabled(
 }
 
 crate::one_step! {
-    write set_plan_paused(plan_id: &str, account_id: &str, paused: bool) -> ();
-    write set_ladder_enabled(ladder_id: &str, account_id: &str, enabled: bool) -> ();
+    write set_plan_paused(plan_id: &PlanId, account_id: &AccountId, paused: bool) -> ();
+    write set_ladder_enabled(ladder_id: &LadderId, account_id: &AccountId, enabled: bool) -> ();
 }

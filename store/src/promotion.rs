@@ -13,6 +13,7 @@ use belay_domain::approval::Approval;
 use belay_domain::candidate::{Candidate, CandidateStatus};
 use belay_domain::change::{ChangeStatus, RiskTier};
 use belay_domain::evidence::Evidence;
+use belay_domain::ids::{CandidateId, ProjectId};
 use belay_domain::policy::{DEFAULT_POLICY, PolicyStamp, ProjectPolicy};
 use belay_domain::promotion::{Block, CasFacts, ProjectCandidate, PromotionOutcome, compare_and_swap};
 use belay_domain::repo::{CandidateEnd, ForkFacts, ForkKind, SweepFork, candidate_fork};
@@ -76,9 +77,9 @@ pub struct Settled {
     pub recomposed: Vec<String>,
 }
 
-async fn policy_in(tx: &mut Tx, project_id: &str) -> Result<ProjectPolicy, StoreError> {
+async fn policy_in(tx: &mut Tx, project_id: &ProjectId) -> Result<ProjectPolicy, StoreError> {
     let row = sqlx::query("select policy from project_policies where project_id = $1 order by version desc limit 1")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     match row {
@@ -88,14 +89,20 @@ async fn policy_in(tx: &mut Tx, project_id: &str) -> Result<ProjectPolicy, Store
 }
 
 /// The promotion a Candidate made, if it advanced canonical.
-pub async fn promotion_for_worker(tx: &mut Tx, candidate_id: &str) -> Result<Option<PromotionRecord>, StoreError> {
+pub async fn promotion_for_worker(
+    tx: &mut Tx,
+    candidate_id: &CandidateId,
+) -> Result<Option<PromotionRecord>, StoreError> {
     let sql = format!("select {RECORD_COLUMNS} from promotions where candidate_id = $1");
-    let row = sqlx::query(&sql).bind(candidate_id).fetch_optional(tx.conn()).await?;
+    let row = sqlx::query(&sql)
+        .bind(candidate_id.as_str())
+        .fetch_optional(tx.conn())
+        .await?;
     row.as_ref().map(record_row).transpose()
 }
 
 /// The rows the promotion preconditions read, or `None` for no such Candidate.
-pub async fn promotion_rows(tx: &mut Tx, candidate_id: &str) -> Result<Option<PromotionRows>, StoreError> {
+pub async fn promotion_rows(tx: &mut Tx, candidate_id: &CandidateId) -> Result<Option<PromotionRows>, StoreError> {
     let Some(candidate) = crate::candidates::candidate_for_worker(tx, candidate_id).await? else {
         return Ok(None);
     };
@@ -117,7 +124,7 @@ pub async fn promotion_rows(tx: &mut Tx, candidate_id: &str) -> Result<Option<Pr
     )
     .bind(candidate.change_id.as_str())
     .bind(candidate.base_generation)
-    .bind(candidate_id)
+    .bind(candidate_id.as_str())
     .fetch_one(tx.conn())
     .await?
     .try_get::<i64, _>("n")?;
@@ -131,7 +138,7 @@ pub async fn promotion_rows(tx: &mut Tx, candidate_id: &str) -> Result<Option<Pr
         risk_tier,
         evidence,
         approval: crate::approvals::approval_for_worker(tx, candidate_id).await?,
-        active_policy: crate::candidates::active_policy_for_worker(tx, candidate.project_id.as_str()).await?,
+        active_policy: crate::candidates::active_policy_for_worker(tx, &candidate.project_id).await?,
         canonical_generation: project.try_get("generation")?,
         canonical_commit: project.try_get("canonical_commit")?,
         canonical_tree: project.try_get("canonical_tree")?,
@@ -148,7 +155,7 @@ pub async fn promotion_rows(tx: &mut Tx, candidate_id: &str) -> Result<Option<Pr
 /// policy changed → `Blocked`. A retry reads the same answer.
 pub async fn promote_cas(
     tx: &mut Tx,
-    candidate_id: &str,
+    candidate_id: &CandidateId,
     expected_generation: i64,
     plan_policy: &PolicyStamp,
 ) -> Result<PromotionOutcome, StoreError> {
@@ -159,20 +166,20 @@ pub async fn promote_cas(
         let p = sqlx::query(
             "select p.generation, p.canonical_tree from projects p join candidates k on k.project_id = p.id where k.id = $1",
         )
-        .bind(candidate_id)
+        .bind(candidate_id.as_str())
         .fetch_optional(tx.conn())
         .await?
-        .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+        .ok_or_else(|| StoreError::not_found("candidate", candidate_id.as_str()))?;
         let current_generation: i64 = p.try_get("generation")?;
         let current_tree: Option<String> = p.try_get("canonical_tree")?;
         let k = sqlx::query(
             "select status, project_id, change_id, base_commit, base_tree, composed_commit, composed_tree from candidates where id = $1",
         )
-        .bind(candidate_id)
+        .bind(candidate_id.as_str())
         .fetch_one(tx.conn())
         .await?;
         let status: CandidateStatus = enum_from(&k.try_get::<String, _>("status")?, "candidate status")?;
-        let project_id: String = k.try_get("project_id")?;
+        let project_id = ProjectId(k.try_get("project_id")?);
         let change_id: String = k.try_get("change_id")?;
         let active = policy_in(tx, &project_id).await?.stamp();
         let facts = CasFacts {
@@ -206,13 +213,13 @@ pub async fn promote_cas(
             r#"update projects set generation = $2, canonical_commit = $3, canonical_tree = $4, updated_at = $5
                where id = $1 and generation = $6 and canonical_tree = $7"#,
         )
-        .bind(&project_id)
+        .bind(project_id.as_str())
         .bind(generation)
-        .bind(&commit)
-        .bind(&tree)
+        .bind(commit.as_str())
+        .bind(tree.as_str())
         .bind(now)
         .bind(expected_generation)
-        .bind(&facts.expected_tree)
+        .bind(facts.expected_tree.as_str())
         .execute(tx.conn())
         .await?;
         if advanced.rows_affected() == 0 {
@@ -222,12 +229,12 @@ pub async fn promote_cas(
         sqlx::query(
             "update candidates set status = 'promoted', status_reason = null, updated_at = $2 where id = $1 and status = 'verified'",
         )
-        .bind(candidate_id)
+        .bind(candidate_id.as_str())
         .bind(now)
         .execute(tx.conn())
         .await?;
         sqlx::query("update changes set status = 'promoted', updated_at = $2 where id = $1")
-            .bind(&change_id)
+            .bind(change_id.as_str())
             .bind(now)
             .execute(tx.conn())
             .await?;
@@ -235,12 +242,12 @@ pub async fn promote_cas(
             r#"insert into promotions (candidate_id, project_id, generation, base_commit, commit_id, tree, created_at)
                values ($1, $2, $3, $4, $5, $6, $7)"#,
         )
-        .bind(candidate_id)
-        .bind(&project_id)
+        .bind(candidate_id.as_str())
+        .bind(project_id.as_str())
         .bind(generation)
         .bind(k.try_get::<String, _>("base_commit")?)
-        .bind(&commit)
-        .bind(&tree)
+        .bind(commit.as_str())
+        .bind(tree.as_str())
         .bind(now)
         .execute(tx.conn())
         .await?;
@@ -270,9 +277,9 @@ pub async fn promote_cas(
 
 /// Canonical `main` points at the promotion's commit (the push landed, or a retry found it
 /// there).
-pub async fn mark_promotion_pushed(tx: &mut Tx, candidate_id: &str) -> Result<(), StoreError> {
+pub async fn mark_promotion_pushed(tx: &mut Tx, candidate_id: &CandidateId) -> Result<(), StoreError> {
     sqlx::query("update promotions set pushed_at = coalesce(pushed_at, $2) where candidate_id = $1")
-        .bind(candidate_id)
+        .bind(candidate_id.as_str())
         .bind(now_ms())
         .execute(tx.conn())
         .await?;
@@ -282,32 +289,32 @@ pub async fn mark_promotion_pushed(tx: &mut Tx, candidate_id: &str) -> Result<()
 /// The file index and code manifest of the new tree are written: the source sync is done. The
 /// first call records `release.started`; the project's mirror of canonical is brought back to
 /// the promotion's commit when it is still the project's latest generation.
-pub async fn mark_promotion_synced(tx: &mut Tx, candidate_id: &str) -> Result<PromotionRecord, StoreError> {
+pub async fn mark_promotion_synced(tx: &mut Tx, candidate_id: &CandidateId) -> Result<PromotionRecord, StoreError> {
     let now = now_ms();
     let sql = format!("select {RECORD_COLUMNS} from promotions where candidate_id = $1");
     let rec = sqlx::query(&sql)
-        .bind(candidate_id)
+        .bind(candidate_id.as_str())
         .fetch_optional(tx.conn())
         .await?
         .as_ref()
         .map(record_row)
         .transpose()?
-        .ok_or_else(|| StoreError::not_found("promotion", candidate_id))?;
+        .ok_or_else(|| StoreError::not_found("promotion", candidate_id.as_str()))?;
     sqlx::query(
         r#"update projects set canonical_commit = $3, canonical_tree = $4
            where id = $1 and generation = $2 and (canonical_commit <> $3 or canonical_tree <> $4
                or canonical_commit is null or canonical_tree is null)"#,
     )
-    .bind(&rec.project_id)
+    .bind(rec.project_id.as_str())
     .bind(rec.generation)
-    .bind(&rec.commit)
-    .bind(&rec.tree)
+    .bind(rec.commit.as_str())
+    .bind(rec.tree.as_str())
     .execute(tx.conn())
     .await?;
     let released = sqlx::query(
         "update promotions set synced_at = coalesce(synced_at, $2), released_at = $2 where candidate_id = $1 and released_at is null",
     )
-    .bind(candidate_id)
+    .bind(candidate_id.as_str())
     .bind(now)
     .execute(tx.conn())
     .await?;
@@ -322,14 +329,18 @@ pub async fn mark_promotion_synced(tx: &mut Tx, candidate_id: &str) -> Result<Pr
     }
     promotion_for_worker(tx, candidate_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("promotion", candidate_id))
+        .ok_or_else(|| StoreError::not_found("promotion", candidate_id.as_str()))
 }
 
 /// After a promotion to `new_generation`: every open Candidate of the project on an older
 /// generation becomes `stale` (and stays so); a Change still verifying or awaiting approval
 /// gets a new Candidate of the same ChangeSets on the new base. Idempotent: a second call finds
 /// them stale and answers the Candidates the first composed.
-pub async fn settle_older_base(tx: &mut Tx, project_id: &str, new_generation: i64) -> Result<Settled, StoreError> {
+pub async fn settle_older_base(
+    tx: &mut Tx,
+    project_id: &ProjectId,
+    new_generation: i64,
+) -> Result<Settled, StoreError> {
     let rows = sqlx::query(
         r#"select k.id, k.change_id, c.status as change_status, k.base_generation, k.status, k.change_set_ids,
                   k.recomposed_as
@@ -337,7 +348,7 @@ pub async fn settle_older_base(tx: &mut Tx, project_id: &str, new_generation: i6
            where k.project_id = $1 and k.base_generation < $2
            order by k.created_at, k.id"#,
     )
-    .bind(project_id)
+    .bind(project_id.as_str())
     .bind(new_generation)
     .fetch_all(tx.conn())
     .await?;
@@ -390,7 +401,7 @@ pub async fn settle_older_base(tx: &mut Tx, project_id: &str, new_generation: i6
             .find(|(s, _)| s == id)
             .map(|(_, r)| r.clone())
             .unwrap_or_default();
-        if let Some(new) = crate::candidates::recompose_stale(tx, id.as_str(), &reason).await?
+        if let Some(new) = crate::candidates::recompose_stale(tx, id, &reason).await?
             && !out.recomposed.contains(&new.id.to_string())
         {
             out.recomposed.push(new.id.to_string());
@@ -403,13 +414,13 @@ pub async fn settle_older_base(tx: &mut Tx, project_id: &str, new_generation: i6
 /// fork) on its base generation, as the selection reads them. An earlier Candidate of the
 /// Change (rejected, or verified and sent back for its repair) is not a sibling: the lone
 /// Candidate after it is the winner.
-pub async fn has_siblings(tx: &mut Tx, candidate_id: &str) -> Result<bool, StoreError> {
+pub async fn has_siblings(tx: &mut Tx, candidate_id: &CandidateId) -> Result<bool, StoreError> {
     let n: i64 = sqlx::query(
         r#"select count(*) as n from candidates o join candidates k on k.sibling_group = o.sibling_group
            and k.base_generation = o.base_generation and o.id <> k.id
            where k.id = $1 and o.status <> 'stale'"#,
     )
-    .bind(candidate_id)
+    .bind(candidate_id.as_str())
     .fetch_one(tx.conn())
     .await?
     .try_get("n")?;
@@ -461,13 +472,17 @@ pub async fn sweep_candidate_forks(tx: &mut Tx) -> Result<Vec<CandidateForkRow>,
 
 /// The canonical generation `commit` was in the project: the current one, one a promotion
 /// advanced to, or the one a promotion advanced from; `None` when the rows do not know it.
-pub async fn generation_of_commit(tx: &mut Tx, project_id: &str, commit: &str) -> Result<Option<i64>, StoreError> {
+pub async fn generation_of_commit(
+    tx: &mut Tx,
+    project_id: &ProjectId,
+    commit: &str,
+) -> Result<Option<i64>, StoreError> {
     let row = sqlx::query(
         r#"select generation from projects where id = $1 and canonical_commit = $2
            union all select generation from promotions where project_id = $1 and commit_id = $2
            union all select generation - 1 as generation from promotions where project_id = $1 and base_commit = $2"#,
     )
-    .bind(project_id)
+    .bind(project_id.as_str())
     .bind(commit)
     .fetch_all(tx.conn())
     .await?;
@@ -484,13 +499,13 @@ pub struct CandidateForkRow {
 }
 
 crate::one_step! {
-    read promotion_for_worker(candidate_id: &str) -> Option<PromotionRecord>;
-    read promotion_rows(candidate_id: &str) -> Option<PromotionRows>;
-    write promote_cas(candidate_id: &str, expected_generation: i64, plan_policy: &PolicyStamp) -> PromotionOutcome;
-    write mark_promotion_pushed(candidate_id: &str) -> ();
-    write mark_promotion_synced(candidate_id: &str) -> PromotionRecord;
-    write settle_older_base(project_id: &str, new_generation: i64) -> Settled;
-    read has_siblings(candidate_id: &str) -> bool;
+    read promotion_for_worker(candidate_id: &CandidateId) -> Option<PromotionRecord>;
+    read promotion_rows(candidate_id: &CandidateId) -> Option<PromotionRows>;
+    write promote_cas(candidate_id: &CandidateId, expected_generation: i64, plan_policy: &PolicyStamp) -> PromotionOutcome;
+    write mark_promotion_pushed(candidate_id: &CandidateId) -> ();
+    write mark_promotion_synced(candidate_id: &CandidateId) -> PromotionRecord;
+    write settle_older_base(project_id: &ProjectId, new_generation: i64) -> Settled;
+    read has_siblings(candidate_id: &CandidateId) -> bool;
     read sweep_candidate_forks() -> Vec<CandidateForkRow>;
-    read generation_of_commit(project_id: &str, commit: &str) -> Option<i64>;
+    read generation_of_commit(project_id: &ProjectId, commit: &str) -> Option<i64>;
 }

@@ -5,13 +5,14 @@ use crate::Tx;
 use crate::rows::{enum_from, json, to_json};
 use crate::{StoreError, new_id_body, now_ms};
 use belay_domain::ids::ReceiptId;
+use belay_domain::ids::{AccountId, ChangeId};
 use belay_domain::receipt::{DecisionReceipt, ReceiptKind};
 use sqlx::Row;
 
 /// Writes a receipt in the caller's transaction; false when `dedupe_key` already has one.
 pub async fn insert_receipt(
     tx: &mut Tx,
-    change_id: &str,
+    change_id: &ChangeId,
     kind: ReceiptKind,
     dedupe_key: &str,
     inputs: &serde_json::Value,
@@ -23,7 +24,7 @@ pub async fn insert_receipt(
            values ($1, $2, $3, $4, $5, $6, $7) on conflict (dedupe_key) do nothing"#,
     )
     .bind(id.as_str())
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(kind.as_str())
     .bind(dedupe_key)
     .bind(to_json(inputs))
@@ -35,20 +36,24 @@ pub async fn insert_receipt(
 }
 
 /// The Decision Receipts of a Change the account owns, oldest first.
-pub async fn list_receipts(tx: &mut Tx, account_id: &str, change_id: &str) -> Result<Vec<DecisionReceipt>, StoreError> {
+pub async fn list_receipts(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    change_id: &ChangeId,
+) -> Result<Vec<DecisionReceipt>, StoreError> {
     if crate::changes::get_change(tx, account_id, change_id).await?.is_none() {
-        return Err(StoreError::not_found("change", change_id));
+        return Err(StoreError::not_found("change", change_id.as_str()));
     }
     receipts_of(tx, change_id).await
 }
 
 /// The Decision Receipts of a Change, oldest first (no account check).
-pub async fn receipts_of(tx: &mut Tx, change_id: &str) -> Result<Vec<DecisionReceipt>, StoreError> {
+pub async fn receipts_of(tx: &mut Tx, change_id: &ChangeId) -> Result<Vec<DecisionReceipt>, StoreError> {
     let rows = sqlx::query(
         "select id, change_id, kind, inputs_json, outcome_json, created_at from decision_receipts \
          where change_id = $1 order by created_at, id",
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .fetch_all(tx.conn())
     .await?;
     rows.iter()
@@ -66,6 +71,6 @@ pub async fn receipts_of(tx: &mut Tx, change_id: &str) -> Result<Vec<DecisionRec
 }
 
 crate::one_step! {
-    read list_receipts(account_id: &str, change_id: &str) -> Vec<DecisionReceipt>;
-    read receipts_of(change_id: &str) -> Vec<DecisionReceipt>;
+    read list_receipts(account_id: &AccountId, change_id: &ChangeId) -> Vec<DecisionReceipt>;
+    read receipts_of(change_id: &ChangeId) -> Vec<DecisionReceipt>;
 }

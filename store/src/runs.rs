@@ -5,6 +5,7 @@
 use crate::Tx;
 use crate::rows::{self, json, to_json};
 use crate::{StoreError, events, now_ms};
+use belay_domain::ids::{AccountId, JobId, RunId};
 use belay_domain::review::{JamCategory, Rating, ReviewInput, displayed_category, displayed_rating};
 use belay_domain::run::{Artifact, Review, Run};
 use sqlx::Row;
@@ -43,7 +44,7 @@ fn review_row(r: &AnyRow) -> Result<Review, StoreError> {
 }
 
 pub(crate) async fn run_from_row(tx: &mut Tx, r: &AnyRow) -> Result<Run, StoreError> {
-    let id: String = r.try_get("id")?;
+    let id = RunId(r.try_get("id")?);
     let reviews = reviews_of(tx, &id).await?;
     let rating = displayed_rating(reviews.iter().filter_map(|rv| rv.ratings.as_ref()));
     let category = displayed_category(reviews.iter().filter_map(|rv| rv.category));
@@ -60,21 +61,25 @@ pub(crate) async fn run_from_row(tx: &mut Tx, r: &AnyRow) -> Result<Run, StoreEr
         rating,
         category,
         review_count: reviews.len() as i64,
-        id: id.into(),
+        id,
     })
 }
 
-pub async fn get_run(tx: &mut Tx, id: &str) -> Result<Option<Run>, StoreError> {
+pub async fn get_run(tx: &mut Tx, id: &RunId) -> Result<Option<Run>, StoreError> {
     let sql = format!("select {RUN_COLUMNS} from runs where id = $1");
-    match sqlx::query(&sql).bind(id).fetch_optional(tx.conn()).await? {
+    match sqlx::query(&sql).bind(id.as_str()).fetch_optional(tx.conn()).await? {
         Some(r) => Ok(Some(run_from_row(tx, &r).await?)),
         None => Ok(None),
     }
 }
 
-pub async fn run_of_job(tx: &mut Tx, job_id: &str) -> Result<Option<Run>, StoreError> {
+pub async fn run_of_job(tx: &mut Tx, job_id: &JobId) -> Result<Option<Run>, StoreError> {
     let sql = format!("select {RUN_COLUMNS} from runs where job_id = $1");
-    match sqlx::query(&sql).bind(job_id).fetch_optional(tx.conn()).await? {
+    match sqlx::query(&sql)
+        .bind(job_id.as_str())
+        .fetch_optional(tx.conn())
+        .await?
+    {
         Some(r) => Ok(Some(run_from_row(tx, &r).await?)),
         None => Ok(None),
     }
@@ -109,11 +114,11 @@ pub async fn list_runs(tx: &mut Tx, filter: &RunFilter) -> Result<Vec<Run>, Stor
 }
 
 /// Every review of a run.
-pub async fn reviews_of(tx: &mut Tx, run_id: &str) -> Result<Vec<Review>, StoreError> {
+pub async fn reviews_of(tx: &mut Tx, run_id: &RunId) -> Result<Vec<Review>, StoreError> {
     let rows = sqlx::query(
         "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 order by created_at, account_id",
     )
-    .bind(run_id)
+    .bind(run_id.as_str())
     .fetch_all(tx.conn())
     .await?;
     rows.iter().map(review_row).collect()
@@ -123,13 +128,13 @@ pub async fn reviews_of(tx: &mut Tx, run_id: &str) -> Result<Vec<Review>, StoreE
 /// checked against the run's test type.
 pub async fn submit_review(
     tx: &mut Tx,
-    run_id: &str,
-    account_id: &str,
+    run_id: &RunId,
+    account_id: &AccountId,
     input: &ReviewInput,
 ) -> Result<Review, StoreError> {
     let run = get_run(tx, run_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("run", run_id))?;
+        .ok_or_else(|| StoreError::not_found("run", run_id.as_str()))?;
     input.validate_for(run.test_type)?;
     let now = now_ms();
     let worst = input.ratings.as_ref().and_then(belay_domain::review::worst_domain);
@@ -139,8 +144,8 @@ pub async fn submit_review(
            on conflict (run_id, account_id) do update set ratings = excluded.ratings, category = excluded.category,
                worst = excluded.worst, note = excluded.note, updated_at = excluded.updated_at"#,
     )
-    .bind(run_id)
-    .bind(account_id)
+    .bind(run_id.as_str())
+    .bind(account_id.as_str())
     .bind(input.ratings.as_ref().map(to_json))
     .bind(input.category.as_ref().map(to_json))
     .bind(worst.map(|w| to_json(&w)))
@@ -159,8 +164,8 @@ pub async fn submit_review(
     let row = sqlx::query(
         "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 and account_id = $2",
     )
-    .bind(run_id)
-    .bind(account_id)
+    .bind(run_id.as_str())
+    .bind(account_id.as_str())
     .fetch_one(tx.conn())
     .await?;
     let review = review_row(&row)?;
@@ -168,9 +173,9 @@ pub async fn submit_review(
 }
 
 crate::one_step! {
-    read get_run(id: &str) -> Option<Run>;
-    read run_of_job(job_id: &str) -> Option<Run>;
+    read get_run(id: &RunId) -> Option<Run>;
+    read run_of_job(job_id: &JobId) -> Option<Run>;
     read list_runs(filter: &RunFilter) -> Vec<Run>;
-    read reviews_of(run_id: &str) -> Vec<Review>;
-    write submit_review(run_id: &str, account_id: &str, input: &ReviewInput) -> Review;
+    read reviews_of(run_id: &RunId) -> Vec<Review>;
+    write submit_review(run_id: &RunId, account_id: &AccountId, input: &ReviewInput) -> Review;
 }

@@ -4,6 +4,7 @@
 //! `sandbox_lease_lock` row first in every write (SQLite serializes writers already).
 
 use crate::{StoreError, Tx};
+use belay_domain::ids::ProjectId;
 use belay_domain::sandbox_lease::{LeaseFacts, LeaseState, admit, reapable};
 use sqlx::Row;
 
@@ -80,14 +81,14 @@ async fn facts(tx: &mut Tx, now_ms: i64) -> Result<Vec<(SandboxLease, LeaseFacts
 /// `max` are held in the deployment.
 pub async fn acquire_sandbox_lease(
     tx: &mut Tx,
-    project_id: &str,
+    project_id: &ProjectId,
     holder: &str,
     max: usize,
     now_ms: i64,
 ) -> Result<LeaseAcquired, StoreError> {
     lock(tx).await?;
     let found = sqlx::query("select state from sandbox_leases where project_id = $1")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .fetch_optional(tx.conn())
         .await?;
     let answer = match found {
@@ -95,7 +96,7 @@ pub async fn acquire_sandbox_lease(
             let state: String = row.try_get("state")?;
             if LeaseState::parse(&state) == Some(LeaseState::Live) {
                 sqlx::query("update sandbox_leases set last_use_ms = $2 where project_id = $1")
-                    .bind(project_id)
+                    .bind(project_id.as_str())
                     .bind(now_ms)
                     .execute(tx.conn())
                     .await?;
@@ -115,7 +116,7 @@ pub async fn acquire_sandbox_lease(
                     sqlx::query(
                         "insert into sandbox_leases (project_id, holder, state, last_use_ms, state_since_ms, created_ms) values ($1, $2, 'live', $3, $3, $3)",
                     )
-                    .bind(project_id)
+                    .bind(project_id.as_str())
                     .bind(holder)
                     .bind(now_ms)
                     .execute(tx.conn())
@@ -132,7 +133,7 @@ pub async fn acquire_sandbox_lease(
 /// project holds no live lease (the Sandbox was removed or is being removed): nothing starts.
 pub async fn begin_sandbox_exec(
     tx: &mut Tx,
-    project_id: &str,
+    project_id: &ProjectId,
     exec_id: &str,
     holder: &str,
     now_ms: i64,
@@ -140,7 +141,7 @@ pub async fn begin_sandbox_exec(
 ) -> Result<bool, StoreError> {
     lock(tx).await?;
     let live = sqlx::query("update sandbox_leases set last_use_ms = $2 where project_id = $1 and state = 'live'")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .bind(now_ms)
         .execute(tx.conn())
         .await?
@@ -151,7 +152,7 @@ pub async fn begin_sandbox_exec(
             "insert into sandbox_execs (id, project_id, holder, started_ms, expires_ms) values ($1, $2, $3, $4, $5)",
         )
         .bind(exec_id)
-        .bind(project_id)
+        .bind(project_id.as_str())
         .bind(holder)
         .bind(now_ms)
         .bind(expires_ms)
@@ -162,14 +163,19 @@ pub async fn begin_sandbox_exec(
 }
 
 /// The command has finished: its mark goes and the Sandbox's last use is now.
-pub async fn end_sandbox_exec(tx: &mut Tx, project_id: &str, exec_id: &str, now_ms: i64) -> Result<(), StoreError> {
+pub async fn end_sandbox_exec(
+    tx: &mut Tx,
+    project_id: &ProjectId,
+    exec_id: &str,
+    now_ms: i64,
+) -> Result<(), StoreError> {
     lock(tx).await?;
     sqlx::query("delete from sandbox_execs where id = $1")
         .bind(exec_id)
         .execute(tx.conn())
         .await?;
     sqlx::query("update sandbox_leases set last_use_ms = $2 where project_id = $1 and last_use_ms < $2")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .bind(now_ms)
         .execute(tx.conn())
         .await?;
@@ -205,14 +211,14 @@ pub async fn take_idle_sandboxes(
 }
 
 /// The Sandbox is gone: its lease and marks go, and its slot is free.
-pub async fn release_sandbox_lease(tx: &mut Tx, project_id: &str) -> Result<(), StoreError> {
+pub async fn release_sandbox_lease(tx: &mut Tx, project_id: &ProjectId) -> Result<(), StoreError> {
     lock(tx).await?;
     sqlx::query("delete from sandbox_execs where project_id = $1")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .execute(tx.conn())
         .await?;
     sqlx::query("delete from sandbox_leases where project_id = $1")
-        .bind(project_id)
+        .bind(project_id.as_str())
         .execute(tx.conn())
         .await?;
     Ok(())
@@ -230,7 +236,7 @@ pub async fn sandbox_leases(tx: &mut Tx, now_ms: i64) -> Result<Vec<SandboxLease
 pub async fn record_command_start(
     tx: &mut Tx,
     activity: &str,
-    project_id: &str,
+    project_id: &ProjectId,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
     sqlx::query("delete from sandbox_command_starts where started_ms < $1")
@@ -241,7 +247,7 @@ pub async fn record_command_start(
         "insert into sandbox_command_starts (activity, project_id, started_ms) values ($1, $2, $3) on conflict do nothing",
     )
     .bind(activity)
-    .bind(project_id)
+    .bind(project_id.as_str())
     .bind(now_ms)
     .execute(tx.conn())
     .await?
@@ -259,12 +265,12 @@ pub async fn deployment_name(tx: &mut Tx) -> Result<String, StoreError> {
 }
 
 crate::one_step! {
-    write acquire_sandbox_lease(project_id: &str, holder: &str, max: usize, now_ms: i64) -> LeaseAcquired;
-    write begin_sandbox_exec(project_id: &str, exec_id: &str, holder: &str, now_ms: i64, expires_ms: i64) -> bool;
-    write end_sandbox_exec(project_id: &str, exec_id: &str, now_ms: i64) -> ();
+    write acquire_sandbox_lease(project_id: &ProjectId, holder: &str, max: usize, now_ms: i64) -> LeaseAcquired;
+    write begin_sandbox_exec(project_id: &ProjectId, exec_id: &str, holder: &str, now_ms: i64, expires_ms: i64) -> bool;
+    write end_sandbox_exec(project_id: &ProjectId, exec_id: &str, now_ms: i64) -> ();
     write take_idle_sandboxes(holder: &str, now_ms: i64, idle_ms: i64) -> Vec<String>;
-    write release_sandbox_lease(project_id: &str) -> ();
+    write release_sandbox_lease(project_id: &ProjectId) -> ();
     write sandbox_leases(now_ms: i64) -> Vec<SandboxLease>;
-    write record_command_start(activity: &str, project_id: &str, now_ms: i64) -> bool;
+    write record_command_start(activity: &str, project_id: &ProjectId, now_ms: i64) -> bool;
     read deployment_name() -> String;
 }

@@ -19,6 +19,7 @@ use belay_domain::conflict::{
     tasks_to_reset,
 };
 use belay_domain::evidence::{Evidence, gate_required_checks};
+use belay_domain::ids::{AccountId, ChangeId};
 use belay_domain::ids::{CandidateId, ConflictId, TaskId};
 use belay_domain::receipt::ReceiptKind;
 use belay_domain::repair::{
@@ -86,11 +87,11 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
 }
 
 /// The latest ChangeSet of each Task, Tasks in Work Graph order: the proposed ChangeSets.
-pub(crate) async fn proposed_change_sets(tx: &mut Tx, change_id: &str) -> Result<Vec<ChangeSet>, StoreError> {
+pub(crate) async fn proposed_change_sets(tx: &mut Tx, change_id: &ChangeId) -> Result<Vec<ChangeSet>, StoreError> {
     let rejected: BTreeSet<String> = sqlx::query(
         "select s.id from change_sets s join tasks t on t.id = s.task_id where t.change_id = $1 and s.rejected_reason is not null",
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .fetch_all(tx.conn())
     .await?
     .iter()
@@ -115,11 +116,11 @@ pub(crate) async fn proposed_change_sets(tx: &mut Tx, change_id: &str) -> Result
 /// patch changes (the workspace fork is named after the run).
 pub async fn change_set_origins(
     tx: &mut Tx,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
 ) -> Result<Vec<(ChangeSet, Option<String>)>, StoreError> {
     if crate::changes::get_change(tx, account_id, change_id).await?.is_none() {
-        return Err(StoreError::not_found("change", change_id));
+        return Err(StoreError::not_found("change", change_id.as_str()));
     }
     let mut out = Vec::new();
     for cs in crate::candidates::change_sets_of(tx, change_id).await? {
@@ -140,14 +141,14 @@ pub async fn change_set_origins(
 /// is a validation error naming it, and nothing is written.
 pub async fn record_conflict(
     tx: &mut Tx,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     input: &ConflictInput,
     paths_of: &BTreeMap<String, Vec<String>>,
 ) -> Result<Conflict, StoreError> {
     let change = crate::changes::get_change(tx, account_id, change_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("change", change_id))?;
+        .ok_or_else(|| StoreError::not_found("change", change_id.as_str()))?;
     if change.status.is_finished() {
         return Err(StoreError::Conflict(format!(
             "change {change_id} is {}; it takes no more conflicts",
@@ -198,7 +199,7 @@ pub async fn record_conflict(
            values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
     )
     .bind(id.as_str())
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(input.sides[0].task_id.as_str())
     .bind(input.sides[1].task_id.as_str())
     .bind(enum_text(&input.status))
@@ -231,9 +232,12 @@ pub async fn record_conflict(
 }
 
 /// The Task key pairs a conflict of this Change was already integrated on.
-pub(crate) async fn integrated_pairs(tx: &mut Tx, change_id: &str) -> Result<BTreeSet<(String, String)>, StoreError> {
+pub(crate) async fn integrated_pairs(
+    tx: &mut Tx,
+    change_id: &ChangeId,
+) -> Result<BTreeSet<(String, String)>, StoreError> {
     let rows = sqlx::query("select review_json from conflicts where change_id = $1 and review_json is not null")
-        .bind(change_id)
+        .bind(change_id.as_str())
         .fetch_all(tx.conn())
         .await?;
     let mut out = BTreeSet::new();
@@ -247,11 +251,11 @@ pub(crate) async fn integrated_pairs(tx: &mut Tx, change_id: &str) -> Result<BTr
 }
 
 /// The open (unresolved) conflicts of a Change, in the order they were recorded.
-pub(crate) async fn open_conflicts(tx: &mut Tx, change_id: &str) -> Result<Vec<OpenConflict>, StoreError> {
+pub(crate) async fn open_conflicts(tx: &mut Tx, change_id: &ChangeId) -> Result<Vec<OpenConflict>, StoreError> {
     let rows = sqlx::query(
         "select id, status, task_a, task_b from conflicts where change_id = $1 and resolved = 0 order by created_at, id",
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .fetch_all(tx.conn())
     .await?;
     rows.iter()
@@ -270,15 +274,15 @@ pub(crate) async fn open_conflicts(tx: &mut Tx, change_id: &str) -> Result<Vec<O
 /// siblings sharing a group otherwise), all in one transaction. Oldest first.
 pub async fn start_verification_round(
     tx: &mut Tx,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
 ) -> Result<Vec<Candidate>, StoreError> {
     let change = crate::changes::get_change(tx, account_id, change_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("change", change_id))?;
-    let project = crate::projects::get_project(tx, account_id, change.project_id.as_str())
+        .ok_or_else(|| StoreError::not_found("change", change_id.as_str()))?;
+    let project = crate::projects::get_project(tx, account_id, &change.project_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("project", change.project_id.as_str()))?;
+        .ok_or_else(|| StoreError::not_found("project", &change.project_id))?;
     if change.status.is_finished() {
         return Err(StoreError::Conflict(format!(
             "change {change_id} is {}; it can no longer be verified",
@@ -312,7 +316,7 @@ pub async fn start_verification_round(
     let moved = sqlx::query(
         "update changes set status = 'verifying', updated_at = $2 where id = $1 and status in ('running', 'verifying')",
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(now)
     .execute(tx.conn())
     .await?;
@@ -339,7 +343,7 @@ pub async fn start_verification_round(
             tx,
             id,
             change_id,
-            project.id.as_str(),
+            &project.id,
             project.generation,
             &base_commit,
             &base_tree,
@@ -358,21 +362,21 @@ pub async fn start_verification_round(
     let mut out = Vec::new();
     for id in &ids {
         out.push(
-            crate::candidates::candidate_for_worker(tx, id.as_str())
+            crate::candidates::candidate_for_worker(tx, id)
                 .await?
-                .ok_or_else(|| StoreError::not_found("candidate", id.as_str()))?,
+                .ok_or_else(|| StoreError::not_found("candidate", id))?,
         );
     }
     Ok(out)
 }
 
 /// The siblings of a Candidate (itself included), oldest first; `None` without siblings.
-pub async fn sibling_group(tx: &mut Tx, candidate_id: &str) -> Result<Option<Vec<Member>>, StoreError> {
+pub async fn sibling_group(tx: &mut Tx, candidate_id: &CandidateId) -> Result<Option<Vec<Member>>, StoreError> {
     let row = sqlx::query("select sibling_group, base_generation from candidates where id = $1")
-        .bind(candidate_id)
+        .bind(candidate_id.as_str())
         .fetch_optional(tx.conn())
         .await?
-        .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+        .ok_or_else(|| StoreError::not_found("candidate", candidate_id.as_str()))?;
     let Some(group): Option<String> = row.try_get("sibling_group")? else {
         return Ok(None);
     };
@@ -382,14 +386,14 @@ pub async fn sibling_group(tx: &mut Tx, candidate_id: &str) -> Result<Option<Vec
          order by k.created_at, k.id"
     );
     let rows = sqlx::query(&sql)
-        .bind(&group)
+        .bind(group.as_str())
         .bind(generation)
         .fetch_all(tx.conn())
         .await?;
     let mut members = Vec::new();
     for r in &rows {
         let candidate = candidate_row(r)?;
-        let evidence = crate::candidates::list_evidence(tx, candidate.id.as_str())
+        let evidence = crate::candidates::list_evidence(tx, &candidate.id)
             .await?
             .into_iter()
             .map(|e| e.evidence)
@@ -402,7 +406,11 @@ pub async fn sibling_group(tx: &mut Tx, candidate_id: &str) -> Result<Option<Vec
 /// The selection step of a gated Candidate: no siblings, a sibling still pending, the claim
 /// held by another run (or the group decided), or claimed by `claimant` (by one conditional
 /// update of the anchor's `selection_json` from null; a retry by the claimant continues).
-pub async fn claim_selection(tx: &mut Tx, candidate_id: &str, claimant: &str) -> Result<SelectionStep, StoreError> {
+pub async fn claim_selection(
+    tx: &mut Tx,
+    candidate_id: &CandidateId,
+    claimant: &str,
+) -> Result<SelectionStep, StoreError> {
     let Some(members) = sibling_group(tx, candidate_id).await? else {
         return Ok(SelectionStep::NoSiblings);
     };
@@ -474,7 +482,7 @@ pub async fn claim_selection(tx: &mut Tx, candidate_id: &str, claimant: &str) ->
 /// winner through [`winner_selected`], a person to pick, or `failed` unless a repair is due).
 pub async fn apply_selection(
     tx: &mut Tx,
-    candidate_id: &str,
+    candidate_id: &CandidateId,
     claimant: &str,
     judge: Option<&JudgeOutcome>,
 ) -> Result<SelectionDone, StoreError> {
@@ -505,11 +513,11 @@ pub async fn apply_selection(
     let now = now_ms();
     let applied = belay_domain::selection::apply_selection(&anchor, &group, judge, now);
     let decided = to_json(&SelectionJson::Decided(applied.selection.clone()));
-    let change_id = anchor_row.change_id.to_string();
+    let change_id = ChangeId(anchor_row.change_id.to_string());
     let took =
         sqlx::query("update candidates set selection_json = $2, updated_at = $3 where id = $1 and selection_json = $4")
             .bind(anchor.as_str())
-            .bind(&decided)
+            .bind(decided.as_str())
             .bind(now)
             .bind(claim_text(claimant, *claimed_at))
             .execute(tx.conn())
@@ -520,7 +528,7 @@ pub async fn apply_selection(
     for m in members.iter().filter(|m| m.candidate.id != anchor) {
         sqlx::query("update candidates set selection_json = $2, updated_at = $3 where id = $1")
             .bind(m.candidate.id.as_str())
-            .bind(&decided)
+            .bind(decided.as_str())
             .bind(now)
             .execute(tx.conn())
             .await?;
@@ -637,23 +645,23 @@ pub async fn set_acceptance(
 /// reason to repair toward. The approval route calls this.
 pub async fn repair_after_rejection(
     tx: &mut Tx,
-    candidate_id: &str,
+    candidate_id: &CandidateId,
     reason: Option<&str>,
 ) -> Result<Option<Result<TaskId, String>>, StoreError> {
-    let id: CandidateId = candidate_id.to_owned().into();
+    let id: CandidateId = candidate_id.to_owned();
     let Some(trigger) = rejection_trigger(&id, reason) else {
         return Ok(None);
     };
     let candidate = crate::candidates::candidate_for_worker(tx, candidate_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("candidate", candidate_id))?;
+        .ok_or_else(|| StoreError::not_found("candidate", candidate_id.as_str()))?;
     let held = held_task_ids(
         &candidate,
-        &crate::candidates::change_sets_of(tx, candidate.change_id.as_str()).await?,
+        &crate::candidates::change_sets_of(tx, &candidate.change_id).await?,
     );
-    let out = repair_in(tx, candidate.change_id.as_str(), &held, &trigger).await?;
+    let out = repair_in(tx, &candidate.change_id, &held, &trigger).await?;
     if let Err(reason) = &out {
-        await_person(tx, candidate.change_id.as_str(), Some(candidate_id), reason, "repair").await?;
+        await_person(tx, &candidate.change_id, Some(candidate_id), reason, "repair").await?;
     }
     Ok(Some(out))
 }
@@ -665,26 +673,33 @@ pub async fn repair_after_rejection(
 /// returns to `running` and has the `ACCEPTANCE_REPAIR` receipt. `None`: no repair was made
 /// (none is due, or the Change already had its repair: the winner is then held for a person
 /// as any other acceptance shortfall). A retry finds the repair Task its first call made.
-pub async fn repair_lone_after_acceptance(tx: &mut Tx, candidate_id: &str) -> Result<Option<TaskId>, StoreError> {
+pub async fn repair_lone_after_acceptance(
+    tx: &mut Tx,
+    candidate_id: &CandidateId,
+) -> Result<Option<TaskId>, StoreError> {
     let sql = format!("select {CANDIDATE_COLUMNS}, k.sibling_group from candidates k where k.id = $1");
-    let Some(row) = sqlx::query(&sql).bind(candidate_id).fetch_optional(tx.conn()).await? else {
+    let Some(row) = sqlx::query(&sql)
+        .bind(candidate_id.as_str())
+        .fetch_optional(tx.conn())
+        .await?
+    else {
         return Ok(None);
     };
     let k = candidate_row(&row)?;
     if k.status != CandidateStatus::Verified {
         return Ok(None);
     }
-    let change_id = k.change_id.to_string();
+    let change_id = ChangeId(k.change_id.to_string());
     // A retry: the repair this Candidate asked for is there already.
     let asked = sqlx::query(
         "select inputs_json, outcome_json from decision_receipts where change_id = $1 and kind = 'ACCEPTANCE_REPAIR'",
     )
-    .bind(&change_id)
+    .bind(change_id.as_str())
     .fetch_optional(tx.conn())
     .await?;
     if let Some(r) = asked {
         let inputs: serde_json::Value = json(&r.try_get::<String, _>("inputs_json")?, "inputs_json")?;
-        if inputs["trigger"] == "acceptance_not_met" && inputs["candidate_id"] == candidate_id {
+        if inputs["trigger"] == "acceptance_not_met" && inputs["candidate_id"] == candidate_id.as_str() {
             let outcome: serde_json::Value = json(&r.try_get::<String, _>("outcome_json")?, "outcome_json")?;
             return Ok(outcome["taskId"].as_str().map(|t| TaskId::from(t.to_owned())));
         }
@@ -710,8 +725,8 @@ pub async fn repair_lone_after_acceptance(tx: &mut Tx, candidate_id: &str) -> Re
            where o.id <> $1 and ((o.change_id = $2 and o.status in ('composing', 'verifying', 'verified'))
                  or (o.sibling_group = $3 and o.base_generation = $4))"#,
     )
-    .bind(candidate_id)
-    .bind(&change_id)
+    .bind(candidate_id.as_str())
+    .bind(change_id.as_str())
     .bind(group)
     .bind(k.base_generation)
     .fetch_one(tx.conn())
@@ -733,11 +748,15 @@ pub async fn repair_lone_after_acceptance(tx: &mut Tx, candidate_id: &str) -> Re
 /// person. `None`: no repair is due here.
 pub(crate) async fn repair_after_gate(
     tx: &mut Tx,
-    candidate_id: &str,
+    candidate_id: &CandidateId,
     reason: &str,
 ) -> Result<Option<Result<TaskId, String>>, StoreError> {
     let sql = format!("select {CANDIDATE_COLUMNS}, k.sibling_group from candidates k where k.id = $1");
-    let Some(row) = sqlx::query(&sql).bind(candidate_id).fetch_optional(tx.conn()).await? else {
+    let Some(row) = sqlx::query(&sql)
+        .bind(candidate_id.as_str())
+        .fetch_optional(tx.conn())
+        .await?
+    else {
         return Ok(None);
     };
     let k = candidate_row(&row)?;
@@ -756,7 +775,7 @@ pub(crate) async fn repair_after_gate(
            where o.id <> $1 and ((o.change_id = $2 and o.status in ('composing', 'verifying', 'verified'))
                  or (o.sibling_group = $3 and o.base_generation = $4))"#,
     )
-    .bind(candidate_id)
+    .bind(candidate_id.as_str())
     .bind(k.change_id.as_str())
     .bind(group)
     .bind(k.base_generation)
@@ -770,9 +789,9 @@ pub(crate) async fn repair_after_gate(
         return Ok(None);
     }
     let held: Vec<String> = k.change_set_ids.iter().map(|c| c.to_string()).collect();
-    let out = repair_in(tx, k.change_id.as_str(), &held, &trigger).await?;
+    let out = repair_in(tx, &k.change_id, &held, &trigger).await?;
     if let Err(reason) = &out {
-        await_person(tx, k.change_id.as_str(), Some(candidate_id), reason, "repair").await?;
+        await_person(tx, &k.change_id, Some(candidate_id), reason, "repair").await?;
     }
     Ok(Some(out))
 }
@@ -784,7 +803,7 @@ pub(crate) async fn repair_after_gate(
 /// `CONFLICT_INTEGRATION`; then `conflict.integrated`.
 async fn integrate_in(
     tx: &mut Tx,
-    change_id: &str,
+    change_id: &ChangeId,
     conflict_id: &str,
     integ: &ConflictIntegration,
     tasks: &[Task],
@@ -814,7 +833,7 @@ async fn integrate_in(
         for cs in sets.iter().filter(|c| c.task_id == t.id) {
             sqlx::query("update change_sets set rejected_reason = $2 where id = $1 and rejected_reason is null")
                 .bind(cs.id.as_str())
-                .bind(&reason)
+                .bind(reason.as_str())
                 .execute(tx.conn())
                 .await?;
             rejected.push(cs.id.to_string());
@@ -823,7 +842,7 @@ async fn integrate_in(
         sqlx::query(
             "update conflicts set resolved = 1 where change_id = $1 and resolved = 0 and (task_a = $2 or task_b = $2)",
         )
-        .bind(change_id)
+        .bind(change_id.as_str())
         .bind(t.id.as_str())
         .execute(tx.conn())
         .await?;
@@ -836,7 +855,7 @@ async fn integrate_in(
         .await?;
     }
     sqlx::query("update changes set status = 'running', updated_at = $2 where id = $1 and status = 'verifying'")
-        .bind(change_id)
+        .bind(change_id.as_str())
         .bind(now)
         .execute(tx.conn())
         .await?;
@@ -889,11 +908,11 @@ fn members_held(members: &[Member], trigger: &RepairTrigger) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn fail_change(tx: &mut Tx, change_id: &str) -> Result<SelectionDone, StoreError> {
+async fn fail_change(tx: &mut Tx, change_id: &ChangeId) -> Result<SelectionDone, StoreError> {
     let moved = sqlx::query(
         "update changes set status = 'failed', updated_at = $2 where id = $1 and status in ('running', 'verifying', 'awaiting_approval')",
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(now_ms())
     .execute(tx.conn())
     .await?;
@@ -915,7 +934,7 @@ async fn fail_change(tx: &mut Tx, change_id: &str) -> Result<SelectionDone, Stor
 /// and can cancel the Change: no Change waits on a person who cannot see it.
 async fn await_person(
     tx: &mut Tx,
-    change_id: &str,
+    change_id: &ChangeId,
     candidate_id: Option<&str>,
     reason: &str,
     trigger: &str,
@@ -923,7 +942,7 @@ async fn await_person(
     sqlx::query(
         "update changes set status = 'awaiting_approval', updated_at = $2 where id = $1 and status in ('running', 'verifying')",
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(now_ms())
     .execute(tx.conn())
     .await?;
@@ -971,7 +990,7 @@ async fn await_person(
 /// `approval.requested` with the reason).
 pub async fn winner_selected(tx: &mut Tx, winner: &Member) -> Result<SelectionDone, StoreError> {
     let k = &winner.candidate;
-    let change_id = k.change_id.to_string();
+    let change_id = ChangeId(k.change_id.to_string());
     let Some(outcome) = winner.acceptance().or_else(|| acceptance_from_evidence(winner)) else {
         // No acceptance check planned: nothing holds it here.
         return Ok(SelectionDone::Winner {
@@ -1066,11 +1085,11 @@ pub async fn hold_for_acceptance(
     sqlx::query("update candidates set plan_json = $2, status_reason = $3, updated_at = $4 where id = $1")
         .bind(k.id.as_str())
         .bind(plan.as_ref().map(to_json))
-        .bind(&reason)
+        .bind(reason.as_str())
         .bind(now_ms())
         .execute(tx.conn())
         .await?;
-    await_person(tx, k.change_id.as_str(), Some(k.id.as_str()), &reason, "acceptance").await?;
+    await_person(tx, &k.change_id, Some(&k.id), &reason, "acceptance").await?;
     Ok(reason)
 }
 
@@ -1080,7 +1099,7 @@ pub async fn hold_for_acceptance(
 /// `held_change_sets`: the ChangeSet (or Task) ids the Candidate holds.
 async fn repair_in(
     tx: &mut Tx,
-    change_id: &str,
+    change_id: &ChangeId,
     held_change_sets: &[String],
     trigger: &RepairTrigger,
 ) -> Result<Result<TaskId, String>, StoreError> {
@@ -1088,7 +1107,7 @@ async fn repair_in(
         r#"select t.id, t.key, t.semantic_resources, s.id as cs from tasks t left join change_sets s on s.task_id = t.id
            where t.change_id = $1 order by t.created_at, t.key"#,
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .fetch_all(tx.conn())
     .await?;
     let mut keys: Vec<(String, String)> = Vec::new();
@@ -1120,10 +1139,10 @@ async fn repair_in(
            values ($1, $2, $3, $4, $5, $6, $7) on conflict (change_id, key) do nothing"#,
     )
     .bind(id.as_str())
-    .bind(change_id)
-    .bind(&plan.task.key)
+    .bind(change_id.as_str())
+    .bind(plan.task.key.as_str())
     .bind(enum_text(&plan.task.kind))
-    .bind(&plan.task.title)
+    .bind(plan.task.title.as_str())
     .bind(to_json(&plan.task.semantic_resources))
     .bind(now)
     .execute(tx.conn())
@@ -1144,7 +1163,7 @@ async fn repair_in(
     sqlx::query(
         "update changes set status = 'running', updated_at = $2 where id = $1 and status in ('verifying', 'awaiting_approval')",
     )
-    .bind(change_id)
+    .bind(change_id.as_str())
     .bind(now)
     .execute(tx.conn())
     .await?;
@@ -1180,13 +1199,13 @@ mod tests {
 }
 
 crate::one_step! {
-    read change_set_origins(account_id: &str, change_id: &str) -> Vec<(ChangeSet, Option<String>)>;
-    write record_conflict(account_id: &str, change_id: &str, input: &ConflictInput, paths_of: &BTreeMap<String, Vec<String>>) -> Conflict;
-    write start_verification_round(account_id: &str, change_id: &str) -> Vec<Candidate>;
-    read sibling_group(candidate_id: &str) -> Option<Vec<Member>>;
-    write claim_selection(candidate_id: &str, claimant: &str) -> SelectionStep;
-    write apply_selection(candidate_id: &str, claimant: &str, judge: Option<&JudgeOutcome>) -> SelectionDone;
+    read change_set_origins(account_id: &AccountId, change_id: &ChangeId) -> Vec<(ChangeSet, Option<String>)>;
+    write record_conflict(account_id: &AccountId, change_id: &ChangeId, input: &ConflictInput, paths_of: &BTreeMap<String, Vec<String>>) -> Conflict;
+    write start_verification_round(account_id: &AccountId, change_id: &ChangeId) -> Vec<Candidate>;
+    read sibling_group(candidate_id: &CandidateId) -> Option<Vec<Member>>;
+    write claim_selection(candidate_id: &CandidateId, claimant: &str) -> SelectionStep;
+    write apply_selection(candidate_id: &CandidateId, claimant: &str, judge: Option<&JudgeOutcome>) -> SelectionDone;
     write set_acceptance(id: &str, criteria: Option<&[belay_domain::acceptance::JudgedCriterion]>, metrics: &belay_domain::candidate::CandidateMetrics) -> ();
-    write repair_after_rejection(candidate_id: &str, reason: Option<&str>) -> Option<Result<TaskId, String>>;
-    write repair_lone_after_acceptance(candidate_id: &str) -> Option<TaskId>;
+    write repair_after_rejection(candidate_id: &CandidateId, reason: Option<&str>) -> Option<Result<TaskId, String>>;
+    write repair_lone_after_acceptance(candidate_id: &CandidateId) -> Option<TaskId>;
 }

@@ -8,6 +8,7 @@ use crate::meter::{self, Reserve};
 use crate::rows::json;
 use crate::{StoreError, Tx, events, now_ms};
 use belay_domain::change::{ChangeSet, ChangeSetInput, TaskKind};
+use belay_domain::ids::{ChangeId, ProjectId, TaskRunId, TokenId};
 use belay_domain::meter::{CapExceeded, Reservation};
 use belay_domain::workspace::{AdmissionStep, WorkspacePolicy, new_admission, readmission};
 use serde::{Deserialize, Serialize};
@@ -75,14 +76,14 @@ fn workspace_row(r: &sqlx::any::AnyRow) -> Result<WorkspaceRow, StoreError> {
 /// Ends a running task run with `status`, and records `event` when it moved.
 async fn end_task_run(
     tx: &mut Tx,
-    run_id: &str,
+    run_id: &TaskRunId,
     status: &str,
     now: i64,
     event: &str,
     payload: serde_json::Value,
 ) -> Result<(), StoreError> {
     let moved = sqlx::query("update task_runs set status = $3, ended_at = $2 where id = $1 and status = 'running'")
-        .bind(run_id)
+        .bind(run_id.as_str())
         .bind(now)
         .bind(status)
         .execute(tx.conn())
@@ -99,18 +100,22 @@ async fn end_task_run(
 /// admitted again, with its reservation, without counting or reserving twice.
 pub async fn admit(
     tx: &mut Tx,
-    run_id: &str,
-    change_id: &str,
-    project_id: &str,
+    run_id: &TaskRunId,
+    change_id: &ChangeId,
+    project_id: &ProjectId,
     now_secs: i64,
 ) -> Result<Admission, StoreError> {
     // The Change's row lock serializes admissions to one Change on PostgreSQL.
     sqlx::query("update changes set updated_at = updated_at where id = $1")
-        .bind(change_id)
+        .bind(change_id.as_str())
         .execute(tx.conn())
         .await?;
     let sql = format!("select {WS_COLUMNS} from workspaces where run_id = $1");
-    if let Some(row) = sqlx::query(&sql).bind(run_id).fetch_optional(tx.conn()).await? {
+    if let Some(row) = sqlx::query(&sql)
+        .bind(run_id.as_str())
+        .fetch_optional(tx.conn())
+        .await?
+    {
         let row = workspace_row(&row)?;
         if readmission(row.status == "open", row.reservation_id.is_some()) == AdmissionStep::AsBefore {
             return Ok(Admission::Admitted(Box::new(row)));
@@ -120,7 +125,7 @@ pub async fn admit(
             Reserve::Refused(cap) => return Ok(Admission::CapRefused(cap)),
         };
         sqlx::query("update workspaces set reservation_id = $2 where run_id = $1")
-            .bind(run_id)
+            .bind(run_id.as_str())
             .bind(&reservation)
             .execute(tx.conn())
             .await?;
@@ -130,7 +135,7 @@ pub async fn admit(
         })));
     }
     let open: i64 = sqlx::query("select count(*) as n from workspaces where change_id = $1 and status = 'open'")
-        .bind(change_id)
+        .bind(change_id.as_str())
         .fetch_one(tx.conn())
         .await?
         .try_get("n")?;
@@ -145,9 +150,9 @@ pub async fn admit(
         r#"insert into workspaces (run_id, change_id, project_id, status, reservation_id, opened_at)
            values ($1, $2, $3, 'open', $4, $5)"#,
     )
-    .bind(run_id)
-    .bind(change_id)
-    .bind(project_id)
+    .bind(run_id.as_str())
+    .bind(change_id.as_str())
+    .bind(project_id.as_str())
     .bind(&reservation)
     .bind(now_ms())
     .execute(tx.conn())
@@ -159,7 +164,7 @@ pub async fn admit(
         &serde_json::json!({ "changeId": change_id }),
     )
     .await?;
-    let row = sqlx::query(&sql).bind(run_id).fetch_one(tx.conn()).await?;
+    let row = sqlx::query(&sql).bind(run_id.as_str()).fetch_one(tx.conn()).await?;
     Ok(Admission::Admitted(Box::new(workspace_row(&row)?)))
 }
 
@@ -167,14 +172,14 @@ const WS_COLUMNS: &str =
     "run_id, change_id, project_id, status, base_commit, start_commit, reservation_id, error, opened_at, ended_at";
 
 /// What opening the workspace of `run_id` needs; `None` when the run does not exist.
-pub async fn workspace_plan(tx: &mut Tx, run_id: &str) -> Result<Option<WorkspacePlan>, StoreError> {
+pub async fn workspace_plan(tx: &mut Tx, run_id: &TaskRunId) -> Result<Option<WorkspacePlan>, StoreError> {
     let Some(r) = sqlx::query(
         r#"select r.status as run_status, t.id as task_id, t.kind, c.id as change_id, p.id as project_id,
                   p.account_id, p.canonical_commit, p.workspace_policy
            from task_runs r join tasks t on t.id = r.task_id join changes c on c.id = t.change_id
            join projects p on p.id = c.project_id where r.id = $1"#,
     )
-    .bind(run_id)
+    .bind(run_id.as_str())
     .fetch_optional(tx.conn())
     .await?
     else {
@@ -229,9 +234,9 @@ pub async fn workspace_plan(tx: &mut Tx, run_id: &str) -> Result<Option<Workspac
 /// commit together, or neither does.
 pub async fn admit_workspace(
     tx: &mut Tx,
-    run_id: &str,
-    change_id: &str,
-    project_id: &str,
+    run_id: &TaskRunId,
+    change_id: &ChangeId,
+    project_id: &ProjectId,
     now_secs: i64,
 ) -> Result<Admission, StoreError> {
     tx.begin_step().await?;
@@ -248,7 +253,7 @@ pub async fn admit_workspace(
 /// merges) and its meter reservation.
 pub async fn workspace_opened(
     tx: &mut Tx,
-    run_id: &str,
+    run_id: &TaskRunId,
     base_commit: &str,
     start_commit: &str,
     reservation_id: &str,
@@ -256,7 +261,7 @@ pub async fn workspace_opened(
     sqlx::query(
         "update workspaces set base_commit = $2, start_commit = $3, reservation_id = $4 where run_id = $1 and status = 'open'",
     )
-    .bind(run_id)
+    .bind(run_id.as_str())
     .bind(base_commit)
     .bind(start_commit)
     .bind(reservation_id)
@@ -265,21 +270,24 @@ pub async fn workspace_opened(
     Ok(())
 }
 
-pub async fn get_workspace(tx: &mut Tx, run_id: &str) -> Result<Option<WorkspaceRow>, StoreError> {
+pub async fn get_workspace(tx: &mut Tx, run_id: &TaskRunId) -> Result<Option<WorkspaceRow>, StoreError> {
     let sql = format!("select {WS_COLUMNS} from workspaces where run_id = $1");
-    let row = sqlx::query(&sql).bind(run_id).fetch_optional(tx.conn()).await?;
+    let row = sqlx::query(&sql)
+        .bind(run_id.as_str())
+        .fetch_optional(tx.conn())
+        .await?;
     row.as_ref().map(workspace_row).transpose()
 }
 
 /// Ends an open workspace that published nothing: the workspace and its task run fail with
 /// `error`. Ending one already ended changes nothing.
-pub async fn fail_workspace(tx: &mut Tx, run_id: &str, error: &str) -> Result<(), StoreError> {
+pub async fn fail_workspace(tx: &mut Tx, run_id: &TaskRunId, error: &str) -> Result<(), StoreError> {
     let now = now_ms();
     let error: String = error.chars().take(4000).collect();
     sqlx::query(
         "update workspaces set status = 'failed', error = $2, ended_at = $3 where run_id = $1 and status = 'open'",
     )
-    .bind(run_id)
+    .bind(run_id.as_str())
     .bind(&error)
     .bind(now)
     .execute(tx.conn())
@@ -299,28 +307,28 @@ pub async fn fail_workspace(tx: &mut Tx, run_id: &str, error: &str) -> Result<()
 /// Records the ChangeSet a workspace published (once: a retried activity gets the same row).
 pub async fn insert_published_change_set(
     tx: &mut Tx,
-    run_id: &str,
+    run_id: &TaskRunId,
     input: &ChangeSetInput,
 ) -> Result<ChangeSet, StoreError> {
     input.validate()?;
     let task_id: String = sqlx::query("select task_id from task_runs where id = $1")
-        .bind(run_id)
+        .bind(run_id.as_str())
         .fetch_optional(tx.conn())
         .await?
-        .ok_or_else(|| StoreError::not_found("task run", run_id))?
+        .ok_or_else(|| StoreError::not_found("task run", run_id.as_str()))?
         .try_get("task_id")?;
     // A retried publish finds the ChangeSet its first attempt made.
     crate::changes::insert_change_set(tx.conn(), &task_id, run_id, input).await?;
     change_set_of_run(tx, run_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("change set of run", run_id))
+        .ok_or_else(|| StoreError::not_found("change set of run", run_id.as_str()))
 }
 
-pub async fn change_set_of_run(tx: &mut Tx, run_id: &str) -> Result<Option<ChangeSet>, StoreError> {
+pub async fn change_set_of_run(tx: &mut Tx, run_id: &TaskRunId) -> Result<Option<ChangeSet>, StoreError> {
     let row = sqlx::query(
         "select id, task_id, run_id, commit_id, contract_changes, data_changes, patch_ref, created_at from change_sets where run_id = $1",
     )
-    .bind(run_id)
+    .bind(run_id.as_str())
     .fetch_optional(tx.conn())
     .await?;
     row.as_ref().map(crate::changes::change_set_row).transpose()
@@ -328,15 +336,15 @@ pub async fn change_set_of_run(tx: &mut Tx, run_id: &str) -> Result<Option<Chang
 
 /// Completes a publish: the ChangeSet gets its patch object, the workspace is `published` and
 /// the task run `succeeded`, in one transaction. Idempotent.
-pub async fn finish_publish(tx: &mut Tx, run_id: &str, patch_ref: &str) -> Result<ChangeSet, StoreError> {
+pub async fn finish_publish(tx: &mut Tx, run_id: &TaskRunId, patch_ref: &str) -> Result<ChangeSet, StoreError> {
     let now = now_ms();
     sqlx::query("update change_sets set patch_ref = $2 where run_id = $1")
-        .bind(run_id)
+        .bind(run_id.as_str())
         .bind(patch_ref)
         .execute(tx.conn())
         .await?;
     sqlx::query("update workspaces set status = 'published', ended_at = $2 where run_id = $1 and status = 'open'")
-        .bind(run_id)
+        .bind(run_id.as_str())
         .bind(now)
         .execute(tx.conn())
         .await?;
@@ -351,13 +359,13 @@ pub async fn finish_publish(tx: &mut Tx, run_id: &str, patch_ref: &str) -> Resul
     .await?;
     change_set_of_run(tx, run_id)
         .await?
-        .ok_or_else(|| StoreError::not_found("change set of run", run_id))
+        .ok_or_else(|| StoreError::not_found("change set of run", run_id.as_str()))
 }
 
 /// Revokes a repository token for every API process. True when it was not revoked before.
 /// Revocations older than a token's whole life are forgotten: every token they could refuse
 /// has expired.
-pub async fn revoke_repo_token(tx: &mut Tx, token_id: &str, ttl_secs: i64) -> Result<bool, StoreError> {
+pub async fn revoke_repo_token(tx: &mut Tx, token_id: &TokenId, ttl_secs: i64) -> Result<bool, StoreError> {
     let now = now_ms();
     sqlx::query("delete from repo_token_revocations where revoked_at < $1")
         .bind(now - (ttl_secs + 60) * 1000)
@@ -365,17 +373,17 @@ pub async fn revoke_repo_token(tx: &mut Tx, token_id: &str, ttl_secs: i64) -> Re
         .await?;
     let inserted =
         sqlx::query("insert into repo_token_revocations (token_id, revoked_at) values ($1, $2) on conflict do nothing")
-            .bind(token_id)
+            .bind(token_id.as_str())
             .bind(now)
             .execute(tx.conn())
             .await?;
     Ok(inserted.rows_affected() == 1)
 }
 
-pub async fn repo_token_revoked(tx: &mut Tx, token_id: &str) -> Result<bool, StoreError> {
+pub async fn repo_token_revoked(tx: &mut Tx, token_id: &TokenId) -> Result<bool, StoreError> {
     Ok(
         sqlx::query("select 1 as one from repo_token_revocations where token_id = $1")
-            .bind(token_id)
+            .bind(token_id.as_str())
             .fetch_optional(tx.conn())
             .await?
             .is_some(),
@@ -383,14 +391,14 @@ pub async fn repo_token_revoked(tx: &mut Tx, token_id: &str) -> Result<bool, Sto
 }
 
 crate::one_step! {
-    read workspace_plan(run_id: &str) -> Option<WorkspacePlan>;
-    write admit_workspace(run_id: &str, change_id: &str, project_id: &str, now_secs: i64) -> Admission;
-    write workspace_opened(run_id: &str, base_commit: &str, start_commit: &str, reservation_id: &str) -> ();
-    read get_workspace(run_id: &str) -> Option<WorkspaceRow>;
-    write fail_workspace(run_id: &str, error: &str) -> ();
-    write insert_published_change_set(run_id: &str, input: &ChangeSetInput) -> ChangeSet;
-    read change_set_of_run(run_id: &str) -> Option<ChangeSet>;
-    write finish_publish(run_id: &str, patch_ref: &str) -> ChangeSet;
-    write revoke_repo_token(token_id: &str, ttl_secs: i64) -> bool;
-    read repo_token_revoked(token_id: &str) -> bool;
+    read workspace_plan(run_id: &TaskRunId) -> Option<WorkspacePlan>;
+    write admit_workspace(run_id: &TaskRunId, change_id: &ChangeId, project_id: &ProjectId, now_secs: i64) -> Admission;
+    write workspace_opened(run_id: &TaskRunId, base_commit: &str, start_commit: &str, reservation_id: &str) -> ();
+    read get_workspace(run_id: &TaskRunId) -> Option<WorkspaceRow>;
+    write fail_workspace(run_id: &TaskRunId, error: &str) -> ();
+    write insert_published_change_set(run_id: &TaskRunId, input: &ChangeSetInput) -> ChangeSet;
+    read change_set_of_run(run_id: &TaskRunId) -> Option<ChangeSet>;
+    write finish_publish(run_id: &TaskRunId, patch_ref: &str) -> ChangeSet;
+    write revoke_repo_token(token_id: &TokenId, ttl_secs: i64) -> bool;
+    read repo_token_revoked(token_id: &TokenId) -> bool;
 }

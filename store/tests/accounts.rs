@@ -4,6 +4,7 @@
 
 use belay_domain::access::Role;
 use belay_domain::api_token::{LAST_USED_EVERY_MS, TokenState};
+use belay_domain::ids::AccountId;
 use belay_store::accounts::{AccountChange, Authentication};
 use belay_store::events::{Actor, ActorSlot, EventFilter, with_actor_slot};
 use belay_store::on_both;
@@ -77,7 +78,9 @@ on_both!(tokens_are_named_listed_expire_and_are_revoked, |s: Store| async move {
 on_both!(last_use_is_written_at_most_once_a_minute, |s: Store| async move {
     let (alice, token) = s.create_account("alice").await.unwrap();
     let t0 = now_ms();
-    let last = |s: Store, id: String| async move { s.list_tokens(&id).await.unwrap()[0].last_used_at };
+    let last = |s: Store, id: String| async move {
+        s.list_tokens(&AccountId::from(id.as_str())).await.unwrap()[0].last_used_at
+    };
     s.authenticate_token(&token, t0, false).await.unwrap();
     assert_eq!(last(s.clone(), alice.id.to_string()).await, None);
     s.authenticate_token(&token, t0, true).await.unwrap();

@@ -2,6 +2,7 @@
 //! refused when spent, concurrently too, and settled once to the measured seconds.
 
 use belay_domain::browser::BrowserMeter;
+use belay_domain::ids::CandidateId;
 use belay_store::Store;
 use belay_store::browser_meter::{BROWSER_RUNS, BROWSER_SECONDS, BrowserReserve};
 use belay_store::on_both;
@@ -23,7 +24,10 @@ on_both!(
     two_runs_per_candidate_then_skipped_and_settles_charge_the_measured_seconds_once,
     threads = 4,
     async |store: Store| {
-        let a = id(store.reserve_browser("cand_a", NOON, 3600).await.unwrap());
+        let a = id(store
+            .reserve_browser(&CandidateId::from("cand_a"), NOON, 3600)
+            .await
+            .unwrap());
         assert_eq!(
             store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(),
             (0, 60)
@@ -38,23 +42,38 @@ on_both!(
             store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(),
             (7, 0)
         );
-        let b = id(store.reserve_browser("cand_a", NOON, 3600).await.unwrap());
+        let b = id(store
+            .reserve_browser(&CandidateId::from("cand_a"), NOON, 3600)
+            .await
+            .unwrap());
         assert_eq!(
-            store.reserve_browser("cand_a", NOON, 3600).await.unwrap(),
+            store
+                .reserve_browser(&CandidateId::from("cand_a"), NOON, 3600)
+                .await
+                .unwrap(),
             BrowserReserve::Refused(BrowserMeter::RunsPerCandidate)
         );
         assert_eq!(store.usage_counter(BROWSER_RUNS, "cand_a").await.unwrap(), (2, 0));
         // A session that never reported is settled at what it held.
-        assert_eq!(store.settle_open_browser_reservations("cand_a").await.unwrap(), 1);
+        assert_eq!(
+            store
+                .settle_open_browser_reservations(&CandidateId::from("cand_a"))
+                .await
+                .unwrap(),
+            1
+        );
         assert_eq!(store.settle_browser(&b, 1).await.unwrap(), 60);
         assert_eq!(
             store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(),
             (67, 0)
         );
         // Another Candidate has its own runs; the next UTC day its own seconds.
-        id(store.reserve_browser("cand_b", NOON, 3600).await.unwrap());
+        id(store
+            .reserve_browser(&CandidateId::from("cand_b"), NOON, 3600)
+            .await
+            .unwrap());
         assert!(matches!(
-            store.reserve_browser("cand_c", NOON + 43_200, 3600).await.unwrap(),
+            store.reserve_browser(&CandidateId::from("cand_c"), NOON + 43_200, 3600).await.unwrap(),
             BrowserReserve::Reserved { ref day, .. } if day == "2026-12-02"
         ));
     }
@@ -69,7 +88,9 @@ on_both!(
         for n in 0..8 {
             let s = store.clone();
             tasks.push(tokio::spawn(async move {
-                s.reserve_browser(&format!("cand_{n}"), NOON, 200).await.unwrap()
+                s.reserve_browser(&CandidateId(format!("cand_{n}")), NOON, 200)
+                    .await
+                    .unwrap()
             }));
         }
         let mut reserved = vec![];
@@ -96,10 +117,19 @@ on_both!(
             store.usage_counter(BROWSER_SECONDS, "2026-12-01").await.unwrap(),
             (30, 0)
         );
-        id(store.reserve_browser("cand_late", NOON, 200).await.unwrap());
-        id(store.reserve_browser("cand_later", NOON, 200).await.unwrap());
+        id(store
+            .reserve_browser(&CandidateId::from("cand_late"), NOON, 200)
+            .await
+            .unwrap());
+        id(store
+            .reserve_browser(&CandidateId::from("cand_later"), NOON, 200)
+            .await
+            .unwrap());
         assert_eq!(
-            store.reserve_browser("cand_last", NOON, 200).await.unwrap(),
+            store
+                .reserve_browser(&CandidateId::from("cand_last"), NOON, 200)
+                .await
+                .unwrap(),
             BrowserReserve::Refused(BrowserMeter::DailySeconds)
         );
 
@@ -108,7 +138,9 @@ on_both!(
         for _ in 0..6 {
             let s = store.clone();
             tasks.push(tokio::spawn(async move {
-                s.reserve_browser("cand_one", NOON, 100_000).await.unwrap()
+                s.reserve_browser(&CandidateId::from("cand_one"), NOON, 100_000)
+                    .await
+                    .unwrap()
             }));
         }
         let mut ok = 0;

@@ -7,6 +7,7 @@ use belay_domain::catalogue::{
     AdapterSpec, GgConfigInput, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType,
 };
 use belay_domain::coverage::{Cell, CoverageGroupInput, CoveragePlanInput, GroupKind, GroupMember, OuterAxis, cross};
+use belay_domain::ids::{AccountId, JobId, PlanId, RunId};
 use belay_domain::job::{CasePin, Combination, JobStatus, Origin, RetryDecision};
 use belay_domain::review::{Rating, ReviewInput};
 use belay_domain::top_up::Skipped;
@@ -93,20 +94,20 @@ fn hand_job(case: CasePin, c: Combination, user: Option<&str>) -> NewJob {
 async fn complete(s: &Store, id: &str) -> String {
     // The job must be dispatched first: claim until it is.
     for i in 0..50 {
-        if s.get_job(id).await.unwrap().unwrap().status == JobStatus::Dispatched {
+        if s.get_job(&JobId::from(id)).await.unwrap().unwrap().status == JobStatus::Dispatched {
             break;
         }
         s.claim(&format!("claim-{id}-{i}")).await.unwrap();
     }
     assert!(matches!(
-        s.advance_job(id, JobStatus::Starting).await.unwrap(),
+        s.advance_job(&JobId::from(id), JobStatus::Starting).await.unwrap(),
         Transition::Moved(_)
     ));
     assert!(matches!(
-        s.advance_job(id, JobStatus::Running).await.unwrap(),
+        s.advance_job(&JobId::from(id), JobStatus::Running).await.unwrap(),
         Transition::Moved(_)
     ));
-    match s.complete_job(id, true, &[]).await.unwrap() {
+    match s.complete_job(&JobId::from(id), true, &[]).await.unwrap() {
         Completion::Recorded(r) => r.id.to_string(),
         other => panic!("{other:?}"),
     }
@@ -136,8 +137,8 @@ fn plan_input(
 
 async fn review(s: &Store, run: &str, account: &str) {
     s.submit_review(
-        run,
-        account,
+        &RunId::from(run),
+        &AccountId::from(account),
         &ReviewInput {
             ratings: Some(BTreeMap::from([("code".to_string(), Rating::Great)])),
             category: None,
@@ -161,24 +162,19 @@ on_both!(
         };
         let g = coverage::create_group(&mut tx, &alice.id, &input).await.unwrap();
         assert!(g.id.as_str().starts_with("grp_"));
+        assert!(coverage::get_group(&mut tx, &bob.id, &g.id).await.unwrap().is_none());
         assert!(
-            coverage::get_group(&mut tx, &bob.id, g.id.as_str())
+            coverage::update_group(&mut tx, &bob.id, &g.id, &input)
                 .await
                 .unwrap()
                 .is_none()
         );
-        assert!(
-            coverage::update_group(&mut tx, &bob.id, g.id.as_str(), &input)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        assert!(!coverage::delete_group(&mut tx, &bob.id, g.id.as_str()).await.unwrap());
+        assert!(!coverage::delete_group(&mut tx, &bob.id, &g.id).await.unwrap());
         let mut p = plan_input(vec![pin("a", "1.0.0", "none")], vec![], 2, None);
         p.combo_groups = vec![g.id.clone()];
         let plan = coverage::create_plan(&mut tx, &alice.id, &p).await.unwrap();
         assert!(plan.id.as_str().starts_with("plan_"));
-        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+        let r = coverage::resolve_plan(&mut tx, &alice.id, &plan.id)
             .await
             .unwrap()
             .unwrap();
@@ -192,11 +188,11 @@ on_both!(
             ],
             ..input.clone()
         };
-        coverage::update_group(&mut tx, &alice.id, g.id.as_str(), &two)
+        coverage::update_group(&mut tx, &alice.id, &g.id, &two)
             .await
             .unwrap()
             .unwrap();
-        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+        let r = coverage::resolve_plan(&mut tx, &alice.id, &plan.id)
             .await
             .unwrap()
             .unwrap();
@@ -205,42 +201,33 @@ on_both!(
         coverage::put_buffer_setting(&mut tx, &alice.id, BufferTarget::Unbounded {})
             .await
             .unwrap();
-        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+        let r = coverage::resolve_plan(&mut tx, &alice.id, &plan.id)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(r.target, BufferTarget::Unbounded {});
         p.buffer_target = Some(BufferTarget::Bounded { runs: 0 });
-        coverage::update_plan(&mut tx, &alice.id, plan.id.as_str(), &p)
+        coverage::update_plan(&mut tx, &alice.id, &plan.id, &p)
             .await
             .unwrap()
             .unwrap();
-        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+        let r = coverage::resolve_plan(&mut tx, &alice.id, &plan.id)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(r.target, BufferTarget::Bounded { runs: 0 });
-        assert!(
-            coverage::get_plan(&mut tx, &bob.id, plan.id.as_str())
-                .await
-                .unwrap()
-                .is_none()
-        );
+        assert!(coverage::get_plan(&mut tx, &bob.id, &plan.id).await.unwrap().is_none());
         assert_eq!(coverage::list_plans(&mut tx, &bob.id).await.unwrap().len(), 0);
         // A deleted group resolves to nothing.
-        assert!(coverage::delete_group(&mut tx, &alice.id, g.id.as_str()).await.unwrap());
-        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+        assert!(coverage::delete_group(&mut tx, &alice.id, &g.id).await.unwrap());
+        let r = coverage::resolve_plan(&mut tx, &alice.id, &plan.id)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(r.cells.len(), 0);
+        assert!(coverage::delete_plan(&mut tx, &alice.id, &plan.id).await.unwrap());
         assert!(
-            coverage::delete_plan(&mut tx, &alice.id, plan.id.as_str())
-                .await
-                .unwrap()
-        );
-        assert!(
-            coverage::get_plan(&mut tx, &alice.id, plan.id.as_str())
+            coverage::get_plan(&mut tx, &alice.id, &plan.id)
                 .await
                 .unwrap()
                 .is_none()
@@ -342,7 +329,7 @@ on_both!(
         let id = plan.id.as_str();
         let t = 1_000_000;
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "one", t, TOP_UP_LEASE_MS)
+            coverage::claim_top_up(&mut tx, &alice.id, &PlanId::from(id), "one", t, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Claimed
@@ -352,14 +339,14 @@ on_both!(
             Some(("one".to_string(), t))
         );
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "one", t + 5, TOP_UP_LEASE_MS)
+            coverage::claim_top_up(&mut tx, &alice.id, &PlanId::from(id), "one", t + 5, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Claimed,
             "a retried claim"
         );
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 10, TOP_UP_LEASE_MS)
+            coverage::claim_top_up(&mut tx, &alice.id, &PlanId::from(id), "two", t + 10, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Busy
@@ -368,7 +355,7 @@ on_both!(
             coverage::claim_top_up(
                 &mut tx,
                 &alice.id,
-                id,
+                &PlanId::from(id),
                 "two",
                 t + 5 + TOP_UP_LEASE_MS - 1,
                 TOP_UP_LEASE_MS
@@ -379,51 +366,73 @@ on_both!(
         );
         // "one" died without releasing: its lease ends.
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "two", t + 5 + TOP_UP_LEASE_MS, TOP_UP_LEASE_MS)
-                .await
-                .unwrap(),
+            coverage::claim_top_up(
+                &mut tx,
+                &alice.id,
+                &PlanId::from(id),
+                "two",
+                t + 5 + TOP_UP_LEASE_MS,
+                TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Claimed
         );
         assert!(
-            !coverage::release_top_up(&mut tx, id, "one").await.unwrap(),
+            !coverage::release_top_up(&mut tx, &PlanId::from(id), "one")
+                .await
+                .unwrap(),
             "not one's to release"
         );
-        assert!(coverage::release_top_up(&mut tx, id, "two").await.unwrap());
+        assert!(
+            coverage::release_top_up(&mut tx, &PlanId::from(id), "two")
+                .await
+                .unwrap()
+        );
         assert_eq!(coverage::claim_holder(&mut tx, Feed::Plan, id).await.unwrap(), None);
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "three", t, TOP_UP_LEASE_MS)
+            coverage::claim_top_up(&mut tx, &alice.id, &PlanId::from(id), "three", t, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Claimed
         );
         // A shorter lease, as a worker configured with one reads it: "three" died too.
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "five", t + 999, 1_000)
+            coverage::claim_top_up(&mut tx, &alice.id, &PlanId::from(id), "five", t + 999, 1_000)
                 .await
                 .unwrap(),
             Claim::Busy
         );
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "five", t + 1_000, 1_000)
+            coverage::claim_top_up(&mut tx, &alice.id, &PlanId::from(id), "five", t + 1_000, 1_000)
                 .await
                 .unwrap(),
             Claim::Claimed
         );
-        coverage::release_top_up(&mut tx, id, "five").await.unwrap();
-        coverage::set_paused(&mut tx, &alice.id, id, true, "pause")
+        coverage::release_top_up(&mut tx, &PlanId::from(id), "five")
+            .await
+            .unwrap();
+        coverage::set_paused(&mut tx, &alice.id, &PlanId::from(id), true, "pause")
             .await
             .unwrap()
             .unwrap();
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, id, "four", t, TOP_UP_LEASE_MS)
+            coverage::claim_top_up(&mut tx, &alice.id, &PlanId::from(id), "four", t, TOP_UP_LEASE_MS)
                 .await
                 .unwrap(),
             Claim::Paused
         );
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &alice.id, "plan_nope", "four", t, TOP_UP_LEASE_MS)
-                .await
-                .unwrap(),
+            coverage::claim_top_up(
+                &mut tx,
+                &alice.id,
+                &PlanId::from("plan_nope"),
+                "four",
+                t,
+                TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Missing
         );
         tx.commit().await.unwrap();
@@ -447,7 +456,7 @@ on_both!(
             Some(BufferTarget::Bounded { runs: 4 }),
         );
         let plan = coverage::create_plan(&mut tx, &alice.id, &input).await.unwrap();
-        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+        let r = coverage::resolve_plan(&mut tx, &alice.id, &plan.id)
             .await
             .unwrap()
             .unwrap();
@@ -511,7 +520,7 @@ on_both!(
             Some(BufferTarget::Unbounded {}),
         );
         let plan = coverage::create_plan(&mut tx, &alice.id, &input).await.unwrap();
-        let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+        let r = coverage::resolve_plan(&mut tx, &alice.id, &plan.id)
             .await
             .unwrap()
             .unwrap();
@@ -548,7 +557,7 @@ on_both!(a_withheld_retry_shows_on_the_failed_job, |s: Store| async move {
     let mut tx = s.begin().await.unwrap();
     let input = plan_input(vec![pin("a", "1.0.0", "none")], vec![combo("x")], 1, None);
     let plan = coverage::create_plan(&mut tx, &alice.id, &input).await.unwrap();
-    let r = coverage::resolve_plan(&mut tx, &alice.id, plan.id.as_str())
+    let r = coverage::resolve_plan(&mut tx, &alice.id, &plan.id)
         .await
         .unwrap()
         .unwrap();
@@ -556,7 +565,7 @@ on_both!(a_withheld_retry_shows_on_the_failed_job, |s: Store| async move {
     let a = coverage::enqueue_top_up(&mut tx, &alice.id, &origin, &r.cells, 1, r.target, "t")
         .await
         .unwrap();
-    coverage::set_paused(&mut tx, &alice.id, plan.id.as_str(), true, "pause")
+    coverage::set_paused(&mut tx, &alice.id, &plan.id, true, "pause")
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -567,7 +576,7 @@ on_both!(a_withheld_retry_shows_on_the_failed_job, |s: Store| async move {
     assert!(f.job.retry_withheld);
     // Resumed, the next top-up counts the cell's missing run and fills it.
     let mut tx = s.begin().await.unwrap();
-    coverage::set_paused(&mut tx, &alice.id, plan.id.as_str(), false, "resume")
+    coverage::set_paused(&mut tx, &alice.id, &plan.id, false, "resume")
         .await
         .unwrap();
     let b = coverage::enqueue_top_up(&mut tx, &alice.id, &origin, &r.cells, 1, r.target, "t2")
@@ -719,7 +728,9 @@ async fn reviews_get_their_runs_cells(backend: Backend) {
             let mut tx = s.begin_read().await.unwrap();
             let mut seen = Vec::new();
             for set in [&cells, &many] {
-                let f = coverage::coverage_facts(&mut tx, &who, set).await.unwrap();
+                let f = coverage::coverage_facts(&mut tx, &AccountId::from(who.as_str()), set)
+                    .await
+                    .unwrap();
                 let n = |c: &Cell| f.counts.get(&c.cell_key).map(|k| (k.completed, k.unreviewed));
                 seen.push((n(&cells[0]), n(&cells[1])));
             }

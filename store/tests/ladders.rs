@@ -4,6 +4,7 @@
 
 use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType};
 use belay_domain::gate::{Gate, Outcome, Threshold, Verdict};
+use belay_domain::ids::{AccountId, JobId, LadderId, RunId};
 use belay_domain::job::{Combination, JobStatus};
 use belay_domain::ladder::{ClimberKey, LadderAxis, LadderInput, RungInput, Steering};
 use belay_domain::progress::{ClimberStatus, RecordedVerdict};
@@ -95,20 +96,20 @@ fn input(runs: i64, early_stop: bool, enabled: bool) -> LadderInput {
 
 async fn complete(s: &Store, id: &str) -> String {
     for i in 0..50 {
-        if s.get_job(id).await.unwrap().unwrap().status == JobStatus::Dispatched {
+        if s.get_job(&JobId::from(id)).await.unwrap().unwrap().status == JobStatus::Dispatched {
             break;
         }
         s.claim(&format!("claim-{id}-{i}")).await.unwrap();
     }
     assert!(matches!(
-        s.advance_job(id, JobStatus::Starting).await.unwrap(),
+        s.advance_job(&JobId::from(id), JobStatus::Starting).await.unwrap(),
         Transition::Moved(_)
     ));
     assert!(matches!(
-        s.advance_job(id, JobStatus::Running).await.unwrap(),
+        s.advance_job(&JobId::from(id), JobStatus::Running).await.unwrap(),
         Transition::Moved(_)
     ));
-    match s.complete_job(id, true, &[]).await.unwrap() {
+    match s.complete_job(&JobId::from(id), true, &[]).await.unwrap() {
         Completion::Recorded(r) => r.id.to_string(),
         other => panic!("{other:?}"),
     }
@@ -116,8 +117,8 @@ async fn complete(s: &Store, id: &str) -> String {
 
 async fn review(s: &Store, run: &str, account: &str, rating: Rating) {
     s.submit_review(
-        run,
-        account,
+        &RunId::from(run),
+        &AccountId::from(account),
         &ReviewInput {
             ratings: Some(BTreeMap::from([("code".to_string(), rating)])),
             category: None,
@@ -141,24 +142,19 @@ on_both!(
         assert!(l.id.as_str().starts_with("lad_"));
         assert!(!l.enabled);
         assert_eq!(l.rungs, rungs);
+        assert!(ladders::get_ladder(&mut tx, &bob.id, &l.id).await.unwrap().is_none());
         assert!(
-            ladders::get_ladder(&mut tx, &bob.id, l.id.as_str())
+            ladders::update_ladder(&mut tx, &bob.id, &l.id, &i, &rungs)
                 .await
                 .unwrap()
                 .is_none()
         );
-        assert!(
-            ladders::update_ladder(&mut tx, &bob.id, l.id.as_str(), &i, &rungs)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        assert!(!ladders::delete_ladder(&mut tx, &bob.id, l.id.as_str()).await.unwrap());
+        assert!(!ladders::delete_ladder(&mut tx, &bob.id, &l.id).await.unwrap());
         assert_eq!(ladders::list_ladders(&mut tx, &bob.id).await.unwrap(), vec![]);
 
         // A reorder moves the rungs, ids and all.
         let order = vec![rungs[1].id.clone(), rungs[0].id.clone()];
-        let r = ladders::reorder_rungs(&mut tx, &alice.id, l.id.as_str(), &order)
+        let r = ladders::reorder_rungs(&mut tx, &alice.id, &l.id, &order)
             .await
             .unwrap()
             .unwrap();
@@ -166,20 +162,20 @@ on_both!(
 
         // Steering: absent, the default; saved, kept per climber.
         let key = ClimberKey::of(&combo("y"));
-        assert!(ladders::steering(&mut tx, l.id.as_str()).await.unwrap().is_empty());
+        assert!(ladders::steering(&mut tx, &l.id).await.unwrap().is_empty());
         let st = Steering {
             priority: 3,
             focused: true,
             held: false,
         };
-        ladders::put_steering(&mut tx, l.id.as_str(), &key, st).await.unwrap();
-        ladders::put_steering(&mut tx, l.id.as_str(), &key, Steering { held: true, ..st })
+        ladders::put_steering(&mut tx, &l.id, &key, st).await.unwrap();
+        ladders::put_steering(&mut tx, &l.id, &key, Steering { held: true, ..st })
             .await
             .unwrap();
-        let saved = ladders::steering(&mut tx, l.id.as_str()).await.unwrap();
+        let saved = ladders::steering(&mut tx, &l.id).await.unwrap();
         assert_eq!(saved.len(), 1);
         assert_eq!(saved[&key], Steering { held: true, ..st });
-        let resolved = ladders::resolve_ladder(&mut tx, &alice.id, l.id.as_str())
+        let resolved = ladders::resolve_ladder(&mut tx, &alice.id, &l.id)
             .await
             .unwrap()
             .unwrap();
@@ -188,13 +184,13 @@ on_both!(
         assert_eq!(resolved.cells.len(), 4);
 
         // Enabled and back.
-        let e = ladders::set_enabled(&mut tx, &alice.id, l.id.as_str(), true, "enable")
+        let e = ladders::set_enabled(&mut tx, &alice.id, &l.id, true, "enable")
             .await
             .unwrap()
             .unwrap();
         assert!(e.enabled);
         assert!(
-            ladders::set_enabled(&mut tx, &bob.id, l.id.as_str(), true, "enable")
+            ladders::set_enabled(&mut tx, &bob.id, &l.id, true, "enable")
                 .await
                 .unwrap()
                 .is_none()
@@ -203,7 +199,7 @@ on_both!(
         // Deleting takes the steering and the verdicts with it.
         ladders::put_override(
             &mut tx,
-            l.id.as_str(),
+            &l.id,
             &RecordedVerdict {
                 climber: key.clone(),
                 rung_id: rungs[0].id.clone(),
@@ -214,16 +210,11 @@ on_both!(
         )
         .await
         .unwrap();
-        assert_eq!(ladders::verdicts(&mut tx, l.id.as_str()).await.unwrap().len(), 1);
-        assert!(ladders::delete_ladder(&mut tx, &alice.id, l.id.as_str()).await.unwrap());
-        assert!(ladders::steering(&mut tx, l.id.as_str()).await.unwrap().is_empty());
-        assert!(ladders::verdicts(&mut tx, l.id.as_str()).await.unwrap().is_empty());
-        assert!(
-            ladders::get_ladder(&mut tx, &alice.id, l.id.as_str())
-                .await
-                .unwrap()
-                .is_none()
-        );
+        assert_eq!(ladders::verdicts(&mut tx, &l.id).await.unwrap().len(), 1);
+        assert!(ladders::delete_ladder(&mut tx, &alice.id, &l.id).await.unwrap());
+        assert!(ladders::steering(&mut tx, &l.id).await.unwrap().is_empty());
+        assert!(ladders::verdicts(&mut tx, &l.id).await.unwrap().is_empty());
+        assert!(ladders::get_ladder(&mut tx, &alice.id, &l.id).await.unwrap().is_none());
         tx.commit().await.unwrap();
         // The ladder's events, its deletion's too, are Alice's alone.
         let of_ladder = |events: Vec<belay_store::events::Event>| -> Vec<String> {
@@ -260,44 +251,79 @@ on_both!(
         // Disabled: not claimed.
         let now = belay_store::now_ms();
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, &id, "t1", now, TOP_UP_LEASE_MS)
-                .await
-                .unwrap(),
+            ladders::claim_top_up(
+                &mut tx,
+                &alice.id,
+                &LadderId::from(id.as_str()),
+                "t1",
+                now,
+                TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Paused
         );
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, "lad_none", "t1", now, TOP_UP_LEASE_MS)
-                .await
-                .unwrap(),
+            ladders::claim_top_up(
+                &mut tx,
+                &alice.id,
+                &LadderId::from("lad_none"),
+                "t1",
+                now,
+                TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Missing
         );
-        ladders::set_enabled(&mut tx, &alice.id, &id, true, "enable")
+        ladders::set_enabled(&mut tx, &alice.id, &LadderId::from(id.as_str()), true, "enable")
             .await
             .unwrap();
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, &id, "t1", now, TOP_UP_LEASE_MS)
-                .await
-                .unwrap(),
+            ladders::claim_top_up(
+                &mut tx,
+                &alice.id,
+                &LadderId::from(id.as_str()),
+                "t1",
+                now,
+                TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Claimed
         );
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, &id, "t1", now, TOP_UP_LEASE_MS)
-                .await
-                .unwrap(),
+            ladders::claim_top_up(
+                &mut tx,
+                &alice.id,
+                &LadderId::from(id.as_str()),
+                "t1",
+                now,
+                TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Claimed,
             "a retried claim by the same holder"
         );
         assert_eq!(
-            ladders::claim_top_up(&mut tx, &alice.id, &id, "t2", now, TOP_UP_LEASE_MS)
-                .await
-                .unwrap(),
+            ladders::claim_top_up(
+                &mut tx,
+                &alice.id,
+                &LadderId::from(id.as_str()),
+                "t2",
+                now,
+                TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Busy
         );
         assert_eq!(
             ladders::claim_top_up(
                 &mut tx,
                 &alice.id,
-                &id,
+                &LadderId::from(id.as_str()),
                 "t2",
                 now + TOP_UP_LEASE_MS + 1,
                 TOP_UP_LEASE_MS
@@ -311,16 +337,24 @@ on_both!(
             coverage::claim_holder(&mut tx, Feed::Ladder, &id).await.unwrap(),
             Some(("t2".to_string(), now + TOP_UP_LEASE_MS + 1))
         );
-        assert!(ladders::release_top_up(&mut tx, &id, "t2").await.unwrap());
-        assert!(!ladders::release_top_up(&mut tx, &id, "t2").await.unwrap());
+        assert!(
+            ladders::release_top_up(&mut tx, &LadderId::from(id.as_str()), "t2")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !ladders::release_top_up(&mut tx, &LadderId::from(id.as_str()), "t2")
+                .await
+                .unwrap()
+        );
 
-        let first = ladders::enqueue_top_up(&mut tx, &alice.id, &id, "topup-1")
+        let first = ladders::enqueue_top_up(&mut tx, &alice.id, &LadderId::from(id.as_str()), "topup-1")
             .await
             .unwrap()
             .unwrap();
         assert_eq!(first.top_up.enqueued, 2);
         assert!(first.top_up.launched.iter().all(|c| c.case.slug == "a"), "only rung 1");
-        let again = ladders::enqueue_top_up(&mut tx, &alice.id, &id, "topup-1")
+        let again = ladders::enqueue_top_up(&mut tx, &alice.id, &LadderId::from(id.as_str()), "topup-1")
             .await
             .unwrap()
             .unwrap();
@@ -332,7 +366,10 @@ on_both!(
         let run = complete(&s, &x_job).await;
         review(&s, &run, &alice.id, Rating::Scuffed).await;
         let mut tx = s.begin().await.unwrap();
-        let r = ladders::resolve_ladder(&mut tx, &alice.id, &id).await.unwrap().unwrap();
+        let r = ladders::resolve_ladder(&mut tx, &alice.id, &LadderId::from(id.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         let (p, _) = ladders::read_progress(&mut tx, &alice.id, &r).await.unwrap();
         let x = &p.board.climbers[0];
         assert_eq!(x.current_rung.as_ref(), Some(&rungs[1].id));
@@ -340,10 +377,13 @@ on_both!(
         assert!(!x.rungs[0].recorded);
         assert_eq!(p.record.len(), 1);
         assert!(
-            ladders::verdicts(&mut tx, &id).await.unwrap().is_empty(),
+            ladders::verdicts(&mut tx, &LadderId::from(id.as_str()))
+                .await
+                .unwrap()
+                .is_empty(),
             "a read writes nothing"
         );
-        let t = ladders::enqueue_top_up(&mut tx, &alice.id, &id, "topup-2")
+        let t = ladders::enqueue_top_up(&mut tx, &alice.id, &LadderId::from(id.as_str()), "topup-2")
             .await
             .unwrap()
             .unwrap();
@@ -351,7 +391,7 @@ on_both!(
         assert_eq!(t.top_up.enqueued, 1);
         assert_eq!(t.top_up.launched[0].case.slug, "b");
         assert_eq!(t.top_up.launched[0].combination, combo("x"));
-        let rows = ladders::verdicts(&mut tx, &id).await.unwrap();
+        let rows = ladders::verdicts(&mut tx, &LadderId::from(id.as_str())).await.unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(
             (rows[0].verdict, rows[0].version.as_str()),
@@ -367,21 +407,25 @@ on_both!(
             .board
             .override_target(&combo("x"), &rungs[0].id, Some(Outcome::Wall))
             .unwrap();
-        ladders::put_override(&mut tx, &id, &row).await.unwrap();
-        ladders::enqueue_top_up(&mut tx, &alice.id, &id, "topup-3")
+        ladders::put_override(&mut tx, &LadderId::from(id.as_str()), &row)
+            .await
+            .unwrap();
+        ladders::enqueue_top_up(&mut tx, &alice.id, &LadderId::from(id.as_str()), "topup-3")
             .await
             .unwrap()
             .unwrap();
         let (p, _) = ladders::read_progress(&mut tx, &alice.id, &r).await.unwrap();
         assert_eq!(p.board.climbers[0].status, ClimberStatus::Walled);
-        let rows = ladders::verdicts(&mut tx, &id).await.unwrap();
+        let rows = ladders::verdicts(&mut tx, &LadderId::from(id.as_str())).await.unwrap();
         assert_eq!(rows[0].climber, key);
         assert_eq!(
             (rows[0].verdict, rows[0].override_outcome),
             (Some(Outcome::Advance), Some(Outcome::Wall))
         );
         row.override_outcome = None;
-        ladders::put_override(&mut tx, &id, &row).await.unwrap();
+        ladders::put_override(&mut tx, &LadderId::from(id.as_str()), &row)
+            .await
+            .unwrap();
         let (p, _) = ladders::read_progress(&mut tx, &alice.id, &r).await.unwrap();
         assert_eq!(p.board.climbers[0].current_rung.as_ref(), Some(&rungs[1].id));
         tx.commit().await.unwrap();
@@ -399,7 +443,7 @@ on_both!(
         let rungs = i.rungs_with_ids(&[], mint_rung_id).unwrap();
         let l = ladders::create_ladder(&mut tx, &alice.id, &i, &rungs).await.unwrap();
         let id = l.id.as_str().to_string();
-        let t = ladders::enqueue_top_up(&mut tx, &alice.id, &id, "topup-1")
+        let t = ladders::enqueue_top_up(&mut tx, &alice.id, &LadderId::from(id.as_str()), "topup-1")
             .await
             .unwrap()
             .unwrap();
@@ -408,27 +452,42 @@ on_both!(
         let jobs = t.top_up.launched[0].job_ids.clone();
         let run = complete(&s, &jobs[0]).await;
         let mut tx = s.begin().await.unwrap();
-        let (cancelled, _) = ladders::climb_step(&mut tx, &alice.id, &id).await.unwrap().unwrap();
+        let (cancelled, _) = ladders::climb_step(&mut tx, &alice.id, &LadderId::from(id.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(cancelled.is_empty(), "undecided: nothing to stop");
         tx.commit().await.unwrap();
         review(&s, &run, &alice.id, Rating::Great).await;
         let mut tx = s.begin().await.unwrap();
-        let (cancelled, p) = ladders::climb_step(&mut tx, &alice.id, &id).await.unwrap().unwrap();
+        let (cancelled, p) = ladders::climb_step(&mut tx, &alice.id, &LadderId::from(id.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         let ids: Vec<&str> = cancelled.iter().map(|(j, _)| j.as_str()).collect();
         assert_eq!(ids, [jobs[1].as_str(), jobs[2].as_str()]);
         assert!(cancelled.iter().all(|(_, prev)| JobStatus::WAITING.contains(prev)));
         assert_eq!(p.board.climbers[0].current_rung.as_ref(), Some(&rungs[1].id));
         assert!(
-            ladders::verdicts(&mut tx, &id).await.unwrap().is_empty(),
+            ladders::verdicts(&mut tx, &LadderId::from(id.as_str()))
+                .await
+                .unwrap()
+                .is_empty(),
             "recording is a top-up's"
         );
-        let (again, _) = ladders::climb_step(&mut tx, &alice.id, &id).await.unwrap().unwrap();
+        let (again, _) = ladders::climb_step(&mut tx, &alice.id, &LadderId::from(id.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(again.is_empty());
-        ladders::set_enabled(&mut tx, &alice.id, &id, false, "disable")
+        ladders::set_enabled(&mut tx, &alice.id, &LadderId::from(id.as_str()), false, "disable")
             .await
             .unwrap();
         assert!(
-            ladders::climb_step(&mut tx, &alice.id, &id).await.unwrap().is_none(),
+            ladders::climb_step(&mut tx, &alice.id, &LadderId::from(id.as_str()))
+                .await
+                .unwrap()
+                .is_none(),
             "disabled: the climb ends"
         );
         tx.commit().await.unwrap();

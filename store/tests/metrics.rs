@@ -3,6 +3,7 @@
 //! account's plans, groups and ladders kept to that account.
 
 use belay_domain::coverage::CoveragePlanInput;
+use belay_domain::ids::{AccountId, PlanId};
 use belay_domain::job::Origin;
 use belay_store::Store;
 use belay_store::coverage::{self, Claim};
@@ -23,10 +24,13 @@ fn plan_input() -> CoveragePlanInput {
 /// Top-up `holder` of `plan` runs its enqueue: an answer recorded (the catalogue is empty, so
 /// the walk finds the plan's one cell unlaunchable and enqueues nothing).
 async fn answer(tx: &mut belay_store::Tx, owner: &str, plan: &str, holder: &str) {
-    let resolved = coverage::resolve_plan(tx, owner, plan).await.unwrap().unwrap();
+    let resolved = coverage::resolve_plan(tx, &AccountId::from(owner), &PlanId::from(plan))
+        .await
+        .unwrap()
+        .unwrap();
     coverage::enqueue_top_up(
         tx,
-        owner,
+        &AccountId::from(owner),
         &Origin::Plan(plan.to_owned()),
         &resolved.cells,
         1,
@@ -48,20 +52,36 @@ on_both!(
         // release) and counted once.
         let t0 = belay_store::now_ms() - 1_500;
         assert_eq!(
-            coverage::claim_top_up(&mut tx, &owner.id, &plan, "run-1", t0, coverage::TOP_UP_LEASE_MS)
-                .await
-                .unwrap(),
+            coverage::claim_top_up(
+                &mut tx,
+                &owner.id,
+                &PlanId::from(plan.as_str()),
+                "run-1",
+                t0,
+                coverage::TOP_UP_LEASE_MS
+            )
+            .await
+            .unwrap(),
             Claim::Claimed
         );
         answer(&mut tx, &owner.id, &plan, "run-1").await;
         for _ in 0..2 {
             record_top_up_end(&mut tx, Feed::Plan, &plan, "run-1").await.unwrap();
         }
-        coverage::release_top_up(&mut tx, &plan, "run-1").await.unwrap();
-        // One that held the claim and recorded no answer.
-        coverage::claim_top_up(&mut tx, &owner.id, &plan, "run-2", t0, coverage::TOP_UP_LEASE_MS)
+        coverage::release_top_up(&mut tx, &PlanId::from(plan.as_str()), "run-1")
             .await
             .unwrap();
+        // One that held the claim and recorded no answer.
+        coverage::claim_top_up(
+            &mut tx,
+            &owner.id,
+            &PlanId::from(plan.as_str()),
+            "run-2",
+            t0,
+            coverage::TOP_UP_LEASE_MS,
+        )
+        .await
+        .unwrap();
         record_top_up_end(&mut tx, Feed::Plan, &plan, "run-2").await.unwrap();
         // Skipped at the claim, twice each attempt, and a busy answer of the API.
         for _ in 0..2 {
@@ -102,7 +122,11 @@ on_both!(
         let plan = coverage::create_plan(&mut tx, &owner.id, &plan_input()).await.unwrap();
         let plan = plan.id.to_string();
         answer(&mut tx, &owner.id, &plan, "run-1").await;
-        assert!(coverage::delete_plan(&mut tx, &owner.id, &plan).await.unwrap());
+        assert!(
+            coverage::delete_plan(&mut tx, &owner.id, &PlanId::from(plan.as_str()))
+                .await
+                .unwrap()
+        );
         tx.commit().await.unwrap();
         let kinds = |events: Vec<belay_store::events::Event>| -> Vec<String> {
             events

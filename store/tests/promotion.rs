@@ -5,6 +5,7 @@
 use belay_domain::approval::{ApprovalDecision, ApprovalInput, ApprovalStatus, GateTrigger, HumanGate};
 use belay_domain::candidate::CandidateStatus;
 use belay_domain::change::{ChangeInput, ChangeSetInput, ChangeStatus, RiskTier, TaskInput, TaskKind};
+use belay_domain::ids::{AccountId, CandidateId, ChangeId, ProjectId};
 use belay_domain::policy::{DEFAULT_POLICY, PolicyInput};
 use belay_domain::project::ProjectInput;
 use belay_domain::promotion::{Block, PromotionOutcome};
@@ -33,7 +34,7 @@ async fn world(s: &Store) -> World {
         )
         .await
         .unwrap();
-    s.mark_project_provisioned(p.id.as_str(), BASE, BASE).await.unwrap();
+    s.mark_project_provisioned(&p.id, BASE, BASE).await.unwrap();
     World {
         alice: alice.id.to_string(),
         project: p.id.as_str().to_owned(),
@@ -48,7 +49,10 @@ async fn verified(s: &Store, w: &World, tier: RiskTier) -> (String, String) {
 /// [`verified`], the Change with these acceptance criteria.
 async fn verified_with(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> (String, String) {
     let c = published(s, w, tier, criteria).await;
-    let k = s.start_verification(&w.alice, &c).await.unwrap();
+    let k = s
+        .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(c.as_str()))
+        .await
+        .unwrap();
     let plan = belay_domain::plan::VerificationPlan {
         policy: DEFAULT_POLICY.stamp(),
         risk_tier: Some(tier),
@@ -56,16 +60,11 @@ async fn verified_with(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) 
         protected_invariants: vec![],
         human_gates: vec![],
     };
-    assert!(s.record_composition(k.id.as_str(), COMMIT, TREE, &plan).await.unwrap());
+    assert!(s.record_composition(&k.id, COMMIT, TREE, &plan).await.unwrap());
     assert!(
-        s.set_candidate_status(
-            k.id.as_str(),
-            &[CandidateStatus::Verifying],
-            CandidateStatus::Verified,
-            None
-        )
-        .await
-        .unwrap()
+        s.set_candidate_status(&k.id, &[CandidateStatus::Verifying], CandidateStatus::Verified, None)
+            .await
+            .unwrap()
     );
     (c, k.id.as_str().to_owned())
 }
@@ -74,8 +73,8 @@ async fn verified_with(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) 
 async fn published(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> String {
     let c = s
         .create_change(
-            &w.alice,
-            &w.project,
+            &AccountId::from(w.alice.as_str()),
+            &ProjectId::from(w.project.as_str()),
             &ChangeInput {
                 goal: "g".into(),
                 acceptance_criteria: criteria.iter().map(|c| c.to_string()).collect(),
@@ -87,8 +86,8 @@ async fn published(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> S
         .unwrap();
     let t = s
         .add_task(
-            &w.alice,
-            c.id.as_str(),
+            &AccountId::from(w.alice.as_str()),
+            &c.id,
             &TaskInput {
                 key: "a".into(),
                 kind: TaskKind::Implement,
@@ -99,10 +98,13 @@ async fn published(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> S
         )
         .await
         .unwrap();
-    let run = s.start_task_run(&w.alice, t.id.as_str()).await.unwrap();
+    let run = s
+        .start_task_run(&AccountId::from(w.alice.as_str()), &t.id)
+        .await
+        .unwrap();
     s.record_change_set(
-        &w.alice,
-        run.id.as_str(),
+        &AccountId::from(w.alice.as_str()),
+        &run.id,
         &ChangeSetInput {
             commit: COMMIT.into(),
             contract_changes: vec![],
@@ -139,25 +141,43 @@ on_both!(
         let (change, k) = verified(&s, &w, RiskTier::High).await;
         // Nothing requested yet: a decision is refused.
         let err = s
-            .decide_approval(&w.alice, &k, &decision(ApprovalDecision::Grant, TREE, None))
+            .decide_approval(
+                &AccountId::from(w.alice.as_str()),
+                &CandidateId::from(k.as_str()),
+                &decision(ApprovalDecision::Grant, TREE, None),
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Conflict(_)), "{err}");
 
-        let a = s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
-        let again = s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
+        let a = s
+            .request_approval(&CandidateId::from(k.as_str()), TREE, &[gate()], REASON)
+            .await
+            .unwrap();
+        let again = s
+            .request_approval(&CandidateId::from(k.as_str()), TREE, &[gate()], REASON)
+            .await
+            .unwrap();
         assert_eq!(a, again, "a retry requests nothing twice");
         assert_eq!(
             (a.status, a.tree.as_deref(), a.reason.as_str()),
             (ApprovalStatus::Requested, Some(TREE), REASON)
         );
-        let cand = s.candidate_for_worker(&k).await.unwrap().unwrap();
+        let cand = s
+            .candidate_for_worker(&CandidateId::from(k.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(cand.status_reason.as_deref(), Some(REASON));
         assert_eq!(cand.plan.unwrap().human_gates, vec![gate()], "the hold joins the plan");
-        let ch = s.get_change(&w.alice, &change).await.unwrap().unwrap();
+        let ch = s
+            .get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(ch.status, ChangeStatus::AwaitingApproval);
         let waiting = s
-            .list_approvals(&w.alice, ApprovalStatus::Requested, 100)
+            .list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Requested, 100)
             .await
             .unwrap();
         assert_eq!(waiting.len(), 1);
@@ -170,24 +190,40 @@ on_both!(
                 .is_empty()
         );
         assert!(matches!(
-            s.decide_approval(&bob.id, &k, &decision(ApprovalDecision::Grant, TREE, None))
-                .await,
+            s.decide_approval(
+                &bob.id,
+                &CandidateId::from(k.as_str()),
+                &decision(ApprovalDecision::Grant, TREE, None)
+            )
+            .await,
             Err(StoreError::NotFound { .. })
         ));
 
         // A grant for another tree is refused and writes nothing.
         let err = s
-            .decide_approval(&w.alice, &k, &decision(ApprovalDecision::Grant, OTHER_TREE, None))
+            .decide_approval(
+                &AccountId::from(w.alice.as_str()),
+                &CandidateId::from(k.as_str()),
+                &decision(ApprovalDecision::Grant, OTHER_TREE, None),
+            )
             .await
             .unwrap_err();
         assert!(err.to_string().starts_with("tree:"), "{err}");
         assert_eq!(
-            s.approval_for_worker(&k).await.unwrap().unwrap().status,
+            s.approval_for_worker(&CandidateId::from(k.as_str()))
+                .await
+                .unwrap()
+                .unwrap()
+                .status,
             ApprovalStatus::Requested
         );
 
         let d = s
-            .decide_approval(&w.alice, &k, &decision(ApprovalDecision::Grant, TREE, None))
+            .decide_approval(
+                &AccountId::from(w.alice.as_str()),
+                &CandidateId::from(k.as_str()),
+                &decision(ApprovalDecision::Grant, TREE, None),
+            )
             .await
             .unwrap();
         assert!(d.recorded && d.repair.is_none());
@@ -196,17 +232,25 @@ on_both!(
             Some(w.alice.as_str())
         );
         let same = s
-            .decide_approval(&w.alice, &k, &decision(ApprovalDecision::Grant, TREE, None))
+            .decide_approval(
+                &AccountId::from(w.alice.as_str()),
+                &CandidateId::from(k.as_str()),
+                &decision(ApprovalDecision::Grant, TREE, None),
+            )
             .await
             .unwrap();
         assert!(!same.recorded, "the same decision again changes nothing");
         let err = s
-            .decide_approval(&w.alice, &k, &decision(ApprovalDecision::Reject, TREE, Some("no")))
+            .decide_approval(
+                &AccountId::from(w.alice.as_str()),
+                &CandidateId::from(k.as_str()),
+                &decision(ApprovalDecision::Reject, TREE, Some("no")),
+            )
             .await
             .unwrap_err();
         assert!(err.to_string().contains("first decision is final"), "{err}");
         assert!(
-            s.list_approvals(&w.alice, ApprovalStatus::Requested, 100)
+            s.list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Requested, 100)
                 .await
                 .unwrap()
                 .is_empty()
@@ -217,7 +261,9 @@ on_both!(
 on_both!(concurrent_decisions_record_exactly_one, |s: Store| async move {
     let w = world(&s).await;
     let (_, k) = verified(&s, &w, RiskTier::High).await;
-    s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
+    s.request_approval(&CandidateId::from(k.as_str()), TREE, &[gate()], REASON)
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for i in 0..10 {
         let (s, alice, k) = (s.clone(), w.alice.clone(), k.clone());
@@ -227,7 +273,12 @@ on_both!(concurrent_decisions_record_exactly_one, |s: Store| async move {
             } else {
                 ApprovalDecision::Reject
             };
-            s.decide_approval(&alice, &k, &decision(d, TREE, Some("because"))).await
+            s.decide_approval(
+                &AccountId::from(alice.as_str()),
+                &CandidateId::from(k.as_str()),
+                &decision(d, TREE, Some("because")),
+            )
+            .await
         }));
     }
     let mut recorded = 0;
@@ -246,18 +297,24 @@ on_both!(
     |s: Store| async move {
         let w = world(&s).await;
         let (change, k) = verified(&s, &w, RiskTier::High).await;
-        s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
+        s.request_approval(&CandidateId::from(k.as_str()), TREE, &[gate()], REASON)
+            .await
+            .unwrap();
         let d = s
             .decide_approval(
-                &w.alice,
-                &k,
+                &AccountId::from(w.alice.as_str()),
+                &CandidateId::from(k.as_str()),
                 &decision(ApprovalDecision::Reject, TREE, Some("the list must be sorted")),
             )
             .await
             .unwrap();
         assert_eq!(d.approval.status, ApprovalStatus::Rejected);
         assert_eq!(d.approval.decision_reason.as_deref(), Some("the list must be sorted"));
-        let cand = s.candidate_for_worker(&k).await.unwrap().unwrap();
+        let cand = s
+            .candidate_for_worker(&CandidateId::from(k.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(cand.status, CandidateStatus::Rejected);
         assert_eq!(
             cand.status_reason.as_deref(),
@@ -280,7 +337,8 @@ on_both!(twenty_racing_swaps_advance_canonical_once, |s: Store| async move {
     for _ in 0..20 {
         let (s, k) = (s.clone(), k.clone());
         tasks.push(tokio::spawn(async move {
-            s.promote_cas(&k, 0, &DEFAULT_POLICY.stamp()).await
+            s.promote_cas(&CandidateId::from(k.as_str()), 0, &DEFAULT_POLICY.stamp())
+                .await
         }));
     }
     let mut promoted = 0;
@@ -295,14 +353,26 @@ on_both!(twenty_racing_swaps_advance_canonical_once, |s: Store| async move {
         }
     }
     assert_eq!(promoted, 1);
-    let p = s.get_project(&w.alice, &w.project).await.unwrap().unwrap();
+    let p = s
+        .get_project(&AccountId::from(w.alice.as_str()), &ProjectId::from(w.project.as_str()))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (p.generation, p.canonical_commit.as_deref(), p.canonical_tree.as_deref()),
         (1, Some(COMMIT), Some(TREE))
     );
-    let cand = s.candidate_for_worker(&k).await.unwrap().unwrap();
+    let cand = s
+        .candidate_for_worker(&CandidateId::from(k.as_str()))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(cand.status, CandidateStatus::Promoted);
-    let ch = s.get_change(&w.alice, &change).await.unwrap().unwrap();
+    let ch = s
+        .get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(ch.status, ChangeStatus::Promoted);
     let advanced: Vec<_> = s
         .events(0, Some(&w.project), 100)
@@ -315,11 +385,15 @@ on_both!(twenty_racing_swaps_advance_canonical_once, |s: Store| async move {
     assert_eq!(advanced[0].payload["generation"], 1);
 
     // The sync records: pushed, then synced once with `release.started` once.
-    let rec = s.promotion_for_worker(&k).await.unwrap().unwrap();
+    let rec = s
+        .promotion_for_worker(&CandidateId::from(k.as_str()))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((rec.pushed_at, rec.synced_at), (None, None));
-    s.mark_promotion_pushed(&k).await.unwrap();
-    let a = s.mark_promotion_synced(&k).await.unwrap();
-    let b = s.mark_promotion_synced(&k).await.unwrap();
+    s.mark_promotion_pushed(&CandidateId::from(k.as_str())).await.unwrap();
+    let a = s.mark_promotion_synced(&CandidateId::from(k.as_str())).await.unwrap();
+    let b = s.mark_promotion_synced(&CandidateId::from(k.as_str())).await.unwrap();
     assert!(a.pushed_at.is_some() && a.synced_at.is_some());
     assert_eq!(a, b);
     let released = s
@@ -334,7 +408,11 @@ on_both!(twenty_racing_swaps_advance_canonical_once, |s: Store| async move {
 
 /// The kept criteria the verification workflow's first step reads for a Candidate.
 async fn kept(s: &Store, candidate: &str) -> Vec<String> {
-    s.verification_rows(candidate).await.unwrap().unwrap().kept_criteria
+    s.verification_rows(&CandidateId::from(candidate))
+        .await
+        .unwrap()
+        .unwrap()
+        .kept_criteria
 }
 
 on_both!(
@@ -344,7 +422,9 @@ on_both!(
         // Promoted before the Change was created: not kept.
         let (_, before) = verified(&s, &w, RiskTier::Low).await;
         assert!(matches!(
-            s.promote_cas(&before, 0, &DEFAULT_POLICY.stamp()).await.unwrap(),
+            s.promote_cas(&CandidateId::from(before.as_str()), 0, &DEFAULT_POLICY.stamp())
+                .await
+                .unwrap(),
             PromotionOutcome::Promoted { generation: 1 }
         ));
         let promoted_at = belay_store::now_ms();
@@ -352,20 +432,25 @@ on_both!(
             tokio::task::yield_now().await;
         }
         let change = published(&s, &w, RiskTier::Low, &["The list shows tags"]).await;
-        let first = s.start_verification(&w.alice, &change).await.unwrap();
-        assert_eq!(kept(&s, first.id.as_str()).await, Vec::<String>::new());
+        let first = s
+            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+            .await
+            .unwrap();
+        assert_eq!(kept(&s, &first.id).await, Vec::<String>::new());
         // Another Change goes live while it runs: its criteria are kept, in promotion order.
         let (_, k) = verified_with(&s, &w, RiskTier::Low, &["A calendar view", "Due dates are shown"]).await;
         assert!(matches!(
-            s.promote_cas(&k, 1, &DEFAULT_POLICY.stamp()).await.unwrap(),
+            s.promote_cas(&CandidateId::from(k.as_str()), 1, &DEFAULT_POLICY.stamp())
+                .await
+                .unwrap(),
             PromotionOutcome::Promoted { generation: 2 }
         ));
         // The first Candidate's base (generation 1) does not hold it; a Candidate on the new base does.
         assert_eq!(kept(&s, first.id.as_str()).await, Vec::<String>::new());
         let second = s
             .compose_candidate(
-                &w.alice,
-                &change,
+                &AccountId::from(w.alice.as_str()),
+                &ChangeId::from(change.as_str()),
                 &first.change_set_ids.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
             )
             .await
@@ -386,44 +471,70 @@ on_both!(
         let (_, second) = verified(&s, &w, RiskTier::Low).await;
         let (_, third) = verified(&s, &w, RiskTier::Low).await;
         assert_eq!(
-            s.promote_cas(&first, 0, &DEFAULT_POLICY.stamp()).await.unwrap(),
+            s.promote_cas(&CandidateId::from(first.as_str()), 0, &DEFAULT_POLICY.stamp())
+                .await
+                .unwrap(),
             PromotionOutcome::Promoted { generation: 1 }
         );
         assert!(matches!(
-            s.promote_cas(&second, 0, &DEFAULT_POLICY.stamp()).await.unwrap(),
+            s.promote_cas(&CandidateId::from(second.as_str()), 0, &DEFAULT_POLICY.stamp())
+                .await
+                .unwrap(),
             PromotionOutcome::Stale { .. }
         ));
         // Settle: the older-base Candidates go stale; their Changes (verifying) get new ones.
-        let settled = s.settle_older_base(&w.project, 1).await.unwrap();
+        let settled = s
+            .settle_older_base(&ProjectId::from(w.project.as_str()), 1)
+            .await
+            .unwrap();
         assert_eq!(settled.stale, vec![second.clone(), third.clone()]);
         assert_eq!(settled.recomposed.len(), 2);
-        let again = s.settle_older_base(&w.project, 1).await.unwrap();
+        let again = s
+            .settle_older_base(&ProjectId::from(w.project.as_str()), 1)
+            .await
+            .unwrap();
         assert!(again.stale.is_empty());
         assert_eq!(
             again.recomposed, settled.recomposed,
             "a retry answers the same new Candidates"
         );
-        let old = s.candidate_for_worker(&second).await.unwrap().unwrap();
+        let old = s
+            .candidate_for_worker(&CandidateId::from(second.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(old.status, CandidateStatus::Stale);
         assert_eq!(
             old.status_reason.as_deref(),
             Some("Base generation 0 is behind canonical generation 1.")
         );
-        let new = s.candidate_for_worker(&settled.recomposed[0]).await.unwrap().unwrap();
+        let new = s
+            .candidate_for_worker(&CandidateId::from(settled.recomposed[0].as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((new.base_generation, new.base_commit.as_str()), (1, COMMIT));
         assert_eq!(new.change_set_ids, old.change_set_ids);
 
         // A verified Candidate on the new base whose plan's policy is no longer active: blocked.
         let (_, fourth) = verified(&s, &w, RiskTier::Low).await;
-        s.put_policy(&w.alice, &w.project, &PolicyInput::default())
-            .await
-            .unwrap();
+        s.put_policy(
+            &AccountId::from(w.alice.as_str()),
+            &ProjectId::from(w.project.as_str()),
+            &PolicyInput::default(),
+        )
+        .await
+        .unwrap();
         assert!(matches!(
-            s.promote_cas(&fourth, 1, &DEFAULT_POLICY.stamp()).await.unwrap(),
+            s.promote_cas(&CandidateId::from(fourth.as_str()), 1, &DEFAULT_POLICY.stamp()).await.unwrap(),
             PromotionOutcome::Blocked { blocks } if matches!(blocks[..], [Block::PolicyChanged { .. }])
         ));
         assert_eq!(
-            s.get_project(&w.alice, &w.project).await.unwrap().unwrap().generation,
+            s.get_project(&AccountId::from(w.alice.as_str()), &ProjectId::from(w.project.as_str()))
+                .await
+                .unwrap()
+                .unwrap()
+                .generation,
             1
         );
     }
@@ -434,9 +545,11 @@ on_both!(
     |s: Store| async move {
         let w = world(&s).await;
         let (change, k) = verified(&s, &w, RiskTier::High).await;
-        s.request_approval(&k, TREE, &[gate()], REASON).await.unwrap();
+        s.request_approval(&CandidateId::from(k.as_str()), TREE, &[gate()], REASON)
+            .await
+            .unwrap();
         let waiting = s
-            .list_approvals(&w.alice, ApprovalStatus::Requested, 100)
+            .list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Requested, 100)
             .await
             .unwrap();
         assert_eq!(waiting.len(), 1);
@@ -450,8 +563,8 @@ on_both!(
         // A Task still running on the Change.
         let t = s
             .add_task(
-                &w.alice,
-                &change,
+                &AccountId::from(w.alice.as_str()),
+                &ChangeId::from(change.as_str()),
                 &TaskInput {
                     key: "b".into(),
                     kind: TaskKind::Implement,
@@ -462,25 +575,39 @@ on_both!(
             )
             .await
             .unwrap();
-        let run = s.start_task_run(&w.alice, t.id.as_str()).await.unwrap();
+        let run = s
+            .start_task_run(&AccountId::from(w.alice.as_str()), &t.id)
+            .await
+            .unwrap();
 
-        let done = s.cancel_change(&w.alice, &change, "  no longer wanted ").await.unwrap();
+        let done = s
+            .cancel_change(
+                &AccountId::from(w.alice.as_str()),
+                &ChangeId::from(change.as_str()),
+                "  no longer wanted ",
+            )
+            .await
+            .unwrap();
         assert_eq!(done.change.status, ChangeStatus::Cancelled);
         assert_eq!(done.rejected_candidates, vec![k.clone()]);
-        let cand = s.candidate_for_worker(&k).await.unwrap().unwrap();
+        let cand = s
+            .candidate_for_worker(&CandidateId::from(k.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(cand.status, CandidateStatus::Rejected);
         assert_eq!(
             cand.status_reason.as_deref(),
             Some("The change was cancelled: no longer wanted")
         );
         assert!(
-            s.list_approvals(&w.alice, ApprovalStatus::Requested, 100)
+            s.list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Requested, 100)
                 .await
                 .unwrap()
                 .is_empty()
         );
         let cancelled = s
-            .list_approvals(&w.alice, ApprovalStatus::Cancelled, 100)
+            .list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Cancelled, 100)
             .await
             .unwrap();
         assert_eq!(cancelled.len(), 1);
@@ -492,9 +619,12 @@ on_both!(
             cancelled[0].approval.decided_by.as_ref().map(|a| a.to_string()),
             Some(w.alice.clone())
         );
-        let plan = s.workspace_plan(run.id.as_str()).await.unwrap().unwrap();
+        let plan = s.workspace_plan(&run.id).await.unwrap().unwrap();
         assert_eq!(plan.run_status, "failed");
-        let receipts = s.list_receipts(&w.alice, &change).await.unwrap();
+        let receipts = s
+            .list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+            .await
+            .unwrap();
         let r = receipts
             .iter()
             .find(|r| r.kind == belay_domain::receipt::ReceiptKind::ChangeCancelled)
@@ -503,19 +633,39 @@ on_both!(
         assert_eq!(r.inputs["by"], w.alice.as_str());
         // A granted decision on the cancelled request is refused.
         let err = s
-            .decide_approval(&w.alice, &k, &decision(ApprovalDecision::Grant, TREE, None))
+            .decide_approval(
+                &AccountId::from(w.alice.as_str()),
+                &CandidateId::from(k.as_str()),
+                &decision(ApprovalDecision::Grant, TREE, None),
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Conflict(_)), "{err}");
 
         // The Change has ended: a second cancel is a conflict naming its status, and writes nothing.
-        let err = s.cancel_change(&w.alice, &change, "again").await.unwrap_err();
+        let err = s
+            .cancel_change(
+                &AccountId::from(w.alice.as_str()),
+                &ChangeId::from(change.as_str()),
+                "again",
+            )
+            .await
+            .unwrap_err();
         match err {
             StoreError::Conflict(m) => assert!(m.contains("(cancelled)"), "{m}"),
             other => panic!("{other}"),
         }
-        assert_eq!(s.list_receipts(&w.alice, &change).await.unwrap().len(), receipts.len());
-        let missing = s.cancel_change(&w.alice, "chg_nope", "x").await.unwrap_err();
+        assert_eq!(
+            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+                .await
+                .unwrap()
+                .len(),
+            receipts.len()
+        );
+        let missing = s
+            .cancel_change(&AccountId::from(w.alice.as_str()), &ChangeId::from("chg_nope"), "x")
+            .await
+            .unwrap_err();
         assert!(matches!(missing, StoreError::NotFound { .. }), "{missing}");
     }
 );

@@ -1,6 +1,7 @@
 //! The Sandbox lease book on SQLite and on PostgreSQL: what every worker of a deployment reads
 //! before it starts a Sandbox, starts a command in one, or removes one.
 
+use belay_domain::ids::ProjectId;
 use belay_store::Store;
 use belay_store::on_both;
 use belay_store::sandbox_leases::LeaseAcquired;
@@ -9,12 +10,15 @@ on_both!(
     a_sandbox_with_a_command_running_is_never_taken_by_another_workers_reaper,
     async |store: Store| {
         assert_eq!(
-            store.acquire_sandbox_lease("proj_a", "w1", 4, 0).await.unwrap(),
+            store
+                .acquire_sandbox_lease(&ProjectId::from("proj_a"), "w1", 4, 0)
+                .await
+                .unwrap(),
             LeaseAcquired::Taken
         );
         assert!(
             store
-                .begin_sandbox_exec("proj_a", "x1", "w1", 1_000, 1_000 + 50_000 + 60_000)
+                .begin_sandbox_exec(&ProjectId::from("proj_a"), "x1", "w1", 1_000, 1_000 + 50_000 + 60_000)
                 .await
                 .unwrap()
         );
@@ -31,7 +35,10 @@ on_both!(
             (leases.len(), leases[0].in_flight, leases[0].holder.as_str()),
             (1, 1, "w1")
         );
-        store.end_sandbox_exec("proj_a", "x1", 51_000).await.unwrap();
+        store
+            .end_sandbox_exec(&ProjectId::from("proj_a"), "x1", 51_000)
+            .await
+            .unwrap();
         assert!(store.take_idle_sandboxes("w2", 52_000, 2_000).await.unwrap().is_empty());
         assert_eq!(
             store.take_idle_sandboxes("w2", 53_000, 2_000).await.unwrap(),
@@ -40,19 +47,22 @@ on_both!(
         // Being removed: no command starts and no ensure takes it.
         assert!(
             !store
-                .begin_sandbox_exec("proj_a", "x2", "w1", 53_500, 200_000)
+                .begin_sandbox_exec(&ProjectId::from("proj_a"), "x2", "w1", 53_500, 200_000)
                 .await
                 .unwrap()
         );
         assert_eq!(
-            store.acquire_sandbox_lease("proj_a", "w1", 4, 53_500).await.unwrap(),
+            store
+                .acquire_sandbox_lease(&ProjectId::from("proj_a"), "w1", 4, 53_500)
+                .await
+                .unwrap(),
             LeaseAcquired::Reaping
         );
-        store.release_sandbox_lease("proj_a").await.unwrap();
+        store.release_sandbox_lease(&ProjectId::from("proj_a")).await.unwrap();
         assert!(store.sandbox_leases(54_000).await.unwrap().is_empty());
         assert!(
             !store
-                .begin_sandbox_exec("proj_a", "x3", "w1", 55_000, 200_000)
+                .begin_sandbox_exec(&ProjectId::from("proj_a"), "x3", "w1", 55_000, 200_000)
                 .await
                 .unwrap(),
             "no lease, no command"
@@ -64,8 +74,16 @@ on_both!(
 on_both!(
     a_dead_workers_command_holds_the_sandbox_only_until_its_mark_expires,
     async |store: Store| {
-        store.acquire_sandbox_lease("proj_a", "w1", 4, 0).await.unwrap();
-        assert!(store.begin_sandbox_exec("proj_a", "x1", "w1", 0, 10_000).await.unwrap());
+        store
+            .acquire_sandbox_lease(&ProjectId::from("proj_a"), "w1", 4, 0)
+            .await
+            .unwrap();
+        assert!(
+            store
+                .begin_sandbox_exec(&ProjectId::from("proj_a"), "x1", "w1", 0, 10_000)
+                .await
+                .unwrap()
+        );
         assert!(store.take_idle_sandboxes("w2", 9_999, 2_000).await.unwrap().is_empty());
         assert_eq!(
             store.take_idle_sandboxes("w2", 10_000, 2_000).await.unwrap(),
@@ -88,7 +106,7 @@ on_both!(
             let store = store.clone();
             tries.spawn(async move {
                 store
-                    .acquire_sandbox_lease(&format!("proj_{n}"), &format!("w{}", n % 2), 4, 0)
+                    .acquire_sandbox_lease(&ProjectId(format!("proj_{n}")), &format!("w{}", n % 2), 4, 0)
                     .await
                     .unwrap()
             });
@@ -106,12 +124,21 @@ on_both!(
         // A held lease is still served, and a released slot can be taken.
         let held = store.sandbox_leases(0).await.unwrap()[0].project_id.clone();
         assert_eq!(
-            store.acquire_sandbox_lease(&held, "w9", 4, 5).await.unwrap(),
+            store
+                .acquire_sandbox_lease(&ProjectId::from(held.as_str()), "w9", 4, 5)
+                .await
+                .unwrap(),
             LeaseAcquired::Held
         );
-        store.release_sandbox_lease(&held).await.unwrap();
+        store
+            .release_sandbox_lease(&ProjectId::from(held.as_str()))
+            .await
+            .unwrap();
         assert_eq!(
-            store.acquire_sandbox_lease("proj_new", "w9", 4, 6).await.unwrap(),
+            store
+                .acquire_sandbox_lease(&ProjectId::from("proj_new"), "w9", 4, 6)
+                .await
+                .unwrap(),
             LeaseAcquired::Taken
         );
     }
@@ -122,12 +149,22 @@ on_both!(
     async |store: Store| {
         let week = belay_store::sandbox_leases::COMMAND_STARTS_KEPT_MS;
         let a = "edit-edit_1/run-1/7";
-        assert!(store.record_command_start(a, "proj_a", 1_000).await.unwrap());
-        // A retry of the same activity (any attempt) finds it; another activity does not.
-        assert!(!store.record_command_start(a, "proj_a", 2_000).await.unwrap());
         assert!(
             store
-                .record_command_start("edit-edit_1/run-1/8", "proj_a", 2_000)
+                .record_command_start(a, &ProjectId::from("proj_a"), 1_000)
+                .await
+                .unwrap()
+        );
+        // A retry of the same activity (any attempt) finds it; another activity does not.
+        assert!(
+            !store
+                .record_command_start(a, &ProjectId::from("proj_a"), 2_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .record_command_start("edit-edit_1/run-1/8", &ProjectId::from("proj_a"), 2_000)
                 .await
                 .unwrap()
         );
@@ -136,7 +173,12 @@ on_both!(
         let tries: Vec<_> = (0..12)
             .map(|_| {
                 let store = store.clone();
-                tokio::spawn(async move { store.record_command_start(b, "proj_b", 3_000).await.unwrap() })
+                tokio::spawn(async move {
+                    store
+                        .record_command_start(b, &ProjectId::from("proj_b"), 3_000)
+                        .await
+                        .unwrap()
+                })
             })
             .collect();
         let mut firsts = 0;
@@ -147,10 +189,15 @@ on_both!(
         // A week later the old records are gone (a new one prunes them).
         assert!(
             store
-                .record_command_start("later", "proj_a", 1_000 + week + 1)
+                .record_command_start("later", &ProjectId::from("proj_a"), 1_000 + week + 1)
                 .await
                 .unwrap()
         );
-        assert!(store.record_command_start(a, "proj_a", 1_000 + week + 2).await.unwrap());
+        assert!(
+            store
+                .record_command_start(a, &ProjectId::from("proj_a"), 1_000 + week + 2)
+                .await
+                .unwrap()
+        );
     }
 );

@@ -4,6 +4,7 @@
 use belay_domain::candidate::CandidateStatus;
 use belay_domain::change::{ChangeInput, ChangeSetInput, ChangeStatus, RiskTier, TaskInput, TaskKind};
 use belay_domain::conflict::{ConflictInput, ConflictSide, ConflictStatus};
+use belay_domain::ids::{AccountId, CandidateId, ChangeId, TaskId};
 use belay_domain::project::ProjectInput;
 use belay_domain::receipt::ReceiptKind;
 use belay_domain::selection_steps::{SelectionDone, SelectionStep};
@@ -37,11 +38,11 @@ async fn world(s: &Store) -> World {
         )
         .await
         .unwrap();
-    s.mark_project_provisioned(p.id.as_str(), C1, C1).await.unwrap();
+    s.mark_project_provisioned(&p.id, C1, C1).await.unwrap();
     let c = s
         .create_change(
             &alice.id,
-            p.id.as_str(),
+            &p.id,
             &ChangeInput {
                 goal: "g".into(),
                 acceptance_criteria: vec!["A helper counts the todos".into()],
@@ -58,7 +59,7 @@ async fn world(s: &Store) -> World {
         let t = s
             .add_task(
                 &alice.id,
-                c.id.as_str(),
+                &c.id,
                 &TaskInput {
                     key: key.into(),
                     kind: TaskKind::Implement,
@@ -69,11 +70,11 @@ async fn world(s: &Store) -> World {
             )
             .await
             .unwrap();
-        let run = s.start_task_run(&alice.id, t.id.as_str()).await.unwrap();
+        let run = s.start_task_run(&alice.id, &t.id).await.unwrap();
         let cs = s
             .record_change_set(
                 &alice.id,
-                run.id.as_str(),
+                &run.id,
                 &ChangeSetInput {
                     commit: commit.into(),
                     contract_changes: vec![],
@@ -123,16 +124,19 @@ on_both!(
         let now = belay_store::now_ms();
         // The Change budget: 0.3 reserved, then settled at 0.1; a 0.45 estimate fits, 0.5 not.
         let r = s
-            .reserve_model_call(&w.change, 0.3, LIMITS, now)
+            .reserve_model_call(&ChangeId::from(w.change.as_str()), 0.3, LIMITS, now)
             .await
             .unwrap()
             .unwrap();
         s.settle_model_call(&r, 0.1).await.unwrap();
-        assert!((s.change_model_cost(&w.change).await.unwrap() - 0.1).abs() < 1e-9);
-        let refused = s.reserve_model_call(&w.change, 0.45, LIMITS, now).await.unwrap();
+        assert!((s.change_model_cost(&ChangeId::from(w.change.as_str())).await.unwrap() - 0.1).abs() < 1e-9);
+        let refused = s
+            .reserve_model_call(&ChangeId::from(w.change.as_str()), 0.45, LIMITS, now)
+            .await
+            .unwrap();
         assert!(refused.unwrap_err().contains("Change budget"));
         let r2 = s
-            .reserve_model_call(&w.change, 0.35, LIMITS, now)
+            .reserve_model_call(&ChangeId::from(w.change.as_str()), 0.35, LIMITS, now)
             .await
             .unwrap()
             .unwrap();
@@ -140,19 +144,25 @@ on_both!(
         // The daily cap: two calls made (the refused one is not counted), one more fits.
         assert_eq!(s.model_calls_on(now).await.unwrap(), 2);
         let r3 = s
-            .reserve_model_call("chg_other", 0.1, LIMITS, now)
+            .reserve_model_call(&ChangeId::from("chg_other"), 0.1, LIMITS, now)
             .await
             .unwrap()
             .unwrap();
         s.settle_model_call(&r3, 0.1).await.unwrap();
-        let capped = s.reserve_model_call("chg_other", 0.1, LIMITS, now).await.unwrap();
+        let capped = s
+            .reserve_model_call(&ChangeId::from("chg_other"), 0.1, LIMITS, now)
+            .await
+            .unwrap();
         assert!(capped.unwrap_err().contains("daily model call cap"));
         assert_eq!(s.model_calls_on(now).await.unwrap(), 3);
         // The next UTC day has its own cap; the month's budget is shared: 0.55 spent of 1.0.
         let tomorrow = now + 86_400_000;
         let month = s.model_cost_in_month(now).await.unwrap();
         assert!((month - 0.55).abs() < 1e-9, "{month}");
-        let over = s.reserve_model_call("chg_third", 0.46, LIMITS, tomorrow).await.unwrap();
+        let over = s
+            .reserve_model_call(&ChangeId::from("chg_third"), 0.46, LIMITS, tomorrow)
+            .await
+            .unwrap();
         if belay_store::model_meter::utc_date(tomorrow).1 == belay_store::model_meter::utc_date(now).1 {
             assert!(over.unwrap_err().contains("monthly Anthropic budget"));
         }
@@ -174,7 +184,9 @@ on_both!(
         for _ in 0..8 {
             let s = s.clone();
             handles.push(tokio::spawn(async move {
-                s.reserve_model_call("chg_busy", 0.3, limits, now).await.unwrap()
+                s.reserve_model_call(&ChangeId::from("chg_busy"), 0.3, limits, now)
+                    .await
+                    .unwrap()
             }));
         }
         let mut granted = Vec::new();
@@ -194,13 +206,13 @@ on_both!(
         for r in &granted {
             s.settle_model_call(r, 0.25).await.unwrap();
         }
-        assert!((s.change_model_cost("chg_busy").await.unwrap() - 0.75).abs() < 1e-9);
+        assert!((s.change_model_cost(&ChangeId::from("chg_busy")).await.unwrap() - 0.75).abs() < 1e-9);
         // Eight more calls of other Changes at once: the day's cap of five holds two of them.
         let mut handles = Vec::new();
         for i in 0..8 {
             let s = s.clone();
             handles.push(tokio::spawn(async move {
-                s.reserve_model_call(&format!("chg_{i}"), 0.01, limits, now)
+                s.reserve_model_call(&ChangeId(format!("chg_{i}")), 0.01, limits, now)
                     .await
                     .unwrap()
             }));
@@ -245,9 +257,12 @@ async fn model_meters_carry_over(backend: Backend) {
     let s = &db.store;
     assert_eq!(s.model_calls_on(now).await.unwrap(), 2);
     assert!((s.model_cost_in_month(now).await.unwrap() - 0.55).abs() < 1e-9);
-    assert!((s.change_model_cost("chg_old").await.unwrap() - 0.45).abs() < 1e-9);
+    assert!((s.change_model_cost(&ChangeId::from("chg_old")).await.unwrap() - 0.45).abs() < 1e-9);
     // The limits still count what was carried over: 0.45 of the Change's 0.5 is spent.
-    let refused = s.reserve_model_call("chg_old", 0.1, LIMITS, now).await.unwrap();
+    let refused = s
+        .reserve_model_call(&ChangeId::from("chg_old"), 0.1, LIMITS, now)
+        .await
+        .unwrap();
     assert!(refused.unwrap_err().contains("Change budget"));
     // The old table is gone.
     let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
@@ -276,7 +291,15 @@ on_both!(
     |s: Store| async move {
         let w = world(&s).await;
         let bad = conflict(&w, ConflictStatus::ForkRequired, "src/a.ts");
-        match s.record_conflict(&w.alice, &w.change, &bad, &w.paths).await {
+        match s
+            .record_conflict(
+                &AccountId::from(w.alice.as_str()),
+                &ChangeId::from(w.change.as_str()),
+                &bad,
+                &w.paths,
+            )
+            .await
+        {
             Err(StoreError::Invalid(v)) => assert_eq!(
                 (v.field.as_str(), v.refused),
                 ("sides[1].paths[0]", belay_domain::validation::Refused::Invalid)
@@ -286,11 +309,22 @@ on_both!(
         let good = conflict(&w, ConflictStatus::ForkRequired, "src/b.ts");
         let (bob, _) = s.create_account("bob").await.unwrap();
         assert!(matches!(
-            s.record_conflict(&bob.id, &w.change, &good, &w.paths).await,
+            s.record_conflict(&bob.id, &ChangeId::from(w.change.as_str()), &good, &w.paths)
+                .await,
             Err(StoreError::NotFound { .. })
         ));
-        s.record_conflict(&w.alice, &w.change, &good, &w.paths).await.unwrap();
-        let round = s.start_verification_round(&w.alice, &w.change).await.unwrap();
+        s.record_conflict(
+            &AccountId::from(w.alice.as_str()),
+            &ChangeId::from(w.change.as_str()),
+            &good,
+            &w.paths,
+        )
+        .await
+        .unwrap();
+        let round = s
+            .start_verification_round(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap();
         let sets: Vec<Vec<String>> = round
             .iter()
             .map(|k| k.change_set_ids.iter().map(|c| c.to_string()).collect())
@@ -303,12 +337,16 @@ on_both!(
                 vec![w.sets[0].clone(), w.sets[1].clone()]
             ]
         );
-        let group = s.sibling_group(round[0].id.as_str()).await.unwrap().unwrap();
+        let group = s
+            .sibling_group(&CandidateId::from(round[0].id.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(group.len(), 3);
 
         // Every sibling pending but one: that one's run ends.
         s.set_candidate_status(
-            round[0].id.as_str(),
+            &CandidateId::from(round[0].id.as_str()),
             &[CandidateStatus::Composing],
             CandidateStatus::Verified,
             None,
@@ -316,18 +354,15 @@ on_both!(
         .await
         .unwrap();
         assert_eq!(
-            s.claim_selection(round[0].id.as_str(), "verify-a").await.unwrap(),
+            s.claim_selection(&CandidateId::from(round[0].id.as_str()), "verify-a")
+                .await
+                .unwrap(),
             SelectionStep::Pending
         );
         for k in &round[1..] {
-            s.set_candidate_status(
-                k.id.as_str(),
-                &[CandidateStatus::Composing],
-                CandidateStatus::Verified,
-                None,
-            )
-            .await
-            .unwrap();
+            s.set_candidate_status(&k.id, &[CandidateStatus::Composing], CandidateStatus::Verified, None)
+                .await
+                .unwrap();
         }
         // Eight runs claim at once: exactly one holds the claim.
         let mut handles = Vec::new();
@@ -335,7 +370,12 @@ on_both!(
             let s = s.clone();
             let id = round[i % 3].id.to_string();
             handles.push(tokio::spawn(async move {
-                (i, s.claim_selection(&id, &format!("verify-{i}")).await.unwrap())
+                (
+                    i,
+                    s.claim_selection(&CandidateId::from(id.as_str()), &format!("verify-{i}"))
+                        .await
+                        .unwrap(),
+                )
             }));
         }
         let mut claimed = Vec::new();
@@ -351,36 +391,55 @@ on_both!(
         let claimant = format!("verify-{}", claimed[0]);
         // A retry by the claimant continues; another run stops.
         assert!(matches!(
-            s.claim_selection(round[2].id.as_str(), &claimant).await.unwrap(),
+            s.claim_selection(&CandidateId::from(round[2].id.as_str()), &claimant)
+                .await
+                .unwrap(),
             SelectionStep::Claimed { .. }
         ));
         assert_eq!(
-            s.claim_selection(round[2].id.as_str(), "verify-late").await.unwrap(),
+            s.claim_selection(&CandidateId::from(round[2].id.as_str()), "verify-late")
+                .await
+                .unwrap(),
             SelectionStep::Stopped
         );
         assert_eq!(
-            s.apply_selection(round[0].id.as_str(), "verify-late", None)
+            s.apply_selection(&CandidateId::from(round[0].id.as_str()), "verify-late", None)
                 .await
                 .unwrap(),
             SelectionDone::AlreadyApplied
         );
         // No plan, so nothing can ship: the Change fails, with one receipt.
         assert_eq!(
-            s.apply_selection(round[0].id.as_str(), &claimant, None).await.unwrap(),
+            s.apply_selection(&CandidateId::from(round[0].id.as_str()), &claimant, None)
+                .await
+                .unwrap(),
             SelectionDone::Failed
         );
         assert_eq!(
-            s.apply_selection(round[0].id.as_str(), &claimant, None).await.unwrap(),
+            s.apply_selection(&CandidateId::from(round[0].id.as_str()), &claimant, None)
+                .await
+                .unwrap(),
             SelectionDone::AlreadyApplied
         );
-        let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
+        let receipts = s
+            .list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap();
         assert_eq!(receipts.len(), 1);
         assert_eq!(receipts[0].kind, ReceiptKind::CandidateSelection);
         assert_eq!(
-            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+            s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+                .await
+                .unwrap()
+                .unwrap()
+                .status,
             ChangeStatus::Failed
         );
-        for k in s.list_candidates(&w.alice, &w.change).await.unwrap() {
+        for k in s
+            .list_candidates(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap()
+        {
             assert!(
                 matches!(k.selection, Some(belay_domain::selection::SelectionJson::Decided(_))),
                 "{k:?}"
@@ -392,10 +451,17 @@ on_both!(
 /// The Change is back with its agents and has its one repair receipt: its objective.
 async fn the_one_repair(s: &Store, w: &World) -> String {
     assert_eq!(
-        s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+        s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         ChangeStatus::Running
     );
-    let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
+    let receipts = s
+        .list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+        .await
+        .unwrap();
     assert_eq!(receipts.len(), 1);
     assert_eq!(receipts[0].kind, ReceiptKind::AcceptanceRepair);
     receipts[0].outcome["objective"].as_str().unwrap().to_owned()
@@ -406,15 +472,22 @@ on_both!(
     threads = 4,
     |s: Store| async move {
         let w = world(&s).await;
-        let k = s.start_verification_round(&w.alice, &w.change).await.unwrap().remove(0);
-        assert_eq!(s.repair_after_rejection(k.id.as_str(), Some("  ")).await.unwrap(), None);
+        let k = s
+            .start_verification_round(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(s.repair_after_rejection(&k.id, Some("  ")).await.unwrap(), None);
         let task = s
-            .repair_after_rejection(k.id.as_str(), Some("the list is unsorted"))
+            .repair_after_rejection(&k.id, Some("the list is unsorted"))
             .await
             .unwrap()
             .unwrap()
             .unwrap();
-        let tasks = s.list_tasks(&w.alice, &w.change).await.unwrap();
+        let tasks = s
+            .list_tasks(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap();
         let repair = tasks.iter().find(|t| t.id == task.as_str()).unwrap();
         assert_eq!(repair.key, "repair");
         assert_eq!(repair.dependencies, vec!["a".to_string(), "b".to_string()]);
@@ -424,24 +497,38 @@ on_both!(
         assert!(events.iter().any(|e| e.kind == "task.repair_requested"));
 
         let second = s
-            .repair_after_rejection(k.id.as_str(), Some("still unsorted"))
+            .repair_after_rejection(&k.id, Some("still unsorted"))
             .await
             .unwrap()
             .unwrap();
         assert!(second.unwrap_err().contains("already had its repair"));
         assert_eq!(
-            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+            s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+                .await
+                .unwrap()
+                .unwrap()
+                .status,
             ChangeStatus::AwaitingApproval
         );
-        assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
+        assert_eq!(
+            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
     }
 );
 
 /// A Candidate composed with `plan` and rejected by the gate for `reason`.
 async fn gate_rejects(s: &Store, id: &str, plan: &belay_domain::plan::VerificationPlan, reason: &str) -> bool {
-    assert!(s.record_composition(id, C2, C3, plan).await.unwrap());
+    assert!(
+        s.record_composition(&CandidateId::from(id), C2, C3, plan)
+            .await
+            .unwrap()
+    );
     s.set_candidate_status(
-        id,
+        &CandidateId::from(id),
         &[CandidateStatus::Verifying],
         CandidateStatus::Rejected,
         Some(reason),
@@ -474,13 +561,31 @@ on_both!(
         };
         let reason = "Required checks not satisfied: browser (missing)";
         // While a second Candidate of the Change can still ship, the first's rejection waits.
-        let k = s.start_verification(&w.alice, &w.change).await.unwrap();
-        let other = s.compose_candidate(&w.alice, &w.change, &w.sets[..1]).await.unwrap();
-        assert!(gate_rejects(&s, k.id.as_str(), &plan, reason).await);
-        assert!(s.list_receipts(&w.alice, &w.change).await.unwrap().is_empty());
+        let k = s
+            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap();
+        let other = s
+            .compose_candidate(
+                &AccountId::from(w.alice.as_str()),
+                &ChangeId::from(w.change.as_str()),
+                &w.sets[..1],
+            )
+            .await
+            .unwrap();
+        assert!(gate_rejects(&s, &k.id, &plan, reason).await);
+        assert!(
+            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+                .await
+                .unwrap()
+                .is_empty()
+        );
         // The last one standing: the one repair, in the rejection's transaction.
-        assert!(gate_rejects(&s, other.id.as_str(), &plan, reason).await);
-        let tasks = s.list_tasks(&w.alice, &w.change).await.unwrap();
+        assert!(gate_rejects(&s, &other.id, &plan, reason).await);
+        let tasks = s
+            .list_tasks(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap();
         let repair = tasks.iter().find(|t| t.key == "repair").expect("a repair Task");
         assert_eq!(
             repair.dependencies,
@@ -502,7 +607,7 @@ on_both!(
         // A retried rejection changes nothing.
         assert!(
             !s.set_candidate_status(
-                other.id.as_str(),
+                &other.id,
                 &[CandidateStatus::Verifying],
                 CandidateStatus::Rejected,
                 Some(reason)
@@ -510,18 +615,40 @@ on_both!(
             .await
             .unwrap()
         );
-        assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
+        assert_eq!(
+            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
 
         // The repair's Candidate fails too: a person, and no second repair Task.
-        let again = s.start_verification(&w.alice, &w.change).await.unwrap();
-        assert!(gate_rejects(&s, again.id.as_str(), &plan, reason).await);
+        let again = s
+            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap();
+        assert!(gate_rejects(&s, &again.id, &plan, reason).await);
         assert_eq!(
-            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+            s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+                .await
+                .unwrap()
+                .unwrap()
+                .status,
             ChangeStatus::AwaitingApproval
         );
-        let tasks = s.list_tasks(&w.alice, &w.change).await.unwrap();
+        let tasks = s
+            .list_tasks(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap();
         assert_eq!(tasks.iter().filter(|t| t.key == "repair").count(), 1);
-        assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
+        assert_eq!(
+            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
         let events = s.events(0, Some(&w.change), 100).await.unwrap();
         let asked: Vec<_> = events.iter().filter(|e| e.kind == "approval.requested").collect();
         assert_eq!(asked.len(), 1);
@@ -535,10 +662,13 @@ on_both!(
         );
         // A rejection for another reason (composition) is nobody's repair.
         let w2 = world(&s).await;
-        let k2 = s.start_verification(&w2.alice, &w2.change).await.unwrap();
+        let k2 = s
+            .start_verification(&AccountId::from(w2.alice.as_str()), &ChangeId::from(w2.change.as_str()))
+            .await
+            .unwrap();
         assert!(
             s.set_candidate_status(
-                k2.id.as_str(),
+                &CandidateId::from(k2.id.as_str()),
                 &[CandidateStatus::Composing],
                 CandidateStatus::Rejected,
                 Some("merge conflict: the ChangeSet of task b conflicts in src/a.ts")
@@ -546,7 +676,12 @@ on_both!(
             .await
             .unwrap()
         );
-        assert!(s.list_receipts(&w2.alice, &w2.change).await.unwrap().is_empty());
+        assert!(
+            s.list_receipts(&AccountId::from(w2.alice.as_str()), &ChangeId::from(w2.change.as_str()))
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 );
 
@@ -556,14 +691,17 @@ on_both!(
     |s: Store| async move {
         let w = world(&s).await;
         s.record_conflict(
-            &w.alice,
-            &w.change,
+            &AccountId::from(w.alice.as_str()),
+            &ChangeId::from(w.change.as_str()),
             &conflict(&w, ConflictStatus::Confirmed, "src/b.ts"),
             &w.paths,
         )
         .await
         .unwrap();
-        let round = s.start_verification_round(&w.alice, &w.change).await.unwrap();
+        let round = s
+            .start_verification_round(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+            .await
+            .unwrap();
         assert_eq!(round.len(), 2);
         let plan = belay_domain::plan::VerificationPlan {
             policy: belay_domain::policy::DEFAULT_POLICY.stamp(),
@@ -575,9 +713,18 @@ on_both!(
         for k in &round {
             assert!(gate_rejects(&s, k.id.as_str(), &plan, "Required checks not satisfied: unit (failed)").await);
         }
-        assert!(s.list_receipts(&w.alice, &w.change).await.unwrap().is_empty());
+        assert!(
+            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+                .await
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(
-            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
+            s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
+                .await
+                .unwrap()
+                .unwrap()
+                .status,
             ChangeStatus::Verifying
         );
     }
@@ -598,11 +745,11 @@ on_both!(
             )
             .await
             .unwrap();
-        s.mark_project_provisioned(p.id.as_str(), C1, C1).await.unwrap();
+        s.mark_project_provisioned(&p.id, C1, C1).await.unwrap();
         let c = s
             .create_change(
                 &alice.id,
-                p.id.as_str(),
+                &p.id,
                 &ChangeInput {
                     goal: "g".into(),
                     acceptance_criteria: vec![],
@@ -618,7 +765,7 @@ on_both!(
             let t = s
                 .add_task(
                     &alice.id,
-                    &change,
+                    &ChangeId::from(change.as_str()),
                     &TaskInput {
                         key: key.into(),
                         kind: TaskKind::Implement,
@@ -635,10 +782,10 @@ on_both!(
             let s = s.clone();
             let alice = alice.id.clone();
             async move {
-                let run = s.start_task_run(&alice, &task).await.unwrap();
+                let run = s.start_task_run(&alice, &TaskId::from(task.as_str())).await.unwrap();
                 s.record_change_set(
                     &alice,
-                    run.id.as_str(),
+                    &run.id,
                     &ChangeSetInput {
                         commit: commit.into(),
                         contract_changes: vec![],
@@ -656,7 +803,9 @@ on_both!(
         let mut paths = BTreeMap::new();
         paths.insert(api_cs.clone(), vec!["src/api.ts".to_string()]);
         paths.insert(ui_cs.clone(), vec!["public/app.js".to_string()]);
-        s.start_verification_round(&alice.id, &change).await.unwrap();
+        s.start_verification_round(&alice.id, &ChangeId::from(change.as_str()))
+            .await
+            .unwrap();
         let finding = |ui: &str| ConflictInput {
             status: ConflictStatus::Confirmed,
             sides: vec![
@@ -676,21 +825,28 @@ on_both!(
             summary: None,
         };
         let got = s
-            .record_conflict(&alice.id, &change, &finding(&ui_cs), &paths)
+            .record_conflict(&alice.id, &ChangeId::from(change.as_str()), &finding(&ui_cs), &paths)
             .await
             .unwrap();
         let integ = got.integrate.expect("complementary Tasks are integrated");
         assert_eq!((integ.dependent.as_str(), integ.depends_on.as_str()), ("ui", "api"));
-        let tasks = s.list_tasks(&alice.id, &change).await.unwrap();
+        let tasks = s.list_tasks(&alice.id, &ChangeId::from(change.as_str())).await.unwrap();
         assert_eq!(
             tasks.iter().find(|t| t.key == "ui").unwrap().dependencies,
             vec!["api".to_string()]
         );
         assert_eq!(
-            s.get_change(&alice.id, &change).await.unwrap().unwrap().status,
+            s.get_change(&alice.id, &ChangeId::from(change.as_str()))
+                .await
+                .unwrap()
+                .unwrap()
+                .status,
             ChangeStatus::Running
         );
-        let receipts = s.list_receipts(&alice.id, &change).await.unwrap();
+        let receipts = s
+            .list_receipts(&alice.id, &ChangeId::from(change.as_str()))
+            .await
+            .unwrap();
         assert_eq!(receipts.len(), 1);
         assert_eq!(receipts[0].kind, ReceiptKind::ConflictIntegration);
         assert_eq!(receipts[0].outcome["rejectedChangeSets"], serde_json::json!([ui_cs]));
@@ -702,7 +858,10 @@ on_both!(
                 .any(|e| e.kind == "task.reset" && e.payload["key"] == "ui")
         );
         // The UI ChangeSet is set aside: the next round holds the API's alone.
-        let round = s.start_verification_round(&alice.id, &change).await.unwrap();
+        let round = s
+            .start_verification_round(&alice.id, &ChangeId::from(change.as_str()))
+            .await
+            .unwrap();
         assert_eq!(round.len(), 1);
         assert_eq!(
             round[0]
@@ -717,12 +876,21 @@ on_both!(
         let ui_again = publish(ids[1].clone(), C1).await;
         paths.insert(ui_again.clone(), vec!["public/app.js".to_string()]);
         let again = s
-            .record_conflict(&alice.id, &change, &finding(&ui_again), &paths)
+            .record_conflict(&alice.id, &ChangeId::from(change.as_str()), &finding(&ui_again), &paths)
             .await
             .unwrap();
         assert!(again.integrate.is_none());
-        let round = s.start_verification_round(&alice.id, &change).await.unwrap();
+        let round = s
+            .start_verification_round(&alice.id, &ChangeId::from(change.as_str()))
+            .await
+            .unwrap();
         assert_eq!(round.len(), 2, "one Candidate per side");
-        assert_eq!(s.list_receipts(&alice.id, &change).await.unwrap().len(), 1);
+        assert_eq!(
+            s.list_receipts(&alice.id, &ChangeId::from(change.as_str()))
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
     }
 );

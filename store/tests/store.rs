@@ -4,6 +4,7 @@ use belay_domain::catalogue::{
     AdapterSpec, GgConfigInput, GgConfigUpdate, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput,
     TestCaseVersionUpdate, TestType,
 };
+use belay_domain::ids::{AccountId, ChangeId, EditSessionId, JobId, PlanId, ProjectId, TaskRunId, TokenId};
 use belay_domain::job::{CasePin, Combination, JobStatus, Origin, RetryDecision};
 use belay_domain::review::{JamCategory, Rating, ReviewInput};
 use belay_store::jobs::{Completion, NewJob, Transition};
@@ -59,14 +60,14 @@ async fn add_harness(s: &Store, name: &str, cap: i64) {
 
 async fn run_to_completion(s: &Store, id: &str) -> belay_domain::run::Run {
     assert!(matches!(
-        s.advance_job(id, JobStatus::Starting).await.unwrap(),
+        s.advance_job(&JobId::from(id), JobStatus::Starting).await.unwrap(),
         Transition::Moved(_)
     ));
     assert!(matches!(
-        s.advance_job(id, JobStatus::Running).await.unwrap(),
+        s.advance_job(&JobId::from(id), JobStatus::Running).await.unwrap(),
         Transition::Moved(_)
     ));
-    match s.complete_job(id, true, &[]).await.unwrap() {
+    match s.complete_job(&JobId::from(id), true, &[]).await.unwrap() {
         Completion::Recorded(r) => r,
         other => panic!("not recorded: {other:?}"),
     }
@@ -83,7 +84,7 @@ on_both!(
         let second = s.create_token(&acct.id).await.unwrap();
         assert_eq!(s.authenticate(&second).await.unwrap().unwrap().id, acct.id);
         assert!(matches!(
-            s.create_token("acct_missing").await,
+            s.create_token(&AccountId::from("acct_missing")).await,
             Err(StoreError::NotFound { .. })
         ));
         assert!(
@@ -393,7 +394,7 @@ on_both!(
 on_both!(a_retry_is_withheld_while_its_plan_is_paused, |s: Store| async move {
     add_harness(&s, "a", 1).await;
     let (alice, _) = s.create_account("alice").await.unwrap();
-    s.set_plan_paused("p1", &alice.id, true).await.unwrap();
+    s.set_plan_paused(&PlanId::from("p1"), &alice.id, true).await.unwrap();
     let mut j = new_job("a");
     j.origin = Some(Origin::Plan("p1".into()));
     let job = s.enqueue(j).await.unwrap();
@@ -459,7 +460,7 @@ on_both!(
             tokio::spawn(async move {
                 let mut n = 0;
                 for id in ids.iter().rev() {
-                    if s.cancel_job(id).await.unwrap().cancelled {
+                    if s.cancel_job(&JobId::from(id.as_str())).await.unwrap().cancelled {
                         n += 1;
                     }
                 }
@@ -681,7 +682,11 @@ on_both!(
             .await
             .unwrap();
         s.mark_project_provisioned(&p.id, "c0", "t0").await.unwrap();
-        let OpenSession::Opened(session) = s.open_edit_session(&alice.id, &p.id, "edit_1").await.unwrap() else {
+        let OpenSession::Opened(session) = s
+            .open_edit_session(&alice.id, &p.id, &EditSessionId::from("edit_1"))
+            .await
+            .unwrap()
+        else {
             panic!("the session opens");
         };
 
@@ -706,9 +711,15 @@ on_both!(
             Err(StoreError::NotFound { .. })
         ));
         assert!(s.get_change_set(&alice.id, &cs.id).await.unwrap().is_none());
-        assert!(s.get_edit_session(&alice.id, &session.id).await.unwrap().is_none());
+        assert!(
+            s.get_edit_session(&alice.id, &EditSessionId::from(session.id.as_str()))
+                .await
+                .unwrap()
+                .is_none()
+        );
         assert!(matches!(
-            s.open_edit_session(&alice.id, &p.id, "edit_2").await,
+            s.open_edit_session(&alice.id, &p.id, &EditSessionId::from("edit_2"))
+                .await,
             Err(StoreError::NotFound { .. })
         ));
         // The deletion itself still finds what it removes.
@@ -853,7 +864,7 @@ on_both!(
                     let mut granted = 0u64;
                     for _ in 0..25 {
                         if let Reserve::Reserved { seconds, .. } = s
-                            .reserve_sandbox("proj_meter", Reservation::EditSessionCommand, now)
+                            .reserve_sandbox(&ProjectId::from("proj_meter"), Reservation::EditSessionCommand, now)
                             .await
                             .unwrap()
                         {
@@ -871,7 +882,7 @@ on_both!(
         // 200 attempts of 480 s against 72,000 s: exactly 150 fit.
         assert_eq!(total, SANDBOX_MONTHLY_SECONDS);
         match s
-            .reserve_sandbox("proj_meter", Reservation::OpenWorkspace, now)
+            .reserve_sandbox(&ProjectId::from("proj_meter"), Reservation::OpenWorkspace, now)
             .await
             .unwrap()
         {
@@ -880,15 +891,19 @@ on_both!(
         }
         // Another project has its own meter, and next month starts afresh.
         assert!(matches!(
-            s.reserve_sandbox("proj_other", Reservation::OpenWorkspace, now)
+            s.reserve_sandbox(&ProjectId::from("proj_other"), Reservation::OpenWorkspace, now)
                 .await
                 .unwrap(),
             Reserve::Reserved { .. }
         ));
         assert!(matches!(
-            s.reserve_sandbox("proj_meter", Reservation::OpenWorkspace, now + 31 * 86_400)
-                .await
-                .unwrap(),
+            s.reserve_sandbox(
+                &ProjectId::from("proj_meter"),
+                Reservation::OpenWorkspace,
+                now + 31 * 86_400
+            )
+            .await
+            .unwrap(),
             Reserve::Reserved { .. }
         ));
     }
@@ -900,7 +915,7 @@ on_both!(overlapping_sandbox_uses_are_charged_once, |s: Store| async move {
     let now = 1_796_009_402;
     let reserve = || async {
         match s
-            .reserve_sandbox("proj_x", Reservation::OpenWorkspace, now)
+            .reserve_sandbox(&ProjectId::from("proj_x"), Reservation::OpenWorkspace, now)
             .await
             .unwrap()
         {
@@ -915,7 +930,7 @@ on_both!(overlapping_sandbox_uses_are_charged_once, |s: Store| async move {
     // A retried settle charges nothing more; C inside what is already charged adds nothing.
     assert_eq!(s.settle_sandbox(&a, now, now + 60).await.unwrap(), 180);
     assert_eq!(s.settle_sandbox(&c, now + 10, now + 20).await.unwrap(), 0);
-    assert_eq!(s.sandbox_charged("proj_x", now).await.unwrap(), 270);
+    assert_eq!(s.sandbox_charged(&ProjectId::from("proj_x"), now).await.unwrap(), 270);
 });
 
 on_both!(
@@ -1065,12 +1080,30 @@ on_both!(
     an_admission_holds_its_reservation_and_a_cap_refusal_keeps_neither,
     |s: Store| async move {
         let (project, change, run) = one_task_run(&s).await;
-        let Admission::Admitted(row) = s.admit_workspace(&run, &change, &project, NOW_SECS).await.unwrap() else {
+        let Admission::Admitted(row) = s
+            .admit_workspace(
+                &TaskRunId::from(run.as_str()),
+                &ChangeId::from(change.as_str()),
+                &ProjectId::from(project.as_str()),
+                NOW_SECS,
+            )
+            .await
+            .unwrap()
+        else {
             panic!("not admitted")
         };
         let reservation = row.reservation_id.expect("admitted with its reservation");
         // A retried admission keeps the one reservation.
-        let Admission::Admitted(again) = s.admit_workspace(&run, &change, &project, NOW_SECS).await.unwrap() else {
+        let Admission::Admitted(again) = s
+            .admit_workspace(
+                &TaskRunId::from(run.as_str()),
+                &ChangeId::from(change.as_str()),
+                &ProjectId::from(project.as_str()),
+                NOW_SECS,
+            )
+            .await
+            .unwrap()
+        else {
             panic!("not admitted again")
         };
         assert_eq!(again.reservation_id.as_deref(), Some(reservation.as_str()));
@@ -1078,16 +1111,27 @@ on_both!(
         // Fill the meter: the next admission's reservation is refused, and nothing of it stays.
         let (project2, change2, run2) = one_task_run(&s).await;
         while let belay_store::meter::Reserve::Reserved { .. } = s
-            .reserve_sandbox(&project2, belay_domain::meter::Reservation::CandidateChecks, NOW_SECS)
+            .reserve_sandbox(
+                &ProjectId::from(project2.as_str()),
+                belay_domain::meter::Reservation::CandidateChecks,
+                NOW_SECS,
+            )
             .await
             .unwrap()
         {}
         assert!(matches!(
-            s.admit_workspace(&run2, &change2, &project2, NOW_SECS).await.unwrap(),
+            s.admit_workspace(
+                &TaskRunId::from(run2.as_str()),
+                &ChangeId::from(change2.as_str()),
+                &ProjectId::from(project2.as_str()),
+                NOW_SECS
+            )
+            .await
+            .unwrap(),
             Admission::CapRefused(_)
         ));
         assert_eq!(
-            s.get_workspace(&run2).await.unwrap(),
+            s.get_workspace(&TaskRunId::from(run2.as_str())).await.unwrap(),
             None,
             "a refused admission is not kept"
         );
@@ -1098,35 +1142,54 @@ on_both!(
     a_transaction_dropped_between_admission_and_commit_keeps_neither_admission_nor_reservation,
     |s: Store| async move {
         let (project, change, run) = one_task_run(&s).await;
-        let open_before = s.open_reservations(&project).await.unwrap();
+        let open_before = s.open_reservations(&ProjectId::from(project.as_str())).await.unwrap();
         {
             let mut tx = s.begin().await.unwrap();
-            let admission = belay_store::workspaces::admit(&mut tx, &run, &change, &project, NOW_SECS)
-                .await
-                .unwrap();
+            let admission = belay_store::workspaces::admit(
+                &mut tx,
+                &TaskRunId::from(run.as_str()),
+                &ChangeId::from(change.as_str()),
+                &ProjectId::from(project.as_str()),
+                NOW_SECS,
+            )
+            .await
+            .unwrap();
             assert!(matches!(admission, Admission::Admitted(_)));
             // The process dies here: the transaction is dropped without a commit.
         }
-        assert_eq!(s.get_workspace(&run).await.unwrap(), None);
-        assert_eq!(s.open_reservations(&project).await.unwrap(), open_before);
+        assert_eq!(s.get_workspace(&TaskRunId::from(run.as_str())).await.unwrap(), None);
+        assert_eq!(
+            s.open_reservations(&ProjectId::from(project.as_str())).await.unwrap(),
+            open_before
+        );
         // And the next attempt admits and reserves as if nothing had happened.
         assert!(matches!(
-            s.admit_workspace(&run, &change, &project, NOW_SECS).await.unwrap(),
+            s.admit_workspace(
+                &TaskRunId::from(run.as_str()),
+                &ChangeId::from(change.as_str()),
+                &ProjectId::from(project.as_str()),
+                NOW_SECS
+            )
+            .await
+            .unwrap(),
             Admission::Admitted(_)
         ));
-        assert_eq!(s.open_reservations(&project).await.unwrap(), open_before + 1);
+        assert_eq!(
+            s.open_reservations(&ProjectId::from(project.as_str())).await.unwrap(),
+            open_before + 1
+        );
     }
 );
 
 on_both!(a_revoked_repository_token_is_seen_revoked_once, |s: Store| async move {
-    assert!(!s.repo_token_revoked("rt_0a").await.unwrap());
-    assert!(s.revoke_repo_token("rt_0a", 600).await.unwrap());
+    assert!(!s.repo_token_revoked(&TokenId::from("rt_0a")).await.unwrap());
+    assert!(s.revoke_repo_token(&TokenId::from("rt_0a"), 600).await.unwrap());
     assert!(
-        !s.revoke_repo_token("rt_0a", 600).await.unwrap(),
+        !s.revoke_repo_token(&TokenId::from("rt_0a"), 600).await.unwrap(),
         "a second revoke is not fresh"
     );
-    assert!(s.repo_token_revoked("rt_0a").await.unwrap());
-    assert!(!s.repo_token_revoked("rt_0b").await.unwrap());
+    assert!(s.repo_token_revoked(&TokenId::from("rt_0a")).await.unwrap());
+    assert!(!s.repo_token_revoked(&TokenId::from("rt_0b")).await.unwrap());
 });
 
 /// On PostgreSQL a sequence hands out numbers before commit. A completion running while a claim

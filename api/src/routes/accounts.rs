@@ -10,6 +10,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::access::Role;
+use belay_domain::ids::{AccountId, TokenId};
 use belay_store::accounts::{Account, AccountChange, ApiToken};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -130,7 +131,7 @@ pub struct AccountUpdate {
 pub async fn update(
     _operator: Operator,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<AccountId>,
     ApiJson(input): ApiJson<AccountUpdate>,
 ) -> ApiResult<Json<AccountView>> {
     let change = AccountChange {
@@ -230,9 +231,9 @@ pub async fn list_tokens(
     ApiQuery(q): ApiQuery<TokensQuery>,
 ) -> ApiResult<Json<Vec<TokenView>>> {
     let account = match q.account.as_deref() {
-        None => a.id.to_string(),
-        Some(id) if id == a.id.as_str() => id.to_string(),
-        Some(id) if a.role == Role::Operator => s.store.get_account(id).await?.id.to_string(),
+        None => a.id.clone(),
+        Some(id) if id == a.id.as_str() => a.id.clone(),
+        Some(id) if a.role == Role::Operator => s.store.get_account(&AccountId::from(id)).await?.id,
         Some(id) => return Err(ApiError::not_found(format!("account {id} not found"))),
     };
     let tokens = s.store.list_tokens(&account).await?;
@@ -246,7 +247,7 @@ pub async fn list_tokens(
 pub async fn revoke_token(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<TokenId>,
 ) -> ApiResult<Json<TokenView>> {
     let owner = (a.role != Role::Operator).then(|| a.id.to_string());
     Ok(Json(s.store.revoke_token(&id, owner.as_deref()).await?.into()))

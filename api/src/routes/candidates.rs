@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use belay_domain::ValidationError;
 use belay_domain::candidate::Candidate;
 use belay_domain::evidence::{Evidence, Gap, gate_required_checks};
+use belay_domain::ids::{CandidateId, ChangeId, ProjectId};
 use belay_domain::policy::{PolicyInput, ProjectPolicy};
 use belay_workflows::queues;
 use belay_workflows::search;
@@ -68,7 +69,7 @@ pub struct CandidateView {
 async fn view(s: &AppState, candidate: Candidate) -> ApiResult<CandidateView> {
     let evidence: Vec<Evidence> = s
         .store
-        .list_evidence(candidate.id.as_str())
+        .list_evidence(&candidate.id)
         .await?
         .into_iter()
         .map(|r| r.evidence)
@@ -114,7 +115,7 @@ async fn start_workflow(s: &AppState, candidate: &Candidate) -> ApiResult<()> {
 pub async fn get_policy(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ProjectId>,
 ) -> ApiResult<Json<ProjectPolicy>> {
     Ok(Json(s.store.active_policy(&a.id, &id).await?))
 }
@@ -127,7 +128,7 @@ pub async fn get_policy(
 pub async fn put_policy(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ProjectId>,
     ApiJson(input): ApiJson<PolicyInput>,
 ) -> ApiResult<Json<ProjectPolicy>> {
     input.validate()?;
@@ -153,7 +154,7 @@ pub struct VerificationRound {
 pub async fn start(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ChangeId>,
 ) -> ApiResult<(StatusCode, Json<VerificationRound>)> {
     let round = s.store.start_verification_round(&a.id, &id).await?;
     for candidate in &round {
@@ -178,7 +179,7 @@ pub async fn start(
 pub async fn compose(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ChangeId>,
     ApiJson(input): ApiJson<ComposeInput>,
 ) -> ApiResult<(StatusCode, Json<CandidateView>)> {
     input.validate()?;
@@ -193,7 +194,7 @@ pub async fn compose(
 pub async fn list(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ChangeId>,
 ) -> ApiResult<Json<Vec<Candidate>>> {
     Ok(Json(s.store.list_candidates(&a.id, &id).await?))
 }
@@ -204,7 +205,7 @@ pub async fn list(
 pub async fn get(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<CandidateId>,
 ) -> ApiResult<Json<CandidateView>> {
     let candidate = s
         .store

@@ -11,6 +11,7 @@ use belay_domain::catalogue::{
     GgConfig, GgConfigInput, GgConfigUpdate, Harness, HarnessInput, HarnessUpdate, Model, ModelInput, ModelUpdate,
     TestCase, TestCaseVersion, TestCaseVersionInput, TestCaseVersionUpdate,
 };
+use belay_domain::ids::GgConfigId;
 
 /// Ingests a version of a test case (the case is created with its first version).
 #[utoipa::path(post, path = "/v1/test-cases", tag = "catalogue", request_body = TestCaseVersionInput,
@@ -194,7 +195,7 @@ pub async fn list_gg_configs(Caller(a): Caller, State(s): State<AppState>) -> Ap
 pub async fn get_gg_config(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<GgConfigId>,
 ) -> ApiResult<Json<GgConfig>> {
     s.store
         .get_gg_config(&a.id, &id)
@@ -209,7 +210,7 @@ pub async fn get_gg_config(
 pub async fn update_gg_config(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<GgConfigId>,
     ApiJson(update): ApiJson<GgConfigUpdate>,
 ) -> ApiResult<Json<GgConfig>> {
     update.validate()?;
@@ -232,7 +233,7 @@ pub async fn update_gg_config(
 pub async fn delete_gg_config(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<GgConfigId>,
 ) -> ApiResult<StatusCode> {
     if s.store.delete_gg_config(&a.id, &id).await? {
         Ok(StatusCode::NO_CONTENT)

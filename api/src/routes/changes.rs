@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use belay_domain::change::{
     Change, ChangeCancelInput, ChangeInput, ChangeSet, ChangeSetInput, Task, TaskInput, TaskRun,
 };
+use belay_domain::ids::{ChangeId, ChangeSetId, ProjectId, TaskId, TaskRunId};
 use belay_workflows::workspace::{WorkspaceWorkflow, workspace_workflow_id};
 use temporalio_client::WorkflowExecuteUpdateOptions;
 
@@ -19,7 +20,7 @@ use temporalio_client::WorkflowExecuteUpdateOptions;
 pub async fn create(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ProjectId>,
     ApiJson(input): ApiJson<ChangeInput>,
 ) -> ApiResult<(StatusCode, Json<Change>)> {
     input.validate()?;
@@ -35,7 +36,7 @@ pub async fn create(
 pub async fn list(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ProjectId>,
 ) -> ApiResult<Json<Vec<Change>>> {
     if s.store.get_project(&a.id, &id).await?.is_none() {
         return Err(ApiError::not_found(format!("project {id} not found")));
@@ -46,7 +47,7 @@ pub async fn list(
 /// One Change.
 #[utoipa::path(get, path = "/v1/changes/{id}", tag = "changes", params(("id" = String, Path)),
     responses((status = 200, body = Change), (status = 404, body = ErrorBody)))]
-pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Change>> {
+pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<ChangeId>) -> ApiResult<Json<Change>> {
     s.store
         .get_change(&a.id, &id)
         .await?
@@ -60,7 +61,7 @@ pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
 pub async fn add_task(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ChangeId>,
     ApiJson(input): ApiJson<TaskInput>,
 ) -> ApiResult<(StatusCode, Json<Task>)> {
     Ok((StatusCode::CREATED, Json(s.store.add_task(&a.id, &id, &input).await?)))
@@ -69,7 +70,11 @@ pub async fn add_task(
 /// The Tasks of a Change.
 #[utoipa::path(get, path = "/v1/changes/{id}/tasks", tag = "changes", params(("id" = String, Path)),
     responses((status = 200, body = [Task]), (status = 404, body = ErrorBody)))]
-pub async fn tasks(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Vec<Task>>> {
+pub async fn tasks(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<ChangeId>,
+) -> ApiResult<Json<Vec<Task>>> {
     Ok(Json(s.store.list_tasks(&a.id, &id).await?))
 }
 
@@ -79,7 +84,7 @@ pub async fn tasks(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<
 pub async fn start_run(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<TaskId>,
 ) -> ApiResult<(StatusCode, Json<TaskRun>)> {
     Ok((StatusCode::CREATED, Json(s.store.start_task_run(&a.id, &id).await?)))
 }
@@ -90,7 +95,7 @@ pub async fn start_run(
 pub async fn record_change_set(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<TaskRunId>,
     ApiJson(input): ApiJson<ChangeSetInput>,
 ) -> ApiResult<(StatusCode, Json<ChangeSet>)> {
     input.validate()?;
@@ -106,7 +111,7 @@ pub async fn record_change_set(
 pub async fn get_change_set(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ChangeSetId>,
 ) -> ApiResult<Json<ChangeSet>> {
     s.store
         .get_change_set(&a.id, &id)
@@ -134,7 +139,7 @@ pub struct CancelView {
 pub async fn cancel(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ChangeId>,
     ApiJson(input): ApiJson<ChangeCancelInput>,
 ) -> ApiResult<Json<CancelView>> {
     input.validate()?;

@@ -10,6 +10,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::conflict::{Conflict, ConflictInput};
+use belay_domain::ids::ChangeId;
 use belay_domain::receipt::DecisionReceipt;
 use std::collections::BTreeMap;
 
@@ -21,7 +22,7 @@ use std::collections::BTreeMap;
 pub async fn create(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ChangeId>,
     ApiJson(input): ApiJson<ConflictInput>,
 ) -> ApiResult<(StatusCode, Json<Conflict>)> {
     let origins = s.store.change_set_origins(&a.id, &id).await?;
@@ -53,7 +54,7 @@ pub async fn create(
 pub async fn receipts(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ChangeId>,
 ) -> ApiResult<Json<Vec<DecisionReceipt>>> {
     Ok(Json(s.store.list_receipts(&a.id, &id).await?))
 }

@@ -13,6 +13,7 @@ use belay_domain::buffer::{BufferTarget, CoverageSettings, DEFAULT_BUFFER_TARGET
 use belay_domain::coverage::{
     CoverageGroup, CoverageGroupInput, CoveragePlan, CoveragePlanInput, GroupKind, GroupMembers, check_group_pointers,
 };
+use belay_domain::ids::{AccountId, GroupId, PlanId};
 use belay_domain::job::{Combination, JobStatus, Origin};
 use belay_domain::matrix::Matrix;
 use belay_domain::queue::{ReviewQueue, queue_limit, review_queue};
@@ -38,7 +39,7 @@ fn plan_not_found(id: &str) -> ApiError {
 /// A gg member naming a configuration the caller does not own: refused as a launch is (403).
 pub(crate) async fn check_gg_owned<'c>(
     tx: &mut Tx,
-    account_id: &str,
+    account_id: &AccountId,
     field: &str,
     combos: impl IntoIterator<Item = &'c Combination> + Clone,
 ) -> ApiResult<()> {
@@ -57,7 +58,7 @@ pub(crate) async fn check_gg_owned<'c>(
     Ok(())
 }
 
-async fn check_group(tx: &mut Tx, account_id: &str, input: &CoverageGroupInput) -> ApiResult<()> {
+async fn check_group(tx: &mut Tx, account_id: &AccountId, input: &CoverageGroupInput) -> ApiResult<()> {
     if let GroupMembers::Combo(combos) = input.validate()? {
         check_gg_owned(tx, account_id, "members", combos.iter()).await?;
     }
@@ -74,7 +75,7 @@ pub(crate) fn pointer_refusal(e: ValidationError) -> ApiError {
     )
 }
 
-async fn check_plan(tx: &mut Tx, account_id: &str, input: CoveragePlanInput) -> ApiResult<CoveragePlanInput> {
+async fn check_plan(tx: &mut Tx, account_id: &AccountId, input: CoveragePlanInput) -> ApiResult<CoveragePlanInput> {
     let input = input.validated()?;
     let kinds = coverage::group_kinds(tx, account_id).await?;
     check_group_pointers("caseGroups", &input.case_groups, GroupKind::Case, &kinds).map_err(pointer_refusal)?;
@@ -118,7 +119,7 @@ pub async fn list_groups(Caller(a): Caller, State(s): State<AppState>) -> ApiRes
 pub async fn get_group(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<GroupId>,
 ) -> ApiResult<Json<CoverageGroup>> {
     let mut tx = s.store.begin_read().await?;
     let g = coverage::get_group(&mut tx, &a.id, &id).await?;
@@ -134,7 +135,7 @@ pub async fn get_group(
 pub async fn update_group(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<GroupId>,
     ApiJson(input): ApiJson<CoverageGroupInput>,
 ) -> ApiResult<Json<CoverageGroup>> {
     let mut tx = s.store.begin().await?;
@@ -153,7 +154,7 @@ pub async fn update_group(
 pub async fn delete_group(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<GroupId>,
 ) -> ApiResult<StatusCode> {
     let mut tx = s.store.begin().await?;
     let deleted = coverage::delete_group(&mut tx, &a.id, &id).await?;
@@ -201,7 +202,7 @@ pub async fn list_plans(Caller(a): Caller, State(s): State<AppState>) -> ApiResu
 pub async fn get_plan(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<PlanId>,
 ) -> ApiResult<Json<CoveragePlan>> {
     let mut tx = s.store.begin_read().await?;
     let p = coverage::get_plan(&mut tx, &a.id, &id).await?;
@@ -218,7 +219,7 @@ pub async fn get_plan(
 pub async fn update_plan(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<PlanId>,
     ApiJson(input): ApiJson<CoveragePlanInput>,
 ) -> ApiResult<Json<CoveragePlan>> {
     let mut tx = s.store.begin().await?;
@@ -237,7 +238,7 @@ pub async fn update_plan(
 pub async fn delete_plan(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<PlanId>,
 ) -> ApiResult<StatusCode> {
     let mut tx = s.store.begin().await?;
     let deleted = coverage::delete_plan(&mut tx, &a.id, &id).await?;
@@ -249,14 +250,14 @@ pub async fn delete_plan(
     }
 }
 
-async fn resolved(s: &AppState, account_id: &str, id: &str) -> ApiResult<ResolvedPlan> {
+async fn resolved(s: &AppState, account_id: &AccountId, id: &PlanId) -> ApiResult<ResolvedPlan> {
     let mut tx = s.store.begin_read().await?;
     let r = coverage::resolve_plan(&mut tx, account_id, id).await?;
     tx.commit().await?;
     r.ok_or_else(|| plan_not_found(id))
 }
 
-async fn plan_matrix(s: &AppState, account_id: &str, id: &str) -> ApiResult<Matrix> {
+async fn plan_matrix(s: &AppState, account_id: &AccountId, id: &PlanId) -> ApiResult<Matrix> {
     let mut tx = s.store.begin_read().await?;
     let r = coverage::resolve_plan(&mut tx, account_id, id)
         .await?
@@ -270,7 +271,7 @@ async fn plan_matrix(s: &AppState, account_id: &str, id: &str) -> ApiResult<Matr
 /// `unreviewed` the caller's alone; and the plan's totals. A pure read.
 #[utoipa::path(get, path = "/v1/coverage-plans/{id}/coverage", tag = "coverage", params(("id" = String, Path)),
     responses((status = 200, body = Matrix), (status = 404, body = ErrorBody)))]
-pub async fn matrix(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Matrix>> {
+pub async fn matrix(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<PlanId>) -> ApiResult<Json<Matrix>> {
     Ok(Json(plan_matrix(&s, &a.id, &id).await?))
 }
 
@@ -278,7 +279,7 @@ pub async fn matrix(Caller(a): Caller, State(s): State<AppState>, Path(id): Path
 /// top-up runs first; answers the matrix.
 #[utoipa::path(post, path = "/v1/coverage-plans/{id}/open", tag = "coverage", params(("id" = String, Path)),
     responses((status = 200, body = Matrix), (status = 404, body = ErrorBody)))]
-pub async fn open(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Matrix>> {
+pub async fn open(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<PlanId>) -> ApiResult<Json<Matrix>> {
     let r = resolved(&s, &a.id, &id).await?;
     if starts_top_up(Feed::Plan, Trigger::Opened, r.plan.auto_top_up, r.plan.paused, r.target) {
         top_up(&s, &a.id, &r).await?;
@@ -342,7 +343,7 @@ async fn record_busy(s: &AppState, of: Feed, id: &str) {
 /// Starts a top-up after a review without waiting for it. A top-up already running may have read
 /// the counts before this review landed: once it ends, another is started, so the review's slot
 /// is not lost.
-pub(crate) async fn top_up_after_review(s: &AppState, account_id: &str, id: &str, of: Feed) {
+pub(crate) async fn top_up_after_review(s: &AppState, account_id: &AccountId, id: &str, of: Feed) {
     let workflow_id = match of {
         Feed::Plan => plan_workflow_id(id),
         Feed::Ladder => ladder_workflow_id(id),
@@ -366,7 +367,7 @@ pub(crate) async fn top_up_after_review(s: &AppState, account_id: &str, id: &str
 }
 
 /// One top-up through TopUpWorkflow, answered in full.
-async fn top_up(s: &AppState, account_id: &str, r: &ResolvedPlan) -> ApiResult<TopUpAnswer> {
+async fn top_up(s: &AppState, account_id: &AccountId, r: &ResolvedPlan) -> ApiResult<TopUpAnswer> {
     let id = r.plan.id.as_str();
     let Some(Some(out)) = start_top_up(s, account_id, id, Feed::Plan, true).await? else {
         return Ok(TopUpAnswer::skipped(r.target, Skipped::Busy));
@@ -395,7 +396,7 @@ async fn top_up(s: &AppState, account_id: &str, r: &ResolvedPlan) -> ApiResult<T
 pub async fn topup(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<PlanId>,
 ) -> ApiResult<Json<TopUpAnswer>> {
     let r = resolved(&s, &a.id, &id).await?;
     Ok(Json(top_up(&s, &a.id, &r).await?))
@@ -403,7 +404,7 @@ pub async fn topup(
 
 /// Starts a top-up of each of the reviewer's plans holding `cell` that the review trigger starts
 /// one for, without waiting for any.
-pub(crate) async fn after_review(s: &AppState, account_id: &str, cell: &str) {
+pub(crate) async fn after_review(s: &AppState, account_id: &AccountId, cell: &str) {
     let cell = belay_domain::job::CellKey(cell.to_string());
     let plans = async {
         let mut tx = s.store.begin_read().await?;
@@ -448,7 +449,7 @@ pub struct Schedule {
 pub async fn schedule(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<PlanId>,
 ) -> ApiResult<Json<Schedule>> {
     let mut tx = s.store.begin_read().await?;
     let r = coverage::resolve_plan(&mut tx, &a.id, &id)
@@ -479,7 +480,7 @@ pub struct QueueQuery {
 pub async fn queue(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<PlanId>,
     ApiQuery(q): ApiQuery<QueueQuery>,
 ) -> ApiResult<Json<ReviewQueue>> {
     let limit = queue_limit(Some(int_param("limit", q.limit.as_deref(), 50, 1, 200)?))?;
@@ -498,7 +499,13 @@ pub async fn queue(
     )))
 }
 
-async fn set_paused(s: &AppState, account_id: &str, id: &str, paused: bool, why: &str) -> ApiResult<CoveragePlan> {
+async fn set_paused(
+    s: &AppState,
+    account_id: &AccountId,
+    id: &PlanId,
+    paused: bool,
+    why: &str,
+) -> ApiResult<CoveragePlan> {
     let mut tx = s.store.begin().await?;
     let p = coverage::set_paused(&mut tx, account_id, id, paused, why).await?;
     tx.commit().await?;
@@ -511,7 +518,7 @@ async fn set_paused(s: &AppState, account_id: &str, id: &str, paused: bool, why:
 pub async fn pause(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<PlanId>,
 ) -> ApiResult<Json<CoveragePlan>> {
     Ok(Json(set_paused(&s, &a.id, &id, true, "pause").await?))
 }
@@ -522,7 +529,7 @@ pub async fn pause(
 pub async fn resume(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<PlanId>,
 ) -> ApiResult<Json<CoveragePlan>> {
     Ok(Json(set_paused(&s, &a.id, &id, false, "resume").await?))
 }
@@ -539,8 +546,8 @@ pub struct HaltAnswer {
 
 async fn halt_plan(
     s: &AppState,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &PlanId,
     statuses: &[JobStatus],
     kind: &str,
 ) -> ApiResult<HaltAnswer> {
@@ -560,7 +567,7 @@ async fn halt_plan(
 /// the cancelled jobs' workflows.
 pub(crate) async fn cancel_origin_jobs(
     s: &AppState,
-    account_id: &str,
+    account_id: &AccountId,
     origin: &Origin,
     statuses: &[JobStatus],
     event: &str,
@@ -587,7 +594,7 @@ pub(crate) async fn cancel_origin_jobs(
 /// through the one cancel transition. A job launched by hand is never touched.
 #[utoipa::path(post, path = "/v1/coverage-plans/{id}/halt", tag = "coverage", params(("id" = String, Path)),
     responses((status = 200, body = HaltAnswer), (status = 404, body = ErrorBody)))]
-pub async fn halt(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<HaltAnswer>> {
+pub async fn halt(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<PlanId>) -> ApiResult<Json<HaltAnswer>> {
     Ok(Json(halt_plan(&s, &a.id, &id, &JobStatus::WAITING, "halted").await?))
 }
 
@@ -607,7 +614,7 @@ pub struct HaltAllInput {
 pub async fn halt_all(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<PlanId>,
     ApiJson(input): ApiJson<HaltAllInput>,
 ) -> ApiResult<Json<HaltAnswer>> {
     resolved(&s, &a.id, &id).await?;

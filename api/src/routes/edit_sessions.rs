@@ -8,12 +8,13 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::edit_session::CommandInput;
+use belay_domain::ids::{AccountId, EditSessionId, ProjectId};
 use belay_store::edit_sessions::{EditSession, OpenSession};
 use belay_workflows::edit_session::{CommandOutput, CommandReply, EditInput, EditSessionWorkflow, edit_workflow_id};
 use belay_workflows::queues;
 use temporalio_client::{WorkflowExecuteUpdateOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
 
-async fn open_session(s: &AppState, account: &str, id: &str) -> ApiResult<EditSession> {
+async fn open_session(s: &AppState, account: &AccountId, id: &EditSessionId) -> ApiResult<EditSession> {
     let session = s
         .store
         .get_edit_session(account, id)
@@ -36,7 +37,7 @@ async fn open_session(s: &AppState, account: &str, id: &str) -> ApiResult<EditSe
 pub async fn open(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(project): Path<String>,
+    Path(project): Path<ProjectId>,
 ) -> ApiResult<(StatusCode, Json<EditSession>)> {
     let p = s
         .store
@@ -50,7 +51,7 @@ pub async fn open(
             "the project is not provisioned",
         ));
     }
-    let id = format!("edit_{}", uuid::Uuid::new_v4().simple());
+    let id = EditSessionId::from_body(&uuid::Uuid::new_v4().simple().to_string());
     let session = match s.store.open_edit_session(&a.id, &project, &id).await? {
         OpenSession::Opened(session) => session,
         OpenSession::AlreadyOpen(existing) => {
@@ -72,8 +73,8 @@ pub async fn open(
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .build();
     let input = EditInput {
-        session_id: id.clone().into(),
-        project_id: project.into(),
+        session_id: id.clone(),
+        project_id: project,
         uid: session.uid,
     };
     if let Err(e) = s.temporal.start_workflow(EditSessionWorkflow::run, input, opts).await {
@@ -86,7 +87,11 @@ pub async fn open(
 /// One of the caller's edit sessions.
 #[utoipa::path(get, path = "/v1/edit-sessions/{id}", tag = "edit-sessions", params(("id" = String, Path)),
     responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
-pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<EditSession>> {
+pub async fn get(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<EditSessionId>,
+) -> ApiResult<Json<EditSession>> {
     s.store
         .get_edit_session(&a.id, &id)
         .await?
@@ -103,7 +108,7 @@ pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
 pub async fn command(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<EditSessionId>,
     ApiJson(input): ApiJson<CommandInput>,
 ) -> ApiResult<Json<CommandOutput>> {
     input.validate()?;
@@ -129,7 +134,11 @@ pub async fn command(
 #[utoipa::path(post, path = "/v1/edit-sessions/{id}/end", tag = "edit-sessions", params(("id" = String, Path)),
     responses((status = 200, body = Object), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 503, body = ErrorBody)))]
-pub async fn end(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<EditSession>> {
+pub async fn end(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<EditSessionId>,
+) -> ApiResult<Json<EditSession>> {
     open_session(&s, &a.id, &id).await?;
     let handle = s
         .temporal

@@ -8,6 +8,7 @@ use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::Caller;
 use axum::Json;
 use axum::extract::{Path, State};
+use belay_domain::ids::{AccountId, CandidateId};
 use belay_store::candidates::EvidenceRow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,8 +43,8 @@ pub struct OutputPart {
 /// The Evidence row `evidence_id` of the caller's Candidate `id` and its object.
 pub(crate) async fn evidence_object(
     s: &AppState,
-    account: &str,
-    id: &str,
+    account: &AccountId,
+    id: &CandidateId,
     evidence_id: &str,
 ) -> ApiResult<(EvidenceRow, Value)> {
     s.store
@@ -115,7 +116,7 @@ fn parts(object: &Value) -> Vec<OutputPart> {
 pub async fn output(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path((id, evidence_id)): Path<(String, String)>,
+    Path((id, evidence_id)): Path<(CandidateId, String)>,
 ) -> ApiResult<Json<EvidenceOutput>> {
     let (row, object) = evidence_object(&s, &a.id, &id, &evidence_id).await?;
     Ok(Json(EvidenceOutput {

@@ -7,6 +7,7 @@ use crate::extract::{ApiJson, ApiQuery, Caller, Operator, int_param};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use belay_domain::ids::{GgConfigId, JobId};
 use belay_domain::job::{Combination, Job, JobStatus, JobTransition, LaunchInput};
 use belay_domain::launch::{HarnessFacts, Unlaunchable, check_launchable};
 use belay_store::jobs::{JobFilter, NewJob};
@@ -38,7 +39,11 @@ pub async fn launch(
         });
     let models = s.store.model_facts(&input.combination.models()).await?;
     let gg = match &input.combination {
-        Combination::Gg { gg_config_id, .. } => s.store.gg_config_facts(&a.id, gg_config_id).await?,
+        Combination::Gg { gg_config_id, .. } => {
+            s.store
+                .gg_config_facts(&a.id, &GgConfigId::from(gg_config_id.as_str()))
+                .await?
+        }
         Combination::Harness { .. } => None,
     };
     check_launchable(&input.combination, harness, &models, gg.as_ref()).map_err(refusal)?;
@@ -118,7 +123,7 @@ pub async fn list(
 
 /// One job.
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = String, Path)), responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
-pub async fn get(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Job>> {
+pub async fn get(_c: Caller, State(s): State<AppState>, Path(id): Path<JobId>) -> ApiResult<Json<Job>> {
     s.store
         .get_job(&id)
         .await?
@@ -141,7 +146,7 @@ pub struct CancelAnswer {
 pub async fn cancel(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<JobId>,
 ) -> ApiResult<Json<CancelAnswer>> {
     let job = s
         .store

@@ -15,6 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::buffer::{BufferTarget, outstanding, target_in_force};
 use belay_domain::coverage::{Cell, GroupKind, check_group_pointers};
+use belay_domain::ids::{AccountId, LadderId};
 use belay_domain::job::{Combination, JobStatus, Origin};
 use belay_domain::ladder::{
     ClimberKey, Ladder, LadderInput, LadderTopUpAnswer, RungOrderInput, Steering, SteeringInput,
@@ -38,7 +39,7 @@ fn ladder_not_found(id: &str) -> ApiError {
 
 /// Makes sure the ladder's climb (LadderClimbWorkflow `ladder-{id}`) runs, and tells it to read
 /// the board.
-async fn climb(s: &AppState, account_id: &str, id: &str) -> ApiResult<()> {
+async fn climb(s: &AppState, account_id: &AccountId, id: &LadderId) -> ApiResult<()> {
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, climb_workflow_id(id))
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .search_attributes(SearchAttributes::new(vec![
@@ -66,7 +67,7 @@ async fn poke(s: &AppState, id: &str) {
 }
 
 /// Validates a ladder against the catalogue and the account's groups and configurations.
-async fn check_ladder(tx: &mut Tx, account_id: &str, input: LadderInput) -> ApiResult<LadderInput> {
+async fn check_ladder(tx: &mut Tx, account_id: &AccountId, input: LadderInput) -> ApiResult<LadderInput> {
     let cases = coverage::case_facts(tx).await?;
     let input = input.validated(&cases)?;
     let kinds = coverage::group_kinds(tx, account_id).await?;
@@ -97,8 +98,8 @@ pub async fn create(
     let l = ladders::create_ladder(&mut tx, &a.id, &input, &rungs).await?;
     tx.commit().await?;
     if l.enabled {
-        climb(&s, &a.id, l.id.as_str()).await?;
-        top_up(&s, &a.id, l.id.as_str()).await?;
+        climb(&s, &a.id, &l.id).await?;
+        top_up(&s, &a.id, &l.id).await?;
     }
     Ok((StatusCode::CREATED, Json(l)))
 }
@@ -115,7 +116,7 @@ pub async fn list(Caller(a): Caller, State(s): State<AppState>) -> ApiResult<Jso
 /// One of the caller's ladders. A read: it never enqueues.
 #[utoipa::path(get, path = "/v1/ladders/{id}", tag = "ladders", params(("id" = String, Path)),
     responses((status = 200, body = Ladder), (status = 404, body = ErrorBody)))]
-pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Ladder>> {
+pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<LadderId>) -> ApiResult<Json<Ladder>> {
     let mut tx = s.store.begin_read().await?;
     let l = ladders::get_ladder(&mut tx, &a.id, &id).await?;
     tx.commit().await?;
@@ -134,7 +135,7 @@ pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
 pub async fn update(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<LadderId>,
     ApiJson(input): ApiJson<LadderInput>,
 ) -> ApiResult<Json<Ladder>> {
     let mut tx = s.store.begin().await?;
@@ -163,7 +164,7 @@ pub async fn update(
 /// keep their `origin`). Halt first to cancel them.
 #[utoipa::path(delete, path = "/v1/ladders/{id}", tag = "ladders", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 404, body = ErrorBody)))]
-pub async fn delete(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+pub async fn delete(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<LadderId>) -> ApiResult<StatusCode> {
     let mut tx = s.store.begin().await?;
     let deleted = ladders::delete_ladder(&mut tx, &a.id, &id).await?;
     tx.commit().await?;
@@ -184,7 +185,7 @@ pub async fn delete(Caller(a): Caller, State(s): State<AppState>, Path(id): Path
 pub async fn reorder(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<LadderId>,
     ApiJson(input): ApiJson<RungOrderInput>,
 ) -> ApiResult<Json<Ladder>> {
     let mut tx = s.store.begin().await?;
@@ -219,7 +220,7 @@ pub struct ClimberSteering {
 pub async fn steer(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<LadderId>,
     ApiJson(input): ApiJson<SteeringInput>,
 ) -> ApiResult<Json<ClimberSteering>> {
     let mut tx = s.store.begin().await?;
@@ -261,7 +262,7 @@ pub struct LadderProgress {
     pub to_review: i64,
 }
 
-async fn board(s: &AppState, account_id: &str, id: &str) -> ApiResult<(ResolvedLadder, Board)> {
+async fn board(s: &AppState, account_id: &AccountId, id: &LadderId) -> ApiResult<(ResolvedLadder, Board)> {
     let mut tx = s.store.begin_read().await?;
     let r = ladders::resolve_ladder(&mut tx, account_id, id)
         .await?
@@ -281,7 +282,7 @@ async fn board(s: &AppState, account_id: &str, id: &str) -> ApiResult<(ResolvedL
 pub async fn progress(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<LadderId>,
 ) -> ApiResult<Json<LadderProgress>> {
     let (r, board) = board(&s, &a.id, &id).await?;
     let reached = board.reached_cells();
@@ -297,7 +298,7 @@ pub async fn progress(
 }
 
 /// One ladder top-up through TopUpWorkflow, answered in full.
-async fn top_up(s: &AppState, account_id: &str, id: &str) -> ApiResult<LadderTopUpAnswer> {
+async fn top_up(s: &AppState, account_id: &AccountId, id: &LadderId) -> ApiResult<LadderTopUpAnswer> {
     let target = {
         let mut tx = s.store.begin_read().await?;
         let l = ladders::get_ladder(&mut tx, account_id, id)
@@ -334,7 +335,7 @@ async fn top_up(s: &AppState, account_id: &str, id: &str) -> ApiResult<LadderTop
 pub async fn topup(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<LadderId>,
 ) -> ApiResult<Json<LadderTopUpAnswer>> {
     Ok(Json(top_up(&s, &a.id, &id).await?))
 }
@@ -350,7 +351,11 @@ pub struct Enabled {
 /// Enables the ladder, the one gesture that says "start spending on this climb", and tops it up.
 #[utoipa::path(post, path = "/v1/ladders/{id}/enable", tag = "ladders", params(("id" = String, Path)),
     responses((status = 200, body = Enabled), (status = 404, body = ErrorBody)))]
-pub async fn enable(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Enabled>> {
+pub async fn enable(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<LadderId>,
+) -> ApiResult<Json<Enabled>> {
     let ladder = set_enabled(&s, &a.id, &id, true, "enable").await?;
     climb(&s, &a.id, &id).await?;
     let top_up = top_up(&s, &a.id, &id).await?;
@@ -361,11 +366,21 @@ pub async fn enable(Caller(a): Caller, State(s): State<AppState>, Path(id): Path
 /// cancels it).
 #[utoipa::path(post, path = "/v1/ladders/{id}/disable", tag = "ladders", params(("id" = String, Path)),
     responses((status = 200, body = Ladder), (status = 404, body = ErrorBody)))]
-pub async fn disable(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Ladder>> {
+pub async fn disable(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<LadderId>,
+) -> ApiResult<Json<Ladder>> {
     Ok(Json(set_enabled(&s, &a.id, &id, false, "disable").await?))
 }
 
-async fn set_enabled(s: &AppState, account_id: &str, id: &str, enabled: bool, why: &str) -> ApiResult<Ladder> {
+async fn set_enabled(
+    s: &AppState,
+    account_id: &AccountId,
+    id: &LadderId,
+    enabled: bool,
+    why: &str,
+) -> ApiResult<Ladder> {
     let mut tx = s.store.begin().await?;
     let l = ladders::set_enabled(&mut tx, account_id, id, enabled, why).await?;
     tx.commit().await?;
@@ -384,7 +399,7 @@ async fn set_enabled(s: &AppState, account_id: &str, id: &str, enabled: bool, wh
 pub async fn queue(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<LadderId>,
     ApiQuery(q): ApiQuery<QueueQuery>,
 ) -> ApiResult<Json<ReviewQueue>> {
     let limit = queue_limit(Some(int_param("limit", q.limit.as_deref(), 50, 1, 200)?))?;
@@ -419,7 +434,7 @@ pub async fn queue(
 pub async fn set_outcome(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<LadderId>,
     ApiJson(input): ApiJson<OutcomeInput>,
 ) -> ApiResult<Json<LadderProgress>> {
     put_outcome(&s, &a.id, &id, input).await?;
@@ -443,7 +458,7 @@ pub struct ClearOutcome {
 pub async fn clear_outcome(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<LadderId>,
     ApiJson(input): ApiJson<ClearOutcome>,
 ) -> ApiResult<Json<LadderProgress>> {
     let input = OutcomeInput {
@@ -455,7 +470,7 @@ pub async fn clear_outcome(
     progress(Caller(a), State(s), Path(id)).await
 }
 
-async fn put_outcome(s: &AppState, account_id: &str, id: &str, input: OutcomeInput) -> ApiResult<()> {
+async fn put_outcome(s: &AppState, account_id: &AccountId, id: &LadderId, input: OutcomeInput) -> ApiResult<()> {
     input.combination.validate_shape()?;
     let mut tx = s.store.begin().await?;
     let r = ladders::resolve_ladder(&mut tx, account_id, id)
@@ -479,8 +494,8 @@ async fn put_outcome(s: &AppState, account_id: &str, id: &str, input: OutcomeInp
 
 async fn halt_ladder(
     s: &AppState,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &LadderId,
     statuses: &[JobStatus],
     kind: &str,
 ) -> ApiResult<HaltAnswer> {
@@ -499,7 +514,11 @@ async fn halt_ladder(
 /// cancel transition. A job launched by hand, or by another ladder or plan, is never touched.
 #[utoipa::path(post, path = "/v1/ladders/{id}/halt", tag = "ladders", params(("id" = String, Path)),
     responses((status = 200, body = HaltAnswer), (status = 404, body = ErrorBody)))]
-pub async fn halt(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<HaltAnswer>> {
+pub async fn halt(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<LadderId>,
+) -> ApiResult<Json<HaltAnswer>> {
     Ok(Json(halt_ladder(&s, &a.id, &id, &JobStatus::WAITING, "halted").await?))
 }
 
@@ -511,7 +530,7 @@ pub async fn halt(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<S
 pub async fn halt_all(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<LadderId>,
     ApiJson(input): ApiJson<HaltAllInput>,
 ) -> ApiResult<Json<HaltAnswer>> {
     {
@@ -534,7 +553,7 @@ pub async fn halt_all(
 
 /// Starts a top-up of each of the reviewer's enabled ladders holding `cell` (with `autoTopUp`),
 /// without waiting for any.
-pub(crate) async fn after_review(s: &AppState, account_id: &str, cell: &str) {
+pub(crate) async fn after_review(s: &AppState, account_id: &AccountId, cell: &str) {
     let cell = belay_domain::job::CellKey(cell.to_string());
     let found = async {
         let mut tx = s.store.begin_read().await?;

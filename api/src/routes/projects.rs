@@ -52,7 +52,7 @@ pub async fn list(Caller(a): Caller, State(s): State<AppState>) -> ApiResult<Jso
 /// One of the caller's projects.
 #[utoipa::path(get, path = "/v1/projects/{id}", tag = "projects", params(("id" = String, Path)),
     responses((status = 200, body = Project), (status = 404, body = ErrorBody)))]
-pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Project>> {
+pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<ProjectId>) -> ApiResult<Json<Project>> {
     s.store
         .get_project(&a.id, &id)
         .await?
@@ -69,7 +69,7 @@ pub async fn get(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<St
 pub async fn delete(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ProjectId>,
 ) -> ApiResult<(StatusCode, Json<Project>)> {
     let visible = s.store.get_project(&a.id, &id).await?;
     if !s.store.mark_project_deleting(&a.id, &id).await? {

@@ -10,6 +10,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use belay_domain::approval::{Approval, ApprovalDecision, ApprovalInput, ApprovalStatus, ApprovalView};
 use belay_domain::candidate::Candidate;
+use belay_domain::ids::{AccountId, CandidateId};
 use belay_domain::promotion::{Promotability, PromotionOutcome, promotion_workflow_id};
 use belay_domain::repo::candidate_fork;
 use belay_workflows::promotion::{PromoteInput, PromotionRowsFacts, PromotionWorkflow};
@@ -28,7 +29,7 @@ pub struct DecisionView {
     pub promotion: Option<PromotionOutcome>,
 }
 
-async fn owned(s: &AppState, account: &str, id: &str) -> ApiResult<Candidate> {
+async fn owned(s: &AppState, account: &AccountId, id: &CandidateId) -> ApiResult<Candidate> {
     s.store
         .get_candidate(account, id)
         .await?
@@ -82,7 +83,7 @@ async fn promote(s: &AppState, k: &Candidate) -> ApiResult<PromotionOutcome> {
 pub async fn decide(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<CandidateId>,
     ApiJson(input): ApiJson<ApprovalInput>,
 ) -> ApiResult<Json<DecisionView>> {
     input.validate()?;
@@ -146,7 +147,7 @@ pub async fn list(
 pub async fn promote_candidate(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<CandidateId>,
 ) -> ApiResult<Json<PromotionOutcome>> {
     let k = owned(&s, &a.id, &id).await?;
     Ok(Json(promote(&s, &k).await?))
@@ -159,7 +160,7 @@ pub async fn promote_candidate(
 pub async fn promotability(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<CandidateId>,
 ) -> ApiResult<Json<Promotability>> {
     owned(&s, &a.id, &id).await?;
     let r = s

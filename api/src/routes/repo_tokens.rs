@@ -8,6 +8,7 @@ use crate::repo_token::{self, Scope, TOKEN_TTL_SECS};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use belay_domain::ids::{ProjectId, TokenId};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -59,7 +60,7 @@ fn now_secs() -> i64 {
 pub async fn issue(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ProjectId>,
     ApiJson(req): ApiJson<TokenRequest>,
 ) -> ApiResult<(StatusCode, Json<IssuedToken>)> {
     let git = s.git.as_ref().ok_or_else(|| {
@@ -90,7 +91,13 @@ pub async fn issue(
     let token = repo_token::issue(&git.secret, &token_id, &repo, scope, now, TOKEN_TTL_SECS)
         .map_err(|e| ApiError::invalid("id", e))?;
     s.store
-        .record_repo_token_issue(&token_id, &project.id, &a.id, now + TOKEN_TTL_SECS, now)
+        .record_repo_token_issue(
+            &TokenId::from(token_id.as_str()),
+            &project.id,
+            &a.id,
+            now + TOKEN_TTL_SECS,
+            now,
+        )
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -110,7 +117,7 @@ pub async fn issue(
 pub async fn revoke(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(token_id): Path<String>,
+    Path(token_id): Path<TokenId>,
 ) -> ApiResult<Json<Revoked>> {
     let git = s
         .git

@@ -7,6 +7,7 @@ use crate::extract::{ApiJson, ApiQuery, Caller, int_param};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use belay_domain::ids::RunId;
 use belay_domain::review::ReviewInput;
 use belay_domain::run::{Review, Run};
 use belay_store::runs::RunFilter;
@@ -39,7 +40,7 @@ pub async fn list(
 
 /// One run.
 #[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(("id" = String, Path)), responses((status = 200, body = Run), (status = 404, body = ErrorBody)))]
-pub async fn get(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Run>> {
+pub async fn get(_c: Caller, State(s): State<AppState>, Path(id): Path<RunId>) -> ApiResult<Json<Run>> {
     s.store
         .get_run(&id)
         .await?
@@ -55,7 +56,7 @@ pub async fn get(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) 
 pub async fn review(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<RunId>,
     ApiJson(input): ApiJson<ReviewInput>,
 ) -> ApiResult<Json<Review>> {
     let run = s
@@ -80,7 +81,7 @@ pub async fn review(
 
 /// Every review of a run.
 #[utoipa::path(get, path = "/v1/runs/{id}/reviews", tag = "runs", params(("id" = String, Path)), responses((status = 200, body = [Review]), (status = 404, body = ErrorBody)))]
-pub async fn reviews(_c: Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Vec<Review>>> {
+pub async fn reviews(_c: Caller, State(s): State<AppState>, Path(id): Path<RunId>) -> ApiResult<Json<Vec<Review>>> {
     s.store
         .get_run(&id)
         .await?
@@ -123,7 +124,7 @@ fn media_type(path: &str) -> &'static str {
 pub async fn artifact(
     _c: Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<RunId>,
     ApiQuery(q): ApiQuery<ArtifactQuery>,
 ) -> ApiResult<axum::response::Response> {
     use axum::http::header;

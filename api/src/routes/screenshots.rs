@@ -10,6 +10,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use belay_domain::browser::MAX_SCREENSHOTS;
 use belay_domain::check::CheckId;
+use belay_domain::ids::{AccountId, CandidateId};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -34,7 +35,12 @@ pub struct ScreenshotView {
 pub struct Png(pub Vec<u8>);
 
 /// The browser Evidence's object, when the caller may read the Candidate.
-async fn evidence_object(s: &AppState, account: &str, id: &str, evidence_id: &str) -> ApiResult<serde_json::Value> {
+async fn evidence_object(
+    s: &AppState,
+    account: &AccountId,
+    id: &CandidateId,
+    evidence_id: &str,
+) -> ApiResult<serde_json::Value> {
     let (row, object) = super::evidence::evidence_object(s, account, id, evidence_id).await?;
     if row.evidence.check_id != CheckId::Browser {
         return Err(ApiError::not_found(format!(
@@ -72,7 +78,7 @@ fn listed(object: &serde_json::Value, id: &str, evidence_id: &str) -> Vec<(Scree
 pub async fn list(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path((id, evidence_id)): Path<(String, String)>,
+    Path((id, evidence_id)): Path<(CandidateId, String)>,
 ) -> ApiResult<Json<Vec<ScreenshotView>>> {
     let object = evidence_object(&s, &a.id, &id, &evidence_id).await?;
     Ok(Json(
@@ -88,7 +94,7 @@ pub async fn list(
 pub async fn get(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path((id, evidence_id, index)): Path<(String, String, String)>,
+    Path((id, evidence_id, index)): Path<(CandidateId, String, String)>,
 ) -> ApiResult<Response> {
     let index: u32 = index
         .parse()

@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::change::ChangeSet;
+use belay_domain::ids::{AccountId, ProjectId, TaskRunId};
 use belay_domain::workspace::{PublishInput, ToolCall, ToolRefusal};
 use belay_store::workspaces::WorkspacePlan;
 use belay_workflows::queues;
@@ -23,9 +24,15 @@ use temporalio_client::{
 use utoipa::ToSchema;
 
 /// The run's plan, if the caller owns the run and its project is not being deleted.
-async fn owned_plan(s: &AppState, account: &str, run_id: &str) -> ApiResult<WorkspacePlan> {
+async fn owned_plan(s: &AppState, account: &AccountId, run_id: &TaskRunId) -> ApiResult<WorkspacePlan> {
     match s.store.workspace_plan(run_id).await? {
-        Some(plan) if plan.account_id == account && s.store.get_project(account, &plan.project_id).await?.is_some() => {
+        Some(plan)
+            if plan.account_id == account
+                && s.store
+                    .get_project(account, &ProjectId::from(plan.project_id.as_str()))
+                    .await?
+                    .is_some() =>
+        {
             Ok(plan)
         }
         _ => Err(ApiError::not_found(format!("task run {run_id} not found"))),
@@ -79,7 +86,7 @@ fn check_run(plan: &WorkspacePlan) -> ApiResult<()> {
 pub async fn tool(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<TaskRunId>,
     ApiJson(call): ApiJson<ToolCall>,
 ) -> ApiResult<Json<ToolOutput>> {
     let plan = owned_plan(&s, &a.id, &id).await?;
@@ -112,7 +119,7 @@ pub async fn tool(
 pub async fn publish(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<TaskRunId>,
     ApiJson(input): ApiJson<PublishInput>,
 ) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
     input.validate()?;
@@ -155,7 +162,7 @@ pub struct Closed {
 #[utoipa::path(post, path = "/v1/task-runs/{id}/workspace/close", tag = "workspaces", params(("id" = String, Path)),
     responses((status = 200, body = Closed), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 503, body = ErrorBody)))]
-pub async fn close(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Closed>> {
+pub async fn close(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<TaskRunId>) -> ApiResult<Json<Closed>> {
     let plan = owned_plan(&s, &a.id, &id).await?;
     check_run(&plan)?;
     if s.store.get_workspace(&id).await?.is_none_or(|w| w.status != "open") {
@@ -202,7 +209,7 @@ pub struct WorkspaceView {
 pub async fn get(
     Caller(a): Caller,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<TaskRunId>,
 ) -> ApiResult<Json<WorkspaceView>> {
     owned_plan(&s, &a.id, &id).await?;
     let row = s.store.get_workspace(&id).await?;
@@ -221,7 +228,7 @@ pub async fn get(
     }
     .unwrap_or_else(WorkspaceStatus::default);
     Ok(Json(WorkspaceView {
-        run_id: id,
+        run_id: id.0,
         status: row.as_ref().map_or_else(|| "none".to_owned(), |r| r.status.clone()),
         base_commit: row.as_ref().and_then(|r| r.base_commit.clone()),
         start_commit: row.as_ref().and_then(|r| r.start_commit.clone()),

@@ -14,6 +14,7 @@ use super::support::{
 };
 use anyhow::{Context, ensure};
 use belay_domain::catalogue::TestType;
+use belay_domain::ids::{AccountId, PlanId};
 use belay_domain::job::{JobStatus, Origin};
 use belay_store::jobs::NewJob;
 use belay_store::{Store, coverage};
@@ -27,12 +28,12 @@ async fn matrix_steps(store: &Store, account_id: &str, id: &str) -> anyhow::Resu
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
     let t = Instant::now();
     let mut tx = store.begin_read().await?;
-    let r = coverage::resolve_plan(&mut tx, account_id, id)
+    let r = coverage::resolve_plan(&mut tx, &AccountId::from(account_id), &PlanId::from(id))
         .await?
         .context("the plan")?;
     let resolve = ms(t);
     let t = Instant::now();
-    let f = coverage::matrix_facts(&mut tx, account_id, &r.cells).await?;
+    let f = coverage::matrix_facts(&mut tx, &AccountId::from(account_id), &r.cells).await?;
     tx.commit().await?;
     let reads = ms(t);
     let t = Instant::now();
@@ -126,7 +127,12 @@ async fn measure(
         );
         let (b, rows) = {
             let (store, account_id) = (store.clone(), account_id.to_string());
-            timed(async move { Ok(store.bench_raw_grouped_counts(&account_id).await?) }).await?
+            timed(async move {
+                Ok(store
+                    .bench_raw_grouped_counts(&AccountId::from(account_id.as_str()))
+                    .await?)
+            })
+            .await?
         };
         ensure!(rows >= CASES * HARNESSES * MODELS, "the raw counts read {rows} rows");
         let (_, step) = {
@@ -135,7 +141,12 @@ async fn measure(
         };
         let (c, packed_rows) = {
             let (store, account_id) = (store.clone(), account_id.to_string());
-            timed(async move { Ok(store.bench_raw_grouped_counts_packed(&account_id).await?) }).await?
+            timed(async move {
+                Ok(store
+                    .bench_raw_grouped_counts_packed(&AccountId::from(account_id.as_str()))
+                    .await?)
+            })
+            .await?
         };
         ensure!(packed_rows == rows, "packed {packed_rows} rows, row by row {rows}");
         if i >= 2 {

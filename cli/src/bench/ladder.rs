@@ -13,6 +13,7 @@ use super::support::{
 };
 use anyhow::{Context, ensure};
 use belay_domain::buffer::outstanding;
+use belay_domain::ids::{AccountId, LadderId};
 use belay_domain::job::{JobStatus, Origin};
 use belay_domain::progress::progress;
 use belay_store::Store;
@@ -60,12 +61,12 @@ async fn board_steps(store: &Store, account_id: &str, id: &str) -> anyhow::Resul
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
     let t = Instant::now();
     let mut tx = store.begin_read().await?;
-    let r = ladders::resolve_ladder(&mut tx, account_id, id)
+    let r = ladders::resolve_ladder(&mut tx, &AccountId::from(account_id), &LadderId::from(id))
         .await?
         .context("the ladder")?;
     let resolve = ms(t);
     let t = Instant::now();
-    let (evidence, facts) = ladders::read_evidence(&mut tx, account_id, &r, false).await?;
+    let (evidence, facts) = ladders::read_evidence(&mut tx, &AccountId::from(account_id), &r, false).await?;
     tx.commit().await?;
     let reads = ms(t);
     let t = Instant::now();
@@ -124,7 +125,12 @@ async fn measure(
         );
         let (b, rows) = {
             let (store, account_id, id) = (store.clone(), account_id.to_string(), id.clone());
-            timed(async move { Ok(store.bench_raw_ladder_reads(&account_id, &id).await?) }).await?
+            timed(async move {
+                Ok(store
+                    .bench_raw_ladder_reads(&AccountId::from(account_id.as_str()), &LadderId::from(id.as_str()))
+                    .await?)
+            })
+            .await?
         };
         ensure!(rows >= 20_000, "the raw reads counted {rows} runs and rows");
         let (_, step) = {

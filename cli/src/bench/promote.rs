@@ -17,7 +17,7 @@ use crate::objects::dir_store;
 use anyhow::{Context, ensure};
 use belay_domain::candidate::CandidateStatus;
 use belay_domain::evidence::{CheckResult, Coverage, EvidenceStatus};
-use belay_domain::ids::CandidateId;
+use belay_domain::ids::{AccountId, CandidateId, ProjectId};
 use belay_domain::plan::{PlanInput, build_verification_plan};
 use belay_domain::project::ProjectInput;
 use belay_domain::promotion::{PromotionOutcome, promotion_workflow_id};
@@ -54,7 +54,7 @@ async fn verified_candidate(
     let base = svc.head(&canonical).await?.context("canonical has no main")?;
     let change = low_risk_change(store, account, project).await?;
     published_task(store, account, change.id.as_str(), "a", &base).await?;
-    let k = store.start_verification(account, change.id.as_str()).await?;
+    let k = store.start_verification(&AccountId::from(account), &change.id).await?;
     ensure!(k.base_commit == base, "the Candidate's base is not canonical main");
     let fork = candidate_fork(k.id.as_str())?;
     svc.fork(&canonical, &fork).await?;
@@ -69,7 +69,7 @@ async fn verified_candidate(
         .await?;
     svc.cas_main(&fork, &base, &composed).await?;
     let tree = svc.tree_of(&fork, &composed).await?;
-    let policy = store.active_policy_for_worker(project).await?;
+    let policy = store.active_policy_for_worker(&ProjectId::from(project)).await?;
     let plan = build_verification_plan(&PlanInput {
         change: &change,
         policy: &policy,
@@ -79,7 +79,9 @@ async fn verified_candidate(
         criteria_to_judge: &[],
     });
     ensure!(
-        store.record_composition(k.id.as_str(), &composed, &tree, &plan).await?,
+        store
+            .record_composition(&CandidateId::from(k.id.as_str()), &composed, &tree, &plan)
+            .await?,
         "the Candidate was not composing"
     );
     let now = belay_store::now_ms();
@@ -103,7 +105,7 @@ async fn verified_candidate(
     ensure!(
         store
             .set_candidate_status(
-                k.id.as_str(),
+                &CandidateId::from(k.id.as_str()),
                 &[CandidateStatus::Verifying],
                 CandidateStatus::Verified,
                 None
@@ -155,7 +157,10 @@ async fn promote_ms(
         "canonical main is at {head:?}"
     );
     let index = sources.read_index(project, &v.tree).await?.context("no file index")?;
-    let rows = store.promotion_rows(v.candidate.as_str()).await?.context("no rows")?;
+    let rows = store
+        .promotion_rows(&CandidateId::from(v.candidate.as_str()))
+        .await?
+        .context("no rows")?;
     ensure!(
         rows.canonical_generation == v.generation + 1 && rows.candidate.status == CandidateStatus::Promoted,
         "generation {} and the Candidate {:?}",
@@ -253,7 +258,9 @@ pub(super) async fn promote(files: usize, samples: usize) -> anyhow::Result<()> 
     let started = Instant::now();
     let base = grow(&canonical, files)?;
     let base_tree = svc.tree_of(&canonical_repo(&project)?, &base).await?;
-    store.mark_project_provisioned(&project, &base, &base_tree).await?;
+    store
+        .mark_project_provisioned(&ProjectId::from(project.as_str()), &base, &base_tree)
+        .await?;
     let grown = started.elapsed().as_secs_f64();
     let bare = dir.path().join("floor.git");
     clone_bare(&canonical, &bare)?;

@@ -11,6 +11,7 @@ use crate::objects::dir_store;
 use anyhow::{Context, bail, ensure};
 use belay_domain::candidate::CandidateStatus;
 use belay_domain::conflict::{ConflictInput, ConflictSide, ConflictStatus};
+use belay_domain::ids::{AccountId, CandidateId, ProjectId};
 use belay_domain::project::{Project, ProjectInput};
 use belay_domain::selection_steps::SelectionStep;
 use belay_git::GitService;
@@ -30,14 +31,16 @@ const C1: &str = "1111111111111111111111111111111111111111";
 async fn ready_project(store: &Store, account: &str, name: &str, commit: &str, tree: &str) -> anyhow::Result<Project> {
     let p = store
         .create_project(
-            account,
+            &AccountId::from(account),
             &ProjectInput {
                 name: name.into(),
                 workspace_policy: None,
             },
         )
         .await?;
-    store.mark_project_provisioned(p.id.as_str(), commit, tree).await?;
+    store
+        .mark_project_provisioned(&ProjectId::from(p.id.as_str()), commit, tree)
+        .await?;
     Ok(p)
 }
 
@@ -60,8 +63,8 @@ async fn gated_round(store: &Store, account: &str, i: usize) -> anyhow::Result<V
     }
     store
         .record_conflict(
-            account,
-            c.id.as_str(),
+            &AccountId::from(account),
+            &c.id,
             &ConflictInput {
                 status: ConflictStatus::ForkRequired,
                 sides,
@@ -70,12 +73,12 @@ async fn gated_round(store: &Store, account: &str, i: usize) -> anyhow::Result<V
             &paths,
         )
         .await?;
-    let round = store.start_verification_round(account, c.id.as_str()).await?;
+    let round = store.start_verification_round(&AccountId::from(account), &c.id).await?;
     ensure!(round.len() == 3, "the round has {} Candidates", round.len());
     for k in &round {
         store
             .set_candidate_status(
-                k.id.as_str(),
+                &CandidateId::from(k.id.as_str()),
                 &[CandidateStatus::Composing],
                 CandidateStatus::Verified,
                 None,
@@ -105,11 +108,16 @@ async fn selection_on(client: &temporalio_client::Client, store: &Store, samples
         let ids = gated_round(store, &account.id, i).await?;
         let claimant = format!("verify-{}", ids[2]);
         let t = Instant::now();
-        match store.claim_selection(&ids[2], &claimant).await? {
+        match store
+            .claim_selection(&CandidateId::from(ids[2].as_str()), &claimant)
+            .await?
+        {
             SelectionStep::Claimed { .. } => {}
             other => bail!("the claim answered {other:?}"),
         }
-        store.apply_selection(&ids[2], &claimant, None).await?;
+        store
+            .apply_selection(&CandidateId::from(ids[2].as_str()), &claimant, None)
+            .await?;
         let a = t.elapsed().as_secs_f64() * 1000.0;
         let b = bare_workflow_ms(client, format!("probe-sel-{}-{i}", std::process::id())).await?;
         if i >= 3 {

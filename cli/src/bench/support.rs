@@ -7,6 +7,7 @@ use anyhow::{Context, bail, ensure};
 use belay_domain::catalogue::{AdapterSpec, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput, TestType};
 use belay_domain::change::{Change, ChangeInput, ChangeSet, ChangeSetInput, RiskTier, Task, TaskInput, TaskKind};
 use belay_domain::coverage::{Cell, OuterAxis, cross};
+use belay_domain::ids::{AccountId, ChangeId, ProjectId};
 use belay_domain::job::{CasePin, Combination};
 use belay_git::{GitService, StackedFork, Tip};
 use belay_store::Store;
@@ -621,8 +622,8 @@ pub(crate) fn ladder_body() -> Value {
 pub(crate) async fn low_risk_change(store: &Store, account: &str, project: &str) -> anyhow::Result<Change> {
     Ok(store
         .create_change(
-            account,
-            project,
+            &AccountId::from(account),
+            &ProjectId::from(project),
             &ChangeInput {
                 goal: "g".into(),
                 acceptance_criteria: vec![],
@@ -643,8 +644,8 @@ pub(crate) async fn published_task(
 ) -> anyhow::Result<(Task, ChangeSet)> {
     let t = store
         .add_task(
-            account,
-            change,
+            &AccountId::from(account),
+            &ChangeId::from(change),
             &TaskInput {
                 key: key.into(),
                 kind: TaskKind::Implement,
@@ -654,11 +655,11 @@ pub(crate) async fn published_task(
             },
         )
         .await?;
-    let run = store.start_task_run(account, t.id.as_str()).await?;
+    let run = store.start_task_run(&AccountId::from(account), &t.id).await?;
     let cs = store
         .record_change_set(
-            account,
-            run.id.as_str(),
+            &AccountId::from(account),
+            &run.id,
             &ChangeSetInput {
                 commit: commit.into(),
                 contract_changes: vec![],
