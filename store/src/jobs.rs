@@ -9,7 +9,7 @@ use crate::Tx;
 use crate::rows::{self, JOB_COLUMNS, enum_text, status_list, timestamp_column, to_json};
 use crate::{StoreError, events, new_id_body, now_ms, plans};
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
-use belay_domain::dispatch::{Lane, Waiting, plan_claims};
+use belay_domain::dispatch::{ClaimPlan, Lane, Waiting, plan_claims};
 use belay_domain::ids::{JobId, RunId};
 use belay_domain::job::{CellKey, Combination, Job, JobStatus, JobTransition, RetryDecision, retry_decision};
 use sqlx::Row;
@@ -275,6 +275,15 @@ pub async fn claim(tx: &mut Tx, claim_key: &str) -> Result<Vec<Job>, StoreError>
     let now = now_ms();
     take_dispatch_lock(tx).await?;
 
+    let (mut lanes, jams) = lanes_in_flight(tx).await?;
+    let (plan, candidates) = walk_waiting(tx, &mut lanes, &jams).await?;
+    let claimed = apply_claim(tx, &plan, &candidates, claim_key, now).await?;
+    require_jobs(tx, &claimed).await
+}
+
+/// Each harness's lane (its cap and the jobs occupying it) and the models with a game-jam run in
+/// flight.
+async fn lanes_in_flight(tx: &mut Tx) -> Result<(BTreeMap<String, Lane>, BTreeSet<String>), StoreError> {
     let mut lanes: BTreeMap<String, Lane> = BTreeMap::new();
     for r in sqlx::query("select name, max_parallelism from harnesses")
         .fetch_all(tx.conn())
@@ -309,6 +318,17 @@ pub async fn claim(tx: &mut Tx, claim_key: &str) -> Result<Vec<Job>, StoreError>
         jams.extend(models);
     }
 
+    Ok((lanes, jams))
+}
+
+/// Reads each lane's waiting jobs in `queue_seq` order, a screenful deeper than its free slots,
+/// and plans the claim over them; a lane the plan starved (every job read was passed over while
+/// slots stayed free) is read four times deeper and the plan made again.
+async fn walk_waiting(
+    tx: &mut Tx,
+    lanes: &mut BTreeMap<String, Lane>,
+    jams: &BTreeSet<String>,
+) -> Result<(ClaimPlan, BTreeMap<String, Vec<Waiting>>), StoreError> {
     let lane_sql = format!(
         "select id, queue_seq, harness, jam_models, status from jobs where harness = $1 and status in ({}) order by queue_seq limit $2",
         status_list(&JobStatus::WAITING)
@@ -340,7 +360,7 @@ pub async fn claim(tx: &mut Tx, claim_key: &str) -> Result<Vec<Job>, StoreError>
             candidates.insert(h.clone(), list);
         }
         let all: Vec<Waiting> = candidates.values().flatten().cloned().collect();
-        let plan = plan_claims(&all, &lanes, &jams);
+        let plan = plan_claims(&all, lanes, jams);
         if plan.starved.is_empty() {
             break plan;
         }
@@ -351,6 +371,18 @@ pub async fn claim(tx: &mut Tx, claim_key: &str) -> Result<Vec<Job>, StoreError>
         }
     };
 
+    Ok((plan, candidates))
+}
+
+/// Dispatches the planned jobs (those still waiting), holds back the passed-over ones as
+/// `pending` and every queued job of a full lane, each with its transition.
+async fn apply_claim(
+    tx: &mut Tx,
+    plan: &ClaimPlan,
+    candidates: &BTreeMap<String, Vec<Waiting>>,
+    claim_key: &str,
+    now: i64,
+) -> Result<Vec<JobId>, StoreError> {
     let by_id: BTreeMap<&str, &Waiting> = candidates.values().flatten().map(|w| (w.id.as_str(), w)).collect();
     let mut claimed = Vec::with_capacity(plan.dispatch.len());
     for id in &plan.dispatch {
@@ -408,8 +440,7 @@ pub async fn claim(tx: &mut Tx, claim_key: &str) -> Result<Vec<Job>, StoreError>
             q.execute(tx.conn()).await?;
         }
     }
-    let out = require_jobs(tx, &claimed).await?;
-    Ok(out)
+    Ok(claimed)
 }
 
 /// Moves a job to `to` if its current status allows it.
