@@ -27,8 +27,8 @@ use belay_domain::repair::{
     rejection_trigger, repair_decision,
 };
 use belay_domain::selection::{
-    ChangeAfterSelection, ClaimOutcome, JudgeOutcome, RankInput, Ranking, SelectionJson, Sibling, claim_outcome, rank,
-    rank_input, selection_anchor, siblings_pending,
+    CandidateSelectionUpdate, ChangeAfterSelection, ClaimOutcome, JudgeOutcome, RankInput, Ranking, SelectionJson,
+    Sibling, claim_outcome, rank, rank_input, selection_anchor, siblings_pending,
 };
 pub use belay_domain::selection_steps::{JudgeSnapshotEntry, SelectionDone, SelectionStep, SnapshotEvidence};
 use sqlx::Row;
@@ -513,7 +513,7 @@ pub async fn apply_selection(
     let now = now_ms();
     let applied = belay_domain::selection::apply_selection(&anchor, &group, judge, now);
     let decided = to_json(&SelectionJson::Decided(applied.selection.clone()));
-    let change_id = ChangeId(anchor_row.change_id.to_string());
+    let change_id = anchor_row.change_id.clone();
     let took =
         sqlx::query("update candidates set selection_json = $2, updated_at = $3 where id = $1 and selection_json = $4")
             .bind(anchor.as_str())
@@ -533,65 +533,14 @@ pub async fn apply_selection(
             .execute(tx.conn())
             .await?;
     }
-    for u in &applied.updates {
-        let Some(reason) = &u.reject_with else { continue };
-        let moved = sqlx::query(
-            "update candidates set status = 'rejected', status_reason = $2, updated_at = $3 where id = $1 and status = 'verified'",
-        )
-        .bind(u.id.as_str())
-        .bind(reason)
-        .bind(now)
-        .execute(tx.conn())
-        .await?;
-        if moved.rows_affected() == 1 {
-            events::append(
-                tx.conn(),
-                u.id.as_str(),
-                "candidate.rejected",
-                &serde_json::json!({ "reason": reason }),
-            )
-            .await?;
-        }
-    }
+    reject_passed_over(tx, &applied.updates, now).await?;
     let inputs = serde_json::json!({
         "candidates": members.iter().map(|m| m.candidate.id.as_str()).collect::<Vec<_>>(),
         "ranking": applied.selection.ranking,
         "judge": judge,
     });
     let winner = applied.selection.winner.clone();
-    let done = match &applied.change {
-        ChangeAfterSelection::Promote { winner } => {
-            let m = members
-                .iter()
-                .find(|m| &m.candidate.id == winner)
-                .expect("winner is a member");
-            winner_selected(tx, m).await?
-        }
-        ChangeAfterSelection::AwaitPerson { reason } => {
-            await_person(tx, &change_id, None, reason, "selection").await?;
-            SelectionDone::AwaitingPerson { reason: reason.clone() }
-        }
-        ChangeAfterSelection::Failed => {
-            let trigger = members.iter().find_map(|m| {
-                check_failure_trigger(
-                    &m.candidate.id,
-                    m.candidate.status_reason.as_deref().unwrap_or_default(),
-                    m.candidate
-                        .plan
-                        .as_ref()
-                        .map(|p| check_failures(p, &m.evidence))
-                        .unwrap_or_default(),
-                )
-            });
-            match trigger {
-                Some(t) => match repair_in(tx, &change_id, &members_held(&members, &t), &t).await? {
-                    Ok(task) => SelectionDone::Repair { task },
-                    Err(_) => fail_change(tx, &change_id).await?,
-                },
-                None => fail_change(tx, &change_id).await?,
-            }
-        }
-    };
+    let done = change_after_selection(tx, &applied.change, &members, &change_id).await?;
     insert_receipt(
         tx,
         &change_id,
@@ -620,6 +569,74 @@ pub async fn apply_selection(
     )
     .await?;
     Ok(done)
+}
+
+/// Rejects the verified siblings the selection passed over, each with its reason and event.
+async fn reject_passed_over(tx: &mut Tx, updates: &[CandidateSelectionUpdate], now: i64) -> Result<(), StoreError> {
+    for u in updates {
+        let Some(reason) = &u.reject_with else { continue };
+        let moved = sqlx::query(
+            "update candidates set status = 'rejected', status_reason = $2, updated_at = $3 where id = $1 and status = 'verified'",
+        )
+        .bind(u.id.as_str())
+        .bind(reason)
+        .bind(now)
+        .execute(tx.conn())
+        .await?;
+        if moved.rows_affected() == 1 {
+            events::append(
+                tx.conn(),
+                u.id.as_str(),
+                "candidate.rejected",
+                &serde_json::json!({ "reason": reason }),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// What the Change does after the selection: promote the winner, wait for a person, or (every
+/// sibling failed) request the repair a failed check asks for, else fail.
+async fn change_after_selection(
+    tx: &mut Tx,
+    change: &ChangeAfterSelection,
+    members: &[Member],
+    change_id: &ChangeId,
+) -> Result<SelectionDone, StoreError> {
+    Ok(match change {
+        ChangeAfterSelection::Promote { winner } => {
+            let m = members
+                .iter()
+                .find(|m| &m.candidate.id == winner)
+                .expect("winner is a member");
+            winner_selected(tx, m).await?
+        }
+        ChangeAfterSelection::AwaitPerson { reason } => {
+            await_person(tx, change_id, None, reason, "selection").await?;
+            SelectionDone::AwaitingPerson { reason: reason.clone() }
+        }
+        ChangeAfterSelection::Failed => {
+            let trigger = members.iter().find_map(|m| {
+                check_failure_trigger(
+                    &m.candidate.id,
+                    m.candidate.status_reason.as_deref().unwrap_or_default(),
+                    m.candidate
+                        .plan
+                        .as_ref()
+                        .map(|p| check_failures(p, &m.evidence))
+                        .unwrap_or_default(),
+                )
+            });
+            match trigger {
+                Some(t) => match repair_in(tx, change_id, &members_held(members, &t), &t).await? {
+                    Ok(task) => SelectionDone::Repair { task },
+                    Err(_) => fail_change(tx, change_id).await?,
+                },
+                None => fail_change(tx, change_id).await?,
+            }
+        }
+    })
 }
 
 /// Stores a Candidate's acceptance results (`acceptance_json`; null for a gap) and metrics.
