@@ -569,6 +569,27 @@ pub(crate) async fn facts(
     cells: &[Cell],
     reads: Reads,
 ) -> Result<CoverageFacts, StoreError> {
+    let counts = cell_counts(tx, account_id, cells, reads).await?;
+    // The catalogue: case versions, harnesses with their caps and loads, models, the account's
+    // gg configurations (deleted ones too).
+    let cases = case_facts(tx).await?;
+    let (launch, lanes) = launch_facts(tx, account_id, reads.lanes).await?;
+    Ok(CoverageFacts {
+        counts,
+        cases,
+        launch,
+        lanes,
+    })
+}
+
+/// Each wanted cell's completed runs (and those the account has not reviewed) and its in-flight
+/// jobs by status.
+async fn cell_counts(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    cells: &[Cell],
+    reads: Reads,
+) -> Result<BTreeMap<CellKey, CellCounts>, StoreError> {
     let wanted: BTreeSet<&CellKey> = cells.iter().map(|c| &c.cell_key).collect();
     let keys = key_list(cells);
     let mut counts: BTreeMap<CellKey, CellCounts> = BTreeMap::new();
@@ -604,10 +625,16 @@ pub(crate) async fn facts(
         }
     }
 
-    // The catalogue: case versions, harnesses with their caps and loads, models, the account's
-    // gg configurations (deleted ones too).
-    let cases = case_facts(tx).await?;
+    Ok(counts)
+}
 
+/// What a launch is checked against: the harnesses (with their lanes' caps and loads when
+/// `with_lanes`), the models and the account's gg configurations, deleted ones too.
+async fn launch_facts(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    with_lanes: bool,
+) -> Result<(LaunchFacts, BTreeMap<String, Lane>), StoreError> {
     let mut launch = LaunchFacts::default();
     let mut lanes = BTreeMap::new();
     for r in sqlx::query("select name, provider_routed, max_parallelism from harnesses")
@@ -621,7 +648,7 @@ pub(crate) async fn facts(
                 provider_routed: r.try_get::<i64, _>("provider_routed")? != 0,
             },
         );
-        if reads.lanes {
+        if with_lanes {
             lanes.insert(
                 name,
                 Lane {
@@ -631,7 +658,7 @@ pub(crate) async fn facts(
             );
         }
     }
-    if reads.lanes {
+    if with_lanes {
         let load_sql = format!(
             "select harness, count(*) as n from jobs where status in ({}) group by harness",
             status_list(&JobStatus::IN_FLIGHT)
@@ -680,12 +707,7 @@ pub(crate) async fn facts(
         };
         launch.gg_configs.insert(r.try_get("id")?, entry);
     }
-    Ok(CoverageFacts {
-        counts,
-        cases,
-        launch,
-        lanes,
-    })
+    Ok((launch, lanes))
 }
 
 /// The columns of [`jobs_by_cell_sql`], in the order a packed read gives them.
