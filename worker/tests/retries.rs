@@ -8,11 +8,11 @@ use belay_domain::job::{CasePin, Combination};
 use belay_store::jobs::NewJob;
 use belay_store::testing::fresh;
 use belay_store::{Backend, Store};
+use belay_testkit::wait_until_every;
 use belay_workflows::contracts::StoreApi;
 use belay_workflows::options;
-use std::process::{Child, Command};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use temporalio_client::{Client, WorkflowDescribeOptions, WorkflowGetResultOptions, WorkflowStartOptions};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::runtime::RuntimeOptions;
@@ -38,68 +38,18 @@ impl StartJobWorkflow {
     }
 }
 
-struct Server(Child, String, std::path::PathBuf);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_file(&self.2);
-    }
+/// A Temporal dev server of this test's own, with its log in a temp dir of its own (declared
+/// after the server, so the server stops before its log goes).
+struct Server {
+    temporal: belay_testkit::TemporalDevServer,
+    _log_dir: tempfile::TempDir,
 }
 
-/// A dev server that has started: it printed its banner, its frontend answers, and it is still
-/// running a moment later (a service whose port another process took panics just after the
-/// banner). Such a start is retried on fresh ports, up to three times.
 fn temporal() -> Server {
-    let mut failures = Vec::new();
-    for _ in 0..3 {
-        match try_temporal() {
-            Ok(s) => return s,
-            Err(why) => failures.push(why),
-        }
-    }
-    panic!("temporal did not start in three tries: {failures:?}");
-}
-
-fn try_temporal() -> Result<Server, String> {
-    let bin = belay_testkit::temporal_bin();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let log = std::env::temp_dir().join(format!("belay-retries-temporal-{}-{port}.log", std::process::id()));
-    let file = std::fs::File::create(&log).unwrap();
-    let child = Command::new(bin)
-        .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
-        .args(["--port", &port.to_string()])
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .expect("start temporal (set BELAY_TEMPORAL_BIN)");
-    let mut server = Server(child, format!("127.0.0.1:{port}"), log);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = server.0.try_wait().unwrap() {
-            return Err(format!("exited ({status}) before it served"));
-        }
-        let banner = std::fs::read_to_string(&server.2).is_ok_and(|l| l.contains("Temporal Server:"));
-        if banner && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err("did not serve within 60 s".to_owned());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    match server.0.try_wait().unwrap() {
-        Some(status) => Err(format!(
-            "exited ({status}) just after it started: {}",
-            std::fs::read_to_string(&server.2).unwrap_or_default()
-        )),
-        None => Ok(server),
+    let dir = tempfile::tempdir().unwrap();
+    Server {
+        temporal: belay_testkit::TemporalDevServer::start(dir.path(), &[]),
+        _log_dir: dir,
     }
 }
 
@@ -171,7 +121,7 @@ async fn recorded_attempt(client: &Client, id: &str) -> u64 {
 async fn an_activity_failing_on_bad_input_is_attempted_exactly_once() {
     let server = temporal();
     let db = fresh(Backend::Sqlite).await;
-    with_worker(db.store.clone(), &server.1, async |client| {
+    with_worker(db.store.clone(), &server.temporal.address, async |client| {
         // No such job: the store answers not-found, which no retry can change.
         start(&client, "bad-input", "job_doesnotexist").await;
         let answer = result(&client, "bad-input").await;
@@ -240,24 +190,28 @@ async fn an_activity_failing_because_the_database_is_busy_is_retried_until_it_su
     // busy timeout and fails with "database is locked", a transient error.
     let other = Arc::new(Store::connect(&db.url).await.unwrap());
     let lock = other.begin().await.unwrap();
-    with_worker(db.store.clone(), &server.1, async |client| {
+    with_worker(db.store.clone(), &server.temporal.address, async |client| {
         start(&client, "busy", &job.id).await;
         let handle = client.get_workflow_handle::<StartJobWorkflow>("busy".to_owned());
-        let deadline = Instant::now() + Duration::from_secs(120);
         // Wait until the server has retried the failed first attempt.
-        loop {
-            let d = handle.describe(WorkflowDescribeOptions::default()).await.unwrap();
-            let pending = &d.raw_description.pending_activities;
-            if pending.first().is_some_and(|a| a.attempt >= 2) {
-                assert!(
-                    pending[0].last_failure.is_some(),
-                    "the first attempt failed and its failure was kept"
-                );
-                break;
-            }
-            assert!(Instant::now() < deadline, "the activity was never retried");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let pending = wait_until_every(
+            "the server to retry the activity",
+            Duration::from_secs(120),
+            Duration::from_millis(200),
+            async || {
+                let d = handle.describe(WorkflowDescribeOptions::default()).await.unwrap();
+                let pending = d.raw_description.pending_activities;
+                match pending.first() {
+                    Some(a) if a.attempt >= 2 => Ok(pending),
+                    first => Err(format!("pending attempt {:?}", first.map(|a| a.attempt))),
+                }
+            },
+        )
+        .await;
+        assert!(
+            pending[0].last_failure.is_some(),
+            "the first attempt failed and its failure was kept"
+        );
         lock.rollback().await.unwrap();
         assert_eq!(result(&client, "busy").await, "ok");
         assert!(recorded_attempt(&client, "busy").await >= 2);

@@ -15,7 +15,7 @@ fn sample_app() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cli/tests/fixtures/sample-app")
 }
 
-use belay_testkit::bun;
+use belay_testkit::{bun, free_port, wait_until};
 
 /// PATH with bun's directory first, for `bun run` scripts that call `bun`.
 fn path_with_bun() -> String {
@@ -36,10 +36,6 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(&p, &target).unwrap();
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A canary HTTP server on loopback that logs every connection it gets.
@@ -93,7 +89,7 @@ impl Drop for App {
 }
 
 impl App {
-    fn start(files: &[(&str, String)], edits: &[(&str, &str, &str)]) -> App {
+    async fn start(files: &[(&str, String)], edits: &[(&str, &str, &str)]) -> App {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(&sample_app(), dir.path());
         for (path, content) in files {
@@ -124,11 +120,10 @@ impl App {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the sample app never listened");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until("the sample app to listen", Duration::from_secs(20), async || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())
+        })
+        .await;
         App { child, port, _dir: dir }
     }
 
@@ -265,15 +260,16 @@ fn group_gone(pgid: u32) -> bool {
     true
 }
 
-fn wait_gone(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !(gone(pid) && group_gone(pid)) {
-        assert!(
-            Instant::now() < deadline,
-            "chromium {pid} or its group outlived the session"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+async fn wait_gone(pid: u32) {
+    wait_until(
+        &format!("chromium {pid} and its group to go with the session"),
+        Duration::from_secs(5),
+        async || match (gone(pid), group_gone(pid)) {
+            (true, true) => Ok(()),
+            left => Err(format!("(chromium gone, group gone): {left:?}")),
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,7 +285,7 @@ async fn a_ui_change_passes_the_whole_flow_and_nothing_reaches_the_canary() {
         "public/leak-worker.js",
         format!("fetch('http://127.0.0.1:{c}/from-worker').catch(() => {{}});\n"),
     ));
-    let app = App::start(&files, &[("src/routes.ts", "  },\n];", FORM_ROUTES)]);
+    let app = App::start(&files, &[("src/routes.ts", "  },\n];", FORM_ROUTES)]).await;
     let r = app.check(&config()).await;
     assert_passes(&r);
     assert!(
@@ -378,12 +374,12 @@ async fn a_ui_change_passes_the_whole_flow_and_nothing_reaches_the_canary() {
         t.wall_ms > 0.0 && t.upstream_ms > 0.0 && t.flow_ms <= t.wall_ms,
         "{t:?}"
     );
-    wait_gone(r.chromium_pid.unwrap());
+    wait_gone(r.chromium_pid.unwrap()).await;
 }
 
 /// Runs the sample app with `files` and `edits` and expects the flow to fail, naming `needle`.
 async fn fails(files: Vec<(&'static str, String)>, edits: &[(&str, &str, &str)], needle: &str) -> SessionReport {
-    let app = App::start(&files, edits);
+    let app = App::start(&files, edits).await;
     let r = app.check(&config()).await;
     let (status, coverage, summary) = class(&r);
     assert_eq!(
@@ -394,7 +390,7 @@ async fn fails(files: Vec<(&'static str, String)>, edits: &[(&str, &str, &str)],
         r.journal
     );
     assert!(summary.contains(needle), "{summary:?} should name {needle:?}");
-    wait_gone(r.chromium_pid.unwrap());
+    wait_gone(r.chromium_pid.unwrap()).await;
     r
 }
 
@@ -506,7 +502,8 @@ async fn five_redirects_pass_and_six_fail() {
             ("src/routes.ts", "  },\n];", FORM_ROUTES),
             ("src/routes.ts", "  },\n];", HOPS),
         ],
-    );
+    )
+    .await;
     let r = app.check(&config()).await;
     assert_eq!(class(&r).0, EvidenceStatus::Pass, "{:#?}", r.log);
     assert!(r.journal.served.iter().any(|s| s.path == "/hop/4" && s.hops == 5));
@@ -592,7 +589,7 @@ fn spa(extra: &str) -> Vec<(&'static str, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_page_application_is_served_its_index_on_a_direct_load_of_its_routes() {
     // Declared: the direct load of /board is answered with public/index.html, and passes.
-    let app = App::start(&spa(""), &[]);
+    let app = App::start(&spa(""), &[]).await;
     let r = app.check_as_spa(&config()).await;
     assert_passes(&r);
     let board: Vec<_> = r
@@ -618,23 +615,23 @@ async fn a_single_page_application_is_served_its_index_on_a_direct_load_of_its_r
         .unwrap();
     assert_eq!(direct.status(), 404);
     assert!(r.journal.served.iter().filter(|s| s.path == "/").all(|s| !s.spa_index));
-    wait_gone(r.chromium_pid.unwrap());
+    wait_gone(r.chromium_pid.unwrap()).await;
 
     // Not declared: the same direct load is a broken page.
     let r = app.check(&config()).await;
     let (status, _, summary) = class(&r);
     assert_eq!(status, EvidenceStatus::Fail, "{:#?}", r.log);
     assert!(summary.contains("/board answered 404"), "{summary}");
-    wait_gone(r.chromium_pid.unwrap());
+    wait_gone(r.chromium_pid.unwrap()).await;
     drop(app);
 
     // Declared, but an asset the page loads is missing: assets keep their 404.
-    let app = App::start(&spa("<img src=\"/logo.png\" alt=\"logo\">"), &[]);
+    let app = App::start(&spa("<img src=\"/logo.png\" alt=\"logo\">"), &[]).await;
     let r = app.check_as_spa(&config()).await;
     let (status, _, summary) = class(&r);
     assert_eq!(status, EvidenceStatus::Fail, "{:#?}", r.log);
     assert!(summary.contains("GET /logo.png (Image) answered 404"), "{summary}");
-    wait_gone(r.chromium_pid.unwrap());
+    wait_gone(r.chromium_pid.unwrap()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -651,7 +648,7 @@ async fn a_session_past_its_deadline_is_an_error_and_chromium_is_gone() {
             "  },\n];",
             "  },\n  { method: \"GET\", path: \"/slow\", handler: async () => { await Bun.sleep(30000); return new Response(\"late\"); } },\n];",
         )],
-    );
+    ).await;
     let mut config = config();
     config.session = Duration::from_secs(4);
     let started = Instant::now();
@@ -662,7 +659,7 @@ async fn a_session_past_its_deadline_is_an_error_and_chromium_is_gone() {
         (class(&r).0, class(&r).1),
         (EvidenceStatus::Error, Coverage::NotChecked)
     );
-    wait_gone(r.chromium_pid.unwrap());
+    wait_gone(r.chromium_pid.unwrap()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -676,7 +673,7 @@ async fn no_app_is_an_error_and_no_browser_is_no_browser_connection() {
         "{:?}",
         r.run
     );
-    wait_gone(r.chromium_pid.unwrap());
+    wait_gone(r.chromium_pid.unwrap()).await;
 
     let mut missing = config();
     missing.chromium = "/nonexistent/chromium".into();

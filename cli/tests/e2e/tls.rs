@@ -4,13 +4,9 @@
 //! doctor` against a healthy deployment and against each broken setting; configuration belay
 //! cannot use stopping `belay worker` in one line before it serves.
 
-mod common;
-#[path = "common/fake_anthropic.rs"]
-mod fake_anthropic;
-
-use common::{BELAY, Belay, free_port};
-use fake_anthropic::test_ca::TestCa;
-use fake_anthropic::{FakeAnthropic, Seen, acceptance};
+use crate::common::fake_anthropic::test_ca::TestCa;
+use crate::common::fake_anthropic::{FakeAnthropic, Seen, acceptance};
+use crate::common::{BELAY, Belay, free_port, poll_until, wait_until};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -179,7 +175,7 @@ struct Nginx {
 }
 
 impl Nginx {
-    fn start(ca: &TestCa, upstream: &str) -> Nginx {
+    async fn start(ca: &TestCa, upstream: &str) -> Nginx {
         let dir = ca.dir.path().join("nginx");
         std::fs::create_dir_all(dir.join("body")).unwrap();
         let port = free_port();
@@ -231,11 +227,10 @@ http {{
             .stderr(Stdio::null())
             .spawn()
             .expect("nginx (scripts/setup.sh installs nginx-light)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nginx did not listen");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until("nginx to listen", Duration::from_secs(10), async || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())
+        })
+        .await;
         Nginx { child, port, dir }
     }
 
@@ -278,7 +273,7 @@ fn doctor_line(out: &Output, name: &str) -> String {
 async fn a_job_runs_end_to_end_through_nginx_terminating_tls_with_mtls_and_an_api_key() {
     let ca = TestCa::new();
     let (dir, temporal) = Belay::temporal_first();
-    let nginx = Nginx::start(&ca, &temporal.address);
+    let nginx = Nginx::start(&ca, &temporal.address).await;
     let address = format!("localhost:{}", nginx.port);
     let (ca_file, cert, key) = (
         ca.ca.display().to_string(),
@@ -474,7 +469,7 @@ fn start_dev(data: &Path, env: &[(&'static str, String)]) -> Dev {
         ])
         .arg("--data-dir")
         .arg(data)
-        .env("BELAY_TEMPORAL_BIN", common::temporal_bin())
+        .env("BELAY_TEMPORAL_BIN", crate::common::temporal_bin())
         .env("BELAY_SANDBOX_NETWORK", &tag)
         .env("BELAY_SANDBOX_LABELS", format!("belay.test=1,belay.test.run={tag}"))
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
@@ -542,14 +537,12 @@ async fn doctor_finds_a_healthy_dev_healthy_and_names_each_broken_setting() {
         cmd.output().unwrap()
     };
     // Polled for a while: a just-started worker's first polls may not be listed yet.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let out = loop {
+    let polled = poll_until(Duration::from_secs(60), Duration::from_millis(500), async || {
         let out = doctor(&[], &[]);
-        if out.status.success() || Instant::now() > deadline {
-            break out;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+        if out.status.success() { Ok(out) } else { Err(out) }
+    })
+    .await;
+    let (Ok(out) | Err(out)) = polled;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}\n{}", stderr(&out));
     assert_eq!(text.lines().count(), 7, "{text}");

@@ -1,10 +1,8 @@
 //! The run lane end to end: real API and worker processes, a real Temporal server, a real
 //! database. The dispatcher's order and caps are checked from the recorded transitions.
 
-mod common;
-
+use crate::common::{Belay, replays, scheduled_activities, wait_for, wait_until_every};
 use belay_domain::ids::PlanId;
-use common::{Belay, replays, scheduled_activities, wait_for};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -373,7 +371,7 @@ async fn bulk_cancel_sweeps_a_state_set_and_reports_how_many() {
 
 /// Runs a job that completes and one that fails, then replays the histories of their runs and of
 /// the dispatcher against the current code (recording them with `BELAY_RECORD_HISTORIES=DIR` when
-/// new, see `common::replays`).
+/// new, see `crate::common::replays`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn records_replayable_histories() {
     let b = Belay::start().await;
@@ -400,25 +398,26 @@ async fn records_replayable_histories() {
         .unwrap();
     // Each run's end wakes the dispatcher (worker-sent signals: one at the worker's start, one
     // per run); the API's launches send theirs as `belay-api`.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let json = loop {
-        let json = belay_client::closed_history_json(&client, "dispatcher", Duration::ZERO)
-            .await
-            .unwrap();
-        let woken_by_workers = signal_identities(&json)
-            .iter()
-            .filter(|i| i.starts_with("belay-worker"))
-            .count();
-        if woken_by_workers >= 3 {
-            break json;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the runs' ends did not wake the dispatcher: {:?}",
-            signal_identities(&json)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let json = wait_until_every(
+        "the runs' ends to wake the dispatcher",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        async || {
+            let json = belay_client::closed_history_json(&client, "dispatcher", Duration::ZERO)
+                .await
+                .unwrap();
+            let woken_by_workers = signal_identities(&json)
+                .iter()
+                .filter(|i| i.starts_with("belay-worker"))
+                .count();
+            if woken_by_workers >= 3 {
+                Ok(json)
+            } else {
+                Err(format!("signalled by {:?}", signal_identities(&json)))
+            }
+        },
+    )
+    .await;
     belay_client::replay::replay_json(&json)
         .await
         .unwrap_or_else(|e| panic!("dispatcher: {e}"));
@@ -427,7 +426,7 @@ async fn records_replayable_histories() {
         Vec::<String>::new(),
         "the dispatcher claims in local activities"
     );
-    common::record_history("dispatcher-v3", &json);
+    crate::common::record_history("dispatcher-v3", &json);
 }
 
 /// The identities that sent the signals a history received, in order.

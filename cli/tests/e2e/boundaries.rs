@@ -9,10 +9,8 @@
 //! the table) or named in [`GLOBAL`] with why it needs no walk, and the test fails on any other,
 //! so a route added later cannot be missed.
 
-mod common;
-
+use crate::common::{Belay, create_account, create_operator, ready_project};
 use belay_domain::ids::{AccountId, ChangeId};
-use common::{Belay, create_account, create_operator, ready_project};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -169,7 +167,7 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
     assert_eq!(s, 201, "{session}");
     let session = id(&session);
     // The session's fork is made in the background: wait for it, so the snapshot below is still.
-    common::wait_for("the edit session's fork", Duration::from_secs(60), || async {
+    crate::common::wait_for("the edit session's fork", Duration::from_secs(60), || async {
         b.get(&format!("/v1/edit-sessions/{session}")).await["startCommit"].is_string()
     })
     .await;

@@ -1,12 +1,10 @@
 //! Project provisioning through the API: a canonical repository at generation 0 holding one
 //! commit with only `.gitignore`, with its file index and code manifest in the object store.
 
-mod common;
-
-use common::{Belay, create_account};
+use crate::common::{Belay, create_account, wait_until};
 use serde_json::json;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn git(repo: &std::path::Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -34,16 +32,15 @@ async fn a_new_project_gets_a_canonical_repository_at_generation_zero() {
         (Some("provisioning"), Some(0))
     );
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ready = loop {
+    let ready = wait_until("the project to become ready", Duration::from_secs(60), async || {
         let p = b.get(&format!("/v1/projects/{id}")).await;
         if p["status"] == "ready" {
-            break p;
+            return Ok(p);
         }
         assert!(p["status"] != "failed", "{p}");
-        assert!(Instant::now() < deadline, "project never became ready: {p}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        Err(p)
+    })
+    .await;
     assert_eq!(ready["generation"], 0);
     let commit = ready["canonicalCommit"].as_str().unwrap();
     let tree = ready["canonicalTree"].as_str().unwrap();
@@ -233,15 +230,15 @@ async fn deleting_a_project_removes_its_repositories_and_sources_and_no_others()
     let ready = |id: String| {
         let b = &b;
         async move {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            loop {
-                let p = b.get(&format!("/v1/projects/{id}")).await;
-                if p["status"] == "ready" {
-                    return p;
-                }
-                assert!(Instant::now() < deadline, "{p}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            wait_until(
+                &format!("project {id} to be ready"),
+                Duration::from_secs(60),
+                async || {
+                    let p = b.get(&format!("/v1/projects/{id}")).await;
+                    if p["status"] == "ready" { Ok(p) } else { Err(p) }
+                },
+            )
+            .await
         }
     };
     let (_, doomed) = b.post("/v1/projects", json!({"name": "doomed"})).await;
@@ -332,8 +329,7 @@ async fn deleting_a_project_removes_its_repositories_and_sources_and_no_others()
         "a project being deleted is not listed"
     );
     // The workflow records `project.deleted` once the repositories, objects and rows are gone.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    wait_until("the project to be deleted", Duration::from_secs(60), async || {
         let events = b.get(&format!("/v1/events?entity={doomed}&limit=1000")).await;
         if events
             .as_array()
@@ -341,11 +337,12 @@ async fn deleting_a_project_removes_its_repositories_and_sources_and_no_others()
             .iter()
             .any(|e| e["kind"] == "project.deleted")
         {
-            break;
+            Ok(())
+        } else {
+            Err(events)
         }
-        assert!(Instant::now() < deadline, "the project was never deleted: {events}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     assert!(!git_root.join(format!("{doomed}.git")).exists());
     assert!(!git_root.join(format!("{ws}.git")).exists());
     let objects = b.dir.path().join("data").join("objects").join("source");

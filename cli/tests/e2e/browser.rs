@@ -2,24 +2,12 @@
 //! pool among them), a real Temporal server, the real Sandbox running the sample app with its dev
 //! command, and real headless Chromium; the screenshots read back through the API as images.
 
-mod common;
-
-use common::{Belay, replays};
+use crate::common::sample::sample_project;
+use crate::common::{Belay, replays, wait_until, wait_until_every};
 use serde_json::{Value, json};
 use sha2::Digest;
-use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
+use std::time::Duration;
 
 /// What a browser check's preview could leave in the test's Sandbox containers: its pid file
 /// (`/tmp/belay-browser-<candidate>.pid`) and any process the preview started (the dev command
@@ -45,63 +33,6 @@ true"#;
         out.extend(String::from_utf8_lossy(&o.stdout).lines().map(|l| format!("{id}: {l}")));
     }
     out
-}
-
-/// A ready project whose canonical `main` is the sample app.
-async fn project_with_sample_app(b: &Belay) -> String {
-    let (s, p) = b.post("/v1/projects", json!({"name": "ui"})).await;
-    assert_eq!(s, 201, "{p}");
-    let id = p["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while b.get(&format!("/v1/projects/{id}")).await["status"] != "ready" {
-        assert!(Instant::now() < deadline, "project never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let bare = b.dir.path().join("data/git/belay").join(format!("{id}.git"));
-    let work = b.dir.path().join(format!("seed-{id}"));
-    assert!(
-        Command::new("git")
-            .args(["clone", "-q"])
-            .arg(&bare)
-            .arg(&work)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sample-app");
-    assert!(
-        Command::new("cp")
-            .arg("-a")
-            .arg(format!("{}/.", app.display()))
-            .arg(&work)
-            .status()
-            .unwrap()
-            .success()
-    );
-    git(&work, &["add", "-A"]);
-    git(
-        &work,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "The sample app",
-        ],
-    );
-    git(&work, &["push", "-q", "origin", "HEAD:main"]);
-    let store = belay_store::Store::connect(&b.database_url).await.unwrap();
-    store
-        .seed_canonical(
-            &id,
-            &git(&work, &["rev-parse", "HEAD"]),
-            &git(&work, &["rev-parse", "HEAD^{tree}"]),
-        )
-        .await
-        .unwrap();
-    id
 }
 
 /// A Change of one Task whose workspace gets `edits`, verified; the Candidate when it ended.
@@ -217,7 +148,7 @@ async fn events_of(b: &Belay, change: &str, kind: &str) -> Vec<Value> {
 /// Waits until the Candidate is gated (or further: a verified low-risk Candidate is promoted by
 /// itself, perhaps before it is read).
 async fn wait_gated(b: &Belay, id: &str) -> Value {
-    common::sample::wait_candidate(b, id, &["verified", "rejected", "stale", "promoted"]).await
+    crate::common::sample::wait_candidate(b, id, &["verified", "rejected", "stale", "promoted"]).await
 }
 
 /// A UI Change: an About page linked from the home page, with a form.
@@ -240,7 +171,7 @@ fn about_page(body: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_ui_change_passes_the_browser_check_with_screenshots_and_a_page_that_throws_fails_it() {
     let b = Belay::start_with_sandbox_env(&[("BROWSER_DAILY_SECONDS", "3600")], None).await;
-    let project = project_with_sample_app(&b).await;
+    let project = sample_project(&b).await;
 
     let k = verify_ui_change(
         &b,
@@ -508,31 +439,43 @@ async fn a_browser_worker_killed_mid_session_takes_its_chromium_and_a_single_pag
     .await;
     let first = b.start_extra_worker("browser", &[]);
     let worker = b.extra_worker_pid(first);
-    let project = project_with_sample_app(&b).await;
+    let project = sample_project(&b).await;
     let cand = start_ui_change(&b, &project, "A board drawn by the client", &board_page()).await;
 
     // Its Chromium starts for the check; the worker is killed outright in the middle of it.
-    let deadline = Instant::now() + Duration::from_secs(400);
-    let chromium = loop {
-        if let Some((pid, _)) = children_of(worker)
-            .into_iter()
-            .find(|(_, cmd)| cmd.contains("chromium"))
-        {
-            break pid;
-        }
-        let k = b.get(&format!("/v1/candidates/{cand}")).await;
-        assert!(
-            Instant::now() < deadline && !["verified", "rejected", "promoted"].contains(&k["status"].as_str().unwrap()),
-            "no Chromium was started: {k:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let chromium = wait_until_every(
+        "the browser worker to start Chromium",
+        Duration::from_secs(400),
+        Duration::from_millis(100),
+        async || {
+            if let Some((pid, _)) = children_of(worker)
+                .into_iter()
+                .find(|(_, cmd)| cmd.contains("chromium"))
+            {
+                return Ok(pid);
+            }
+            let k = b.get(&format!("/v1/candidates/{cand}")).await;
+            assert!(
+                !["verified", "rejected", "promoted"].contains(&k["status"].as_str().unwrap()),
+                "no Chromium was started: {k:#}"
+            );
+            Err(format!("{k:#}"))
+        },
+    )
+    .await;
     b.kill_extra_worker(first);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while group_alive(chromium) {
-        assert!(Instant::now() < deadline, "Chromium {chromium} outlived its worker");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        &format!("Chromium {chromium} to go with its worker"),
+        Duration::from_secs(10),
+        async || {
+            if group_alive(chromium) {
+                Err("it is alive")
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
 
     // Another browser worker takes the retry, and the app's own route passes its direct load:
     // the check served the app's public/index.html, as wrangler.jsonc declares.

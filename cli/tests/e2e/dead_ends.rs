@@ -2,10 +2,8 @@
 //! can always be cancelled. Real `belay` processes, a real Temporal server, real git and the real
 //! Docker Sandbox with Bun verifying the sample app.
 
-mod common;
-
-use common::sample::{change, sample_project, start_verification, task, wait_candidate, write};
-use common::{Belay, wait_for};
+use crate::common::sample::{change, sample_project, start_verification, task, wait_candidate, write};
+use crate::common::{Belay, wait_for};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;

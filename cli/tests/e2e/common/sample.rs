@@ -1,11 +1,11 @@
 //! The sample app of `tests/fixtures/sample-app` as a project's canonical source, and the steps a
 //! test takes to get a Change's ChangeSets published and verified through the API.
 
-use super::Belay;
+use super::{Belay, ready_project, wait_until_every};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
@@ -43,14 +43,7 @@ pub fn repo(b: &Belay, name: &str) -> PathBuf {
 /// A ready project whose canonical `main` holds the sample app (pushed by the test as a
 /// fast-forward of S0, the project row brought in line).
 pub async fn sample_project(b: &Belay) -> String {
-    let (s, p) = b.post("/v1/projects", json!({"name": "sample"})).await;
-    assert_eq!(s, 201, "{p}");
-    let id = p["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while b.get(&format!("/v1/projects/{id}")).await["status"] != "ready" {
-        assert!(Instant::now() < deadline, "project never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let id = ready_project(b, "sample").await;
     let bare = repo(b, &id);
     let work = b.dir.path().join(format!("seed-{id}"));
     let status = Command::new("git")
@@ -133,15 +126,21 @@ pub async fn start_verification(b: &Belay, change: &str) -> String {
 
 /// Waits until the Candidate is in one of `statuses`.
 pub async fn wait_candidate(b: &Belay, id: &str, statuses: &[&str]) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(400);
-    loop {
-        let k = b.get(&format!("/v1/candidates/{id}")).await;
-        if statuses.contains(&k["status"].as_str().unwrap_or_default()) {
-            return k;
-        }
-        assert!(Instant::now() < deadline, "candidate never reached {statuses:?}: {k}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let what = format!("candidate {id} to reach {statuses:?}");
+    wait_until_every(
+        &what,
+        Duration::from_secs(400),
+        Duration::from_millis(200),
+        async || {
+            let k = b.get(&format!("/v1/candidates/{id}")).await;
+            if statuses.contains(&k["status"].as_str().unwrap_or_default()) {
+                Ok(k)
+            } else {
+                Err(k)
+            }
+        },
+    )
+    .await
 }
 
 /// Every move canonical `main` made, from its reflog: `(old, new, message)`.

@@ -2,9 +2,7 @@
 //! test CA made at run time), on a real SQLite store: the acceptance check's second opinion,
 //! refusals before any call, an HTTP 529 and a slow answer, a server the client does not trust.
 
-#[path = "common/fake_anthropic.rs"]
-mod fake_anthropic;
-
+use crate::common::fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance};
 use belay_activities::llm::LlmActivities;
 use belay_domain::acceptance::{AcceptanceCriterion, AcceptanceInput, CriterionResult, InputPart, PartKind};
 use belay_domain::ids::ChangeId;
@@ -13,7 +11,6 @@ use belay_store::Backend;
 use belay_store::model_meter::ModelLimits;
 use belay_store::testing::fresh;
 use belay_workflows::selection::{AcceptanceAnswer, AcceptanceRequest};
-use fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance};
 use rustls_pki_types::pem::PemObject;
 use serde_json::json;
 use std::sync::Arc;
@@ -263,7 +260,7 @@ async fn over_https_a_call_succeeds_with_the_ca_and_without_it_fails_clearly_bef
     assert_eq!(fake.seen().len(), 1);
     assert_eq!(llm.store.model_calls_on(belay_store::now_ms()).await.unwrap(), 1);
     // A CA that did not sign the server is no better than none.
-    let other = fake_anthropic::test_ca::TestCa::new();
+    let other = crate::common::fake_anthropic::test_ca::TestCa::new();
     let pem = std::fs::read(&other.ca).unwrap();
     let der = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
         .map(|c| c.unwrap().as_ref().to_vec())

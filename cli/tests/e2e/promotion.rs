@@ -2,13 +2,11 @@
 //! real git (gix on bare repositories, smart HTTP for the clone), a real Docker Sandbox with Bun
 //! verifying the sample app, and canonical `main` moved only by fast-forwards.
 
-mod common;
-
-use belay_domain::ids::{CandidateId, ChangeId};
-use common::sample::{
+use crate::common::sample::{
     assert_only_fast_forwards, change, git, repo, sample_project, start_verification, task, wait_candidate, write,
 };
-use common::{Belay, replays, wait_for};
+use crate::common::{Belay, replays, wait_for};
+use belay_domain::ids::{CandidateId, ChangeId};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;
@@ -149,7 +147,7 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
     assert_eq!(project_row(&b, &project).await["generation"], 1);
     // The release ran as one git activity and the store steps as local activities (markers, no
     // `db.` task-queue activity), behind the patch marker.
-    let h = common::completed_history(&b, &format!("promote-{k1}-g0")).await;
+    let h = crate::common::completed_history(&b, &format!("promote-{k1}-g0")).await;
     let patches = belay_client::replay::patches(&h).unwrap();
     assert!(
         patches
@@ -167,7 +165,7 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
         text.matches("MarkerRecordedEventAttributes").count() >= 4,
         "the patch marker and three local store steps"
     );
-    common::replays_json("promotion-promoted-v2", h).await;
+    crate::common::replays_json("promotion-promoted-v2", h).await;
     replays(&b, "verification-winner-ready", &format!("verify-{k1}")).await;
 
     // Two high-risk Changes on one base: both wait for a person, with the spec's reason.
@@ -405,7 +403,7 @@ async fn changes_reach_canonical_main_through_verification_approval_and_a_fast_f
             .count()
     };
     assert!(of_lane(&mine) >= 8, "the owner sees its own: {mine:#}");
-    let other = common::create_account(&b.database_url, "other");
+    let other = crate::common::create_account(&b.database_url, "other");
     let (s, theirs) = b.request("GET", "/v1/events?limit=1000", Some(&other), None).await;
     assert_eq!(s, 200);
     assert_eq!(of_lane(&theirs), 0, "a member saw the owner's events: {theirs:#}");
@@ -482,7 +480,7 @@ async fn a_worker_lost_between_the_swap_and_the_fast_forward_is_repaired_by_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_daily_sweep_deletes_candidate_forks_by_how_and_when_their_candidates_ended() {
     let b = Belay::start().await;
-    let project = common::ready_project(&b, "sweep").await;
+    let project = crate::common::ready_project(&b, "sweep").await;
     let canonical = b.get(&format!("/v1/projects/{project}")).await["canonicalCommit"]
         .as_str()
         .unwrap()
@@ -557,7 +555,7 @@ async fn the_daily_sweep_deletes_candidate_forks_by_how_and_when_their_candidate
     }
 
     let temporal = |args: &[&str]| {
-        let out = Command::new(common::temporal_bin())
+        let out = Command::new(crate::common::temporal_bin())
             .args(args)
             .args(["--address", &b.temporal.address])
             .output()

@@ -5,10 +5,7 @@
 //! errors, console errors and 4xx/5xx answers fail the test; each page's screenshot is kept
 //! under the test's target tmp dir and checked to be a PNG.
 
-mod common;
-#[path = "common/fake_anthropic.rs"]
-mod fake_anthropic;
-
+use crate::common::{Belay, wait_until, wait_until_every};
 use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::cdp::browser_protocol::fetch::{ContinueRequestParams, EventRequestPaused, FailRequestParams};
 use chromiumoxide::cdp::browser_protocol::log::{EventEntryAdded, LogEntryLevel};
@@ -16,11 +13,10 @@ use chromiumoxide::cdp::browser_protocol::network::{ErrorReason, EventResponseRe
 use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
 use chromiumoxide::cdp::js_protocol::runtime::{ConsoleApiCalledType, EventConsoleApiCalled, EventExceptionThrown};
 use chromiumoxide::page::{Page, ScreenshotParams};
-use common::Belay;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What the pages did that a test must see empty (or check).
 #[derive(Default)]
@@ -162,16 +158,17 @@ impl Console {
 
     /// Waits until `js` is true in the page.
     async fn until(&self, what: &str, js: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(r) = self.page.evaluate(js).await
-                && r.into_value::<bool>().unwrap_or(false)
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what} ({js})");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_until(&format!("{what} ({js})"), Duration::from_secs(60), async || match self
+            .page
+            .evaluate(js)
+            .await
+            .map(|r| r.into_value::<bool>())
+        {
+            Ok(Ok(true)) => Ok(()),
+            Ok(r) => Err(format!("{r:?}")),
+            Err(e) => Err(e.to_string()),
+        })
+        .await;
     }
 
     /// Waits until the console has rendered the page at `path`.
@@ -403,20 +400,25 @@ async fn a_reviewer_turns_auto_top_up_on_walks_the_queue_and_the_matrix_moves() 
     // Auto top-up on: the plan is resumed with autoTopUp, and opening it tops up the first cell
     // (three runs fill the buffer of 3).
     c.click("#auto-top-up").await;
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let m = b.get(&format!("/v1/coverage-plans/{plan}/coverage")).await;
-        if cell_value(&m, "c", "completed") == 3 {
-            assert_eq!(
-                cell_value(&m, "d", "completed") + cell_value(&m, "d", "inFlight"),
-                0,
-                "{m}"
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "the first cell's runs did not complete: {m}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let m = wait_until_every(
+        "the first cell's runs to complete",
+        Duration::from_secs(90),
+        Duration::from_millis(200),
+        async || {
+            let m = b.get(&format!("/v1/coverage-plans/{plan}/coverage")).await;
+            if cell_value(&m, "c", "completed") == 3 {
+                Ok(m)
+            } else {
+                Err(m)
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        cell_value(&m, "d", "completed") + cell_value(&m, "d", "inFlight"),
+        0,
+        "{m}"
+    );
     let p = b.get(&format!("/v1/coverage-plans/{plan}")).await;
     assert_eq!(
         (p["autoTopUp"].clone(), p["paused"].clone()),
@@ -516,17 +518,21 @@ async fn a_reviewer_turns_auto_top_up_on_walks_the_queue_and_the_matrix_moves() 
             c.click("#submit-review").await;
         }
         // The review landed and the console moved on.
-        let wait = Instant::now() + Duration::from_secs(30);
-        loop {
-            let reviews = b.get(&format!("/v1/runs/{run}/reviews")).await;
-            if reviews.as_array().is_some_and(|r| r.len() == 1) {
-                let want = if i == 0 { "great" } else { "passable" };
-                assert_eq!(reviews[0]["ratings"], json!({"overall": want}), "{reviews}");
-                break;
-            }
-            assert!(Instant::now() < wait, "the review of {run} did not land");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let reviews = wait_until(
+            &format!("the review of {run} to land"),
+            Duration::from_secs(30),
+            async || {
+                let reviews = b.get(&format!("/v1/runs/{run}/reviews")).await;
+                if reviews.as_array().is_some_and(|r| r.len() == 1) {
+                    Ok(reviews)
+                } else {
+                    Err(reviews)
+                }
+            },
+        )
+        .await;
+        let want = if i == 0 { "great" } else { "passable" };
+        assert_eq!(reviews[0]["ratings"], json!({"overall": want}), "{reviews}");
         c.until(
             "the next run",
             &format!(
@@ -543,23 +549,28 @@ async fn a_reviewer_turns_auto_top_up_on_walks_the_queue_and_the_matrix_moves() 
     .await;
 
     // Back on the plan: the first cell is reviewed, and the reviews topped the plan up.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        c.page.goto(format!("{}/plans/{plan}", c.base)).await.unwrap();
-        c.ready(&format!("/plans/{plan}")).await;
-        let unreviewed_c = c.text("tr[data-cell] [data-col=unreviewed]").await;
-        let m = b.get(&format!("/v1/coverage-plans/{plan}/coverage")).await;
-        let next = cell_value(&m, "d", "completed") + cell_value(&m, "d", "inFlight");
-        if next > 0 {
+    // The page is loaded again on each look, so it is asked every 500 ms.
+    wait_until_every(
+        "a top-up after the reviews",
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        async || {
+            c.page.goto(format!("{}/plans/{plan}", c.base)).await.unwrap();
+            c.ready(&format!("/plans/{plan}")).await;
+            let unreviewed_c = c.text("tr[data-cell] [data-col=unreviewed]").await;
+            let m = b.get(&format!("/v1/coverage-plans/{plan}/coverage")).await;
+            let next = cell_value(&m, "d", "completed") + cell_value(&m, "d", "inFlight");
+            if next == 0 {
+                return Err(m);
+            }
             assert_eq!(cell_value(&m, "c", "unreviewed"), 0, "{m}");
             assert_eq!(unreviewed_c, "0", "the console shows the first cell reviewed");
             let shown: i64 = c.text("#totals [data-col=completed]").await.parse().unwrap();
             assert!(shown >= 3, "totals completed {shown}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no top-up after the reviews: {m}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+            Ok(())
+        },
+    )
+    .await;
     c.screenshot("plan-after-reviews").await;
 
     // "Top up now" shows the top-up's answer.
@@ -754,26 +765,31 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
         "document.querySelector('#enable') && document.querySelector('#enable').textContent === 'Stop spending on this climb'",
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let runs: Vec<(String, String)> = loop {
-        let mut runs = Vec::new();
-        for j in b.get(&format!("/v1/jobs?origin=ladder:{id}")).await.as_array().unwrap() {
-            if j["status"] == "completed" {
-                let r = b.get(&format!("/v1/runs?jobId={}", j["id"].as_str().unwrap())).await;
-                if let Some(run) = r[0]["id"].as_str() {
-                    runs.push((
-                        j["combination"]["harness"].as_str().unwrap().to_string(),
-                        run.to_string(),
-                    ));
+    let runs: Vec<(String, String)> = wait_until_every(
+        "rung one to run",
+        Duration::from_secs(90),
+        Duration::from_millis(200),
+        async || {
+            let mut runs = Vec::new();
+            for j in b.get(&format!("/v1/jobs?origin=ladder:{id}")).await.as_array().unwrap() {
+                if j["status"] == "completed" {
+                    let r = b.get(&format!("/v1/runs?jobId={}", j["id"].as_str().unwrap())).await;
+                    if let Some(run) = r[0]["id"].as_str() {
+                        runs.push((
+                            j["combination"]["harness"].as_str().unwrap().to_string(),
+                            run.to_string(),
+                        ));
+                    }
                 }
             }
-        }
-        if runs.len() == 2 {
-            break runs;
-        }
-        assert!(Instant::now() < deadline, "rung one did not run: {runs:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+            if runs.len() == 2 {
+                Ok(runs)
+            } else {
+                Err(format!("{runs:?}"))
+            }
+        },
+    )
+    .await;
     // Before any review both climbers wait on the reviewer.
     c.visit(&format!("/ladders/{id}")).await;
     assert_eq!(
@@ -889,26 +905,26 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
     .await;
     c.choose(&format!("th[data-climber={}] input.priority", json!(x)), "5")
         .await;
-    let wait = Instant::now() + Duration::from_secs(30);
-    loop {
+    let board = wait_until("the priority to land", Duration::from_secs(30), async || {
         let board = b.get(&format!("/v1/ladders/{id}/progress")).await;
         if climber_of(&board, "x")["steering"]["priority"] == 5 {
-            assert_eq!(climber_of(&board, "y")["status"], "held", "{board}");
-            assert_eq!(climber_of(&board, "y")["steering"]["held"], true, "{board}");
-            break;
+            Ok(board)
+        } else {
+            Err(board)
         }
-        assert!(Instant::now() < wait, "the priority did not land: {board}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
+    assert_eq!(climber_of(&board, "y")["status"], "held", "{board}");
+    assert_eq!(climber_of(&board, "y")["steering"]["held"], true, "{board}");
     c.ready(&format!("/ladders/{id}")).await;
 
     // Model by model: the outer axis is changed with the console's words.
     c.choose("#outer-axis", "combination").await;
-    let wait = Instant::now() + Duration::from_secs(30);
-    while b.get(&format!("/v1/ladders/{id}")).await["outerAxis"] != "combination" {
-        assert!(Instant::now() < wait, "the outer axis did not change");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("the outer axis to change", Duration::from_secs(30), async || {
+        let axis = b.get(&format!("/v1/ladders/{id}")).await["outerAxis"].clone();
+        if axis == "combination" { Ok(()) } else { Err(axis) }
+    })
+    .await;
     c.until(
         "Model by model",
         "document.body.dataset.ready && document.querySelector('#outer-axis') && document.querySelector('#outer-axis').selectedOptions[0].textContent === 'Model by model'",
@@ -936,19 +952,19 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
 
 /// A Change of `tier` with one Task whose run writes `edits` and publishes.
 async fn sample_change(b: &Belay, project: &str, goal: &str, tier: &str, edits: &[Value]) -> String {
-    let c = common::sample::change(
+    let c = crate::common::sample::change(
         b,
         project,
         json!({"goal": goal, "acceptanceCriteria": [], "invariants": [], "riskTier": tier}),
     )
     .await;
-    common::sample::task(b, &c, "t1", edits).await;
+    crate::common::sample::task(b, &c, "t1", edits).await;
     c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_approval_on_the_tree_moves_canonical() {
-    use common::sample::{sample_project, start_verification, wait_candidate, write};
+    use crate::common::sample::{sample_project, start_verification, wait_candidate, write};
     let b = Belay::start_with_sandbox().await;
     let project = sample_project(&b).await;
     // A broken test and a restyle: `unit` fails, and the UI file plans the browser check, which
@@ -1313,21 +1329,33 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
             .await;
         }
         c.click("#plan-target-save").await;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while plan_target().await != want {
-            assert!(Instant::now() < deadline, "the plan's target never became {want}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_until(
+            &format!("the plan's target to become {want}"),
+            Duration::from_secs(10),
+            async || {
+                let target = plan_target().await;
+                if target == want { Ok(()) } else { Err(target) }
+            },
+        )
+        .await;
     }
     c.choose("#account-target-kind", "bounded").await;
     c.eval::<bool>("(() => { document.querySelector('#account-target-runs').value = '7'; return true; })()")
         .await;
     c.click("#account-target-save").await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.get("/v1/coverage-settings").await["bufferTarget"] != json!({"kind": "bounded", "runs": 7}) {
-        assert!(Instant::now() < deadline, "the account's default never became 7");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        "the account's default to become 7",
+        Duration::from_secs(10),
+        async || {
+            let target = b.get("/v1/coverage-settings").await["bufferTarget"].clone();
+            if target == json!({"kind": "bounded", "runs": 7}) {
+                Ok(())
+            } else {
+                Err(target)
+            }
+        },
+    )
+    .await;
 
     // Paused: "Top up now" answers that it skipped.
     c.click("#top-up-now").await;
@@ -1393,18 +1421,20 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
     c.screenshot("plan-top-up-launched").await;
 
     // Halt cancels what waits; halt all, confirmed, what runs too.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while b
-        .get(&format!("/v1/jobs?origin=plan:{plan}&status=running"))
-        .await
-        .as_array()
-        .unwrap()
-        .len()
-        != 1
-    {
-        assert!(Instant::now() < deadline, "no job of the slow lane started");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until_every(
+        "one job of the slow lane to start",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        async || {
+            let running = b.get(&format!("/v1/jobs?origin=plan:{plan}&status=running")).await;
+            if running.as_array().unwrap().len() == 1 {
+                Ok(())
+            } else {
+                Err(running)
+            }
+        },
+    )
+    .await;
     c.click("#halt").await;
     c.until("the halt answer", "!!document.querySelector('#halt-answer')")
         .await;
@@ -1442,15 +1472,19 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
     let jam = jam["id"].as_str().unwrap().to_string();
     let (s, v) = b.post(&format!("/v1/coverage-plans/{jam}/topup"), json!({})).await;
     assert_eq!((s, v["enqueued"].as_i64()), (200, Some(1)), "{v}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let run = loop {
-        let q = b.get(&format!("/v1/coverage-plans/{jam}/queue")).await;
-        if let Some(r) = q["runs"].as_array().and_then(|r| r.first()) {
-            break r.as_str().unwrap().to_owned();
-        }
-        assert!(Instant::now() < deadline, "the jam run never completed");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let run = wait_until_every(
+        "the jam run to complete",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        async || {
+            let q = b.get(&format!("/v1/coverage-plans/{jam}/queue")).await;
+            match q["runs"].as_array().and_then(|r| r.first()) {
+                Some(r) => Ok(r.as_str().unwrap().to_owned()),
+                None => Err(q),
+            }
+        },
+    )
+    .await;
     c.visit(&format!("/plans/{jam}/queue")).await;
     assert_eq!(c.text("#run-id").await, run);
     assert_eq!(c.count(".rating").await, 0, "a game-jam run takes no ratings");
@@ -1464,11 +1498,11 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
     c.screenshot("review-game-jam").await;
     c.choose("#category", "diamond").await;
     c.click("#submit-review").await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while b.get(&format!("/v1/runs/{run}")).await["category"] != "diamond" {
-        assert!(Instant::now() < deadline, "the category review did not land");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("the category review to land", Duration::from_secs(30), async || {
+        let category = b.get(&format!("/v1/runs/{run}")).await["category"].clone();
+        if category == "diamond" { Ok(()) } else { Err(category) }
+    })
+    .await;
 
     // Every other page loads clean: the ladders, a ladder's queue, the projects, what waits on
     // a person.
@@ -1497,8 +1531,8 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn siblings_show_their_acceptance_citations_selection_and_receipts_and_a_rejection_with_a_reason_asks_for_a_repair()
  {
-    use common::sample;
-    use fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance};
+    use crate::common::fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance};
+    use crate::common::sample;
     const STATS: &str = "export function countTodos(titles: string[]): number {\n  return titles.length;\n}\n";
     const EXPORT: &str =
         "export function todoTitles(todos: { title: string }[]): string[] {\n  return todos.map((t) => t.title);\n}\n";
@@ -1550,15 +1584,19 @@ async fn siblings_show_their_acceptance_citations_selection_and_receipts_and_a_r
     assert_eq!(s, 201, "{round}");
     assert_eq!(round["candidates"].as_array().unwrap().len(), 3, "{round}");
     // Selected and waiting on a person.
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let winner = loop {
-        let waiting = b.get("/v1/approvals?status=requested").await;
-        if let Some(a) = waiting.as_array().and_then(|a| a.first()) {
-            break a["candidateId"].as_str().unwrap().to_owned();
-        }
-        assert!(Instant::now() < deadline, "no approval was requested: {waiting}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let winner = wait_until_every(
+        "an approval to be requested",
+        Duration::from_secs(600),
+        Duration::from_millis(500),
+        async || {
+            let waiting = b.get("/v1/approvals?status=requested").await;
+            match waiting.as_array().and_then(|a| a.first()) {
+                Some(a) => Ok(a["candidateId"].as_str().unwrap().to_owned()),
+                None => Err(waiting),
+            }
+        },
+    )
+    .await;
     let k = b.get(&format!("/v1/candidates/{winner}")).await;
     assert_eq!(
         k["changeSetIds"].as_array().unwrap().len(),

@@ -6,9 +6,7 @@
 //! failed authentication: 50 bad tokens from one address get 429 with `Retry-After`, while a
 //! valid token from the same address still works.
 
-mod common;
-
-use common::{BELAY, Belay, wait_for};
+use crate::common::{BELAY, Belay, wait_for};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;

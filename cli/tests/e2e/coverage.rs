@@ -3,9 +3,7 @@
 //! top-ups, the claim's lease, halts, the scoped queue, bad input, and a recorded TopUpWorkflow
 //! history that replays.
 
-mod common;
-
-use common::{Belay, create_account, replays, wait_for};
+use crate::common::{Belay, create_account, replays, wait_for};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -226,7 +224,7 @@ async fn the_buffer_stops_at_the_cell_boundary_and_null_zero_unbounded_and_600_a
         patches.iter().any(|p| p == belay_workflows::top_up::ONE_STEP_TOP_UP),
         "{patches:?}"
     );
-    assert_eq!(common::scheduled_activities(&h), ["db.topup_one_step"]);
+    assert_eq!(crate::common::scheduled_activities(&h), ["db.topup_one_step"]);
     assert!(
         b.get("/v1/events?limit=1000")
             .await

@@ -2,9 +2,7 @@
 //! token, bad input gets a 4xx naming the field and writes nothing, gg configurations are the
 //! owner's alone, and launches that cannot run are refused with the reason.
 
-mod common;
-
-use common::{Belay, create_account};
+use crate::common::{Belay, create_account};
 use serde_json::{Value, json};
 
 /// Every route with a body that would be valid, so only the token decides.

@@ -3,16 +3,14 @@
 //! this test makes) and smart HTTP; adapters that die with their harness worker; and the
 //! configuration a worker cannot use refused before it serves anything.
 
-mod common;
-
-use common::sample::{change, git, repo, sample_project, start_verification, task, wait_candidate, write};
-use common::{BELAY, Belay, wait_for};
+use crate::common::sample::{change, git, repo, sample_project, start_verification, task, wait_candidate, write};
+use crate::common::{BELAY, Belay, wait_for, wait_until_every};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-#[path = "../src/moto.rs"]
+#[path = "../../src/moto.rs"]
 mod moto;
 
 /// moto's S3 server for this test (BELAY_MOTO_SERVER, else the one scripts/setup.sh installs),
@@ -263,15 +261,16 @@ wait"#
     assert!(live_in_group(leader).contains(&child));
 
     b.kill_extra_worker(first);
-    let killed = Instant::now();
-    while !live_in_group(leader).is_empty() {
-        assert!(
-            killed.elapsed() < Duration::from_secs(1),
-            "the adapter's group outlived its worker by a second: {:?}",
-            live_in_group(leader)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let what = "the adapter's group to go within a second of its worker";
+    wait_until_every(what, Duration::from_secs(1), Duration::from_millis(10), async || {
+        let live = live_in_group(leader);
+        if live.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{live:?}"))
+        }
+    })
+    .await;
 
     std::fs::write(marks.join("go"), "").unwrap();
     b.start_extra_worker("harness", &[]);

@@ -1,4 +1,5 @@
-//! The store suite: every repository function, on SQLite and on PostgreSQL.
+//! The repository functions without a module of their own here (the catalogue, jobs and their
+//! runs, reviews, Sandbox uses, repository tokens), on SQLite and on PostgreSQL.
 
 use belay_domain::catalogue::{
     AdapterSpec, GgConfigInput, GgConfigUpdate, HarnessInput, ListPrice, ModelInput, TestCaseVersionInput,
@@ -1219,23 +1220,20 @@ async fn on_postgresql_a_completion_is_numbered_after_the_claim_it_waited_for() 
         async move { s.complete_job(&id, true, &[]).await.unwrap() }
     });
     // Until the completion has either finished or is waiting for a lock in this database.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !completing.is_finished() {
+    let what = "the completion to finish or wait for a lock";
+    belay_testkit::wait_until(what, std::time::Duration::from_secs(30), async || {
+        if completing.is_finished() {
+            return Ok(());
+        }
         let waiting: bool = sqlx::query_scalar(
             "select exists(select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock')",
         )
         .fetch_one(&pool)
         .await
         .unwrap();
-        if waiting {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the completion neither finished nor waited"
-        );
-        tokio::task::yield_now().await;
-    }
+        if waiting { Ok(()) } else { Err("neither") }
+    })
+    .await;
     // The claim holds the second job back and commits.
     sqlx::query("insert into job_transitions (job_id, from_status, to_status, at) values ($1, 'queued', 'pending', 0)")
         .bind(held.id.as_str())

@@ -4,52 +4,29 @@
 
 #![allow(dead_code)]
 
+pub mod fake_anthropic;
 pub mod sample;
 
 use serde_json::{Value, json};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const BELAY: &str = env!("CARGO_BIN_EXE_belay");
 
 /// Every pool but the two that need Sandboxes (and so a Sandbox network's git URL).
 pub const WITHOUT_SANDBOXES: &str = "workflows,db,git,llm,harness";
 
-/// The `temporal` binary: `BELAY_TEMPORAL_BIN`, else `temporal` on PATH. Its absence fails the
-/// test: these tests exist to run against a real server.
-pub fn temporal_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("BELAY_TEMPORAL_BIN") {
-        return PathBuf::from(p);
-    }
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join("temporal"))
-                .find(|p| p.is_file())
-        })
-        .expect("no temporal binary: set BELAY_TEMPORAL_BIN or run scripts/test.sh, which installs it")
-}
+pub use belay_testkit::{free_port, poll_until, temporal_bin, wait_until, wait_until_every};
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Waits for `cond` until `limit`, polling; panics with `what` if it never holds.
+/// Waits until `cond` holds, for a condition with nothing to show but yes or no
+/// ([`wait_until`] for one that has).
 pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(what, limit, async || if cond().await { Ok(()) } else { Err("not yet") }).await
 }
 
 struct Proc(Child);
@@ -61,85 +38,22 @@ impl Drop for Proc {
     }
 }
 
-/// A Temporal dev server (in memory) on free ports.
-pub struct Temporal {
-    process: Proc,
-    pub address: String,
+/// A Temporal dev server (in memory) on free ports, with belay's search attributes.
+pub type Temporal = belay_testkit::TemporalDevServer;
+
+/// Starts a [`Temporal`] dev server logging into `dir`.
+pub fn temporal(dir: &Path) -> Temporal {
+    temporal_without(dir, &[])
 }
 
-impl Temporal {
-    /// Starts a dev server and waits until it serves. The dev server picks its internal
-    /// services' ports itself, and one taken by another process between its pick and its listen
-    /// makes that service panic right after the server reports it started (seen in CI: a nil
-    /// listener in the worker service's `Serve`). Such a start is retried on fresh ports, up to
-    /// three times; each failed start's log is kept beside `temporal.log`.
-    pub fn start(dir: &Path) -> Temporal {
-        Self::start_without(dir, &[])
-    }
-
-    /// [`Temporal::start`] with belay's search attributes but those named in `missing`
-    /// registered: a server that refuses to start a workflow carrying one of them.
-    pub fn start_without(dir: &Path, missing: &[&str]) -> Temporal {
-        let log = dir.join("temporal.log");
-        let mut failures = Vec::new();
-        for attempt in 1..=3 {
-            match Self::try_start(&log, missing) {
-                Ok(t) => return t,
-                Err(why) => {
-                    let kept = dir.join(format!("temporal.failed-{attempt}.log"));
-                    let _ = std::fs::rename(&log, &kept);
-                    eprintln!("temporal start {attempt} failed: {why}; its log: {}", kept.display());
-                    failures.push(why);
-                }
-            }
-        }
-        panic!("temporal did not start in three tries: {failures:?}");
-    }
-
-    fn try_start(log_path: &Path, missing: &[&str]) -> Result<Temporal, String> {
-        let port = free_port();
-        let log = std::fs::File::create(log_path).unwrap();
-        let mut cmd = Command::new(temporal_bin());
-        cmd.args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
-            .args(["--port", &port.to_string()])
-            .args(["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]);
-        for (name, kind) in belay_workflows::search::ALL {
-            if !missing.contains(&name) {
-                cmd.arg("--search-attribute").arg(format!("{name}={kind}"));
-            }
-        }
-        let child = cmd
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start temporal");
-        let mut t = Temporal {
-            process: Proc(child),
-            address: format!("127.0.0.1:{port}"),
-        };
-        // Started: it printed its banner (after every service started) and the frontend answers.
-        // A port that answers without the banner may be another process's.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = t.process.0.try_wait().unwrap() {
-                return Err(format!("it exited ({status}) before it served"));
-            }
-            let banner = std::fs::read_to_string(log_path).is_ok_and(|l| l.contains("Temporal Server:"));
-            if banner && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err("it did not serve within 60 s".to_owned());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // A service with no listener panics just after the banner.
-        std::thread::sleep(Duration::from_millis(200));
-        match t.process.0.try_wait().unwrap() {
-            Some(status) => Err(format!("it exited ({status}) just after it started")),
-            None => Ok(t),
-        }
-    }
+/// [`temporal`] with belay's search attributes but those named in `missing` registered: a server
+/// that refuses to start a workflow carrying one of them.
+pub fn temporal_without(dir: &Path, missing: &[&str]) -> Temporal {
+    let registered: Vec<(&str, &str)> = belay_workflows::search::ALL
+        .into_iter()
+        .filter(|(name, _)| !missing.contains(name))
+        .collect();
+    Temporal::start(dir, &registered)
 }
 
 /// belay's API and worker processes against one database and one Temporal server.
@@ -281,7 +195,7 @@ impl Belay {
         let dir = tempfile::tempdir().unwrap();
         let database_url = format!("sqlite:{}", dir.path().join("belay.db").display());
         let extra = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let temporal = Temporal::start(dir.path());
+        let temporal = temporal(dir.path());
         let mut b = Self::prepare(dir, temporal, database_url, extra, Some(SandboxNet::create()));
         b.worker_pools = pools.map(str::to_owned);
         b.start_api().await;
@@ -305,7 +219,7 @@ impl Belay {
         let db = belay_store::testing::fresh(belay_store::Backend::Postgres).await;
         db.store.close().await;
         let extra = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let temporal = Temporal::start(dir.path());
+        let temporal = temporal(dir.path());
         let mut b = Self::prepare(dir, temporal, db.url.clone(), extra, Some(SandboxNet::create()));
         b.worker_pools = Some(pools.to_owned());
         b.start_api().await;
@@ -317,7 +231,7 @@ impl Belay {
     /// server before belay starts ([`Belay::start_on_temporal`]).
     pub fn temporal_first() -> (tempfile::TempDir, Temporal) {
         let dir = tempfile::tempdir().unwrap();
-        let temporal = Temporal::start(dir.path());
+        let temporal = temporal(dir.path());
         (dir, temporal)
     }
 
@@ -342,7 +256,7 @@ impl Belay {
         extra_env: Vec<(String, String)>,
         sandbox: Option<SandboxNet>,
     ) -> Belay {
-        let temporal = Temporal::start(dir.path());
+        let temporal = temporal(dir.path());
         let mut b = Self::prepare(dir, temporal, database_url, extra_env, sandbox);
         b.start_api().await;
         b.start_worker().await;
@@ -495,14 +409,14 @@ impl Belay {
 
     /// Waits until extra worker `n` has exited by itself (a failpoint killed it).
     pub async fn wait_extra_worker_exit(&mut self, n: usize, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        loop {
-            if self.extra_workers[n].0.try_wait().unwrap().is_some() {
-                return;
+        let what = format!("extra worker {n} to exit");
+        wait_until(&what, limit, async || {
+            match self.extra_workers[n].0.try_wait().unwrap() {
+                Some(_) => Ok(()),
+                None => Err("it still runs"),
             }
-            assert!(Instant::now() < deadline, "extra worker {n} still runs after {limit:?}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
     }
 
     /// SIGKILL to an extra worker.
@@ -601,20 +515,16 @@ impl Belay {
     }
 
     pub async fn wait_status(&self, id: &str, statuses: &[&str], limit: Duration) -> Value {
-        let deadline = Instant::now() + limit;
-        loop {
+        let what = format!("job {id} to reach {statuses:?} (logs in {})", self.dir.path().display());
+        wait_until(&what, limit, async || {
             let j = self.job(id).await;
             if statuses.contains(&j["status"].as_str().unwrap()) {
-                return j;
+                Ok(j)
+            } else {
+                Err(format!("it is {}", j["status"]))
             }
-            assert!(
-                Instant::now() < deadline,
-                "job {id} never reached {statuses:?}; it is {}; logs in {}",
-                j["status"],
-                self.dir.path().display()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     pub async fn transitions(&self) -> Vec<Value> {
@@ -632,18 +542,26 @@ impl Belay {
 
 /// Creates a project named `name` and waits until it is ready; its id.
 pub async fn ready_project(b: &Belay, name: &str) -> String {
-    let (s, p) = b.post("/v1/projects", json!({ "name": name })).await;
+    ready_project_of(b, json!({ "name": name })).await
+}
+
+/// Creates the project `body` describes and waits until it is ready (failing at once if it
+/// failed); its id.
+pub async fn ready_project_of(b: &Belay, body: Value) -> String {
+    let (s, p) = b.post("/v1/projects", body).await;
     assert_eq!(s, 201, "{p}");
     let id = p["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let p = b.get(&format!("/v1/projects/{id}")).await;
-        if p["status"] == "ready" {
-            return id;
-        }
-        assert!(p["status"] != "failed" && Instant::now() < deadline, "{p}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        &format!("project {id} to be ready"),
+        Duration::from_secs(60),
+        async || {
+            let p = b.get(&format!("/v1/projects/{id}")).await;
+            assert!(p["status"] != "failed", "{p}");
+            if p["status"] == "ready" { Ok(()) } else { Err(p) }
+        },
+    )
+    .await;
+    id
 }
 
 /// A further `belay api` process ([`Belay::start_second_api`]).
@@ -726,7 +644,7 @@ pub fn scheduled_activities(history: &[u8]) -> Vec<String> {
 /// With `BELAY_RECORD_HISTORIES=DIR`, writes `json` to `DIR/<name>.json` unless a history of that
 /// name is there already (recorded histories are append-only).
 pub fn record_history(name: &str, json: &[u8]) {
-    if let Ok(dir) = std::env::var("BELAY_RECORD_HISTORIES") {
+    if let Some(dir) = belay_testkit::var("BELAY_RECORD_HISTORIES") {
         let path = Path::new(&dir).join(format!("{name}.json"));
         if !path.exists() {
             std::fs::write(&path, json).unwrap();

@@ -1,14 +1,12 @@
 //! Agent workspaces end to end: real `belay api` and `belay worker` processes, a real Temporal
 //! server, real git over smart HTTP and a real Docker Sandbox.
 
-mod common;
-
+use crate::common::{Belay, ready_project_of, replays, wait_until, wait_until_every};
 use belay_domain::ids::ProjectId;
-use common::{Belay, replays};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
@@ -18,21 +16,6 @@ fn git(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
-}
-
-async fn ready_project(b: &Belay, body: Value) -> String {
-    let (s, p) = b.post("/v1/projects", body).await;
-    assert_eq!(s, 201, "{p}");
-    let id = p["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let p = b.get(&format!("/v1/projects/{id}")).await;
-        if p["status"] == "ready" {
-            return id;
-        }
-        assert!(p["status"] != "failed" && Instant::now() < deadline, "{p}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn change(b: &Belay, project: &str) -> String {
@@ -92,7 +75,7 @@ fn kill_sandbox(project: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_workspace_opens_edits_and_publishes_a_change_set_whose_patch_applies_and_a_lost_sandbox_restores() {
     let b = Belay::start_with_sandbox().await;
-    let project = ready_project(
+    let project = ready_project_of(
         &b,
         json!({"name": "hello", "workspacePolicy": {
             "commands": ["git status *", "ls *", "cat *"],
@@ -358,7 +341,7 @@ async fn a_workspace_opens_edits_and_publishes_a_change_set_whose_patch_applies_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_change_opens_at_most_four_workspaces_and_the_meter_cap_refuses_with_429() {
     let b = Belay::start_with_sandbox().await;
-    let project = ready_project(&b, json!({"name": "caps"})).await;
+    let project = ready_project_of(&b, json!({"name": "caps"})).await;
     let change = change(&b, &project).await;
     let other = task_run(&b, &change, "notes", "other", &[]).await;
     let (s, v) = tool(&b, &other, json!({"tool": "run_command", "argv": ["ls"]})).await;
@@ -390,7 +373,7 @@ async fn a_change_opens_at_most_four_workspaces_and_the_meter_cap_refuses_with_4
     tool_ok(&b, &runs[4], json!({"tool": "run_command", "argv": ["ls"]})).await;
 
     // A project whose month is all reserved is refused with sandbox_cap, and nothing opens.
-    let full = ready_project(&b, json!({"name": "full"})).await;
+    let full = ready_project_of(&b, json!({"name": "full"})).await;
     let store = b.store().await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -424,7 +407,7 @@ async fn a_change_opens_at_most_four_workspaces_and_the_meter_cap_refuses_with_4
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_edit_session_runs_any_command_as_its_own_user_and_leaves_no_process_behind() {
     let b = Belay::start_with_sandbox().await;
-    let project = ready_project(&b, json!({"name": "edit"})).await;
+    let project = ready_project_of(&b, json!({"name": "edit"})).await;
     let (s, session) = b
         .post(&format!("/v1/projects/{project}/edit-sessions"), json!({}))
         .await;
@@ -517,7 +500,7 @@ async fn an_edit_session_runs_any_command_as_its_own_user_and_leaves_no_process_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_daily_forks_sweep_deletes_only_the_forks_its_rules_make_due() {
     let b = Belay::start_with_sandbox().await;
-    let project = ready_project(&b, json!({"name": "sweep"})).await;
+    let project = ready_project_of(&b, json!({"name": "sweep"})).await;
     let change = change(&b, &project).await;
     let mut runs = Vec::new();
     for i in 0..4 {
@@ -541,15 +524,19 @@ async fn the_daily_forks_sweep_deletes_only_the_forks_its_rules_make_due() {
         .post(&format!("/v1/projects/{project}/edit-sessions"), json!({}))
         .await;
     let overdue = overdue["id"].as_str().unwrap().to_string();
-    let other = ready_project(&b, json!({"name": "other"})).await;
+    let other = ready_project_of(&b, json!({"name": "other"})).await;
     let (_, fresh) = b.post(&format!("/v1/projects/{other}/edit-sessions"), json!({})).await;
     let fresh = fresh["id"].as_str().unwrap().to_string();
     let edit_repo = |id: &str| git_root.join(format!("edit-{}.git", id.strip_prefix("edit_").unwrap()));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(edit_repo(&overdue).is_dir() && edit_repo(&fresh).is_dir()) {
-        assert!(Instant::now() < deadline, "the session forks were never made");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until("the session forks to be made", Duration::from_secs(30), async || {
+        let made = (edit_repo(&overdue).is_dir(), edit_repo(&fresh).is_dir());
+        if made == (true, true) {
+            Ok(())
+        } else {
+            Err(format!("made (overdue, fresh): {made:?}"))
+        }
+    })
+    .await;
 
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -578,7 +565,7 @@ async fn the_daily_forks_sweep_deletes_only_the_forks_its_rules_make_due() {
         .unwrap();
 
     let temporal = |args: &[&str]| {
-        let out = Command::new(common::temporal_bin())
+        let out = Command::new(crate::common::temporal_bin())
             .args(args)
             .args(["--address", &b.temporal.address])
             .output()
@@ -594,22 +581,32 @@ async fn the_daily_forks_sweep_deletes_only_the_forks_its_rules_make_due() {
     assert!(described.contains("86400s"), "the schedule fires daily: {described}");
     temporal(&["schedule", "trigger", "--schedule-id", "forks-sweep"]);
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while git_root.join(format!("{}.git", ws(&runs[0]))).exists() || edit_repo(&overdue).exists() {
-        assert!(Instant::now() < deadline, "the sweep never deleted the due forks");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = "the sweep to delete the due forks";
+    wait_until_every(what, Duration::from_secs(60), Duration::from_millis(100), async || {
+        let left = (
+            git_root.join(format!("{}.git", ws(&runs[0]))).exists(),
+            edit_repo(&overdue).exists(),
+        );
+        if left == (false, false) {
+            Ok(())
+        } else {
+            Err(format!("left (run's, session's): {left:?}"))
+        }
+    })
+    .await;
     let session = b.get(&format!("/v1/edit-sessions/{overdue}")).await;
     assert_eq!(session["status"], "ended", "{session}");
     let workflow = format!("edit-{}", overdue.strip_prefix("edit_").unwrap());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !temporal(&["workflow", "describe", "--workflow-id", &workflow, "-o", "json"]).contains("COMPLETED") {
-        assert!(
-            Instant::now() < deadline,
-            "the overdue session's workflow never completed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = "the overdue session's workflow to complete";
+    wait_until_every(what, Duration::from_secs(30), Duration::from_millis(100), async || {
+        let described = temporal(&["workflow", "describe", "--workflow-id", &workflow, "-o", "json"]);
+        if described.contains("COMPLETED") {
+            Ok(())
+        } else {
+            Err(described)
+        }
+    })
+    .await;
     for kept in [&runs[1], &runs[2], &runs[3]] {
         assert!(
             git_root.join(format!("{}.git", ws(kept))).is_dir(),

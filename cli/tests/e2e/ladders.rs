@@ -5,9 +5,7 @@
 //! halt and delete; bad input; and recorded ladder TopUpWorkflow and LadderClimbWorkflow
 //! histories that replay.
 
-mod common;
-
-use common::{Belay, create_account, replays, wait_for};
+use crate::common::{Belay, create_account, replays, wait_for, wait_until_every};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -79,8 +77,8 @@ async fn jobs_of(b: &Belay, id: &str) -> Vec<Value> {
 
 /// The completed runs of a ladder's jobs, in queue order (waiting for `n` of them).
 async fn runs_of(b: &Belay, id: &str, n: usize) -> Vec<String> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    loop {
+    let what = format!("{n} runs of {id}");
+    wait_until_every(&what, Duration::from_secs(90), Duration::from_millis(200), async || {
         let mut runs = Vec::new();
         for j in jobs_of(b, id).await {
             if j["status"] == "completed" {
@@ -91,15 +89,12 @@ async fn runs_of(b: &Belay, id: &str, n: usize) -> Vec<String> {
             }
         }
         if runs.len() >= n {
-            return runs;
+            Ok(runs)
+        } else {
+            Err(format!("only {}", runs.len()))
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "only {} of {n} runs of {id}",
-            runs.len()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
 }
 
 async fn review(b: &Belay, run: &str, rating: &str) {
@@ -203,7 +198,7 @@ async fn a_new_ladder_enqueues_nothing_until_enabled_and_enabling_launches_rung_
         patches.iter().any(|p| p == belay_workflows::top_up::ONE_STEP_TOP_UP),
         "{patches:?}"
     );
-    assert_eq!(common::scheduled_activities(&h), ["db.topup_one_step"]);
+    assert_eq!(crate::common::scheduled_activities(&h), ["db.topup_one_step"]);
     // A second top-up finds every current rung at target.
     let t = topup(&b, &id).await;
     assert_eq!((t["enqueued"].clone(), t["occupancy"].clone()), (json!(0), json!(10)));
@@ -1157,20 +1152,25 @@ async fn the_climb_continues_as_new_keeping_its_input_and_still_answers_its_boar
     // Its first read, then one poke: two reads, so it continues as new; two more pokes and the
     // second run (which kept `steps_per_run: 2`) does too.
     let mut seen = vec![first.clone()];
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    while seen.len() < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the climb continued as new {} times, not 2",
-            seen.len() - 1
-        );
-        let _ = belay_client::poke_climb(&client, &id).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let now = current_run().await;
-        if !seen.contains(&now) {
-            seen.push(now);
-        }
-    }
+    // Each look pokes the climb when it has not yet continued as new twice, and looks again
+    // 200 ms later.
+    wait_until_every(
+        "the climb to continue as new twice",
+        Duration::from_secs(90),
+        Duration::from_millis(200),
+        async || {
+            let now = current_run().await;
+            if !seen.contains(&now) {
+                seen.push(now);
+            }
+            if seen.len() >= 3 {
+                return Ok(());
+            }
+            let _ = belay_client::poke_climb(&client, &id).await;
+            Err(format!("it continued as new {} times", seen.len() - 1))
+        },
+    )
+    .await;
 
     // The run that continued as new ended so, and its history replays.
     let first_history = handle
@@ -1183,7 +1183,7 @@ async fn the_climb_continues_as_new_keeping_its_input_and_still_answers_its_boar
         text.contains("WorkflowExecutionContinuedAsNewEventAttributes"),
         "the first run did not continue as new"
     );
-    common::replays_json("ladder-climb-continued-v1", first_history.clone()).await;
+    crate::common::replays_json("ladder-climb-continued-v1", first_history.clone()).await;
 
     // The newest run answers where the climber stands.
     wait_awaiting_review(&client, &id, "the new run's board", 0).await;

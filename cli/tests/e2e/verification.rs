@@ -2,13 +2,11 @@
 //! Temporal server, real git (gix merges, smart HTTP into the Sandbox) and a real Docker Sandbox
 //! with Bun, against the sample app of `tests/fixtures/sample-app` seeded into canonical.
 
-mod common;
-
-use common::{Belay, replays};
+use crate::common::{Belay, replays, wait_until_every};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
@@ -23,7 +21,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// A ready project whose canonical `main` holds the sample app (pushed by the test, the project
 /// row brought in line), with `policy` written when given.
 async fn sample_project(b: &Belay, policy: Option<Value>) -> String {
-    let id = common::sample::sample_project(b).await;
+    let id = crate::common::sample::sample_project(b).await;
     if let Some(policy) = policy {
         let (s, v) = b
             .request(
@@ -88,17 +86,10 @@ async fn verify(b: &Belay, change: &str) -> Value {
     wait_candidate(b, k["id"].as_str().unwrap()).await
 }
 
+/// Waits until the Candidate has finished (a verified low-risk winner may be promoted by the
+/// time it is read).
 async fn wait_candidate(b: &Belay, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(400);
-    loop {
-        let k = b.get(&format!("/v1/candidates/{id}")).await;
-        // A verified low-risk winner may be promoted by the time it is read.
-        if ["verified", "rejected", "stale", "promoted"].contains(&k["status"].as_str().unwrap_or_default()) {
-            return k;
-        }
-        assert!(Instant::now() < deadline, "candidate never finished: {k}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    crate::common::sample::wait_candidate(b, id, &["verified", "rejected", "stale", "promoted"]).await
 }
 
 fn evidence<'a>(k: &'a Value, check: &str) -> Vec<&'a Value> {
@@ -571,16 +562,21 @@ async fn budget_build_security_procedure_and_stale_gaps_and_a_killed_worker_leav
     let (s, k) = b.post(&format!("/v1/changes/{c}/verification"), json!({})).await;
     assert_eq!(s, 201, "{k}");
     let id = k["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let k = b.get(&format!("/v1/candidates/{id}")).await;
-        // The build check (typecheck) has its row: the next step, unit, is running.
-        if !evidence(&k, "build").is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{k:#}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // The build check (typecheck) has its row: the next step, unit, is running.
+    wait_until_every(
+        "the build check's Evidence",
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+        async || {
+            let k = b.get(&format!("/v1/candidates/{id}")).await;
+            if evidence(&k, "build").is_empty() {
+                Err(format!("{k:#}"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     b.kill_worker();
     b.start_worker().await;
@@ -594,19 +590,17 @@ async fn budget_build_security_procedure_and_stale_gaps_and_a_killed_worker_leav
     assert_eq!(unit[0]["attempt"], 1);
     // A verified low-risk winner goes on to promotion by itself (the policy lets it through):
     // let it settle before canonical is moved by hand below.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    let what = "the winner's promotion to settle";
+    wait_until_every(what, Duration::from_secs(120), Duration::from_millis(200), async || {
         let k = b.get(&format!("/v1/candidates/{id}")).await;
         let change = b.get(&format!("/v1/changes/{c}")).await;
         if k["status"] == "promoted" || change["status"] == "awaiting_approval" {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{k:#} {change:#}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the winner's promotion did not settle: {k:#} {change:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     let generation = b.get(&format!("/v1/projects/{project}")).await["generation"]
         .as_i64()
         .unwrap();
@@ -721,7 +715,7 @@ async fn a_check_past_its_timeout_is_the_gap_timed_out() {
 
 /// What the `temporal` CLI prints for `args` against the test's Temporal server.
 fn temporal(b: &Belay, args: &[&str]) -> String {
-    let out = Command::new(common::temporal_bin())
+    let out = Command::new(crate::common::temporal_bin())
         .args(args)
         .args(["--address", &b.temporal.address, "--output", "json"])
         .output()
@@ -804,11 +798,12 @@ async fn a_live_app_is_smoke_tested_in_the_sandbox_and_a_client_change_without_a
     );
     // Low risk, no criteria: it promotes by itself, and canonical then holds its built bundle.
     let id = k["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while b.get(&format!("/v1/candidates/{id}")).await["status"] != "promoted" {
-        assert!(Instant::now() < deadline, "the Candidate was never promoted");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let what = "the Candidate to be promoted";
+    wait_until_every(what, Duration::from_secs(120), Duration::from_millis(250), async || {
+        let status = b.get(&format!("/v1/candidates/{id}")).await["status"].clone();
+        if status == "promoted" { Ok(()) } else { Err(status) }
+    })
+    .await;
 
     // A dev server that listens on the wrong port passes every unit test but not the smoke
     // check: the only gap, so the reason is the preview's.
@@ -851,7 +846,7 @@ async fn a_live_app_is_smoke_tested_in_the_sandbox_and_a_client_change_without_a
     ] {
         assert!(patches.contains(&marker.to_owned()), "{marker}: {patches:?}");
     }
-    let scheduled = common::scheduled_activities(&history);
+    let scheduled = crate::common::scheduled_activities(&history);
     let settle = scheduled.iter().position(|a| a == "db.verify_settle").unwrap();
     let last_check = scheduled.iter().rposition(|a| a == "sandbox.verify_check").unwrap();
     assert!(settle < last_check, "{scheduled:?}");
@@ -880,8 +875,8 @@ async fn a_live_app_is_smoke_tested_in_the_sandbox_and_a_client_change_without_a
         .map(|g| (g["checkId"].clone(), g["reason"].clone()))
         .collect();
     assert_eq!(gaps, vec![(json!("preview-smoke"), json!("failed"))], "{progress:#}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let what = "a workflow listed by the Candidate's search attributes";
+    wait_until_every(what, Duration::from_secs(30), Duration::from_millis(250), async || {
         let listed = temporal(
             &b,
             &[
@@ -892,14 +887,12 @@ async fn a_live_app_is_smoke_tested_in_the_sandbox_and_a_client_change_without_a
             ],
         );
         if listed.contains(&format!("verify-{id}")) {
-            break;
+            Ok(())
+        } else {
+            Err(listed)
         }
-        assert!(
-            Instant::now() < deadline,
-            "no workflow listed by the Candidate's search attributes: {listed}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await;
     // Composition is an event of the Candidate, its owner's.
     let events = b.get(&format!("/v1/events?entity={id}")).await;
     assert!(

@@ -1,13 +1,11 @@
 //! `belay dev` as a newcomer meets it: it starts everything, prints where things are, runs a demo
 //! job to completion, stops every child on SIGTERM, and resumes with all state on a second start.
 
-mod common;
-
-use common::{BELAY, free_port, temporal_bin, wait_for};
+use crate::common::{BELAY, free_port, temporal_bin, wait_for, wait_until};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Dev {
     child: std::process::Child,
@@ -25,7 +23,7 @@ fn sandbox_tag(test: &str) -> String {
 }
 
 fn start(data_dir: &std::path::Path, ports: (u16, u16, u16), test: &str) -> Dev {
-    start_with(data_dir, ports, test, &temporal_bin())
+    start_with(data_dir, ports, test, std::path::Path::new(&temporal_bin()))
 }
 
 /// `start` with `temporal` as the Temporal binary.
@@ -142,26 +140,24 @@ fn alive(pid: u32) -> bool {
         .is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, a)| a.trim_start().starts_with('Z')))
 }
 
-fn stop(mut dev: Dev) {
+async fn stop(mut dev: Dev) {
     let pid = dev.child.id();
     let children = children_of(pid);
     assert!(!children.is_empty(), "belay dev runs the Temporal server as its child");
-    let t = Instant::now();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    loop {
-        if dev.child.try_wait().unwrap().is_some() {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(15),
-            "belay dev did not exit within 15 s of SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        "belay dev to exit within 15 s of SIGTERM",
+        Duration::from_secs(15),
+        async || match dev.child.try_wait().unwrap() {
+            Some(_) => Ok(()),
+            None => Err("it runs"),
+        },
+    )
+    .await;
     for c in children {
         let cmd = std::fs::read_to_string(format!("/proc/{c}/cmdline"))
             .unwrap_or_default()
@@ -207,7 +203,7 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
             .any(|l| l.starts_with("belay_jobs{") && l.contains("status=\"completed\"") && !l.ends_with(" 0")),
         "{exposition}"
     );
-    stop(dev);
+    stop(dev).await;
 
     let again = start(dir.path(), ports, "demo");
     assert_eq!(again.token, token, "the bootstrap account is created once");
@@ -298,7 +294,7 @@ async fn belay_dev_runs_a_demo_job_stops_cleanly_and_resumes_with_its_state() {
         std::fs::read_to_string(stored).unwrap().contains("demo-model"),
         "the artifact is in the object store"
     );
-    stop(again);
+    stop(again).await;
 }
 
 /// Removes one test's Sandbox containers and network.
@@ -374,7 +370,7 @@ async fn belay_dev_serves_agent_workspaces_through_its_sandbox_network() {
     )
     .await;
     assert_eq!(s, 200, "the workspace cloned over the Sandbox network: {out}");
-    stop(dev);
+    stop(dev).await;
 }
 
 /// The dev server picks its internal services' ports itself, and a port another process takes
@@ -404,7 +400,7 @@ echo 'panic: runtime error: invalid memory address or nil pointer dereference' >
 exit 2
 "#,
             once = once.display(),
-            real = temporal_bin().display()
+            real = temporal_bin()
         ),
     )
     .unwrap();
@@ -427,5 +423,5 @@ exit 2
         "the job to complete on the second server",
     )
     .await;
-    stop(dev);
+    stop(dev).await;
 }

@@ -2,20 +2,16 @@
 //! real git and the real Sandbox on the sample app, and the fake Anthropic Messages API served
 //! over loopback by this test (the production client speaks to it).
 
-mod common;
-#[path = "common/fake_anthropic.rs"]
-mod fake_anthropic;
-
+use crate::common::fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance, verdict};
+use crate::common::{Belay, poll_until, replays, wait_until_every};
 use belay_domain::ids::ChangeId;
-use common::{Belay, replays};
-use fake_anthropic::{FakeAnthropic, Reply, Seen, acceptance, verdict};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const HAIKU: &str = "claude-haiku-4-5";
 const SONNET: &str = "claude-sonnet-4-5";
 
-use common::sample::sample_project;
+use crate::common::sample::sample_project;
 
 /// A Task whose run writes `files` and publishes; answers (task, ChangeSet).
 async fn task(b: &Belay, change: &str, key: &str, resources: &[&str], files: &[(&str, &str)]) -> (Value, Value) {
@@ -53,8 +49,8 @@ async fn task(b: &Belay, change: &str, key: &str, resources: &[&str], files: &[(
 /// Waits until every Candidate has settled (a selected low-risk winner goes on to be promoted,
 /// the others are rejected or wait for a person) and sibling selection has left its receipt.
 async fn wait_done(b: &Belay, ids: &[String], change: &str) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
+    let what = "every Candidate to settle and the selection's receipt";
+    wait_until_every(what, Duration::from_secs(600), Duration::from_millis(300), async || {
         // The receipt first: the selection's rejections commit with it, so Candidates read after
         // it show them (read before it, all three may still be `verified`).
         let receipts = b.get(&format!("/v1/changes/{change}/receipts")).await;
@@ -72,11 +68,12 @@ async fn wait_done(b: &Belay, ids: &[String], change: &str) -> Vec<Value> {
             .iter()
             .all(|k| ["verified", "rejected", "promoted"].contains(&k["status"].as_str().unwrap_or_default()));
         if gated && selected {
-            return all;
+            Ok(all)
+        } else {
+            Err(format!("selected {selected}: {all:#?}"))
         }
-        assert!(Instant::now() < deadline, "selection never happened: {all:#?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    })
+    .await
 }
 
 /// The Change's sibling-selection receipt, and all its receipts.
@@ -106,15 +103,21 @@ async fn todo_helper_change(b: &Belay, project: &str, criterion: &str) -> String
 
 /// Waits until the Candidate has the status.
 async fn wait_status(b: &Belay, id: &str, want: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let k = b.get(&format!("/v1/candidates/{id}")).await;
-        if k["status"] == want {
-            return k;
-        }
-        assert!(Instant::now() < deadline, "{id} never became {want}: {k:#}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let what = format!("{id} to become {want}");
+    wait_until_every(
+        &what,
+        Duration::from_secs(180),
+        Duration::from_millis(300),
+        async || {
+            let k = b.get(&format!("/v1/candidates/{id}")).await;
+            if k["status"] == want {
+                Ok(k)
+            } else {
+                Err(format!("{k:#}"))
+            }
+        },
+    )
+    .await
 }
 
 const STATS: &str = "export function countTodos(titles: string[]): number {\n  return titles.length;\n}\n";
@@ -343,7 +346,7 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
     // recorded for the replay suite.
     let mut handed_on = Vec::new();
     for id in &ids {
-        let h = common::completed_history(&b, &format!("verify-{id}")).await;
+        let h = crate::common::completed_history(&b, &format!("verify-{id}")).await;
         let patches = belay_client::replay::patches(&h).unwrap();
         if patches
             .iter()
@@ -359,7 +362,7 @@ async fn three_siblings_of_a_fork_required_conflict_the_promotable_one_meeting_m
     );
     let h = handed_on.pop().unwrap();
     assert!(String::from_utf8_lossy(&h).contains("db.winner_facts"));
-    common::replays_json("verification-selected-winner-ready", h).await;
+    crate::common::replays_json("verification-selected-winner-ready", h).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -557,17 +560,8 @@ async fn the_criteria_of_a_change_promoted_meanwhile_are_kept_a_kept_not_met_get
     // objective names the kept criterion.
     let held = verify(titles.clone()).await;
     let k = wait_status(&b, &held, "verified").await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let repair = loop {
-        if let Some(r) = receipts_of(&b, &titles, "ACCEPTANCE_REPAIR").await.first() {
-            break r.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{:#}",
-            b.get(&format!("/v1/changes/{titles}")).await
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let Some(repair) = wait_repair(&b, &titles, Duration::from_secs(60), Duration::from_millis(200)).await else {
+        panic!("no repair receipt: {:#}", b.get(&format!("/v1/changes/{titles}")).await);
     };
     assert!(
         repair["outcome"]["objective"]
@@ -758,6 +752,20 @@ async fn receipts_of(b: &Belay, change: &str, kind: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The Change's first acceptance-repair receipt, asked for every `every` until `timeout`; `None`
+/// when none came (the caller says what it saw instead).
+async fn wait_repair(b: &Belay, change: &str, timeout: Duration, every: Duration) -> Option<Value> {
+    poll_until(timeout, every, async || {
+        receipts_of(b, change, "ACCEPTANCE_REPAIR")
+            .await
+            .first()
+            .cloned()
+            .ok_or(())
+    })
+    .await
+    .ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_criterion_not_met_on_a_candidate_that_passed_every_required_check_gets_one_repair_and_the_next_goes_to_a_person()
  {
@@ -778,18 +786,8 @@ async fn a_criterion_not_met_on_a_candidate_that_passed_every_required_check_get
     let (s, k) = b.post(&format!("/v1/changes/{change}/verification"), json!({})).await;
     assert_eq!(s, 201, "{k}");
     let first = k["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let repair = loop {
-        let found = receipts_of(&b, &change, "ACCEPTANCE_REPAIR").await;
-        if let Some(r) = found.first() {
-            break r.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no repair: {:#}",
-            b.get(&format!("/v1/candidates/{first}")).await
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    let Some(repair) = wait_repair(&b, &change, Duration::from_secs(300), Duration::from_millis(300)).await else {
+        panic!("no repair: {:#}", b.get(&format!("/v1/candidates/{first}")).await);
     };
     let k = b.get(&format!("/v1/candidates/{first}")).await;
     assert!(
@@ -869,27 +867,32 @@ async fn a_criterion_not_met_on_a_candidate_that_passed_every_required_check_get
         k["changeSetIds"].as_array().unwrap().contains(&fixed["id"]),
         "the next Candidate holds the repair: {k:#}"
     );
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while b.get(&format!("/v1/changes/{change}")).await["status"] != "awaiting_approval" {
-        if Instant::now() > deadline {
-            let k = b.get(&format!("/v1/candidates/{second}")).await;
-            let checks: Vec<(Value, Value)> = k["evidence"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| (e["checkId"].clone(), e["status"].clone()))
-                .collect();
-            panic!(
-                "change {}; second {} ({}), gaps {}, checks {checks:?}; first {}; events {:#}",
-                b.get(&format!("/v1/changes/{change}")).await["status"],
-                k["status"],
-                k["statusReason"],
-                k["gaps"],
-                b.get(&format!("/v1/candidates/{first}")).await["status"],
-                b.get(&format!("/v1/events?entity={change}")).await
-            );
+    let awaiting = poll_until(Duration::from_secs(300), Duration::from_millis(300), async || {
+        let status = b.get(&format!("/v1/changes/{change}")).await["status"].clone();
+        if status == "awaiting_approval" {
+            Ok(())
+        } else {
+            Err(status)
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    })
+    .await;
+    if awaiting.is_err() {
+        let k = b.get(&format!("/v1/candidates/{second}")).await;
+        let checks: Vec<(Value, Value)> = k["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["checkId"].clone(), e["status"].clone()))
+            .collect();
+        panic!(
+            "change {}; second {} ({}), gaps {}, checks {checks:?}; first {}; events {:#}",
+            b.get(&format!("/v1/changes/{change}")).await["status"],
+            k["status"],
+            k["statusReason"],
+            k["gaps"],
+            b.get(&format!("/v1/candidates/{first}")).await["status"],
+            b.get(&format!("/v1/events?entity={change}")).await
+        );
     }
     let tasks = b.get(&format!("/v1/changes/{change}/tasks")).await;
     assert_eq!(

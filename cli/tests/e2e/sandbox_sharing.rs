@@ -4,10 +4,8 @@
 //! deployment label keeps two deployments apart, and a Sandbox lost mid-command is answered as
 //! lost (workspaces and edit sessions alike) instead of being run again.
 
-mod common;
-
+use crate::common::{Belay, ready_project};
 use belay_domain::ids::ProjectId;
-use common::{Belay, ready_project};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -103,7 +101,7 @@ async fn kill_after(project: &str, after: Duration) {
 }
 
 async fn wait_gone(project: &str, limit: Duration) {
-    common::wait_for(&format!("the Sandbox of {project} to be reaped"), limit, || async {
+    crate::common::wait_for(&format!("the Sandbox of {project} to be reaped"), limit, || async {
         container_id(project).is_none()
     })
     .await;
@@ -135,7 +133,7 @@ async fn a_50_s_command_survives_the_reapers_of_another_worker_and_of_another_de
     let started = Instant::now();
     let run = command(&a, &session, "sleep 50; echo survived");
     let watch = async {
-        common::wait_for("the busy Sandbox to start", Duration::from_secs(60), || async {
+        crate::common::wait_for("the busy Sandbox to start", Duration::from_secs(60), || async {
             container_id(&project).is_some()
         })
         .await;
@@ -168,7 +166,7 @@ async fn a_50_s_command_survives_the_reapers_of_another_worker_and_of_another_de
 
     // Once idle, the shared record lets a reaper (either worker's) remove it, and the lease goes.
     wait_gone(&project, Duration::from_secs(30)).await;
-    common::wait_for("the lease to go", Duration::from_secs(10), || async {
+    crate::common::wait_for("the lease to go", Duration::from_secs(10), || async {
         a.store().await.sandbox_leases(0).await.unwrap().is_empty()
     })
     .await;

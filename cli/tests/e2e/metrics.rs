@@ -2,9 +2,7 @@
 //! the API and of the worker answer the text exposition format, parsed here line by line, with
 //! the job figures moving as a job runs; the Temporal SDK's own worker metrics on their address.
 
-mod common;
-
-use common::{Belay, free_port};
+use crate::common::{Belay, free_port};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -127,7 +125,7 @@ async fn metrics_answer_the_exposition_format_and_the_job_figures_move_as_a_job_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn top_ups_and_verifications_move_their_counters_and_durations() {
-    use common::sample::{change, sample_project, start_verification, task, wait_candidate, write};
+    use crate::common::sample::{change, sample_project, start_verification, task, wait_candidate, write};
     use serde_json::json;
 
     let b = Belay::start_with_sandbox().await;
@@ -262,7 +260,7 @@ async fn top_ups_and_verifications_move_their_counters_and_durations() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_temporal_refuses_to_start_is_logged_counted_and_started_on_a_retry() {
     let dir = tempfile::tempdir().unwrap();
-    let temporal = common::Temporal::start_without(dir.path(), &["BelayHarness"]);
+    let temporal = crate::common::temporal_without(dir.path(), &["BelayHarness"]);
     let b = Belay::start_on_temporal(dir, temporal, &[]).await;
     b.catalogue().await;
     b.harness("h", 1, r#"printf '{"status":"completed"}' > "$BELAY_MANIFEST""#)
@@ -278,7 +276,7 @@ async fn a_run_temporal_refuses_to_start_is_logged_counted_and_started_on_a_retr
     // tries, so the dispatcher outlived its activity's retries (it waits its backstop, then
     // starts the same batch again).
     let outlived = f64::from(belay_workflows::options::START_ATTEMPTS + 1);
-    common::wait_for("refused starts counted", Duration::from_secs(90), || {
+    crate::common::wait_for("refused starts counted", Duration::from_secs(90), || {
         let (http, api) = (b.http.clone(), api.clone());
         async move { sample(&scrape(&http, &api).await, "belay_run_start_failures_total") >= outlived }
     })
@@ -292,7 +290,7 @@ async fn a_run_temporal_refuses_to_start_is_logged_counted_and_started_on_a_retr
     assert_ne!(b.job(&id).await["status"], "completed");
 
     // The operator registers the attribute; the next retry starts the run, which runs once.
-    let out = std::process::Command::new(common::temporal_bin())
+    let out = std::process::Command::new(crate::common::temporal_bin())
         .args([
             "operator",
             "search-attribute",
@@ -327,7 +325,7 @@ async fn a_run_temporal_refuses_to_start_is_logged_counted_and_started_on_a_retr
     belay_client::replay::replay_json(&json)
         .await
         .unwrap_or_else(|e| panic!("dispatcher: {e}"));
-    common::record_history("dispatcher-refusals-v1", &json);
+    crate::common::record_history("dispatcher-refusals-v1", &json);
 }
 
 /// The patch markers a history recorded, each as its decoded payload.
