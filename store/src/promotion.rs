@@ -226,53 +226,83 @@ pub async fn promote_cas(
             // Another promotion committed between the read and the update: read again.
             continue;
         }
-        sqlx::query(
-            "update candidates set status = 'promoted', status_reason = null, updated_at = $2 where id = $1 and status = 'verified'",
-        )
-        .bind(candidate_id.as_str())
-        .bind(now)
-        .execute(tx.conn())
-        .await?;
-        sqlx::query("update changes set status = 'promoted', updated_at = $2 where id = $1")
-            .bind(change_id.as_str())
-            .bind(now)
-            .execute(tx.conn())
-            .await?;
-        sqlx::query(
-            r#"insert into promotions (candidate_id, project_id, generation, base_commit, commit_id, tree, created_at)
-               values ($1, $2, $3, $4, $5, $6, $7)"#,
-        )
-        .bind(candidate_id.as_str())
-        .bind(project_id.as_str())
-        .bind(generation)
-        .bind(k.try_get::<String, _>("base_commit")?)
-        .bind(commit.as_str())
-        .bind(tree.as_str())
-        .bind(now)
-        .execute(tx.conn())
-        .await?;
-        events::append(
-            tx.conn(),
-            &project_id,
-            "canonical.advanced",
-            &serde_json::json!({
-                "generation": generation, "commit": commit, "tree": tree,
-                "candidateId": candidate_id, "changeId": change_id,
-            }),
-        )
-        .await?;
-        events::append(
-            tx.conn(),
+        let base_commit: String = k.try_get("base_commit")?;
+        let promoted = Promoted {
             candidate_id,
-            "candidate.promoted",
-            &serde_json::json!({ "generation": generation }),
-        )
-        .await?;
+            project_id: &project_id,
+            change_id: &change_id,
+            generation,
+            base_commit: &base_commit,
+            commit: &commit,
+            tree: &tree,
+            now,
+        };
+        record_promoted(tx, &promoted).await?;
         return Ok(PromotionOutcome::Promoted { generation });
     }
     Err(StoreError::Conflict(
         "promotion: canonical advanced concurrently; try again".into(),
     ))
+}
+
+/// A compare-and-swap that won: what the rows and events record of it.
+struct Promoted<'a> {
+    candidate_id: &'a CandidateId,
+    project_id: &'a ProjectId,
+    change_id: &'a str,
+    generation: i64,
+    base_commit: &'a str,
+    commit: &'a str,
+    tree: &'a str,
+    now: i64,
+}
+
+/// Marks the Candidate and its Change `promoted`, records the promotion, and appends
+/// `canonical.advanced` and `candidate.promoted`.
+async fn record_promoted(tx: &mut Tx, p: &Promoted<'_>) -> Result<(), StoreError> {
+    sqlx::query(
+        "update candidates set status = 'promoted', status_reason = null, updated_at = $2 where id = $1 and status = 'verified'",
+    )
+    .bind(p.candidate_id.as_str())
+    .bind(p.now)
+    .execute(tx.conn())
+    .await?;
+    sqlx::query("update changes set status = 'promoted', updated_at = $2 where id = $1")
+        .bind(p.change_id)
+        .bind(p.now)
+        .execute(tx.conn())
+        .await?;
+    sqlx::query(
+        r#"insert into promotions (candidate_id, project_id, generation, base_commit, commit_id, tree, created_at)
+           values ($1, $2, $3, $4, $5, $6, $7)"#,
+    )
+    .bind(p.candidate_id.as_str())
+    .bind(p.project_id.as_str())
+    .bind(p.generation)
+    .bind(p.base_commit)
+    .bind(p.commit)
+    .bind(p.tree)
+    .bind(p.now)
+    .execute(tx.conn())
+    .await?;
+    events::append(
+        tx.conn(),
+        p.project_id,
+        "canonical.advanced",
+        &serde_json::json!({
+            "generation": p.generation, "commit": p.commit, "tree": p.tree,
+            "candidateId": p.candidate_id, "changeId": p.change_id,
+        }),
+    )
+    .await?;
+    events::append(
+        tx.conn(),
+        p.candidate_id,
+        "candidate.promoted",
+        &serde_json::json!({ "generation": p.generation }),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Canonical `main` points at the promotion's commit (the push landed, or a retry found it
