@@ -349,54 +349,12 @@ pub async fn cancel_change(
         )));
     }
     let why = format!("The change was cancelled: {reason}");
-    let rejected: Vec<String> = sqlx::query_scalar(
-        r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
-           where change_id = $1 and status in ('composing', 'verifying', 'verified') returning id"#,
-    )
-    .bind(change_id.as_str())
-    .bind(why.as_str())
-    .bind(now)
-    .fetch_all(tx.conn())
-    .await?;
-    for id in &rejected {
-        events::append(
-            tx.conn(),
-            id,
-            "candidate.rejected",
-            &serde_json::json!({ "reason": why, "changeId": change_id }),
-        )
-        .await?;
-    }
-    let approvals: Vec<String> = sqlx::query_scalar(
-        r#"update approvals set status = 'cancelled', decided_at = $2, decided_by = $3, decision_reason = $4
-           where change_id = $1 and status = 'requested' returning id"#,
-    )
-    .bind(change_id.as_str())
-    .bind(now)
-    .bind(account_id.as_str())
-    .bind(reason)
-    .fetch_all(tx.conn())
-    .await?;
-    let stopped: Vec<String> = sqlx::query_scalar(
-        r#"update workspaces set status = 'failed', error = $2, ended_at = $3
-           where change_id = $1 and status = 'open' returning run_id"#,
-    )
-    .bind(change_id.as_str())
-    .bind(why.as_str())
-    .bind(now)
-    .fetch_all(tx.conn())
-    .await?;
-    let runs: Vec<String> = sqlx::query_scalar(
-        r#"update task_runs set status = 'failed', ended_at = $2
-           where status = 'running' and task_id in (select id from tasks where change_id = $1) returning id"#,
-    )
-    .bind(change_id.as_str())
-    .bind(now)
-    .fetch_all(tx.conn())
-    .await?;
-    for run in &runs {
-        events::append(tx.conn(), run, "task_run.failed", &serde_json::json!({ "error": why })).await?;
-    }
+    let Stopped {
+        rejected,
+        approvals,
+        stopped,
+        runs,
+    } = stop_change_work(tx, account_id, change_id, reason, &why, now).await?;
     let mut stopped_runs = stopped;
     stopped_runs.sort();
     let mut rejected = rejected;
@@ -432,6 +390,81 @@ pub async fn cancel_change(
         change,
         rejected_candidates: rejected,
         stopped_runs,
+    })
+}
+
+/// What cancelling a Change stopped, each list as the update returned it.
+struct Stopped {
+    rejected: Vec<String>,
+    approvals: Vec<String>,
+    stopped: Vec<String>,
+    runs: Vec<String>,
+}
+
+/// Rejects the Change's Candidates still composing, verifying or verified, cancels the requests
+/// that waited on a person, and fails its open workspaces and running Task runs, with their
+/// events.
+async fn stop_change_work(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    change_id: &ChangeId,
+    reason: &str,
+    why: &str,
+    now: i64,
+) -> Result<Stopped, StoreError> {
+    let rejected: Vec<String> = sqlx::query_scalar(
+        r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
+           where change_id = $1 and status in ('composing', 'verifying', 'verified') returning id"#,
+    )
+    .bind(change_id.as_str())
+    .bind(why)
+    .bind(now)
+    .fetch_all(tx.conn())
+    .await?;
+    for id in &rejected {
+        events::append(
+            tx.conn(),
+            id,
+            "candidate.rejected",
+            &serde_json::json!({ "reason": why, "changeId": change_id }),
+        )
+        .await?;
+    }
+    let approvals: Vec<String> = sqlx::query_scalar(
+        r#"update approvals set status = 'cancelled', decided_at = $2, decided_by = $3, decision_reason = $4
+           where change_id = $1 and status = 'requested' returning id"#,
+    )
+    .bind(change_id.as_str())
+    .bind(now)
+    .bind(account_id.as_str())
+    .bind(reason)
+    .fetch_all(tx.conn())
+    .await?;
+    let stopped: Vec<String> = sqlx::query_scalar(
+        r#"update workspaces set status = 'failed', error = $2, ended_at = $3
+           where change_id = $1 and status = 'open' returning run_id"#,
+    )
+    .bind(change_id.as_str())
+    .bind(why)
+    .bind(now)
+    .fetch_all(tx.conn())
+    .await?;
+    let runs: Vec<String> = sqlx::query_scalar(
+        r#"update task_runs set status = 'failed', ended_at = $2
+           where status = 'running' and task_id in (select id from tasks where change_id = $1) returning id"#,
+    )
+    .bind(change_id.as_str())
+    .bind(now)
+    .fetch_all(tx.conn())
+    .await?;
+    for run in &runs {
+        events::append(tx.conn(), run, "task_run.failed", &serde_json::json!({ "error": why })).await?;
+    }
+    Ok(Stopped {
+        rejected,
+        approvals,
+        stopped,
+        runs,
     })
 }
 
