@@ -5,7 +5,7 @@
 //! status allows. A stale Candidate stays stale: recomposing makes a new Candidate.
 
 use crate::acceptance::JudgedCriterion;
-use crate::change::ChangeStatus;
+use crate::change::{ChangeSet, ChangeStatus};
 use crate::ids::{CandidateId, ChangeId, ChangeSetId, ProjectId};
 use crate::plan::VerificationPlan;
 use crate::selection::SelectionJson;
@@ -152,6 +152,47 @@ pub fn stale_reason(base_generation: i64, canonical_generation: i64) -> String {
     format!("Base generation {base_generation} is {relation} canonical generation {canonical_generation}.")
 }
 
+/// Why a Candidate cannot be made from the ChangeSets asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChosenRefusal {
+    /// An id in `changeSetIds` that is not (or no longer) one of the Change's ChangeSets.
+    NotOfChange(String),
+    /// The Change has no ChangeSet to verify.
+    Empty,
+}
+
+/// The ChangeSets a new Candidate composes, from the Change's ChangeSets in Work Graph order
+/// (`all`, oldest first within a Task). Without `explicit` ids: the latest ChangeSet of each Task,
+/// Tasks in the order of their first ChangeSet. With them: those ids, in `all`'s order, each one
+/// required to be the Change's.
+pub fn chosen_change_sets(all: &[ChangeSet], explicit: Option<&[String]>) -> Result<Vec<ChangeSetId>, ChosenRefusal> {
+    let chosen: Vec<ChangeSetId> = match explicit {
+        None => {
+            let mut latest: Vec<&ChangeSet> = Vec::new();
+            for cs in all {
+                match latest.iter_mut().find(|l| l.task_id == cs.task_id) {
+                    Some(l) => *l = cs,
+                    None => latest.push(cs),
+                }
+            }
+            latest.into_iter().map(|c| c.id.clone()).collect()
+        }
+        Some(ids) => {
+            if let Some(foreign) = ids.iter().find(|id| !all.iter().any(|c| c.id.as_str() == id.as_str())) {
+                return Err(ChosenRefusal::NotOfChange(foreign.clone()));
+            }
+            all.iter()
+                .filter(|c| ids.iter().any(|i| i == c.id.as_str()))
+                .map(|c| c.id.clone())
+                .collect()
+        }
+    };
+    if chosen.is_empty() {
+        return Err(ChosenRefusal::Empty);
+    }
+    Ok(chosen)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,5 +246,50 @@ mod tests {
         }
         assert!(CandidateStatus::Verifying.is_pending());
         assert!(!CandidateStatus::Verified.is_final());
+    }
+
+    fn change_set(id: &str, task: &str) -> ChangeSet {
+        ChangeSet {
+            id: ChangeSetId::from(id),
+            task_id: crate::ids::TaskId::from(task),
+            run_id: crate::ids::TaskRunId::from("trun_1"),
+            commit: String::new(),
+            contract_changes: vec![],
+            data_changes: vec![],
+            patch_ref: None,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_candidate_takes_the_latest_change_set_of_each_task_in_work_graph_order() {
+        let all = [
+            change_set("cs_a1", "task_a"),
+            change_set("cs_b1", "task_b"),
+            change_set("cs_a2", "task_a"),
+        ];
+        let chosen = chosen_change_sets(&all, None).unwrap();
+        assert_eq!(chosen, [ChangeSetId::from("cs_a2"), ChangeSetId::from("cs_b1")]);
+    }
+
+    #[test]
+    fn explicit_change_sets_keep_the_changes_order_and_must_be_the_changes() {
+        let all = [change_set("cs_a1", "task_a"), change_set("cs_b1", "task_b")];
+        let ids = ["cs_b1".to_string(), "cs_a1".to_string()];
+        assert_eq!(
+            chosen_change_sets(&all, Some(&ids)).unwrap(),
+            [ChangeSetId::from("cs_a1"), ChangeSetId::from("cs_b1")]
+        );
+        let foreign = ["cs_a1".to_string(), "cs_zz".to_string()];
+        assert_eq!(
+            chosen_change_sets(&all, Some(&foreign)),
+            Err(ChosenRefusal::NotOfChange("cs_zz".into()))
+        );
+    }
+
+    #[test]
+    fn a_change_without_change_sets_has_nothing_to_verify() {
+        assert_eq!(chosen_change_sets(&[], None), Err(ChosenRefusal::Empty));
+        assert_eq!(chosen_change_sets(&[], Some(&[])), Err(ChosenRefusal::Empty));
     }
 }

@@ -8,7 +8,7 @@
 use crate::Tx;
 use crate::rows::{enum_from, enum_text, json, to_json};
 use crate::{StoreError, events, new_id_body, now_ms};
-use belay_domain::candidate::{Candidate, CandidateMetrics, CandidateStatus};
+use belay_domain::candidate::{Candidate, CandidateMetrics, CandidateStatus, ChosenRefusal, chosen_change_sets};
 use belay_domain::change::{ChangeSet, ChangeStatus};
 use belay_domain::check::CheckId;
 use belay_domain::evidence::{CheckResult, Coverage, Evidence, EvidenceStatus};
@@ -286,39 +286,14 @@ async fn new_candidate(
         )));
     };
     let all = change_sets_of(tx, change_id).await?;
-    let chosen: Vec<ChangeSetId> = match explicit {
-        None => {
-            // The latest ChangeSet of each Task, Tasks in Work Graph order.
-            let mut latest: Vec<&ChangeSet> = Vec::new();
-            for cs in &all {
-                match latest.iter_mut().find(|l| l.task_id == cs.task_id) {
-                    Some(l) => *l = cs,
-                    None => latest.push(cs),
-                }
-            }
-            latest.into_iter().map(|c| c.id.clone()).collect()
-        }
-        Some(ids) => {
-            for id in ids {
-                // Well-formed, but not (or no longer) one of this Change's: a fact about the
-                // Change's state, not about the request's shape.
-                if !all.iter().any(|c| c.id.as_str() == id) {
-                    return Err(StoreError::Conflict(format!(
-                        "changeSetIds: {id} is not a ChangeSet of change {change_id}"
-                    )));
-                }
-            }
-            all.iter()
-                .filter(|c| ids.iter().any(|i| i == c.id.as_str()))
-                .map(|c| c.id.clone())
-                .collect()
-        }
-    };
-    if chosen.is_empty() {
-        return Err(StoreError::Conflict(format!(
-            "change {change_id} has no ChangeSet to verify"
-        )));
-    }
+    let chosen = chosen_change_sets(&all, explicit).map_err(|refusal| {
+        StoreError::Conflict(match refusal {
+            // Well-formed, but not (or no longer) one of this Change's: a fact about the
+            // Change's state, not about the request's shape.
+            ChosenRefusal::NotOfChange(id) => format!("changeSetIds: {id} is not a ChangeSet of change {change_id}"),
+            ChosenRefusal::Empty => format!("change {change_id} has no ChangeSet to verify"),
+        })
+    })?;
     let id = CandidateId::from_body(&new_id_body());
     let now = now_ms();
     if origin == Origin::Start {
