@@ -10,8 +10,8 @@ use belay_domain::approval::{
     Approval, ApprovalDecision, ApprovalInput, ApprovalRefusal, ApprovalStatus, ApprovalVerdict, ApprovalView,
     GateTrigger, HumanGate, approval_actions, decide,
 };
-use belay_domain::ids::{AccountId, ChangeId};
-use belay_domain::ids::{ApprovalId, CandidateId};
+use belay_domain::candidate::Candidate;
+use belay_domain::ids::{AccountId, ApprovalId, CandidateId, ChangeId};
 use belay_domain::plan::VerificationPlan;
 use belay_domain::repair::{RepairTrigger, rejection_trigger};
 use sqlx::Row;
@@ -232,35 +232,10 @@ pub async fn decide_approval(
             &serde_json::json!({ "tree": input.tree, "by": account_id, "reason": reason }),
         )
         .await?;
-        let mut repair = None;
-        if input.decision == ApprovalDecision::Reject {
-            let why = match reason {
-                Some(r) => format!("Rejected by a person: {r}"),
-                None => "Rejected by a person.".to_owned(),
-            };
-            let rejected = sqlx::query(
-                r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
-                   where id = $1 and status in ('composing', 'verifying', 'verified')"#,
-            )
-            .bind(candidate_id.as_str())
-            .bind(&why)
-            .bind(now)
-            .execute(tx.conn())
-            .await?;
-            if rejected.rows_affected() == 1 {
-                events::append(
-                    tx.conn(),
-                    candidate_id,
-                    "candidate.rejected",
-                    &serde_json::json!({ "reason": why }),
-                )
-                .await?;
-            }
-            repair = rejection_trigger(&candidate_id.to_owned(), reason);
-            if let Some(t) = &repair {
-                request_repair_for_rejection(tx, &candidate.change_id, t).await?;
-            }
-        }
+        let repair = match input.decision {
+            ApprovalDecision::Reject => reject_by_person(tx, &candidate, reason, now).await?,
+            ApprovalDecision::Grant => None,
+        };
         let approval = approval_for_worker(tx, candidate_id)
             .await?
             .ok_or_else(|| StoreError::not_found("approval", candidate_id))?;
@@ -271,6 +246,43 @@ pub async fn decide_approval(
         });
     }
     Err(StoreError::Conflict("approval: decided concurrently; try again".into()))
+}
+
+/// A person's rejection: the Candidate `rejected` (while it could still ship), and with a
+/// reason, the repair requested for its Change. Answers the repair's trigger, if any.
+async fn reject_by_person(
+    tx: &mut Tx,
+    candidate: &Candidate,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<Option<RepairTrigger>, StoreError> {
+    let why = match reason {
+        Some(r) => format!("Rejected by a person: {r}"),
+        None => "Rejected by a person.".to_owned(),
+    };
+    let rejected = sqlx::query(
+        r#"update candidates set status = 'rejected', status_reason = $2, updated_at = $3
+           where id = $1 and status in ('composing', 'verifying', 'verified')"#,
+    )
+    .bind(candidate.id.as_str())
+    .bind(&why)
+    .bind(now)
+    .execute(tx.conn())
+    .await?;
+    if rejected.rows_affected() == 1 {
+        events::append(
+            tx.conn(),
+            &candidate.id,
+            "candidate.rejected",
+            &serde_json::json!({ "reason": why }),
+        )
+        .await?;
+    }
+    let repair = rejection_trigger(&candidate.id, reason);
+    if let Some(t) = &repair {
+        request_repair_for_rejection(tx, &candidate.change_id, t).await?;
+    }
+    Ok(repair)
 }
 
 /// The approvals of the account's projects in `status`, oldest first. `requested` is what

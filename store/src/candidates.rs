@@ -12,8 +12,7 @@ use belay_domain::candidate::{Candidate, CandidateMetrics, CandidateStatus, Chos
 use belay_domain::change::{ChangeSet, ChangeStatus};
 use belay_domain::check::CheckId;
 use belay_domain::evidence::{CheckResult, Coverage, Evidence, EvidenceStatus};
-use belay_domain::ids::{AccountId, ChangeId, ProjectId};
-use belay_domain::ids::{CandidateId, ChangeSetId, EvidenceId};
+use belay_domain::ids::{AccountId, CandidateId, ChangeId, ChangeSetId, EvidenceId, ProjectId};
 use belay_domain::policy::{DEFAULT_POLICY, PolicyInput, ProjectPolicy};
 use sqlx::Row;
 use sqlx::any::AnyRow;

@@ -9,8 +9,7 @@ use belay_domain::catalogue::{
     ListPrice, Model, ModelCatalogue, ModelFacts, ModelInput, ModelUpdate, TestCase, TestCaseVersion,
     TestCaseVersionInput, TestCaseVersionUpdate, latest_version,
 };
-use belay_domain::ids::AccountId;
-use belay_domain::ids::GgConfigId;
+use belay_domain::ids::{AccountId, GgConfigId};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 

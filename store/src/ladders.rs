@@ -18,8 +18,7 @@ use crate::{StoreError, Tx, events, new_id_body, now_ms};
 use belay_domain::buffer::{BufferTarget, outstanding, target_in_force};
 use belay_domain::coverage::Cell;
 use belay_domain::gate::{GateRun, Outcome};
-use belay_domain::ids::AccountId;
-use belay_domain::ids::{JobId, LadderId, RungId};
+use belay_domain::ids::{AccountId, JobId, LadderId, RungId};
 use belay_domain::job::{CellKey, JobStatus, Origin};
 use belay_domain::ladder::{ClimberKey, Ladder, LadderAxis, LadderInput, LadderTopUpAnswer, Rung, Steering};
 use belay_domain::progress::{

@@ -2,8 +2,7 @@
 
 use crate::Tx;
 use crate::{StoreError, events, new_id_body, now_ms};
-use belay_domain::ids::AccountId;
-use belay_domain::ids::ProjectId;
+use belay_domain::ids::{AccountId, ProjectId};
 use belay_domain::project::{Project, ProjectInput, ProjectStatus};
 use sqlx::Row;
 use sqlx::any::AnyRow;

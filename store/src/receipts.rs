@@ -4,8 +4,7 @@
 use crate::Tx;
 use crate::rows::{enum_from, json, to_json};
 use crate::{StoreError, new_id_body, now_ms};
-use belay_domain::ids::ReceiptId;
-use belay_domain::ids::{AccountId, ChangeId};
+use belay_domain::ids::{AccountId, ChangeId, ReceiptId};
 use belay_domain::receipt::{DecisionReceipt, ReceiptKind};
 use sqlx::Row;
 

@@ -19,8 +19,7 @@ use belay_domain::conflict::{
     tasks_to_reset,
 };
 use belay_domain::evidence::{Evidence, gate_required_checks};
-use belay_domain::ids::{AccountId, ChangeId};
-use belay_domain::ids::{CandidateId, ConflictId, TaskId};
+use belay_domain::ids::{AccountId, CandidateId, ChangeId, ConflictId, TaskId};
 use belay_domain::receipt::ReceiptKind;
 use belay_domain::repair::{
     REPAIR_TASK_KEY, RepairDecision, RepairTrigger, acceptance_trigger, check_failure_trigger, check_failures,
