@@ -258,13 +258,20 @@ pub(crate) async fn change_sets_of(tx: &mut Tx, change_id: &ChangeId) -> Result<
     rows.iter().map(crate::changes::change_set_row).collect()
 }
 
-async fn new_candidate(
+/// A Change that can still be verified, the account's, and its project's canonical commit and
+/// tree (a new Candidate's base); a conflict when the Change has ended or the project has no
+/// canonical commit yet.
+pub(crate) struct VerifiableBase {
+    pub project: belay_domain::project::Project,
+    pub base_commit: String,
+    pub base_tree: String,
+}
+
+pub(crate) async fn verifiable_base(
     tx: &mut Tx,
     account_id: &AccountId,
     change_id: &ChangeId,
-    explicit: Option<&[String]>,
-    origin: Origin,
-) -> Result<Candidate, StoreError> {
+) -> Result<VerifiableBase, StoreError> {
     let change = crate::changes::get_change(tx, account_id, change_id)
         .await?
         .ok_or_else(|| StoreError::not_found("change", change_id.as_str()))?;
@@ -284,6 +291,25 @@ async fn new_candidate(
             project.id
         )));
     };
+    Ok(VerifiableBase {
+        project,
+        base_commit,
+        base_tree,
+    })
+}
+
+async fn new_candidate(
+    tx: &mut Tx,
+    account_id: &AccountId,
+    change_id: &ChangeId,
+    explicit: Option<&[String]>,
+    origin: Origin,
+) -> Result<Candidate, StoreError> {
+    let VerifiableBase {
+        project,
+        base_commit,
+        base_tree,
+    } = verifiable_base(tx, account_id, change_id).await?;
     let all = change_sets_of(tx, change_id).await?;
     let chosen = chosen_change_sets(&all, explicit).map_err(|refusal| {
         StoreError::Conflict(match refusal {

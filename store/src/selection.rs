@@ -276,25 +276,11 @@ pub async fn start_verification_round(
     account_id: &AccountId,
     change_id: &ChangeId,
 ) -> Result<Vec<Candidate>, StoreError> {
-    let change = crate::changes::get_change(tx, account_id, change_id)
-        .await?
-        .ok_or_else(|| StoreError::not_found("change", change_id.as_str()))?;
-    let project = crate::projects::get_project(tx, account_id, &change.project_id)
-        .await?
-        .ok_or_else(|| StoreError::not_found("project", &change.project_id))?;
-    if change.status.is_finished() {
-        return Err(StoreError::Conflict(format!(
-            "change {change_id} is {}; it can no longer be verified",
-            enum_text(&change.status)
-        )));
-    }
-    let (Some(base_commit), Some(base_tree)) = (project.canonical_commit.clone(), project.canonical_tree.clone())
-    else {
-        return Err(StoreError::Conflict(format!(
-            "project {} has no canonical commit yet",
-            project.id
-        )));
-    };
+    let crate::candidates::VerifiableBase {
+        project,
+        base_commit,
+        base_tree,
+    } = crate::candidates::verifiable_base(tx, account_id, change_id).await?;
     let tasks: Vec<Task> = crate::changes::list_tasks(tx, account_id, change_id).await?;
     let proposed = proposed_change_sets(tx, change_id).await?;
     if proposed.is_empty() {
