@@ -6,7 +6,7 @@
 //! The Evidence row is keyed by Candidate, check and attempt: a retry after a lost worker finds
 //! it and answers it; reservations such a worker left open are settled at what they held.
 
-use crate::verification::VerifySandboxActivities;
+use crate::sandbox::SandboxActivities;
 use crate::{Plain, fatal, heartbeating, now_secs, retryable, sandbox_error, store_error};
 use belay_browser::{BrowserConfig, SessionReport, Upstream, run_session};
 use belay_domain::browser::{
@@ -73,7 +73,7 @@ pub fn preview_port(candidate: &str) -> u16 {
 
 pub struct BrowserActivities {
     /// The Sandbox side: the checkout and the execs.
-    pub sandbox: Arc<VerifySandboxActivities>,
+    pub sandbox: Arc<SandboxActivities>,
     pub config: BrowserConfig,
     /// BROWSER_DAILY_SECONDS as parsed.
     pub daily_seconds: u64,

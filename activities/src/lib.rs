@@ -9,15 +9,16 @@
 
 pub mod browser;
 pub mod edit_session;
+pub mod git;
 pub mod harness;
-pub mod ladder;
 pub mod llm;
-pub mod project;
 pub mod promotion;
 pub mod revocations;
+pub mod sandbox;
 pub mod sandbox_leases;
 pub mod selection;
 pub mod store;
+pub mod temporal;
 pub mod top_up;
 pub mod verification;
 pub mod workspace;

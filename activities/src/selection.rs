@@ -1,23 +1,17 @@
-//! The acceptance check's source (`belay.git`) and the selection and acceptance records
-//! (`belay.db`). The rules are `belay_domain`'s and the transactions the store's.
+//! The acceptance check's source, read from the Candidate fork and its patch (served by
+//! [`GitActivities`]). The rules are `belay_domain`'s and the records the store's.
 
-use crate::{Plain, fatal, git_error, source_error, store_error};
+use crate::{fatal, git_error, source_error};
 use belay_domain::acceptance::{
     AcceptanceInput, ChangedFile, PatchSource, SourceFile, assemble_acceptance_input, composed_file_order,
 };
-use belay_domain::candidate::CandidateMetrics;
 use belay_domain::client_assets::{INDEX_HTML, index_references};
 use belay_domain::repo::candidate_fork;
-use belay_domain::selection_steps::{SelectionDone, SelectionStep};
 use belay_git::GitService;
 use belay_git::source_objects::{PatchKind, SourceObjects};
-use belay_store::Store;
-use belay_workflows::selection::{AcceptanceRecord, AcceptanceSourceRequest, ApplyRequest, ClaimRequest};
+use belay_workflows::selection::AcceptanceSourceRequest;
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use temporalio_macros::activities;
-use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use tracing::instrument;
+use temporalio_sdk::activities::ActivityError;
 
 /// Reads what the acceptance model is given: the Candidate patch, then the composed files in
 /// `composedFileOrder` from the Candidate fork; the patch alone when the fork cannot be read.
@@ -95,83 +89,4 @@ pub async fn read_composed(
         .zip(bytes)
         .map(|(path, bytes)| SourceFile { path, bytes })
         .collect())
-}
-
-/// The acceptance check's reads, on the `belay.git` pool.
-pub struct SelectionGitActivities {
-    pub git: GitService,
-    pub sources: SourceObjects,
-}
-
-#[activities]
-impl SelectionGitActivities {
-    #[activity(definition = belay_workflows::selection::selection_definitions::AcceptanceSource)]
-    #[instrument(skip_all, fields(project.id = %input.project_id, candidate.id = %input.candidate_id), err(Debug))]
-    pub async fn acceptance_source(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: AcceptanceSourceRequest,
-    ) -> Result<AcceptanceInput, ActivityError> {
-        acceptance_source(&self.git, &self.sources, &input).await
-    }
-}
-
-/// Selection and acceptance records, on the `belay.db` pool.
-pub struct SelectionStoreActivities {
-    pub store: Store,
-}
-
-#[activities]
-impl SelectionStoreActivities {
-    #[activity(definition = belay_workflows::selection::selection_definitions::AcceptanceStore)]
-    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
-    pub async fn acceptance_store(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: AcceptanceRecord,
-    ) -> Result<(), ActivityError> {
-        let k = self
-            .store
-            .candidate_for_worker(&input.candidate_id)
-            .await
-            .map_err(store_error)?
-            .ok_or_else(|| fatal(Plain(format!("candidate {} not found", input.candidate_id))))?;
-        let judged = input.criteria.is_some();
-        let metrics = CandidateMetrics {
-            criteria_met: judged.then_some(input.outcome.criteria_met),
-            criteria_total: judged.then_some(input.outcome.criteria_total),
-            cost_usd: Some(input.cost_usd),
-            ..k.metrics
-        };
-        self.store
-            .set_acceptance(input.candidate_id.as_str(), input.criteria.as_deref(), &metrics)
-            .await
-            .map_err(store_error)
-    }
-
-    #[activity(definition = belay_workflows::selection::selection_definitions::Claim)]
-    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
-    pub async fn claim(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: ClaimRequest,
-    ) -> Result<SelectionStep, ActivityError> {
-        self.store
-            .claim_selection(&input.candidate_id, &input.claimant)
-            .await
-            .map_err(store_error)
-    }
-
-    #[activity(definition = belay_workflows::selection::selection_definitions::Apply)]
-    #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
-    pub async fn apply(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: ApplyRequest,
-    ) -> Result<SelectionDone, ActivityError> {
-        self.store
-            .apply_selection(&input.candidate_id, &input.claimant, input.judge.as_ref())
-            .await
-            .map_err(store_error)
-    }
 }

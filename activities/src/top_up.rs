@@ -1,26 +1,18 @@
-//! TopUpStoreActivities: the top-up's steps on the `belay.db` pool, each one store transaction.
+//! The top-up's steps behind [`StoreActivities`]'s top-up activities (`belay.db`), each one store
+//! transaction: the claim (a ladder's or a plan's), the enqueue and the release.
 
+use crate::store::StoreActivities;
 use crate::{Plain, fatal, store_error};
 use belay_domain::buffer::target_in_force;
 use belay_domain::ids::{LadderId, PlanId};
 use belay_domain::job::Origin;
 use belay_domain::top_up::{Skipped, TopUpAnswer};
-use belay_store::Store;
 use belay_store::coverage::{self, Claim};
 use belay_store::ladders;
 use belay_store::metrics::{Feed, TopUpEnd, record_top_up_end, record_top_up_skipped};
-use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, OneStepAnswer, ReleaseInput};
-use std::sync::Arc;
-use temporalio_macros::activities;
-use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use tracing::{info, instrument};
-
-pub struct TopUpStoreActivities {
-    pub store: Store,
-    /// How long a claim holds the plan or ladder when its top-up never releases it
-    /// ([`coverage::TOP_UP_LEASE_MS`] unless the worker is configured otherwise).
-    pub lease_ms: i64,
-}
+use belay_workflows::top_up::{ClaimAnswer, ClaimInput, EnqueueInput, Enqueued, ReleaseInput};
+use temporalio_sdk::activities::ActivityError;
+use tracing::info;
 
 /// A test-only failpoint: with `BELAY_FAILPOINT=topup-after-claim` a claim activity that took
 /// the claim commits it and then never answers, as a worker that stalls there would, until the
@@ -28,7 +20,7 @@ pub struct TopUpStoreActivities {
 pub const AFTER_CLAIM: &str = "topup-after-claim";
 
 /// Stalls forever when the [`AFTER_CLAIM`] failpoint is set and the claim was taken.
-async fn after_claim(claim: Claim) {
+pub(crate) async fn after_claim(claim: Claim) {
     if claim == Claim::Claimed && crate::failpoint(AFTER_CLAIM) {
         tracing::warn!("failpoint {AFTER_CLAIM}: the claim is committed; this worker answers no more");
         std::future::pending::<()>().await;
@@ -36,7 +28,11 @@ async fn after_claim(claim: Claim) {
 }
 
 /// Records a claim that found the plan busy or paused, for the metrics (once per top-up).
-async fn record_skip(tx: &mut belay_store::Tx, input: &ClaimInput, claim: Claim) -> Result<(), ActivityError> {
+pub(crate) async fn record_skip(
+    tx: &mut belay_store::Tx,
+    input: &ClaimInput,
+    claim: Claim,
+) -> Result<(), ActivityError> {
     let end = match claim {
         Claim::Busy => TopUpEnd::Busy,
         Claim::Paused => TopUpEnd::Paused,
@@ -47,7 +43,7 @@ async fn record_skip(tx: &mut belay_store::Tx, input: &ClaimInput, claim: Claim)
         .map_err(store_error)
 }
 
-fn claim_answer(claim: Claim) -> ClaimAnswer {
+pub(crate) fn claim_answer(claim: Claim) -> ClaimAnswer {
     match claim {
         Claim::Claimed => ClaimAnswer::Claimed,
         Claim::Busy => ClaimAnswer::Busy,
@@ -56,9 +52,9 @@ fn claim_answer(claim: Claim) -> ClaimAnswer {
     }
 }
 
-impl TopUpStoreActivities {
+impl StoreActivities {
     /// A ladder's claim: a disabled ladder is not claimed, and its skip is recorded.
-    async fn claim_ladder(&self, input: ClaimInput) -> Result<ClaimAnswer, ActivityError> {
+    pub(crate) async fn claim_ladder(&self, input: ClaimInput) -> Result<ClaimAnswer, ActivityError> {
         let mut tx = self.store.begin().await.map_err(store_error)?;
         let claim = ladders::claim_top_up(
             &mut tx,
@@ -66,7 +62,7 @@ impl TopUpStoreActivities {
             &LadderId::from(input.plan_id.as_str()),
             &input.holder,
             belay_store::now_ms(),
-            self.lease_ms,
+            self.top_up_lease_ms,
         )
         .await
         .map_err(store_error)?;
@@ -82,7 +78,7 @@ impl TopUpStoreActivities {
     }
 
     /// A ladder's enqueue: settle what the gate decided, then walk the current rungs.
-    async fn enqueue_ladder(&self, input: EnqueueInput) -> Result<Enqueued, ActivityError> {
+    pub(crate) async fn enqueue_ladder(&self, input: EnqueueInput) -> Result<Enqueued, ActivityError> {
         let mut tx = self.store.begin().await.map_err(store_error)?;
         let Some(answer) = ladders::enqueue_top_up(
             &mut tx,
@@ -109,9 +105,9 @@ impl TopUpStoreActivities {
     }
 }
 
-impl TopUpStoreActivities {
+impl StoreActivities {
     /// Takes the claim (a paused plan's or disabled ladder's skip recorded), in one transaction.
-    async fn claim_step(&self, input: ClaimInput) -> Result<ClaimAnswer, ActivityError> {
+    pub(crate) async fn claim_step(&self, input: ClaimInput) -> Result<ClaimAnswer, ActivityError> {
         if input.of == Feed::Ladder {
             return self.claim_ladder(input).await;
         }
@@ -122,7 +118,7 @@ impl TopUpStoreActivities {
             &PlanId::from(input.plan_id.as_str()),
             &input.holder,
             belay_store::now_ms(),
-            self.lease_ms,
+            self.top_up_lease_ms,
         )
         .await
         .map_err(store_error)?;
@@ -150,7 +146,7 @@ impl TopUpStoreActivities {
     }
 
     /// Walks and enqueues, recording the answer under the top-up id, in one transaction.
-    async fn enqueue_step(&self, input: EnqueueInput) -> Result<Enqueued, ActivityError> {
+    pub(crate) async fn enqueue_step(&self, input: EnqueueInput) -> Result<Enqueued, ActivityError> {
         if input.of == Feed::Ladder {
             return self.enqueue_ladder(input).await;
         }
@@ -185,7 +181,7 @@ impl TopUpStoreActivities {
     }
 
     /// Records the top-up's end and releases the claim if this holder has it, in one transaction.
-    async fn release_step(&self, input: ReleaseInput) -> Result<bool, ActivityError> {
+    pub(crate) async fn release_step(&self, input: ReleaseInput) -> Result<bool, ActivityError> {
         let mut tx = self.store.begin().await.map_err(store_error)?;
         record_top_up_end(&mut tx, input.of, &input.plan_id, &input.holder)
             .await
@@ -199,72 +195,5 @@ impl TopUpStoreActivities {
         .map_err(store_error)?;
         tx.commit().await.map_err(store_error)?;
         Ok(released)
-    }
-}
-
-#[activities]
-impl TopUpStoreActivities {
-    #[activity(definition = belay_workflows::top_up::top_up_definitions::Claim)]
-    #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
-    pub async fn claim(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: ClaimInput,
-    ) -> Result<ClaimAnswer, ActivityError> {
-        self.claim_step(input).await
-    }
-
-    #[activity(definition = belay_workflows::top_up::top_up_definitions::Enqueue)]
-    #[instrument(skip_all, fields(plan.id = %input.plan_id, topup.id = %input.topup_id), err(Debug))]
-    pub async fn enqueue(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: EnqueueInput,
-    ) -> Result<Enqueued, ActivityError> {
-        self.enqueue_step(input).await
-    }
-
-    /// The claim, then (when claimed) the enqueue and the release. A retry after a crash between
-    /// them is the same holder: it takes its own claim again, finds its answer recorded (nothing
-    /// is enqueued twice) and releases. An enqueue that fails still releases before the error is
-    /// returned.
-    #[activity(definition = belay_workflows::top_up::top_up_definitions::OneStep)]
-    #[instrument(skip_all, fields(plan.id = %input.plan_id, topup.id = %input.holder), err(Debug))]
-    pub async fn one_step(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: ClaimInput,
-    ) -> Result<OneStepAnswer, ActivityError> {
-        let claim = self.claim_step(input.clone()).await?;
-        if claim != ClaimAnswer::Claimed {
-            return Ok(OneStepAnswer { claim, enqueued: 0 });
-        }
-        let enqueued = self
-            .enqueue_step(EnqueueInput {
-                plan_id: input.plan_id.clone(),
-                account_id: input.account_id.clone(),
-                topup_id: input.holder.clone(),
-                of: input.of,
-            })
-            .await;
-        let released = self
-            .release_step(ReleaseInput {
-                plan_id: input.plan_id,
-                holder: input.holder,
-                of: input.of,
-            })
-            .await;
-        let enqueued = enqueued?;
-        released?;
-        Ok(OneStepAnswer {
-            claim,
-            enqueued: enqueued.enqueued,
-        })
-    }
-
-    #[activity(definition = belay_workflows::top_up::top_up_definitions::Release)]
-    #[instrument(skip_all, fields(plan.id = %input.plan_id), err(Debug))]
-    pub async fn release(self: Arc<Self>, _ctx: ActivityContext, input: ReleaseInput) -> Result<bool, ActivityError> {
-        self.release_step(input).await
     }
 }

@@ -7,15 +7,15 @@
 pub use belay_client::replay;
 
 use anyhow::{Context, bail};
-use belay_activities::edit_session::{
-    EditGitActivities, EditSandboxActivities, EditStoreActivities, SweepGitActivities, SweepStoreActivities,
-};
+use belay_activities::browser::BrowserActivities;
+use belay_activities::git::GitActivities;
 use belay_activities::harness::HarnessActivities;
-use belay_activities::project::{GitActivities, ProjectStoreActivities};
+use belay_activities::llm::LlmActivities;
 use belay_activities::revocations::StoreRevocations;
-use belay_activities::store::{ClientActivities, ProbeActivities, StoreActivities};
-use belay_activities::verification::{VerifyGitActivities, VerifySandboxActivities, VerifyStoreActivities};
-use belay_activities::workspace::{WorkspaceGitActivities, WorkspaceSandboxActivities, WorkspaceStoreActivities};
+use belay_activities::sandbox::SandboxActivities;
+use belay_activities::sandbox_leases::StoreLeases;
+use belay_activities::store::{LocalStoreActivities, StoreActivities};
+use belay_activities::temporal::TemporalActivities;
 use belay_client::ensure_dispatcher;
 use belay_git::GitService;
 use belay_git::source_objects::SourceObjects;
@@ -271,57 +271,13 @@ async fn pool_options(pool: Pool, deps: &WorkerDeps) -> anyhow::Result<Option<Wo
         // dispatcher's run starts and promotion's store steps (facts, compare-and-swap,
         // released) run as local activities of the workflow worker.
         Pool::Workflows => belay_workflows::register_every_workflow!(base)?
-            .register_activities(StoreActivities {
-                store: deps.store.clone(),
-                client: Some(deps.client.clone()),
-            })
-            .register_activities(belay_activities::promotion::PromotionStoreActivities {
-                store: deps.store.clone(),
-            })
-            .register_activities(ClientActivities {
+            .register_activities(LocalStoreActivities(Arc::new(store_activities(deps))))
+            .register_activities(TemporalActivities {
                 client: deps.client.clone(),
                 store: deps.store.clone(),
             })
             .build(),
-        Pool::Db => base
-            .register_activities(StoreActivities {
-                store: deps.store.clone(),
-                client: Some(deps.client.clone()),
-            })
-            .register_activities(ProjectStoreActivities {
-                store: deps.store.clone(),
-            })
-            .register_activities(WorkspaceStoreActivities {
-                store: deps.store.clone(),
-            })
-            .register_activities(EditStoreActivities {
-                store: deps.store.clone(),
-            })
-            .register_activities(SweepStoreActivities {
-                store: deps.store.clone(),
-            })
-            .register_activities(ProbeActivities)
-            .register_activities(belay_activities::top_up::TopUpStoreActivities {
-                store: deps.store.clone(),
-                lease_ms: i64::try_from(deps.top_up_lease.as_millis()).unwrap_or(i64::MAX),
-            })
-            .register_activities(VerifyStoreActivities {
-                store: deps.store.clone(),
-                objects: deps.objects.clone(),
-            })
-            .register_activities(belay_activities::promotion::PromotionStoreActivities {
-                store: deps.store.clone(),
-            })
-            .register_activities(belay_activities::promotion::SweepCandidateStoreActivities {
-                store: deps.store.clone(),
-            })
-            .register_activities(belay_activities::ladder::LadderClimbActivities {
-                store: deps.store.clone(),
-            })
-            .register_activities(belay_activities::selection::SelectionStoreActivities {
-                store: deps.store.clone(),
-            })
-            .build(),
+        Pool::Db => base.register_activities(store_activities(deps)).build(),
         Pool::Harness => {
             std::fs::create_dir_all(&deps.work_root)
                 .with_context(|| format!("creating {}", deps.work_root.display()))?;
@@ -357,63 +313,21 @@ async fn pool_options(pool: Pool, deps: &WorkerDeps) -> anyhow::Result<Option<Wo
                 git: GitService::new(deps.git_root.clone()),
                 sources: SourceObjects::new(deps.objects.clone()),
             })
-            .register_activities(WorkspaceGitActivities {
-                git: GitService::new(deps.git_root.clone()),
-                sources: SourceObjects::new(deps.objects.clone()),
-            })
-            .register_activities(EditGitActivities {
-                git: GitService::new(deps.git_root.clone()),
-            })
-            .register_activities(SweepGitActivities {
-                git: GitService::new(deps.git_root.clone()),
-            })
-            .register_activities(VerifyGitActivities {
-                git: GitService::new(deps.git_root.clone()),
-                sources: SourceObjects::new(deps.objects.clone()),
-            })
-            .register_activities(belay_activities::promotion::PromotionGitActivities {
-                git: GitService::new(deps.git_root.clone()),
-                sources: SourceObjects::new(deps.objects.clone()),
-            })
-            .register_activities(belay_activities::selection::SelectionGitActivities {
-                git: GitService::new(deps.git_root.clone()),
-                sources: SourceObjects::new(deps.objects.clone()),
-            })
             .build()
         }
         Pool::Sandbox if deps.sandbox.is_some() => {
             let sandbox = deps.sandbox.clone().expect("checked");
             let config = with_deployment(sandbox.config, &deps.store).await?;
             info!(deployment = ?config.deployment, "the sandbox pool's containers carry this deployment label");
-            let leases = Arc::new(belay_activities::sandbox_leases::StoreLeases::new(deps.store.clone()));
+            let leases = Arc::new(StoreLeases::new(deps.store.clone()));
             let sandboxes = Arc::new(
                 Sandboxes::connect_with_leases(config, leases)
                     .await
                     .context("connecting to the Docker Engine for the sandbox pool")?,
             );
             tokio::spawn(reap_idle(sandboxes.clone()));
-            let revocations = StoreRevocations(deps.store.clone());
-            base.register_activities(WorkspaceSandboxActivities {
-                sandboxes: sandboxes.clone(),
-                store: deps.store.clone(),
-                revocations: revocations.clone(),
-                git: sandbox.git.clone(),
-            })
-            .register_activities(EditSandboxActivities {
-                sandboxes: sandboxes.clone(),
-                store: deps.store.clone(),
-                revocations: revocations.clone(),
-                git: sandbox.git.clone(),
-            })
-            .register_activities(VerifySandboxActivities {
-                sandboxes,
-                revocations,
-                git: sandbox.git,
-                store: deps.store.clone(),
-                objects: deps.objects.clone(),
-                checkouts: Default::default(),
-            })
-            .build()
+            base.register_activities(sandbox_activities(deps, sandbox.git, sandboxes))
+                .build()
         }
         Pool::Llm => {
             let mut config = deps
@@ -425,7 +339,7 @@ async fn pool_options(pool: Pool, deps: &WorkerDeps) -> anyhow::Result<Option<Wo
             if config.api_key.is_none() {
                 warn!("BELAY_ANTHROPIC_API_KEY is unset: every model call is refused before it is made");
             }
-            base.register_activities(belay_activities::llm::LlmActivities {
+            base.register_activities(LlmActivities {
                 store: deps.store.clone(),
                 client: Arc::new(belay_llm::AnthropicClient::new(config)?),
             })
@@ -442,12 +356,9 @@ async fn pool_options(pool: Pool, deps: &WorkerDeps) -> anyhow::Result<Option<Wo
 
 /// The browser pool's activities: the project's Sandbox (the checkout and the dev command) and
 /// headless Chromium (`BELAY_CHROMIUM`), metered by `BROWSER_DAILY_SECONDS`.
-async fn browser_activities(
-    deps: &WorkerDeps,
-    sandbox: SandboxDeps,
-) -> anyhow::Result<belay_activities::browser::BrowserActivities> {
+async fn browser_activities(deps: &WorkerDeps, sandbox: SandboxDeps) -> anyhow::Result<BrowserActivities> {
     let config = with_deployment(sandbox.config, &deps.store).await?;
-    let leases = Arc::new(belay_activities::sandbox_leases::StoreLeases::new(deps.store.clone()));
+    let leases = Arc::new(StoreLeases::new(deps.store.clone()));
     let sandboxes = Arc::new(
         Sandboxes::connect_with_leases(config, leases)
             .await
@@ -458,16 +369,32 @@ async fn browser_activities(
     if !browser.chromium.exists() {
         warn!(chromium = %browser.chromium.display(), "no Chromium there: every browser check will be an error (set BELAY_CHROMIUM)");
     }
-    Ok(belay_activities::browser::BrowserActivities {
-        sandbox: Arc::new(VerifySandboxActivities {
-            sandboxes,
-            revocations: StoreRevocations(deps.store.clone()),
-            git: sandbox.git,
-            store: deps.store.clone(),
-            objects: deps.objects.clone(),
-            checkouts: Default::default(),
-        }),
+    Ok(BrowserActivities {
+        sandbox: Arc::new(sandbox_activities(deps, sandbox.git, sandboxes)),
         config: browser,
         daily_seconds: deps.settings.browser_daily_seconds,
     })
+}
+
+/// The database's activities over `deps`: the `belay.db` pool serves them all, the workflow
+/// worker the run lane's and promotion's ([`LocalStoreActivities`]).
+fn store_activities(deps: &WorkerDeps) -> StoreActivities {
+    StoreActivities {
+        store: deps.store.clone(),
+        objects: deps.objects.clone(),
+        client: Some(deps.client.clone()),
+        top_up_lease_ms: i64::try_from(deps.top_up_lease.as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+/// The Sandbox's activities over `sandboxes`, for the sandbox pool and the browser pool's checkouts.
+fn sandbox_activities(deps: &WorkerDeps, git: SandboxGit, sandboxes: Arc<Sandboxes>) -> SandboxActivities {
+    SandboxActivities {
+        sandboxes,
+        store: deps.store.clone(),
+        objects: deps.objects.clone(),
+        revocations: StoreRevocations(deps.store.clone()),
+        git,
+        checkouts: Default::default(),
+    }
 }

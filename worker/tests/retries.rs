@@ -67,7 +67,12 @@ where
         .unwrap()
         .build();
     let db = WorkerOptions::new(belay_workflows::queues::DB)
-        .register_activities(belay_activities::store::StoreActivities { store, client: None })
+        .register_activities(belay_activities::store::StoreActivities {
+            store,
+            objects: Arc::new(object_store::memory::InMemory::new()),
+            client: None,
+            top_up_lease_ms: belay_store::coverage::TOP_UP_LEASE_MS,
+        })
         .build();
     let mut w1 = Worker::new(&runtime, client.clone(), workflows).unwrap();
     let mut w2 = Worker::new(&runtime, client.clone(), db).unwrap();
