@@ -278,35 +278,7 @@ async fn pool_options(pool: Pool, deps: &WorkerDeps) -> anyhow::Result<Option<Wo
             })
             .build(),
         Pool::Db => base.register_activities(store_activities(deps)).build(),
-        Pool::Harness => {
-            std::fs::create_dir_all(&deps.work_root)
-                .with_context(|| format!("creating {}", deps.work_root.display()))?;
-            // Adapters marked `sandbox` need only the Docker side of the configuration.
-            let config = match &deps.sandbox {
-                Some(s) => Some(s.config.clone()),
-                None => deps.sandbox_config.clone(),
-            };
-            let sandbox = match config {
-                Some(config) => {
-                    let config = with_deployment(config, &deps.store).await?;
-                    match Sandboxes::connect(config).await {
-                        Ok(s) => Some(Arc::new(s)),
-                        Err(e) => {
-                            warn!(error = %e, "no Docker Engine for the harness pool: adapters marked sandbox will fail");
-                            None
-                        }
-                    }
-                }
-                None => None,
-            };
-            base.register_activities(HarnessActivities {
-                objects: deps.objects.clone(),
-                work_root: deps.work_root.clone(),
-                sandbox,
-                env: deps.settings.adapter_env.clone(),
-            })
-            .build()
-        }
+        Pool::Harness => base.register_activities(harness_activities(deps).await?).build(),
         Pool::Git => {
             std::fs::create_dir_all(&deps.git_root).with_context(|| format!("creating {}", deps.git_root.display()))?;
             base.register_activities(GitActivities {
@@ -352,6 +324,36 @@ async fn pool_options(pool: Pool, deps: &WorkerDeps) -> anyhow::Result<Option<Wo
         }
         Pool::Sandbox | Pool::Browser => return Ok(None),
     }))
+}
+
+/// The harness pool's activities: the adapters' scratch space, and the Docker Engine for the
+/// adapters marked `sandbox` (without one, those adapters fail).
+async fn harness_activities(deps: &WorkerDeps) -> anyhow::Result<HarnessActivities> {
+    std::fs::create_dir_all(&deps.work_root).with_context(|| format!("creating {}", deps.work_root.display()))?;
+    // Adapters marked `sandbox` need only the Docker side of the configuration.
+    let config = match &deps.sandbox {
+        Some(s) => Some(s.config.clone()),
+        None => deps.sandbox_config.clone(),
+    };
+    let sandbox = match config {
+        Some(config) => {
+            let config = with_deployment(config, &deps.store).await?;
+            match Sandboxes::connect(config).await {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => {
+                    warn!(error = %e, "no Docker Engine for the harness pool: adapters marked sandbox will fail");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    Ok(HarnessActivities {
+        objects: deps.objects.clone(),
+        work_root: deps.work_root.clone(),
+        sandbox,
+        env: deps.settings.adapter_env.clone(),
+    })
 }
 
 /// The browser pool's activities: the project's Sandbox (the checkout and the dev command) and
