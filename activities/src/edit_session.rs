@@ -9,6 +9,7 @@ use crate::{
     sandbox_error, store_error,
 };
 use belay_domain::edit_session::COMMAND_TIMEOUT_SECS;
+use belay_domain::ids::ProjectId;
 use belay_domain::repo::edit_fork;
 use belay_sandbox::git::{Checkout, GitInSandboxError};
 use belay_sandbox::{SandboxError, SandboxUser, WORKSPACE, container_name, edit_dir};

@@ -6,6 +6,7 @@
 use crate::git::GitActivities;
 use crate::store::StoreActivities;
 use crate::{Plain, fatal, git_error, retryable, source_error, store_error};
+use belay_domain::ids::ProjectId;
 use belay_domain::repo::{candidate_fork, canonical_repo};
 use belay_git::CasOutcome;
 use belay_workflows::promotion::{PushRequest, Pushed, SettledOlder, SourcesRequest};
@@ -20,7 +21,7 @@ impl StoreActivities {
     pub(crate) async fn settle_older(&self, project_id: &str, generation: i64) -> Result<SettledOlder, ActivityError> {
         let s = self
             .store
-            .settle_older_base(project_id, generation)
+            .settle_older_base(&ProjectId::from(project_id), generation)
             .await
             .map_err(store_error)?;
         Ok(SettledOlder {

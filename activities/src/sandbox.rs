@@ -15,6 +15,7 @@ use crate::{
     store_error,
 };
 use belay_domain::evidence::Evidence;
+use belay_domain::ids::{CandidateId, ProjectId};
 use belay_domain::repo::candidate_fork;
 use belay_domain::workspace::{TOOL_TIMEOUT_SECS, ToolCall};
 use belay_sandbox::Sandboxes;
@@ -160,7 +161,11 @@ impl SandboxActivities {
                 // instead of running the command a second time.
                 if !self
                     .store
-                    .record_command_start(&crate::activity_identity(&ctx), project, belay_store::now_ms())
+                    .record_command_start(
+                        &crate::activity_identity(&ctx),
+                        &ProjectId::from(project),
+                        belay_store::now_ms(),
+                    )
                     .await
                     .map_err(store_error)?
                 {
@@ -359,7 +364,11 @@ impl SandboxActivities {
         let candidate = input.candidate_id.to_string();
         if let Some(row) = self
             .store
-            .evidence_of(&candidate, &input.check.check_id, input.attempt)
+            .evidence_of(
+                &CandidateId::from(candidate.as_str()),
+                &input.check.check_id,
+                input.attempt,
+            )
             .await
             .map_err(store_error)?
         {

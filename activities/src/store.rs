@@ -12,7 +12,7 @@ use belay_domain::candidate::CandidateMetrics;
 use belay_domain::change::ChangeSetInput;
 use belay_domain::check::CheckId;
 use belay_domain::evidence::{Coverage, Evidence, EvidenceStatus, latest_per_check};
-use belay_domain::ids::{CandidateId, ChangeSetId, JobId, ProjectId, TaskRunId};
+use belay_domain::ids::{CandidateId, ChangeId, ChangeSetId, JobId, ProjectId, TaskRunId};
 use belay_domain::job::JobStatus;
 use belay_domain::meter::{Reservation, close_of};
 use belay_domain::promotion::PromotionOutcome;
@@ -326,7 +326,12 @@ impl StoreActivities {
         }
         let row = match self
             .store
-            .admit_workspace(&run_id, &plan.change_id, &plan.project_id, now_secs())
+            .admit_workspace(
+                &run_id,
+                &ChangeId::from(plan.change_id.as_str()),
+                &ProjectId::from(plan.project_id.as_str()),
+                now_secs(),
+            )
             .await
             .map_err(store_error)?
         {
@@ -676,13 +681,13 @@ impl StoreActivities {
     ) -> Result<Loaded, ActivityError> {
         let rows = self
             .store
-            .verification_rows(candidate_id.as_str())
+            .verification_rows(&candidate_id)
             .await
             .map_err(store_error)?
             .ok_or_else(|| fatal(StoreError::not_found("candidate", candidate_id.as_str())))?;
         let policy = self
             .store
-            .active_policy_for_worker(rows.candidate.project_id.as_str())
+            .active_policy_for_worker(&rows.candidate.project_id)
             .await
             .map_err(store_error)?;
         let change_sets = rows
@@ -713,12 +718,7 @@ impl StoreActivities {
     #[instrument(skip_all, fields(candidate.id = %input.candidate_id), err(Debug))]
     pub async fn status(self: Arc<Self>, _ctx: ActivityContext, input: StatusRequest) -> Result<bool, ActivityError> {
         self.store
-            .set_candidate_status(
-                input.candidate_id.as_str(),
-                &input.from,
-                input.to,
-                input.reason.as_deref(),
-            )
+            .set_candidate_status(&input.candidate_id, &input.from, input.to, input.reason.as_deref())
             .await
             .map_err(store_error)
     }
@@ -732,7 +732,7 @@ impl StoreActivities {
     ) -> Result<Option<CandidateId>, ActivityError> {
         Ok(self
             .store
-            .recompose_stale(input.candidate_id.as_str(), &input.reason)
+            .recompose_stale(&input.candidate_id, &input.reason)
             .await
             .map_err(store_error)?
             .map(|c| c.id))
@@ -749,7 +749,7 @@ impl StoreActivities {
         Ok(
             match self
                 .store
-                .reserve_sandbox(input.project_id.as_str(), Reservation::CandidateChecks, at)
+                .reserve_sandbox(&input.project_id, Reservation::CandidateChecks, at)
                 .await
                 .map_err(store_error)?
             {
@@ -786,7 +786,7 @@ impl StoreActivities {
         input: ComposedRecord,
     ) -> Result<bool, ActivityError> {
         self.store
-            .record_composition(input.candidate_id.as_str(), &input.commit, &input.tree, &input.plan)
+            .record_composition(&input.candidate_id, &input.commit, &input.tree, &input.plan)
             .await
             .map_err(store_error)
     }
@@ -830,7 +830,7 @@ impl StoreActivities {
     ) -> Result<Vec<Evidence>, ActivityError> {
         Ok(self
             .store
-            .list_evidence(candidate_id.as_str())
+            .list_evidence(&candidate_id)
             .await
             .map_err(store_error)?
             .into_iter()
@@ -846,7 +846,7 @@ impl StoreActivities {
         candidate_id: CandidateId,
     ) -> Result<Option<belay_domain::ids::TaskId>, ActivityError> {
         self.store
-            .repair_lone_after_acceptance(candidate_id.as_str())
+            .repair_lone_after_acceptance(&candidate_id)
             .await
             .map_err(store_error)
     }
@@ -861,12 +861,7 @@ impl StoreActivities {
         _ctx: ActivityContext,
         candidate_id: CandidateId,
     ) -> Result<Option<PromotionRowsFacts>, ActivityError> {
-        let Some(r) = self
-            .store
-            .promotion_rows(candidate_id.as_str())
-            .await
-            .map_err(store_error)?
-        else {
+        let Some(r) = self.store.promotion_rows(&candidate_id).await.map_err(store_error)? else {
             return Ok(None);
         };
         Ok(Some(PromotionRowsFacts {
@@ -890,11 +885,7 @@ impl StoreActivities {
     ) -> Result<PromotionOutcome, ActivityError> {
         let out = self
             .store
-            .promote_cas(
-                input.candidate_id.as_str(),
-                input.expected_generation,
-                &input.plan_policy,
-            )
+            .promote_cas(&input.candidate_id, input.expected_generation, &input.plan_policy)
             .await
             .map_err(store_error)?;
         if matches!(out, PromotionOutcome::Promoted { .. }) && crate::failpoint(AFTER_CAS) {
@@ -912,7 +903,7 @@ impl StoreActivities {
         candidate_id: CandidateId,
     ) -> Result<(), ActivityError> {
         self.store
-            .mark_promotion_pushed(candidate_id.as_str())
+            .mark_promotion_pushed(&candidate_id)
             .await
             .map_err(store_error)
     }
@@ -925,7 +916,7 @@ impl StoreActivities {
         candidate_id: CandidateId,
     ) -> Result<(), ActivityError> {
         self.store
-            .mark_promotion_synced(candidate_id.as_str())
+            .mark_promotion_synced(&candidate_id)
             .await
             .map(drop)
             .map_err(store_error)
@@ -949,8 +940,14 @@ impl StoreActivities {
         input: ReleasedRequest,
     ) -> Result<SettledOlder, ActivityError> {
         let id = input.candidate_id.as_str();
-        self.store.mark_promotion_pushed(id).await.map_err(store_error)?;
-        self.store.mark_promotion_synced(id).await.map_err(store_error)?;
+        self.store
+            .mark_promotion_pushed(&CandidateId::from(id))
+            .await
+            .map_err(store_error)?;
+        self.store
+            .mark_promotion_synced(&CandidateId::from(id))
+            .await
+            .map_err(store_error)?;
         self.settle_older(input.project_id.as_str(), input.generation).await
     }
 
@@ -961,19 +958,10 @@ impl StoreActivities {
         _ctx: ActivityContext,
         candidate_id: CandidateId,
     ) -> Result<Option<WinnerFacts>, ActivityError> {
-        let Some(r) = self
-            .store
-            .promotion_rows(candidate_id.as_str())
-            .await
-            .map_err(store_error)?
-        else {
+        let Some(r) = self.store.promotion_rows(&candidate_id).await.map_err(store_error)? else {
             return Ok(None);
         };
-        let has_siblings = self
-            .store
-            .has_siblings(candidate_id.as_str())
-            .await
-            .map_err(store_error)?;
+        let has_siblings = self.store.has_siblings(&candidate_id).await.map_err(store_error)?;
         let acceptance_passed = r
             .candidate
             .plan
@@ -997,7 +985,7 @@ impl StoreActivities {
         input: ApprovalRequest,
     ) -> Result<Approval, ActivityError> {
         self.store
-            .request_approval(input.candidate_id.as_str(), &input.tree, &input.gates, &input.reason)
+            .request_approval(&input.candidate_id, &input.tree, &input.gates, &input.reason)
             .await
             .map_err(store_error)
     }
@@ -1013,7 +1001,7 @@ impl StoreActivities {
     ) -> Result<(), ActivityError> {
         let k = self
             .store
-            .candidate_for_worker(input.candidate_id.as_str())
+            .candidate_for_worker(&input.candidate_id)
             .await
             .map_err(store_error)?
             .ok_or_else(|| fatal(Plain(format!("candidate {} not found", input.candidate_id))))?;
@@ -1038,7 +1026,7 @@ impl StoreActivities {
         input: ClaimRequest,
     ) -> Result<SelectionStep, ActivityError> {
         self.store
-            .claim_selection(input.candidate_id.as_str(), &input.claimant)
+            .claim_selection(&input.candidate_id, &input.claimant)
             .await
             .map_err(store_error)
     }
@@ -1051,7 +1039,7 @@ impl StoreActivities {
         input: ApplyRequest,
     ) -> Result<SelectionDone, ActivityError> {
         self.store
-            .apply_selection(input.candidate_id.as_str(), &input.claimant, input.judge.as_ref())
+            .apply_selection(&input.candidate_id, &input.claimant, input.judge.as_ref())
             .await
             .map_err(store_error)
     }
