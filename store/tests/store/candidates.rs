@@ -12,9 +12,9 @@ use belay_store::on_both;
 use belay_store::{Store, StoreError};
 
 struct World {
-    alice: String,
-    project: String,
-    change: String,
+    alice: AccountId,
+    project: ProjectId,
+    change: ChangeId,
     /// ChangeSets: task a's first and second, then task b's (which depends on a).
     sets: Vec<String>,
 }
@@ -79,9 +79,9 @@ async fn world(s: &Store) -> World {
         sets.push(cs.id.as_str().to_owned());
     }
     World {
-        alice: alice.id.to_string(),
-        project: p.id.as_str().to_owned(),
-        change: c.id.as_str().to_owned(),
+        alice: alice.id,
+        project: p.id,
+        change: c.id,
         sets,
     }
 }
@@ -90,55 +90,28 @@ on_both!(
     a_project_without_a_policy_row_uses_the_default_and_each_write_is_the_next_version,
     |s: Store| async move {
         let w = world(&s).await;
-        assert_eq!(
-            s.active_policy(&AccountId::from(w.alice.as_str()), &ProjectId::from(w.project.as_str()))
-                .await
-                .unwrap(),
-            *DEFAULT_POLICY
-        );
+        assert_eq!(s.active_policy(&w.alice, &w.project).await.unwrap(), *DEFAULT_POLICY);
         let input = PolicyInput {
             live_app: Some(true),
             protected_resources: Some(vec!["billing".into()]),
             ..Default::default()
         };
-        let p2 = s
-            .put_policy(
-                &AccountId::from(w.alice.as_str()),
-                &ProjectId::from(w.project.as_str()),
-                &input,
-            )
-            .await
-            .unwrap();
+        let p2 = s.put_policy(&w.alice, &w.project, &input).await.unwrap();
         assert_eq!((p2.id.as_str(), p2.version, p2.live_app), ("policy-2", 2, true));
         let p3 = s
-            .put_policy(
-                &AccountId::from(w.alice.as_str()),
-                &ProjectId::from(w.project.as_str()),
-                &PolicyInput::default(),
-            )
+            .put_policy(&w.alice, &w.project, &PolicyInput::default())
             .await
             .unwrap();
         assert_eq!((p3.id.as_str(), p3.version, p3.live_app), ("policy-3", 3, false));
-        assert_eq!(
-            s.active_policy(&AccountId::from(w.alice.as_str()), &ProjectId::from(w.project.as_str()))
-                .await
-                .unwrap(),
-            p3
-        );
-        assert_eq!(
-            s.active_policy_for_worker(&ProjectId::from(w.project.as_str()))
-                .await
-                .unwrap(),
-            p3
-        );
+        assert_eq!(s.active_policy(&w.alice, &w.project).await.unwrap(), p3);
+        assert_eq!(s.active_policy_for_worker(&w.project).await.unwrap(), p3);
         let (bob, _) = s.create_account("bob").await.unwrap();
         assert!(matches!(
-            s.active_policy(&bob.id, &ProjectId::from(w.project.as_str())).await,
+            s.active_policy(&bob.id, &w.project).await,
             Err(StoreError::NotFound { .. })
         ));
         assert!(matches!(
-            s.put_policy(&bob.id, &ProjectId::from(w.project.as_str()), &input)
-                .await,
+            s.put_policy(&bob.id, &w.project, &input).await,
             Err(StoreError::NotFound { .. })
         ));
         let bad = PolicyInput {
@@ -149,21 +122,10 @@ on_both!(
             ..Default::default()
         };
         assert!(matches!(
-            s.put_policy(
-                &AccountId::from(w.alice.as_str()),
-                &ProjectId::from(w.project.as_str()),
-                &bad
-            )
-            .await,
+            s.put_policy(&w.alice, &w.project, &bad).await,
             Err(StoreError::Invalid(_))
         ));
-        assert_eq!(
-            s.active_policy(&AccountId::from(w.alice.as_str()), &ProjectId::from(w.project.as_str()))
-                .await
-                .unwrap()
-                .version,
-            3
-        );
+        assert_eq!(s.active_policy(&w.alice, &w.project).await.unwrap().version, 3);
     }
 );
 
@@ -192,10 +154,7 @@ on_both!(concurrent_policy_writes_make_distinct_versions, |s: Store| async move 
     versions.dedup();
     assert_eq!(versions.len(), n, "no version written twice");
     assert_eq!(
-        s.active_policy(&AccountId::from(w.alice.as_str()), &ProjectId::from(w.project.as_str()))
-            .await
-            .unwrap()
-            .version,
+        s.active_policy(&w.alice, &w.project).await.unwrap().version,
         1 + n as u32
     );
 });
@@ -204,73 +163,44 @@ on_both!(
     starting_verification_makes_one_candidate_of_each_tasks_latest_change_set_in_work_graph_order,
     |s: Store| async move {
         let w = world(&s).await;
-        let k = s
-            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let k = s.start_verification(&w.alice, &w.change).await.unwrap();
         let ids: Vec<&str> = k.change_set_ids.iter().map(|c| c.as_str()).collect();
         assert_eq!(ids, vec![w.sets[1].as_str(), w.sets[2].as_str()]);
         assert_eq!(k.status, CandidateStatus::Composing);
         assert_eq!((k.base_generation, k.base_commit.as_str()), (0, C1));
         assert!(k.id.as_str().starts_with("cand_"));
-        let change = s
-            .get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap()
-            .unwrap();
+        let change = s.get_change(&w.alice, &w.change).await.unwrap().unwrap();
         assert_eq!(change.status, ChangeStatus::Verifying);
         let events = s.events(0, Some(&w.change), 100).await.unwrap();
         assert!(events.iter().any(|e| e.kind == "verification.started"));
 
         // An explicit set keeps Work Graph order whatever order it is given in.
         let e = s
-            .compose_candidate(
-                &AccountId::from(w.alice.as_str()),
-                &ChangeId::from(w.change.as_str()),
-                &[w.sets[2].clone(), w.sets[0].clone()],
-            )
+            .compose_candidate(&w.alice, &w.change, &[w.sets[2].clone(), w.sets[0].clone()])
             .await
             .unwrap();
         let ids: Vec<&str> = e.change_set_ids.iter().map(|c| c.as_str()).collect();
         assert_eq!(ids, vec![w.sets[0].as_str(), w.sets[2].as_str()]);
-        assert_eq!(
-            s.list_candidates(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .len(),
-            2
-        );
+        assert_eq!(s.list_candidates(&w.alice, &w.change).await.unwrap().len(), 2);
 
         // A ChangeSet that is not this Change's is refused as a conflict with the Change's state,
         // naming the field; nothing is written.
-        let refused = s
-            .compose_candidate(
-                &AccountId::from(w.alice.as_str()),
-                &ChangeId::from(w.change.as_str()),
-                &["cs_nope".into()],
-            )
-            .await;
+        let refused = s.compose_candidate(&w.alice, &w.change, &["cs_nope".into()]).await;
         assert!(
             matches!(refused, Err(StoreError::Conflict(ref m)) if m.starts_with("changeSetIds: cs_nope")),
             "{refused:?}"
         );
-        assert_eq!(
-            s.list_candidates(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .len(),
-            2
-        );
+        assert_eq!(s.list_candidates(&w.alice, &w.change).await.unwrap().len(), 2);
 
         // Another account sees none of it.
         let (bob, _) = s.create_account("bob").await.unwrap();
         assert!(s.get_candidate(&bob.id, &k.id).await.unwrap().is_none());
         assert!(matches!(
-            s.start_verification(&bob.id, &ChangeId::from(w.change.as_str())).await,
+            s.start_verification(&bob.id, &w.change).await,
             Err(StoreError::NotFound { .. })
         ));
         assert!(matches!(
-            s.list_candidates(&bob.id, &ChangeId::from(w.change.as_str())).await,
+            s.list_candidates(&bob.id, &w.change).await,
             Err(StoreError::NotFound { .. })
         ));
     }
@@ -280,10 +210,7 @@ on_both!(
     candidate_statuses_move_only_from_the_statuses_named,
     |s: Store| async move {
         let w = world(&s).await;
-        let k = s
-            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let k = s.start_verification(&w.alice, &w.change).await.unwrap();
         let id = &k.id;
         assert!(
             !s.set_candidate_status(id, &[CandidateStatus::Verifying], CandidateStatus::Verified, None)
@@ -317,11 +244,7 @@ on_both!(
             .await
             .unwrap()
         );
-        let k = s
-            .get_candidate(&AccountId::from(w.alice.as_str()), id)
-            .await
-            .unwrap()
-            .unwrap();
+        let k = s.get_candidate(&w.alice, id).await.unwrap().unwrap();
         assert_eq!(
             (k.status, k.status_reason.as_deref()),
             (CandidateStatus::Rejected, Some("gap: unit failed"))
@@ -333,10 +256,7 @@ on_both!(
     a_stale_candidate_is_recomposed_once_on_the_new_base,
     |s: Store| async move {
         let w = world(&s).await;
-        let k = s
-            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let k = s.start_verification(&w.alice, &w.change).await.unwrap();
         let a = s.recompose_stale(&k.id, "behind").await.unwrap().unwrap();
         let b = s.recompose_stale(&k.id, "behind").await.unwrap().unwrap();
         assert_eq!(a.id, b.id);
@@ -346,13 +266,7 @@ on_both!(
             (old.status, old.recomposed_as.as_ref()),
             (CandidateStatus::Stale, Some(&a.id))
         );
-        assert_eq!(
-            s.list_candidates(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .len(),
-            2
-        );
+        assert_eq!(s.list_candidates(&w.alice, &w.change).await.unwrap().len(), 2);
     }
 );
 
@@ -360,10 +274,7 @@ on_both!(
     a_retried_check_step_writes_one_evidence_row_per_attempt,
     |s: Store| async move {
         let w = world(&s).await;
-        let k = s
-            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let k = s.start_verification(&w.alice, &w.change).await.unwrap();
         let new = |attempt: u32, status: EvidenceStatus| NewEvidence {
             candidate_id: k.id.to_string(),
             check_id: CheckId::Unit,

@@ -18,8 +18,8 @@ const TREE: &str = "3333333333333333333333333333333333333333";
 const OTHER_TREE: &str = "4444444444444444444444444444444444444444";
 
 struct World {
-    alice: String,
-    project: String,
+    alice: AccountId,
+    project: ProjectId,
 }
 
 async fn world(s: &Store) -> World {
@@ -36,8 +36,8 @@ async fn world(s: &Store) -> World {
         .unwrap();
     s.mark_project_provisioned(&p.id, BASE, BASE).await.unwrap();
     World {
-        alice: alice.id.to_string(),
-        project: p.id.as_str().to_owned(),
+        alice: alice.id,
+        project: p.id,
     }
 }
 
@@ -50,7 +50,7 @@ async fn verified(s: &Store, w: &World, tier: RiskTier) -> (String, String) {
 async fn verified_with(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> (String, String) {
     let c = published(s, w, tier, criteria).await;
     let k = s
-        .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(c.as_str()))
+        .start_verification(&w.alice, &ChangeId::from(c.as_str()))
         .await
         .unwrap();
     let plan = belay_domain::plan::VerificationPlan {
@@ -73,8 +73,8 @@ async fn verified_with(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) 
 async fn published(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> String {
     let c = s
         .create_change(
-            &AccountId::from(w.alice.as_str()),
-            &ProjectId::from(w.project.as_str()),
+            &w.alice,
+            &w.project,
             &ChangeInput {
                 goal: "g".into(),
                 acceptance_criteria: criteria.iter().map(|c| c.to_string()).collect(),
@@ -86,7 +86,7 @@ async fn published(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> S
         .unwrap();
     let t = s
         .add_task(
-            &AccountId::from(w.alice.as_str()),
+            &w.alice,
             &c.id,
             &TaskInput {
                 key: "a".into(),
@@ -98,12 +98,9 @@ async fn published(s: &Store, w: &World, tier: RiskTier, criteria: &[&str]) -> S
         )
         .await
         .unwrap();
-    let run = s
-        .start_task_run(&AccountId::from(w.alice.as_str()), &t.id)
-        .await
-        .unwrap();
+    let run = s.start_task_run(&w.alice, &t.id).await.unwrap();
     s.record_change_set(
-        &AccountId::from(w.alice.as_str()),
+        &w.alice,
         &run.id,
         &ChangeSetInput {
             commit: COMMIT.into(),
@@ -142,7 +139,7 @@ on_both!(
         // Nothing requested yet: a decision is refused.
         let err = s
             .decide_approval(
-                &AccountId::from(w.alice.as_str()),
+                &w.alice,
                 &CandidateId::from(k.as_str()),
                 &decision(ApprovalDecision::Grant, TREE, None),
             )
@@ -171,13 +168,13 @@ on_both!(
         assert_eq!(cand.status_reason.as_deref(), Some(REASON));
         assert_eq!(cand.plan.unwrap().human_gates, vec![gate()], "the hold joins the plan");
         let ch = s
-            .get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+            .get_change(&w.alice, &ChangeId::from(change.as_str()))
             .await
             .unwrap()
             .unwrap();
         assert_eq!(ch.status, ChangeStatus::AwaitingApproval);
         let waiting = s
-            .list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Requested, 100)
+            .list_approvals(&w.alice, ApprovalStatus::Requested, 100)
             .await
             .unwrap();
         assert_eq!(waiting.len(), 1);
@@ -202,7 +199,7 @@ on_both!(
         // A grant for another tree is refused and writes nothing.
         let err = s
             .decide_approval(
-                &AccountId::from(w.alice.as_str()),
+                &w.alice,
                 &CandidateId::from(k.as_str()),
                 &decision(ApprovalDecision::Grant, OTHER_TREE, None),
             )
@@ -220,7 +217,7 @@ on_both!(
 
         let d = s
             .decide_approval(
-                &AccountId::from(w.alice.as_str()),
+                &w.alice,
                 &CandidateId::from(k.as_str()),
                 &decision(ApprovalDecision::Grant, TREE, None),
             )
@@ -233,7 +230,7 @@ on_both!(
         );
         let same = s
             .decide_approval(
-                &AccountId::from(w.alice.as_str()),
+                &w.alice,
                 &CandidateId::from(k.as_str()),
                 &decision(ApprovalDecision::Grant, TREE, None),
             )
@@ -242,7 +239,7 @@ on_both!(
         assert!(!same.recorded, "the same decision again changes nothing");
         let err = s
             .decide_approval(
-                &AccountId::from(w.alice.as_str()),
+                &w.alice,
                 &CandidateId::from(k.as_str()),
                 &decision(ApprovalDecision::Reject, TREE, Some("no")),
             )
@@ -250,7 +247,7 @@ on_both!(
             .unwrap_err();
         assert!(err.to_string().contains("first decision is final"), "{err}");
         assert!(
-            s.list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Requested, 100)
+            s.list_approvals(&w.alice, ApprovalStatus::Requested, 100)
                 .await
                 .unwrap()
                 .is_empty()
@@ -302,7 +299,7 @@ on_both!(
             .unwrap();
         let d = s
             .decide_approval(
-                &AccountId::from(w.alice.as_str()),
+                &w.alice,
                 &CandidateId::from(k.as_str()),
                 &decision(ApprovalDecision::Reject, TREE, Some("the list must be sorted")),
             )
@@ -353,11 +350,7 @@ on_both!(twenty_racing_swaps_advance_canonical_once, |s: Store| async move {
         }
     }
     assert_eq!(promoted, 1);
-    let p = s
-        .get_project(&AccountId::from(w.alice.as_str()), &ProjectId::from(w.project.as_str()))
-        .await
-        .unwrap()
-        .unwrap();
+    let p = s.get_project(&w.alice, &w.project).await.unwrap().unwrap();
     assert_eq!(
         (p.generation, p.canonical_commit.as_deref(), p.canonical_tree.as_deref()),
         (1, Some(COMMIT), Some(TREE))
@@ -369,7 +362,7 @@ on_both!(twenty_racing_swaps_advance_canonical_once, |s: Store| async move {
         .unwrap();
     assert_eq!(cand.status, CandidateStatus::Promoted);
     let ch = s
-        .get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+        .get_change(&w.alice, &ChangeId::from(change.as_str()))
         .await
         .unwrap()
         .unwrap();
@@ -433,7 +426,7 @@ on_both!(
         }
         let change = published(&s, &w, RiskTier::Low, &["The list shows tags"]).await;
         let first = s
-            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+            .start_verification(&w.alice, &ChangeId::from(change.as_str()))
             .await
             .unwrap();
         assert_eq!(kept(&s, &first.id).await, Vec::<String>::new());
@@ -449,7 +442,7 @@ on_both!(
         assert_eq!(kept(&s, first.id.as_str()).await, Vec::<String>::new());
         let second = s
             .compose_candidate(
-                &AccountId::from(w.alice.as_str()),
+                &w.alice,
                 &ChangeId::from(change.as_str()),
                 &first.change_set_ids.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
             )
@@ -483,16 +476,10 @@ on_both!(
             PromotionOutcome::Stale { .. }
         ));
         // Settle: the older-base Candidates go stale; their Changes (verifying) get new ones.
-        let settled = s
-            .settle_older_base(&ProjectId::from(w.project.as_str()), 1)
-            .await
-            .unwrap();
+        let settled = s.settle_older_base(&w.project, 1).await.unwrap();
         assert_eq!(settled.stale, vec![second.clone(), third.clone()]);
         assert_eq!(settled.recomposed.len(), 2);
-        let again = s
-            .settle_older_base(&ProjectId::from(w.project.as_str()), 1)
-            .await
-            .unwrap();
+        let again = s.settle_older_base(&w.project, 1).await.unwrap();
         assert!(again.stale.is_empty());
         assert_eq!(
             again.recomposed, settled.recomposed,
@@ -518,23 +505,15 @@ on_both!(
 
         // A verified Candidate on the new base whose plan's policy is no longer active: blocked.
         let (_, fourth) = verified(&s, &w, RiskTier::Low).await;
-        s.put_policy(
-            &AccountId::from(w.alice.as_str()),
-            &ProjectId::from(w.project.as_str()),
-            &PolicyInput::default(),
-        )
-        .await
-        .unwrap();
+        s.put_policy(&w.alice, &w.project, &PolicyInput::default())
+            .await
+            .unwrap();
         assert!(matches!(
             s.promote_cas(&CandidateId::from(fourth.as_str()), 1, &DEFAULT_POLICY.stamp()).await.unwrap(),
             PromotionOutcome::Blocked { blocks } if matches!(blocks[..], [Block::PolicyChanged { .. }])
         ));
         assert_eq!(
-            s.get_project(&AccountId::from(w.alice.as_str()), &ProjectId::from(w.project.as_str()))
-                .await
-                .unwrap()
-                .unwrap()
-                .generation,
+            s.get_project(&w.alice, &w.project).await.unwrap().unwrap().generation,
             1
         );
     }
@@ -549,7 +528,7 @@ on_both!(
             .await
             .unwrap();
         let waiting = s
-            .list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Requested, 100)
+            .list_approvals(&w.alice, ApprovalStatus::Requested, 100)
             .await
             .unwrap();
         assert_eq!(waiting.len(), 1);
@@ -563,7 +542,7 @@ on_both!(
         // A Task still running on the Change.
         let t = s
             .add_task(
-                &AccountId::from(w.alice.as_str()),
+                &w.alice,
                 &ChangeId::from(change.as_str()),
                 &TaskInput {
                     key: "b".into(),
@@ -575,17 +554,10 @@ on_both!(
             )
             .await
             .unwrap();
-        let run = s
-            .start_task_run(&AccountId::from(w.alice.as_str()), &t.id)
-            .await
-            .unwrap();
+        let run = s.start_task_run(&w.alice, &t.id).await.unwrap();
 
         let done = s
-            .cancel_change(
-                &AccountId::from(w.alice.as_str()),
-                &ChangeId::from(change.as_str()),
-                "  no longer wanted ",
-            )
+            .cancel_change(&w.alice, &ChangeId::from(change.as_str()), "  no longer wanted ")
             .await
             .unwrap();
         assert_eq!(done.change.status, ChangeStatus::Cancelled);
@@ -601,13 +573,13 @@ on_both!(
             Some("The change was cancelled: no longer wanted")
         );
         assert!(
-            s.list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Requested, 100)
+            s.list_approvals(&w.alice, ApprovalStatus::Requested, 100)
                 .await
                 .unwrap()
                 .is_empty()
         );
         let cancelled = s
-            .list_approvals(&AccountId::from(w.alice.as_str()), ApprovalStatus::Cancelled, 100)
+            .list_approvals(&w.alice, ApprovalStatus::Cancelled, 100)
             .await
             .unwrap();
         assert_eq!(cancelled.len(), 1);
@@ -617,12 +589,12 @@ on_both!(
         );
         assert_eq!(
             cancelled[0].approval.decided_by.as_ref().map(|a| a.to_string()),
-            Some(w.alice.clone())
+            Some(w.alice.to_string())
         );
         let plan = s.workspace_plan(&run.id).await.unwrap().unwrap();
         assert_eq!(plan.run_status, "failed");
         let receipts = s
-            .list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+            .list_receipts(&w.alice, &ChangeId::from(change.as_str()))
             .await
             .unwrap();
         let r = receipts
@@ -634,7 +606,7 @@ on_both!(
         // A granted decision on the cancelled request is refused.
         let err = s
             .decide_approval(
-                &AccountId::from(w.alice.as_str()),
+                &w.alice,
                 &CandidateId::from(k.as_str()),
                 &decision(ApprovalDecision::Grant, TREE, None),
             )
@@ -644,11 +616,7 @@ on_both!(
 
         // The Change has ended: a second cancel is a conflict naming its status, and writes nothing.
         let err = s
-            .cancel_change(
-                &AccountId::from(w.alice.as_str()),
-                &ChangeId::from(change.as_str()),
-                "again",
-            )
+            .cancel_change(&w.alice, &ChangeId::from(change.as_str()), "again")
             .await
             .unwrap_err();
         match err {
@@ -656,14 +624,14 @@ on_both!(
             other => panic!("{other}"),
         }
         assert_eq!(
-            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(change.as_str()))
+            s.list_receipts(&w.alice, &ChangeId::from(change.as_str()))
                 .await
                 .unwrap()
                 .len(),
             receipts.len()
         );
         let missing = s
-            .cancel_change(&AccountId::from(w.alice.as_str()), &ChangeId::from("chg_nope"), "x")
+            .cancel_change(&w.alice, &ChangeId::from("chg_nope"), "x")
             .await
             .unwrap_err();
         assert!(matches!(missing, StoreError::NotFound { .. }), "{missing}");

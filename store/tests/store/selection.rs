@@ -18,8 +18,8 @@ const C2: &str = "2222222222222222222222222222222222222222";
 const C3: &str = "3333333333333333333333333333333333333333";
 
 struct World {
-    alice: String,
-    change: String,
+    alice: AccountId,
+    change: ChangeId,
     tasks: Vec<String>,
     sets: Vec<String>,
     paths: BTreeMap<String, Vec<String>>,
@@ -88,8 +88,8 @@ async fn world(s: &Store) -> World {
         sets.push(cs.id.as_str().to_owned());
     }
     World {
-        alice: alice.id.to_string(),
-        change: c.id.as_str().to_owned(),
+        alice: alice.id,
+        change: c.id,
         tasks,
         sets,
         paths,
@@ -124,19 +124,16 @@ on_both!(
         let now = belay_store::now_ms();
         // The Change budget: 0.3 reserved, then settled at 0.1; a 0.45 estimate fits, 0.5 not.
         let r = s
-            .reserve_model_call(&ChangeId::from(w.change.as_str()), 0.3, LIMITS, now)
+            .reserve_model_call(&w.change, 0.3, LIMITS, now)
             .await
             .unwrap()
             .unwrap();
         s.settle_model_call(&r, 0.1).await.unwrap();
-        assert!((s.change_model_cost(&ChangeId::from(w.change.as_str())).await.unwrap() - 0.1).abs() < 1e-9);
-        let refused = s
-            .reserve_model_call(&ChangeId::from(w.change.as_str()), 0.45, LIMITS, now)
-            .await
-            .unwrap();
+        assert!((s.change_model_cost(&w.change).await.unwrap() - 0.1).abs() < 1e-9);
+        let refused = s.reserve_model_call(&w.change, 0.45, LIMITS, now).await.unwrap();
         assert!(refused.unwrap_err().contains("Change budget"));
         let r2 = s
-            .reserve_model_call(&ChangeId::from(w.change.as_str()), 0.35, LIMITS, now)
+            .reserve_model_call(&w.change, 0.35, LIMITS, now)
             .await
             .unwrap()
             .unwrap();
@@ -291,15 +288,7 @@ on_both!(
     |s: Store| async move {
         let w = world(&s).await;
         let bad = conflict(&w, ConflictStatus::ForkRequired, "src/a.ts");
-        match s
-            .record_conflict(
-                &AccountId::from(w.alice.as_str()),
-                &ChangeId::from(w.change.as_str()),
-                &bad,
-                &w.paths,
-            )
-            .await
-        {
+        match s.record_conflict(&w.alice, &w.change, &bad, &w.paths).await {
             Err(StoreError::Invalid(v)) => assert_eq!(
                 (v.field.as_str(), v.refused),
                 ("sides[1].paths[0]", belay_domain::validation::Refused::Invalid)
@@ -309,22 +298,11 @@ on_both!(
         let good = conflict(&w, ConflictStatus::ForkRequired, "src/b.ts");
         let (bob, _) = s.create_account("bob").await.unwrap();
         assert!(matches!(
-            s.record_conflict(&bob.id, &ChangeId::from(w.change.as_str()), &good, &w.paths)
-                .await,
+            s.record_conflict(&bob.id, &w.change, &good, &w.paths).await,
             Err(StoreError::NotFound { .. })
         ));
-        s.record_conflict(
-            &AccountId::from(w.alice.as_str()),
-            &ChangeId::from(w.change.as_str()),
-            &good,
-            &w.paths,
-        )
-        .await
-        .unwrap();
-        let round = s
-            .start_verification_round(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        s.record_conflict(&w.alice, &w.change, &good, &w.paths).await.unwrap();
+        let round = s.start_verification_round(&w.alice, &w.change).await.unwrap();
         let sets: Vec<Vec<String>> = round
             .iter()
             .map(|k| k.change_set_ids.iter().map(|c| c.to_string()).collect())
@@ -421,25 +399,14 @@ on_both!(
                 .unwrap(),
             SelectionDone::AlreadyApplied
         );
-        let receipts = s
-            .list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
         assert_eq!(receipts.len(), 1);
         assert_eq!(receipts[0].kind, ReceiptKind::CandidateSelection);
         assert_eq!(
-            s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .unwrap()
-                .status,
+            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
             ChangeStatus::Failed
         );
-        for k in s
-            .list_candidates(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap()
-        {
+        for k in s.list_candidates(&w.alice, &w.change).await.unwrap() {
             assert!(
                 matches!(k.selection, Some(belay_domain::selection::SelectionJson::Decided(_))),
                 "{k:?}"
@@ -451,17 +418,10 @@ on_both!(
 /// The Change is back with its agents and has its one repair receipt: its objective.
 async fn the_one_repair(s: &Store, w: &World) -> String {
     assert_eq!(
-        s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap()
-            .unwrap()
-            .status,
+        s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
         ChangeStatus::Running
     );
-    let receipts = s
-        .list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-        .await
-        .unwrap();
+    let receipts = s.list_receipts(&w.alice, &w.change).await.unwrap();
     assert_eq!(receipts.len(), 1);
     assert_eq!(receipts[0].kind, ReceiptKind::AcceptanceRepair);
     receipts[0].outcome["objective"].as_str().unwrap().to_owned()
@@ -472,11 +432,7 @@ on_both!(
     threads = 4,
     |s: Store| async move {
         let w = world(&s).await;
-        let k = s
-            .start_verification_round(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap()
-            .remove(0);
+        let k = s.start_verification_round(&w.alice, &w.change).await.unwrap().remove(0);
         assert_eq!(s.repair_after_rejection(&k.id, Some("  ")).await.unwrap(), None);
         let task = s
             .repair_after_rejection(&k.id, Some("the list is unsorted"))
@@ -484,10 +440,7 @@ on_both!(
             .unwrap()
             .unwrap()
             .unwrap();
-        let tasks = s
-            .list_tasks(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let tasks = s.list_tasks(&w.alice, &w.change).await.unwrap();
         let repair = tasks.iter().find(|t| t.id == task.as_str()).unwrap();
         assert_eq!(repair.key, "repair");
         assert_eq!(repair.dependencies, vec!["a".to_string(), "b".to_string()]);
@@ -503,20 +456,10 @@ on_both!(
             .unwrap();
         assert!(second.unwrap_err().contains("already had its repair"));
         assert_eq!(
-            s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .unwrap()
-                .status,
+            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
             ChangeStatus::AwaitingApproval
         );
-        assert_eq!(
-            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
     }
 );
 
@@ -561,31 +504,13 @@ on_both!(
         };
         let reason = "Required checks not satisfied: browser (missing)";
         // While a second Candidate of the Change can still ship, the first's rejection waits.
-        let k = s
-            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
-        let other = s
-            .compose_candidate(
-                &AccountId::from(w.alice.as_str()),
-                &ChangeId::from(w.change.as_str()),
-                &w.sets[..1],
-            )
-            .await
-            .unwrap();
+        let k = s.start_verification(&w.alice, &w.change).await.unwrap();
+        let other = s.compose_candidate(&w.alice, &w.change, &w.sets[..1]).await.unwrap();
         assert!(gate_rejects(&s, &k.id, &plan, reason).await);
-        assert!(
-            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        assert!(s.list_receipts(&w.alice, &w.change).await.unwrap().is_empty());
         // The last one standing: the one repair, in the rejection's transaction.
         assert!(gate_rejects(&s, &other.id, &plan, reason).await);
-        let tasks = s
-            .list_tasks(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let tasks = s.list_tasks(&w.alice, &w.change).await.unwrap();
         let repair = tasks.iter().find(|t| t.key == "repair").expect("a repair Task");
         assert_eq!(
             repair.dependencies,
@@ -615,40 +540,18 @@ on_both!(
             .await
             .unwrap()
         );
-        assert_eq!(
-            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
 
         // The repair's Candidate fails too: a person, and no second repair Task.
-        let again = s
-            .start_verification(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let again = s.start_verification(&w.alice, &w.change).await.unwrap();
         assert!(gate_rejects(&s, &again.id, &plan, reason).await);
         assert_eq!(
-            s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .unwrap()
-                .status,
+            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
             ChangeStatus::AwaitingApproval
         );
-        let tasks = s
-            .list_tasks(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let tasks = s.list_tasks(&w.alice, &w.change).await.unwrap();
         assert_eq!(tasks.iter().filter(|t| t.key == "repair").count(), 1);
-        assert_eq!(
-            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(s.list_receipts(&w.alice, &w.change).await.unwrap().len(), 1);
         let events = s.events(0, Some(&w.change), 100).await.unwrap();
         let asked: Vec<_> = events.iter().filter(|e| e.kind == "approval.requested").collect();
         assert_eq!(asked.len(), 1);
@@ -691,17 +594,14 @@ on_both!(
     |s: Store| async move {
         let w = world(&s).await;
         s.record_conflict(
-            &AccountId::from(w.alice.as_str()),
-            &ChangeId::from(w.change.as_str()),
+            &w.alice,
+            &w.change,
             &conflict(&w, ConflictStatus::Confirmed, "src/b.ts"),
             &w.paths,
         )
         .await
         .unwrap();
-        let round = s
-            .start_verification_round(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-            .await
-            .unwrap();
+        let round = s.start_verification_round(&w.alice, &w.change).await.unwrap();
         assert_eq!(round.len(), 2);
         let plan = belay_domain::plan::VerificationPlan {
             policy: belay_domain::policy::DEFAULT_POLICY.stamp(),
@@ -713,18 +613,9 @@ on_both!(
         for k in &round {
             assert!(gate_rejects(&s, k.id.as_str(), &plan, "Required checks not satisfied: unit (failed)").await);
         }
-        assert!(
-            s.list_receipts(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        assert!(s.list_receipts(&w.alice, &w.change).await.unwrap().is_empty());
         assert_eq!(
-            s.get_change(&AccountId::from(w.alice.as_str()), &ChangeId::from(w.change.as_str()))
-                .await
-                .unwrap()
-                .unwrap()
-                .status,
+            s.get_change(&w.alice, &w.change).await.unwrap().unwrap().status,
             ChangeStatus::Verifying
         );
     }
