@@ -245,7 +245,7 @@ pub async fn serve_metrics(
     store: Store,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, metrics_router(store))
+    axum::serve(crate::without_delay(listener), metrics_router(store))
         .with_graceful_shutdown(shutdown)
         .await
 }
