@@ -7,6 +7,7 @@
 pub mod access;
 pub mod adapter;
 pub mod api_token;
+pub mod artifact_url;
 pub mod buffer;
 pub mod calendar;
 pub mod catalogue;
