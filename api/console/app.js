@@ -445,41 +445,109 @@ function reviewForm(run, onsubmitted) {
   return form;
 }
 
+// What a build in a review frame may and may not do: the frame's sandbox and the artifact
+// origin's policy (decision 0051) enforce it; the page says it, so a reviewer knows what a build
+// that "does nothing" was allowed to try.
+const FRAME_MAY = "run its scripts, draw, take your clicks and keys, and load this run's own files";
+const FRAME_MAY_NOT = "read your belay session or token, call belay's API as you, fetch from or send to any other host, " +
+  "navigate or open this page or new windows, take its frame to any other site, submit forms, or keep storage or cookies";
+const TEXT_ARTIFACT = /\.(txt|log|md|json|jsonl|csv)$/i;
+const TEXT_SHOWN = 64 * 1024;
+
+// An artifact's path as a URL path under its tree, each segment encoded.
+function artifactHref(base, path) {
+  return base + path.split("/").map(encodeURIComponent).join("/");
+}
+
+// The page an HTML build opens on: index.html at the top when there is one, else the shallowest.
+function entryArtifact(run) {
+  const pages = run.artifacts.filter((a) => /\.html?$/i.test(a.path));
+  pages.sort((a, b) => a.path.split("/").length - b.path.split("/").length ||
+    (b.path.endsWith("index.html") - a.path.endsWith("index.html")) || a.path.localeCompare(b.path));
+  return pages[0] || null;
+}
+
+// One run's artifacts: its HTML build playing in a sandboxed frame on the artifact origin (under
+// a short-lived URL granting this run's files only), its text artifacts inline, and the whole
+// tree as one download. Self-contained (no ids): a page may show several runs side by side.
 async function artifactView(run) {
-  const items = [];
-  let frame = null;
-  for (const a of run.artifacts) {
-    const url = `/v1/runs/${run.id}/artifact?path=${encodeURIComponent(a.path)}`;
-    const open = h("button", {
-      type: "button",
-      onclick: () => act(async () => {
-        const resp = await fetch(url, { headers: { Authorization: "Bearer " + token() } });
-        if (!resp.ok) throw new ApiError(resp.status, "artifact", await resp.text());
-        const blob = await resp.blob();
-        const u = URL.createObjectURL(blob);
-        const dl = h("a", { href: u, download: a.path.split("/").pop() });
-        document.body.append(dl);
-        dl.click();
-        dl.remove();
-        setTimeout(() => URL.revokeObjectURL(u), 10000);
-      }),
-    }, "download");
-    items.push(h("li", {}, `${a.path} (${a.size} bytes) `, open));
-    if (!frame && /\.html?$/i.test(a.path)) {
-      const resp = await fetch(url, { headers: { Authorization: "Bearer " + token() } });
-      if (resp.ok) {
-        // Shown in a frame with no scripts, no same-origin access and, by its own policy, no
-        // network: nothing the artifact says can reach belay or anywhere else.
-        const policy = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\">";
-        frame = h("iframe", { sandbox: "", id: "artifact-frame", title: `artifact ${a.path}`, referrerpolicy: "no-referrer" });
-        frame.srcdoc = policy + (await resp.text());
-      }
-    }
+  const view = h("section", { class: "artifact-view", dataset: { run: run.id } }, h("h2", {}, "Artifacts"));
+  if (!run.artifacts.length) {
+    view.append(h("p", { class: "muted" }, "No artifacts."));
+    return view;
   }
-  return h("div", {},
-    h("h2", {}, "Artifacts"),
-    items.length ? h("ul", { id: "artifacts" }, items) : h("p", { class: "muted" }, "No artifacts."),
-    frame);
+  let grant = null;
+  let refused = null;
+  try {
+    grant = await api("POST", `/v1/runs/${run.id}/artifact-url`);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) throw err;
+    refused = err;
+  }
+  const entry = entryArtifact(run);
+  const tools = h("p", { class: "artifact-tools" });
+  if (grant) {
+    tools.append(h("a", { class: "download-build", href: grant.archiveUrl, rel: "noopener noreferrer" },
+      `Download build (${run.artifacts.length} file${run.artifacts.length === 1 ? "" : "s"}, .tar.gz)`));
+  }
+  view.append(tools);
+  if (entry && grant) {
+    const frame = h("iframe", {
+      class: "artifact-frame",
+      title: `build of run ${run.id}: ${entry.path}`,
+      // Scripts on; no same-origin (an opaque origin: no storage, no cookies), no top navigation,
+      // no popups, no modal dialogs. The artifact origin's policy adds the network limits.
+      sandbox: "allow-scripts allow-pointer-lock",
+      referrerpolicy: "no-referrer",
+      src: artifactHref(grant.url, entry.path),
+      dataset: { run: run.id, entry: entry.path },
+    });
+    const expires = h("span", { class: "artifact-expiry" });
+    const showExpiry = (g) => {
+      expires.textContent = `This link works until ${new Date(g.expiresAt * 1000).toLocaleTimeString()}.`;
+    };
+    showExpiry(grant);
+    const reload = h("button", {
+      type: "button",
+      class: "reload-build",
+      onclick: () => act(async () => {
+        grant = await api("POST", `/v1/runs/${run.id}/artifact-url`);
+        frame.src = artifactHref(grant.url, entry.path);
+        const dl = tools.querySelector(".download-build");
+        if (dl) dl.href = grant.archiveUrl;
+        showExpiry(grant);
+      }),
+    }, "Restart build");
+    view.append(
+      h("p", { class: "frame-rules" },
+        h("strong", {}, "Scripts are on in this frame. "),
+        `The build may ${FRAME_MAY}. It may not ${FRAME_MAY_NOT}. `, expires, " ", reload),
+      frame);
+  } else if (entry && refused) {
+    view.append(h("p", { class: "frame-rules" },
+      `This build cannot be played here: ${refused.message}`));
+  }
+  const items = [];
+  for (const a of run.artifacts) {
+    const item = h("li", {}, h("code", {}, a.path), ` (${a.size} bytes)`);
+    if (TEXT_ARTIFACT.test(a.path)) {
+      const pre = h("pre", { class: "artifact-text", dataset: { path: a.path } });
+      const resp = await fetch(`/v1/runs/${run.id}/artifact?path=${encodeURIComponent(a.path)}`,
+        { headers: { Authorization: "Bearer " + token() } });
+      if (resp.ok) {
+        const text = await resp.text();
+        pre.textContent = text.length > TEXT_SHOWN
+          ? text.slice(0, TEXT_SHOWN) + `\n… (${text.length - TEXT_SHOWN} more characters in the download)`
+          : text;
+      } else {
+        pre.textContent = `(not shown: ${resp.status})`;
+      }
+      item.append(pre);
+    }
+    items.push(item);
+  }
+  view.append(h("ul", { class: "artifact-list" }, items));
+  return view;
 }
 
 async function queuePage(kind, id) {

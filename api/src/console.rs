@@ -15,10 +15,18 @@ const APP_CSS: &str = include_str!("../console/app.css");
 const ICON: &str = include_str!("../console/icon.svg");
 
 /// The console's content security policy: this origin only; inline styles are allowed for the
-/// run artifacts shown in sandboxed frames (which inherit it), scripts never.
+/// run artifacts shown in sandboxed frames (which inherit it), scripts never. Frames may show
+/// this origin and, when one is served, the artifact origin (`{frames}`): a build that navigates
+/// its own frame anywhere else is stopped by this policy.
 pub const POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
-     img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; object-src 'none'; \
+     img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'{frames}; object-src 'none'; \
      base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// [`POLICY`] with the artifact origin (`http://host:port`) allowed in frames, if there is one.
+pub fn policy(artifact_origin: Option<&str>) -> String {
+    let frames = artifact_origin.map(|o| format!(" {o}")).unwrap_or_default();
+    POLICY.replace("{frames}", &frames)
+}
 
 /// The paths that are console pages (each answers the shell; its script renders the page).
 pub const PAGES: &[&str] = &[
@@ -37,7 +45,7 @@ pub const PAGES: &[&str] = &[
     "/approvals",
 ];
 
-fn asset(content_type: &'static str, body: &'static str) -> Response {
+fn asset(policy: &HeaderValue, content_type: &'static str, body: &'static str) -> Response {
     let mut r = (
         [
             (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
@@ -47,31 +55,41 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         body,
     )
         .into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(POLICY));
+    r.headers_mut().insert(header::CONTENT_SECURITY_POLICY, policy.clone());
     r
 }
 
-async fn shell() -> Response {
-    let mut r = asset("text/html; charset=utf-8", INDEX);
+fn shell(policy: &HeaderValue) -> Response {
+    let mut r = asset(policy, "text/html; charset=utf-8", INDEX);
     r.headers_mut()
         .insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     r
 }
 
-/// The console's routes, merged beside the API's.
-pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+/// The console's routes, merged beside the API's; `artifact_origin` is where run builds are
+/// served (the only other origin the console frames).
+pub fn router<S: Clone + Send + Sync + 'static>(artifact_origin: Option<&str>) -> Router<S> {
+    // The origin is checked where it is configured; a value no header can carry leaves frames
+    // to this origin only.
+    let policy = HeaderValue::from_str(&policy(artifact_origin)).unwrap_or_else(|_| {
+        HeaderValue::from_str(&policy(None)).unwrap_or(HeaderValue::from_static("default-src 'self'"))
+    });
     let mut r = Router::new();
     for page in PAGES {
-        r = r.route(page, get(shell));
+        let p = policy.clone();
+        r = r.route(page, get(move || async move { shell(&p) }));
     }
+    let (js, css, icon) = (policy.clone(), policy.clone(), policy);
     r.route(
         "/console/app.js",
-        get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+        get(move || async move { asset(&js, "text/javascript; charset=utf-8", APP_JS) }),
     )
     .route(
         "/console/app.css",
-        get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
+        get(move || async move { asset(&css, "text/css; charset=utf-8", APP_CSS) }),
     )
-    .route("/console/icon.svg", get(|| async { asset("image/svg+xml", ICON) }))
+    .route(
+        "/console/icon.svg",
+        get(move || async move { asset(&icon, "image/svg+xml", ICON) }),
+    )
 }

@@ -1,6 +1,7 @@
 //! belay's HTTP API: axum handlers over the store and the Temporal client, bearer-token auth,
 //! one error shape, and an OpenAPI document generated from the handlers' annotations.
 
+pub mod artifact_origin;
 pub mod auth;
 pub mod console;
 mod constraints;
@@ -39,6 +40,9 @@ pub struct AppState {
     pub objects: std::sync::Arc<dyn object_store::ObjectStore>,
     /// The bound on failed authentication and whether tokens' last use is tracked.
     pub auth: auth::AuthGuard,
+    /// Where run builds are served to be played, and how their URLs are signed; `None` when this
+    /// API serves no artifact origin.
+    pub artifacts: Option<artifact_origin::ArtifactOrigin>,
 }
 
 /// Where the bare repositories are and how repository tokens are signed. Revocations live in the
@@ -151,6 +155,7 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(candidates::compose, candidates::list))
         .routes(utoipa_axum::routes!(candidates::get))
         .routes(utoipa_axum::routes!(runs::artifact))
+        .routes(utoipa_axum::routes!(runs::artifact_url))
         .routes(utoipa_axum::routes!(promotion::decide))
         .routes(utoipa_axum::routes!(promotion::list))
         .routes(utoipa_axum::routes!(promotion::promote_candidate))
@@ -239,6 +244,7 @@ pub async fn serve_git_only(
 /// The whole API.
 pub fn router(state: AppState) -> Router {
     let git = git_routes(&state);
+    let artifact_origin = state.artifacts.as_ref().map(|a| a.public_url.clone());
     let guard = state.auth.clone();
     let metrics = metrics::metrics_router_with(state.store.clone(), std::sync::Arc::new(move || guard.exposition()));
     let (api, _) = operations().split_for_parts();
@@ -258,7 +264,7 @@ pub fn router(state: AppState) -> Router {
     // scraper expects (the figures are counts, no names or contents).
     let api = metrics.merge(api);
     // The console's pages and assets: outside `/v1`, no token (its script sends the caller's).
-    let api = console::router().merge(api);
+    let api = console::router(artifact_origin.as_deref()).merge(api);
     match git {
         Some(git) => git.merge(api),
         None => api,

@@ -28,6 +28,12 @@ pub struct DevArgs {
     /// Temporal Web UI port.
     #[arg(long, default_value_t = 8233)]
     pub ui_port: u16,
+    /// Port of the artifact origin, where run builds are served to be played in the console
+    /// (0: any free port; the console learns it from the API).
+    #[arg(long, default_value_t = 0)]
+    pub artifact_port: u16,
+    #[command(flatten)]
+    pub artifact_ttl: crate::artifact_origin::ArtifactTtl,
     /// Seed a demo catalogue (a case, a script harness, a priced model).
     #[arg(long)]
     pub demo: bool,
@@ -124,13 +130,31 @@ async fn run_with_server(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    // Run builds on an origin of their own: another port, framed by this console only.
+    let artifact_listener = TcpListener::bind(("127.0.0.1", args.artifact_port))
+        .await
+        .with_context(|| format!("binding 127.0.0.1:{} (--artifact-port)", args.artifact_port))?;
+    let artifact_origin = crate::artifact_origin::artifact_origin(
+        artifact_listener.local_addr()?,
+        None,
+        &crate::artifact_origin::default_console_origins("127.0.0.1", listener.local_addr()?.port())?,
+        dev_secret(data_dir, "artifact-url-secret")?,
+        &args.artifact_ttl,
+    )?;
+    let artifacts_url = artifact_origin.public_url.clone();
     let state = belay_api::AppState {
         store,
         temporal: client,
         git: Some(belay_api::GitConfig::new(data_dir.join("git").join("belay"), secret)),
         objects: dir_store(&data_dir.join("objects"))?,
         auth: args.auth.guard()?,
+        artifacts: Some(artifact_origin),
     };
+    let artifacts = tokio::spawn(belay_api::artifact_origin::serve_artifacts(
+        artifact_listener,
+        state.clone(),
+        stopped(stop_rx.clone()),
+    ));
     let sandbox_line = match sandbox {
         Ok((deps, gateway)) => {
             // The same API on the Sandbox network's host address: how Sandboxes reach git.
@@ -157,6 +181,7 @@ async fn run_with_server(
     println!("  Temporal:     {address}");
     println!("  Data:         {}", data_dir.display());
     println!("  Sandboxes:    {sandbox_line}");
+    println!("  Artifacts:    {artifacts_url} (run builds, played in the console)");
     println!("  Metrics:      {api_url}/metrics (Prometheus; the in-process workers' figures too)");
     println!("  Token:        {token}");
     if args.demo {
@@ -172,6 +197,7 @@ async fn run_with_server(
     .0;
     pools?;
     api.await??;
+    artifacts.await??;
     Ok(())
 }
 
@@ -234,7 +260,12 @@ async fn bootstrap_token(store: &Store, data_dir: &Path) -> anyhow::Result<Strin
 
 /// The secret that signs repository tokens: made once, kept in the data dir (mode 0600).
 fn git_secret(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
-    let path = data_dir.join("git-token-secret");
+    dev_secret(data_dir, "git-token-secret")
+}
+
+/// A signing secret kept in the data dir as `name` (mode 0600), made on first start.
+fn dev_secret(data_dir: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
+    let path = data_dir.join(name);
     if let Ok(s) = std::fs::read_to_string(&path)
         && s.trim().len() >= 32
     {

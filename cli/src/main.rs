@@ -2,6 +2,7 @@
 //! `belay worker` and `belay migrate` are the production processes; `belay bench` measures.
 
 mod account_token;
+mod artifact_origin;
 mod bench;
 mod demo;
 mod dev;
@@ -124,6 +125,8 @@ enum Command {
         /// only: what Sandboxes reach (BELAY_SANDBOX_GIT_URL names it). Every other path is 404.
         #[arg(long, env = "BELAY_API_GIT_LISTEN")]
         git_listen: Option<String>,
+        #[command(flatten)]
+        artifacts: artifact_origin::ArtifactArgs,
         #[command(flatten)]
         auth: settings::AuthSettings,
     },
@@ -250,6 +253,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             host,
             port,
             git_listen,
+            artifacts,
             auth,
         } => {
             serve::api(
@@ -259,6 +263,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 &host,
                 port,
                 git_listen.as_deref(),
+                &artifacts,
                 &auth,
             )
             .await

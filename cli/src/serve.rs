@@ -30,9 +30,12 @@ pub async fn api(
     host: &str,
     port: u16,
     git_listen: Option<&str>,
+    artifacts: &crate::artifact_origin::ArtifactArgs,
     auth: &crate::settings::AuthSettings,
 ) -> anyhow::Result<()> {
     let checked = conn.check()?;
+    // Checked and bound before anything connects: a setting belay cannot use stops it here.
+    let artifact_origin = artifacts.open(host, port).await?;
     let objects = storage.objects.open(&storage.data_dir, &checked.http_roots)?;
     let store = Store::connect(&conn.database_url)
         .await
@@ -53,6 +56,18 @@ pub async fn api(
         }),
         objects,
         auth: auth.guard()?,
+        artifacts: artifact_origin.as_ref().map(|(_, o)| o.clone()),
+    };
+    let artifacts_only = match artifact_origin {
+        Some((listener, origin)) => {
+            tracing::info!(artifacts.url = %origin.public_url, artifacts.listen = %listener.local_addr()?, "serving run artifacts on an origin of their own");
+            Some(tokio::spawn(belay_api::artifact_origin::serve_artifacts(
+                listener,
+                state.clone(),
+                shutdown_signal(),
+            )))
+        }
+        None => None,
     };
     let git_only = match git_listen {
         Some(addr) => {
@@ -71,6 +86,9 @@ pub async fn api(
     belay_api::serve(listener, state, shutdown_signal()).await?;
     if let Some(git_only) = git_only {
         git_only.await??;
+    }
+    if let Some(artifacts_only) = artifacts_only {
+        artifacts_only.await??;
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! the worst domain across every reviewer.
 
 use crate::AppState;
+use crate::artifact_origin::{media_type, read_object};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, Caller, int_param};
 use axum::Json;
@@ -11,8 +12,8 @@ use belay_domain::ids::RunId;
 use belay_domain::review::ReviewInput;
 use belay_domain::run::{Review, Run};
 use belay_store::runs::RunFilter;
-use serde::Deserialize;
-use utoipa::IntoParams;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -96,24 +97,6 @@ pub struct ArtifactQuery {
     pub path: String,
 }
 
-/// The media type an artifact is served as, from its file name; anything unknown is bytes.
-fn media_type(path: &str) -> &'static str {
-    let ext = path
-        .rsplit_once('.')
-        .map(|(_, e)| e.to_ascii_lowercase())
-        .unwrap_or_default();
-    match ext.as_str() {
-        "html" | "htm" => "text/html; charset=utf-8",
-        "txt" | "log" | "md" => "text/plain; charset=utf-8",
-        "json" => "application/json",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "svg" => "image/svg+xml",
-        "css" => "text/css; charset=utf-8",
-        _ => "application/octet-stream",
-    }
-}
-
 /// One artifact of a run, as the adapter kept it. It is served inert: a sandboxing policy with no
 /// network and no scripts (`Content-Security-Policy: sandbox; default-src 'none'`), so an HTML
 /// artifact opened directly cannot act as belay's origin or reach anything.
@@ -139,18 +122,10 @@ pub async fn artifact(
         .iter()
         .find(|a| a.path == q.path)
         .ok_or_else(|| ApiError::not_found(format!("run {id} has no artifact at path {:?}", q.path)))?;
-    let objects = &s.objects;
-    let key = object_store::path::Path::from(artifact.key.as_str());
-    let bytes = match objects.get(&key).await {
-        Ok(got) => got.bytes().await,
-        Err(e) => Err(e),
-    }
-    .map_err(|e| match e {
-        object_store::Error::NotFound { .. } => {
-            ApiError::not_found(format!("run {id}'s artifact {:?} is not in the object store", q.path))
-        }
-        e => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "objects_unavailable", e.to_string()),
-    })?;
+    let bytes = read_object(s.objects.as_ref(), &artifact.key, || {
+        format!("run {id}'s artifact {:?}", q.path)
+    })
+    .await?;
     Ok((
         [
             (header::CONTENT_TYPE, media_type(&artifact.path)),
@@ -163,4 +138,52 @@ pub async fn artifact(
         bytes,
     )
         .into_response())
+}
+
+/// A signed URL to a run's artifacts on the artifact origin.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactUrl {
+    /// The run's artifact tree: append an artifact's `path` (`…/index.html`, `…/js/game.js`).
+    /// Relative links between artifacts resolve under it.
+    pub url: String,
+    /// The whole tree as one `tar.gz` archive, every artifact under a folder named after the run.
+    pub archive_url: String,
+    /// When both URLs stop working (Unix seconds); mint a fresh one after.
+    pub expires_at: i64,
+}
+
+/// Mints a short-lived URL granting reading this run's artifacts, and nothing else, from the
+/// artifact origin: a listener of its own, where a build's scripts run away from the console and
+/// the API (it carries no account token).
+#[utoipa::path(post, path = "/v1/runs/{id}/artifact-url", tag = "runs", params(("id" = String, Path)),
+    responses((status = 200, body = ArtifactUrl), (status = 404, body = ErrorBody),
+        (status = 503, body = ErrorBody, description = "This API serves no artifact origin (`artifact_origin_off`): its operator sets `BELAY_API_ARTIFACT_LISTEN`")))]
+pub async fn artifact_url(
+    _c: Caller,
+    State(s): State<AppState>,
+    Path(id): Path<RunId>,
+) -> ApiResult<Json<ArtifactUrl>> {
+    s.store
+        .get_run(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
+    let Some(origin) = &s.artifacts else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "artifact_origin_off",
+            "this API serves no artifact origin: its operator sets BELAY_API_ARTIFACT_LISTEN",
+        ));
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let token = belay_domain::artifact_url::issue(&origin.secret, &id, now, origin.ttl_secs)
+        .map_err(|e| ApiError::internal(&e))?;
+    Ok(Json(ArtifactUrl {
+        url: origin.tree_url(id.as_str(), &token),
+        archive_url: origin.archive_url(id.as_str(), &token),
+        expires_at: now + origin.ttl_secs,
+    }))
 }

@@ -250,6 +250,7 @@ where
         git: None,
         objects: dir_store(&dir.join("objects"))?,
         auth: Default::default(),
+        artifacts: None,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut api_stop = stop_rx.clone();

@@ -73,6 +73,11 @@ const GLOBAL: &[(&str, &str, &str)] = &[
         "a run's artifacts are as readable as the run",
     ),
     (
+        "POST",
+        "/v1/runs/{id}/artifact-url",
+        "a run's artifacts are as readable as the run; the URL grants that run's only",
+    ),
+    (
         "GET",
         "/v1/runs/{id}/reviews",
         "runs and their reviews are every account's to read",
