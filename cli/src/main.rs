@@ -262,8 +262,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 git_token_secret,
                 &host,
                 port,
-                git_listen.as_deref(),
-                &artifacts,
+                serve::SideListeners {
+                    git: git_listen.as_deref(),
+                    artifacts: &artifacts,
+                },
                 &auth,
             )
             .await

@@ -23,16 +23,26 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'stat
     }
 }
 
+/// The listeners `belay api` serves beside the API: `/git/` only for Sandboxes, run artifacts
+/// only for reviewers' browsers.
+pub struct SideListeners<'a> {
+    pub git: Option<&'a str>,
+    pub artifacts: &'a crate::artifact_origin::ArtifactArgs,
+}
+
 pub async fn api(
     conn: &Conn,
     storage: &Storage,
     git_token_secret: Option<String>,
     host: &str,
     port: u16,
-    git_listen: Option<&str>,
-    artifacts: &crate::artifact_origin::ArtifactArgs,
+    side: SideListeners<'_>,
     auth: &crate::settings::AuthSettings,
 ) -> anyhow::Result<()> {
+    let SideListeners {
+        git: git_listen,
+        artifacts,
+    } = side;
     let checked = conn.check()?;
     // Checked and bound before anything connects: a setting belay cannot use stops it here.
     let artifact_origin = artifacts.open(host, port).await?;

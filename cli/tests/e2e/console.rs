@@ -367,7 +367,7 @@ async fn a_reviewer_turns_auto_top_up_on_walks_the_queue_and_the_matrix_moves() 
     // what such a frame may and may not do).
     let script = "printf '<h1>Run output</h1><p>built</p>' > index.html\n\
          printf '{\"status\":\"completed\",\"loaded\":true,\"artifacts\":[\"index.html\"]}' > manifest.json";
-    b.harness("h", 4, &script).await;
+    b.harness("h", 4, script).await;
     let combo = json!({"kind": "harness", "harness": "h", "model": "m"});
     let (s, plan) = b
         .post(
