@@ -61,6 +61,7 @@ fn hostile_html(api: &str, canary_port: u16) -> String {
   document.addEventListener("securitypolicyviolation", (e) => seen.push(e.effectiveDirective + " " + e.blockedURI));
   const tryIt = async (name, f) => {{ try {{ out[name] = String(await f()); }} catch (e) {{ out[name] = "refused: " + (e && e.name); }} }};
   await tryIt("ownStorage", () => window.sessionStorage.getItem("belay.token"));
+  await tryIt("localStorage", () => window.localStorage.getItem("belay.token"));
   await tryIt("parentStorage", () => window.parent.sessionStorage.getItem("belay.token"));
   await tryIt("parentDocument", () => window.parent.document.body.innerHTML.length);
   await tryIt("cookie", () => document.cookie);
@@ -478,6 +479,7 @@ async fn a_multi_file_game_is_played_in_the_review_frame_and_a_hostile_build_rea
     let probe: Value = serde_json::from_str(probe.as_str().unwrap()).unwrap();
     // Storage and the console: an opaque origin has no storage and cannot touch its parent.
     assert_eq!(probe["ownStorage"], "refused: SecurityError", "{probe}");
+    assert_eq!(probe["localStorage"], "refused: SecurityError", "{probe}");
     assert_eq!(probe["parentStorage"], "refused: SecurityError", "{probe}");
     assert_eq!(probe["parentDocument"], "refused: SecurityError", "{probe}");
     assert_eq!(probe["cookie"], "refused: SecurityError", "{probe}");
@@ -543,6 +545,30 @@ async fn a_multi_file_game_is_played_in_the_review_frame_and_a_hostile_build_rea
         "the build's navigation reached the other host: {sent:?}"
     );
     assert_eq!(c.text("#run-id").await, hostile_run, "the console is still there");
+
+    // Several runs on one page, as a cell's repeats are shown: each view frames its own run under
+    // its own URL, and each build loads.
+    let shown: usize = c
+        .eval(&format!(
+            "(async () => {{ const runs = await Promise.all({}.map((id) => api('GET', '/v1/runs/' + id))); \
+               const views = await Promise.all(runs.map(artifactView)); \
+               const box = h('div', {{ id: 'side-by-side' }}, views); \
+               document.getElementById('main').append(box); return views.length; }})()",
+            json!([game_run, hostile_run])
+        ))
+        .await;
+    assert_eq!(shown, 2);
+    let frames: Vec<Value> = c
+        .eval("[...document.querySelectorAll('#side-by-side .artifact-frame')].map((f) => ({run: f.dataset.run, src: f.src}))")
+        .await;
+    assert_eq!(frames.len(), 2, "{frames:?}");
+    for (f, run) in frames.iter().zip([&game_run, &hostile_run]) {
+        assert_eq!(&f["run"], run, "{frames:?}");
+        let src = f["src"].as_str().unwrap();
+        assert!(src.starts_with(&format!("{artifacts}/r/{run}/")), "{src}");
+        FrameSession::attach(&c, src.trim_end_matches("index.html")).await;
+    }
+    assert_eq!(c.count("#side-by-side .download-build").await, 2);
     c.close().await;
 }
 
