@@ -622,6 +622,71 @@ async fn a_signed_artifact_url_expires_and_is_refused_after() {
     let resp = b.http.get(grant["archiveUrl"].as_str().unwrap()).send().await.unwrap();
     assert_eq!(resp.status(), 403, "the archive expires with the tree");
 
+    // In the console: the frame's URL expires too (reloaded, the build is refused), and
+    // *Restart build* plays it again under a fresh one.
+    let plan = plan_of(&b, "game").await;
+    let c = Console::open_allowing(&b.url, std::slice::from_ref(&artifacts)).await;
+    FrameSession::let_frames_run(&c).await;
+    c.visit("/sign-in").await;
+    c.page
+        .evaluate(format!("sessionStorage.setItem('belay.token', {})", json!(b.token)))
+        .await
+        .unwrap();
+    c.visit(&format!("/plans/{plan}/queue")).await;
+    let first: String = c.eval("document.querySelector('.artifact-frame').src").await;
+    let expires_at = first
+        .split('/')
+        .nth(5)
+        .unwrap()
+        .split('.')
+        .nth(1)
+        .unwrap()
+        .parse::<i64>()
+        .unwrap();
+    wait_until_every(
+        "the frame's URL to expire",
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+        async || {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
+            if now > expires_at {
+                Ok(())
+            } else {
+                Err(format!("{now} <= {expires_at}"))
+            }
+        },
+    )
+    .await;
+    c.eval::<bool>("(() => { const f = document.querySelector('.artifact-frame'); f.src = f.src; return true; })()")
+        .await;
+    let mut frame = FrameSession::attach(&c, first.trim_end_matches("index.html")).await;
+    let refused = frame
+        .until(
+            "the reloaded frame to show the refusal",
+            "document.body && document.body.innerText.includes('artifact_url_expired') ? document.body.innerText : false",
+        )
+        .await;
+    assert!(refused.as_str().unwrap().contains("expired"), "{refused}");
+    c.click(".reload-build").await;
+    let again = wait_until("a fresh URL in the frame", Duration::from_secs(30), async || {
+        let src: String = c.eval("document.querySelector('.artifact-frame').src").await;
+        if src != first { Ok(src) } else { Err("the same URL") }
+    })
+    .await;
+    assert!(again.starts_with(&format!("{artifacts}/r/{run}/v1.")), "{again}");
+    let mut frame = FrameSession::attach(&c, again.trim_end_matches("index.html")).await;
+    let shown = frame
+        .until(
+            "the build again",
+            "document.body && document.body.innerText.includes('hello') ? document.body.innerText : false",
+        )
+        .await;
+    assert_eq!(shown, json!("hello"));
+    c.close().await;
+
     // Minting needs an account, and a run that exists.
     let (s, _) = b
         .request("POST", &format!("/v1/runs/{run}/artifact-url"), None, None)
