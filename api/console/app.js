@@ -720,6 +720,77 @@ async function projectPage(id) {
           h("td", {}, c.riskTier || ""))))));
 }
 
+// ---- words ------------------------------------------------------------------------------
+// The Candidate, Change and approvals pages say what the API answered in words: an API enum
+// (`awaiting_approval`, `checked_supported`) reads as words, a structured value as a list.
+
+function words(code) {
+  return String(code).replace(/_/g, " ");
+}
+
+// `criteriaMet`, `criteria_met` → "criteria met".
+function keyWords(key) {
+  return String(key).replace(/_/g, " ").replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase();
+}
+
+// Any API value as words: a scalar as text, a list of scalars joined, an object as a list of
+// "key: value" (nested values nested).
+function wordsOf(v) {
+  if (v === null || v === undefined) return "none";
+  if (typeof v === "boolean") return v ? "yes" : "no";
+  if (typeof v !== "object") return String(v);
+  if (Array.isArray(v)) {
+    if (v.length === 0) return "none";
+    if (v.every((x) => x === null || typeof x !== "object")) return v.map(wordsOf).join(", ");
+    return h("ol", { class: "words" }, v.map((x) => h("li", {}, wordsOf(x))));
+  }
+  const entries = Object.entries(v);
+  if (entries.length === 0) return "none";
+  return h("ul", { class: "words" }, entries.map(([k, x]) => h("li", {}, h("span", { class: "key" }, keyWords(k)), ": ", wordsOf(x))));
+}
+
+const COVERAGE = {
+  checked_supported: "checked, supported",
+  checked_no_signal: "checked, no signal",
+  not_checked: "not checked",
+};
+
+const RECEIPT_KINDS = {
+  CANDIDATE_SELECTION: "Candidate selection",
+  ACCEPTANCE_REPAIR: "Acceptance repair",
+};
+
+function policyStamp(p) {
+  return p ? `${p.policyId || p.id || "policy"} version ${p.version}` : "none";
+}
+
+// Why a promotion is blocked, one sentence per block.
+function blockLabel(b) {
+  switch (b.code) {
+    case "selection_pending": return "A sibling Candidate is still composing or verifying.";
+    case "not_verified": return `The Candidate is ${words(b.status)}, not verified.`;
+    case "stale": return b.reason;
+    case "no_plan": return "The Candidate has no verification plan.";
+    case "required_checks": return "Required checks are not satisfied: " +
+      (b.gaps || []).map((g) => `${g.checkId} (${words(g.reason)})`).join(", ") + ".";
+    case "approval_pending": return `It waits on a person: ${b.reason}`;
+    case "approval_rejected": return "A person rejected it.";
+    case "approval_for_another_tree": return "The approval was granted for another composed tree.";
+    case "policy_changed": return `The plan was made under ${policyStamp(b.plan)}; ${policyStamp(b.active)} is active now.`;
+    case "composed_commit_missing": return "The composed commit is not in the Candidate's fork.";
+    default: return words(b.code);
+  }
+}
+
+const OUTCOMES = {
+  promoted: "promoted",
+  alreadyPromoted: "already promoted",
+  stale: "stale",
+  blocked: "blocked",
+};
+
+// ---- changes and candidates ----------------------------------------------------------------
+
 function candidateRow(k) {
   return h("tr", { dataset: { candidate: k.id } },
     h("td", {}, link(`/candidates/${k.id}`, k.id)),
@@ -737,7 +808,7 @@ async function changePage(id) {
   ]);
   setMain(
     h("h1", {}, `Change: ${change.goal}`),
-    h("p", {}, link(`/projects/${change.projectId}`, "Project"), " · status ", h("strong", { id: "change-status" }, change.status),
+    h("p", {}, link(`/projects/${change.projectId}`, "Project"), " · status ", h("strong", { id: "change-status" }, words(change.status)),
       ""),
     h("h2", {}, "Candidates"),
     candidates.length === 0 ? h("p", { class: "muted" }, "No Candidates yet.")
@@ -747,9 +818,10 @@ async function changePage(id) {
     h("div", {},
       h("h2", {}, "Decision Receipts"),
       receipts.length === 0 ? h("p", { class: "muted" }, "No decisions recorded yet.")
-        : h("ol", { id: "receipts" }, receipts.map((r) => h("li", {},
-          h("strong", {}, r.kind), " ", h("code", {}, JSON.stringify(r.outcome)),
-          h("details", {}, h("summary", {}, "inputs"), h("pre", {}, JSON.stringify(r.inputs, null, 2))))))));
+        : h("ol", { id: "receipts" }, receipts.map((r) => h("li", { dataset: { kind: r.kind } },
+          h("strong", {}, RECEIPT_KINDS[r.kind] || words(r.kind)), h("span", { class: "muted" }, ` (${r.kind})`),
+          h("div", { class: "outcome" }, "Decided: ", wordsOf(r.outcome)),
+          h("details", {}, h("summary", {}, "what it read"), wordsOf(r.inputs)))))));
 }
 
 // A gap is never green: only a `pass` with `checked_supported` coverage reads as satisfied.
@@ -789,21 +861,107 @@ async function evidenceRow(k, e) {
   const cls = evidenceClass(e);
   return h("tr", { class: `evidence ${cls}`, dataset: { check: e.checkId, status: e.status, coverage: e.coverage } },
     h("td", {}, e.checkId),
-    h("td", {}, cls === "gap" ? h("span", { class: "tag gap" }, "gap") : h("span", { class: "tag ok" }, "satisfied"), ` ${e.status} × ${e.coverage}`),
+    h("td", {}, cls === "gap" ? h("span", { class: "tag gap" }, "gap") : h("span", { class: "tag ok" }, "satisfied"),
+      ` ${e.status} × ${COVERAGE[e.coverage] || words(e.coverage)}`),
     h("td", {}, e.summary, output, shots),
     h("td", { class: "n" }, `${(e.durationMs / 1000).toFixed(1)} s`),
     h("td", { class: "n" }, e.attempt));
 }
 
-function acceptanceView(k) {
+// The id of a file's section in the diff viewer, for links from the acceptance table.
+function fileAnchor(path) {
+  return "file-" + encodeURIComponent(path).replace(/%/g, "_");
+}
+
+function acceptanceView(k, diff) {
   if (!k.acceptance || k.acceptance.length === 0) return null;
+  const shown = new Set(diff ? diff.files.map((f) => f.path) : []);
   return h("div", {}, h("h2", {}, "Acceptance"),
     h("table", { id: "acceptance" },
       h("thead", {}, h("tr", {}, ["Criterion", "Result", "Citation"].map((t) => h("th", {}, t)))),
       h("tbody", {}, k.acceptance.map((c) => h("tr", { class: c.result === "met" ? "ok" : "gap", dataset: { result: c.result } },
         h("td", {}, c.text, c.kept ? h("span", { class: "tag" }, " kept (from an earlier request)") : null),
-        h("td", {}, c.result, c.citationRejected ? h("span", { class: "tag stale" }, " citation not valid") : null),
-        h("td", {}, c.citation ? h("span", {}, h("code", {}, c.citation.path), ": “", c.citation.quote, "”") : (c.reason || "")))))));
+        h("td", {}, words(c.result), c.citationRejected ? h("span", { class: "tag stale" }, " citation not valid") : null),
+        h("td", {}, c.citation ? h("span", {},
+          shown.has(c.citation.path) && !c.citationRejected
+            ? h("a", { href: "#" + fileAnchor(c.citation.path), class: "cite" }, h("code", {}, c.citation.path))
+            : h("code", {}, c.citation.path),
+          ": “", c.citation.quote, "”") : (c.reason || "")))))));
+}
+
+const FILE_STATUS = { added: "added", modified: "modified", deleted: "deleted", renamed: "renamed" };
+
+// The quote's own lines, without the diff markers a model may have copied and the indentation.
+function quoteLines(quote) {
+  return String(quote).split("\n").map((l) => l.replace(/^[+\- ]/, "").trim()).filter((l) => l.length > 0);
+}
+
+// A line's text with the quoted part marked: the part of a quote line found in it, or, when a
+// quote spans lines with other whitespace, the line's text itself.
+function citedText(text, quotes) {
+  for (const q of quotes) {
+    for (const part of quoteLines(q)) {
+      const at = text.indexOf(part);
+      if (at >= 0) return [text.slice(0, at), h("mark", { class: "quote" }, part), text.slice(at + part.length)];
+    }
+  }
+  const lead = text.match(/^\s*/)[0];
+  return [lead, h("mark", { class: "quote" }, text.slice(lead.length))];
+}
+
+const MARKER = { added: "+", removed: "−", context: " " };
+
+function diffLine(l, f) {
+  const cited = l.citedBy && l.citedBy.length > 0;
+  const quotes = cited ? f.citations.filter((c) => l.citedBy.includes(c.criterionId)).map((c) => c.quote) : [];
+  const title = cited ? "Cited for: " + f.citations.filter((c) => l.citedBy.includes(c.criterionId)).map((c) => c.criterion).join("; ") : null;
+  return h("tr", { class: `line ${l.kind}` + (cited ? " cited" : ""), title, dataset: { old: l.oldLine ?? "", new: l.newLine ?? "" } },
+    h("td", { class: "ln" }, l.oldLine ?? ""),
+    h("td", { class: "ln" }, l.newLine ?? ""),
+    h("td", { class: "mark" }, MARKER[l.kind]),
+    h("td", { class: "code" }, cited ? citedText(l.text, quotes) : l.text));
+}
+
+// A hunk's side as words: "lines 10–16", "line 3", or "none" (a file added or deleted).
+function linesLabel(start, n) {
+  if (n === 0) return "none";
+  return n === 1 ? `line ${start}` : `lines ${start}–${start + n - 1}`;
+}
+
+function fileView(f) {
+  const cited = f.citations && f.citations.length > 0;
+  const counts = f.additions !== null && f.additions !== undefined ? ` +${f.additions} −${f.deletions}` : "";
+  const header = h("div", { class: "file-head" },
+    h("span", { class: `tag ${f.status}` }, FILE_STATUS[f.status] || words(f.status)), " ",
+    f.oldPath ? [h("code", {}, f.oldPath), " → "] : null, h("code", { class: "path" }, f.path),
+    h("span", { class: "muted" }, counts),
+    cited ? h("span", { class: "tag cited" }, "cited by the acceptance check") : null);
+  const notes = [];
+  if (f.binary) notes.push("Binary file: not shown line by line.");
+  if (f.truncated) notes.push(f.hunks.length ? "Cut here: the rest of this file is past the size bound of the diff." : "Not shown: past the size bound of the diff.");
+  if (!f.binary && !f.truncated && f.hunks.length === 0) notes.push(f.status === "renamed" ? "Moved without changes." : "No line changed (an empty file, or its mode only).");
+  const unfound = (f.citations || []).filter((c) => !c.found);
+  return h("section", { class: "file" + (cited ? " cited" : ""), id: fileAnchor(f.path), dataset: { path: f.path, status: f.status } },
+    header,
+    f.hunks.length ? h("table", { class: "hunks" }, f.hunks.map((hk) => h("tbody", { class: "hunk" },
+      h("tr", { class: "hunk-head" }, h("td", { colspan: 4 }, `Before: ${linesLabel(hk.oldStart, hk.oldLines)} · after: ${linesLabel(hk.newStart, hk.newLines)}`)),
+      hk.lines.map((l) => diffLine(l, f))))) : null,
+    notes.map((n) => h("p", { class: "muted note" }, n)),
+    unfound.length ? h("ul", { class: "unfound" }, unfound.map((c) => h("li", {},
+      `Cited for “${c.criterion}” from code the patch does not change: `, h("mark", { class: "quote" }, c.quote)))) : null);
+}
+
+function diffView(diff, missing) {
+  if (missing) return h("div", {}, h("h2", {}, "Patch"), h("p", { class: "muted", id: "diff-missing" }, missing));
+  if (!diff) return null;
+  const left = diff.files.filter((f) => f.truncated);
+  return h("div", { id: "diff" },
+    h("h2", {}, "Patch"),
+    h("p", { class: "muted" }, `${diff.files.length} file${diff.files.length === 1 ? "" : "s"} changed from base ${diff.baseCommit.slice(0, 12)} to ${diff.composedCommit.slice(0, 12)}.`),
+    diff.truncated ? h("p", { class: "notice", id: "diff-truncated" },
+      `The patch is larger than one page shows (at most ${diff.limits.maxFiles} files and ${diff.limits.maxLines} lines). Left out, in part or whole: `,
+      left.map((f, i) => [i ? ", " : "", h("code", {}, f.path)]), ".") : null,
+    diff.files.length === 0 ? h("p", { class: "muted" }, "No file changed.") : diff.files.map(fileView));
 }
 
 const DECIDED_BY = {
@@ -837,66 +995,108 @@ function selectionView(k) {
         h("td", { class: "n" }, r.passingChecks))))));
 }
 
+const NO_GESTURE = {
+  composing: "Nothing to decide yet: the Candidate is being composed.",
+  verifying: "Nothing to decide yet: the Candidate is being verified.",
+  verified: "Nothing to decide here: no approval waits on this composed tree.",
+  rejected: "Nothing to decide: the Candidate was rejected, and nothing can ship it.",
+  stale: "Nothing to decide: the Candidate is stale; a Candidate composed on the newer base replaces it.",
+  promoted: "Nothing to decide: the Candidate was promoted.",
+};
+
 function promotionLabel(p) {
-  return `Promotion: ${p.outcome}` + (p.generation !== undefined && p.generation !== null ? `; canonical is at generation ${p.generation}` : "") + ".";
+  return `Promotion: ${OUTCOMES[p.outcome] || words(p.outcome)}` + (p.generation !== undefined && p.generation !== null ? `; canonical is at generation ${p.generation}` : "") + ".";
+}
+
+// Only the gestures the API says apply in the Candidate's state; after one, the Candidate is read
+// again and the gestures follow its new state.
+function gestureControls(k, answerBox, onchange) {
+  const g = new Set(k.gestures || []);
+  const out = [];
+  if (g.has("approve") || g.has("reject")) {
+    const reason = h("textarea", { id: "approval-reason", rows: 2, cols: 60, "aria-label": "reason" });
+    const decide = (d) => act(async () => {
+      const body = { decision: d, tree: k.composedTree };
+      if (reason.value.trim()) body.reason = reason.value.trim();
+      const r = await api("POST", `/v1/candidates/${k.id}/approvals`, body);
+      answerBox.replaceChildren(h("div", { class: "answer", id: "decision-answer" },
+        `Recorded: ${words(r.approval.status)}.`, r.promotion ? ` ${promotionLabel(r.promotion)}` : ""));
+      await onchange();
+    });
+    out.push(h("div", { class: "controls", id: "approval" },
+      h("p", {}, "Approve or reject the exact composed tree ", h("code", { id: "composed-tree" }, k.composedTree), ", whose patch is above."),
+      h("label", {}, "Reason ", reason),
+      g.has("approve") ? h("button", { type: "button", id: "grant", onclick: () => decide("grant") }, "Approve") : null, " ",
+      g.has("reject") ? h("button", { type: "button", id: "reject", class: "danger", onclick: () => decide("reject") }, "Reject") : null));
+  }
+  if (g.has("promote")) {
+    out.push(h("div", { class: "controls" }, h("button", {
+      type: "button",
+      id: "promote",
+      onclick: () => act(async () => {
+        const r = await api("POST", `/v1/candidates/${k.id}/promote`);
+        const blocks = r.blocks ? h("ul", { id: "blocks" }, r.blocks.map((b) =>
+          h("li", { class: "gap", dataset: { block: b.code } }, blockLabel(b)))) : null;
+        answerBox.replaceChildren(h("div", { class: "answer", id: "promote-answer" }, promotionLabel(r), blocks));
+        await onchange();
+      }),
+    }, "Promote")));
+  }
+  if (out.length === 0) out.push(h("p", { class: "muted", id: "no-gestures" }, NO_GESTURE[k.status] || "Nothing to decide."));
+  return out;
 }
 
 async function candidatePage(id) {
   const k = await api("GET", `/v1/candidates/${id}`);
   let promotability = null;
-  try {
-    promotability = await api("GET", `/v1/candidates/${id}/promotability`);
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 404)) throw err;
-  }
-  const rows = await Promise.all(k.evidence.map((e) => evidenceRow(k, e)));
+  let diff = null;
+  let missing = null;
+  const readDiff = async () => {
+    if (!k.composedCommit) return;
+    try {
+      diff = await api("GET", `/v1/candidates/${id}/diff`);
+    } catch (err) {
+      if (!(err instanceof ApiError && (err.status === 410 || err.status === 409))) throw err;
+      missing = `The patch cannot be shown: ${err.message}.`;
+    }
+  };
+  const readPromotability = async () => {
+    try {
+      promotability = await api("GET", `/v1/candidates/${id}/promotability`);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+    }
+  };
+  const [rows] = await Promise.all([Promise.all(k.evidence.map((e) => evidenceRow(k, e))), readDiff(), readPromotability()]);
   const answerBox = h("div", { id: "answer-box" });
-  const decision = [];
-  if (k.composedTree && promotability && promotability.approvalGates && promotability.approvalGates.length) {
-    const reason = h("textarea", { id: "approval-reason", rows: 2, cols: 60, "aria-label": "reason" });
-    const decide = (d) => act(async () => {
-      const body = { decision: d, tree: k.composedTree };
-      if (reason.value.trim()) body.reason = reason.value.trim();
-      const r = await api("POST", `/v1/candidates/${id}/approvals`, body);
-      answerBox.replaceChildren(h("div", { class: "answer", id: "decision-answer" },
-        `Recorded: ${r.approval.status}.`, r.promotion ? ` ${promotionLabel(r.promotion)}` : ""));
-    });
-    decision.push(h("div", { class: "controls", id: "approval" },
-      h("p", {}, "Approve or reject the exact composed tree ", h("code", { id: "composed-tree" }, k.composedTree), "."),
-      h("label", {}, "Reason ", reason),
-      h("button", { type: "button", id: "grant", onclick: () => decide("grant") }, "Approve"), " ",
-      h("button", { type: "button", id: "reject", class: "danger", onclick: () => decide("reject") }, "Reject")));
-  }
-  const promote = h("button", {
-    type: "button",
-    id: "promote",
-    onclick: () => act(async () => {
-      const r = await api("POST", `/v1/candidates/${id}/promote`);
-      const blocks = r.blocks ? h("ul", { id: "blocks" }, r.blocks.map((b) => {
-        const { code, ...rest } = b;
-        return h("li", { class: "gap" }, h("strong", {}, code), Object.keys(rest).length ? ` ${JSON.stringify(rest)}` : "");
-      })) : null;
-      answerBox.replaceChildren(h("div", { class: "answer", id: "promote-answer" }, promotionLabel(r), blocks));
-    }),
-  }, "Promote");
+  const gestures = h("div", { id: "gestures" });
+  const status = h("strong", { id: "candidate-status" }, k.status);
+  const show = (now) => {
+    status.textContent = now.status;
+    gestures.replaceChildren(...gestureControls(now, answerBox, async () => show(await api("GET", `/v1/candidates/${id}`))));
+    gestures.dataset.gestures = (now.gestures || []).join(" ");
+  };
+  show(k);
   setMain(
     h("h1", {}, `Candidate ${k.id}`),
-    h("p", {}, link(`/changes/${k.changeId}`, "Change"), " · status ", h("strong", { id: "candidate-status" }, k.status),
+    h("p", {}, link(`/changes/${k.changeId}`, "Change"), " · status ", status,
       k.statusReason ? h("span", { id: "candidate-reason" }, ` — ${k.statusReason}`) : null),
     h("p", { class: "muted" }, `base generation ${k.baseGeneration} · composed ${k.composedCommit ? k.composedCommit.slice(0, 12) : "—"}`),
+    acceptanceView(k, diff),
+    diffView(diff, missing),
     h("h2", {}, "Evidence"),
     h("table", { id: "evidence" },
       h("thead", {}, h("tr", {}, ["Check", "Status × coverage", "Summary", "Duration", "Attempt"].map((t) => h("th", {}, t)))),
       h("tbody", {}, rows)),
     k.gaps.length ? h("div", {}, h("h2", {}, "Gaps"), h("ul", { id: "gaps" }, k.gaps.map((g) =>
-      h("li", { class: "gap" }, `${g.checkId}: ${g.reason}`)))) : null,
-    acceptanceView(k),
+      h("li", { class: "gap" }, `${g.checkId}: ${words(g.reason)}`)))) : null,
     selectionView(k),
     promotability ? h("div", {}, h("h2", {}, "Promotion preconditions"),
       h("table", { id: "preconditions" }, h("tbody", {}, promotability.preconditions.map((p) =>
         h("tr", { class: p.satisfied ? "ok" : "gap", dataset: { precondition: p.precondition } },
-          h("td", {}, p.precondition), h("td", {}, p.satisfied ? "satisfied" : "not satisfied"), h("td", {}, p.detail)))))) : null,
-    decision, h("div", { class: "controls" }, promote), answerBox);
+          h("td", {}, words(p.precondition)), h("td", {}, p.satisfied ? "satisfied" : "not satisfied"), h("td", {}, p.detail)))))) : null,
+    h("h2", {}, "Decide"),
+    gestures, answerBox);
   // An open output shows its last lines: that is where a failure says why.
   for (const pre of document.querySelectorAll("details.output[open] pre.tail")) pre.scrollTop = pre.scrollHeight;
 }
@@ -908,10 +1108,10 @@ async function approvalsPage() {
       : h("ul", { id: "approvals" }, waiting.map((a) => {
         const reason = h("input", { type: "text", size: 40, "aria-label": "why cancel", placeholder: "why cancel" });
         const out = h("span", {});
-        const cancel = h("button", { onclick: async () => {
+        const cancel = h("button", { onclick: () => act(async () => {
           const r = await api("POST", `/v1/changes/${a.changeId}/cancel`, { reason: reason.value });
-          out.replaceChildren(`Change ${r.change.status}.`);
-        } }, "Cancel the change");
+          out.replaceChildren(`Change ${words(r.change.status)}.`);
+        }) }, "Cancel the change");
         return h("li", { dataset: { approval: a.id } },
           a.candidateId ? link(`/candidates/${a.candidateId}`, a.candidateId) : link(`/changes/${a.changeId}`, a.changeId),
           `: ${a.reason}`, a.tree ? ` (tree ${a.tree.slice(0, 12)})` : "", " ", reason, cancel, out);

@@ -150,6 +150,7 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(candidates::start))
         .routes(utoipa_axum::routes!(candidates::compose, candidates::list))
         .routes(utoipa_axum::routes!(candidates::get))
+        .routes(utoipa_axum::routes!(candidates::diff))
         .routes(utoipa_axum::routes!(runs::artifact))
         .routes(utoipa_axum::routes!(promotion::decide))
         .routes(utoipa_axum::routes!(promotion::list))

@@ -434,6 +434,8 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
             Some(404),
             404,
         ),
+        // The patch is the Candidate's: another account reads no file of it.
+        ("GET", format!("/v1/candidates/{candidate}/diff"), None, Some(404), 404),
         (
             "POST",
             format!("/v1/candidates/{candidate}/promote"),

@@ -26,7 +26,7 @@ struct Journal {
     bad_answers: Vec<String>,
 }
 
-struct Console {
+pub(crate) struct Console {
     browser: Browser,
     page: Page,
     journal: Arc<Mutex<Journal>>,
@@ -40,7 +40,7 @@ fn chromium() -> String {
 }
 
 impl Console {
-    async fn open(base: &str) -> Console {
+    pub(crate) async fn open(base: &str) -> Console {
         let profile = tempfile::tempdir().unwrap();
         let config = BrowserConfig::builder()
             .chrome_executable(chromium())
@@ -147,7 +147,7 @@ impl Console {
         }
     }
 
-    async fn eval<T: serde::de::DeserializeOwned>(&self, js: &str) -> T {
+    pub(crate) async fn eval<T: serde::de::DeserializeOwned>(&self, js: &str) -> T {
         self.page
             .evaluate(js)
             .await
@@ -157,7 +157,7 @@ impl Console {
     }
 
     /// Waits until `js` is true in the page.
-    async fn until(&self, what: &str, js: &str) {
+    pub(crate) async fn until(&self, what: &str, js: &str) {
         wait_until(&format!("{what} ({js})"), Duration::from_secs(60), async || match self
             .page
             .evaluate(js)
@@ -172,7 +172,7 @@ impl Console {
     }
 
     /// Waits until the console has rendered the page at `path`.
-    async fn ready(&self, path: &str) {
+    pub(crate) async fn ready(&self, path: &str) {
         self.until(
             &format!("the page {path}"),
             &format!("document.body && document.body.dataset.ready === {}", json!(path)),
@@ -181,13 +181,13 @@ impl Console {
     }
 
     /// Opens `path` and waits until the console has rendered it.
-    async fn visit(&self, path: &str) {
+    pub(crate) async fn visit(&self, path: &str) {
         self.page.goto(format!("{}{path}", self.base)).await.unwrap();
         self.ready(path).await;
     }
 
     /// Signs in with `token` on the sign-in page.
-    async fn sign_in(&self, token: &str) {
+    pub(crate) async fn sign_in(&self, token: &str) {
         self.visit("/sign-in").await;
         self.type_into("#token", token).await;
         self.click("button[type=submit]").await;
@@ -207,12 +207,12 @@ impl Console {
         assert!(done, "no {css}");
     }
 
-    async fn count(&self, css: &str) -> usize {
+    pub(crate) async fn count(&self, css: &str) -> usize {
         self.eval(&format!("document.querySelectorAll({}).length", json!(css)))
             .await
     }
 
-    async fn click(&self, css: &str) {
+    pub(crate) async fn click(&self, css: &str) {
         self.page
             .find_element(css)
             .await
@@ -222,7 +222,7 @@ impl Console {
             .unwrap();
     }
 
-    async fn type_into(&self, css: &str, text: &str) {
+    pub(crate) async fn type_into(&self, css: &str, text: &str) {
         let el = self
             .page
             .find_element(css)
@@ -244,7 +244,7 @@ impl Console {
             .unwrap();
     }
 
-    async fn text(&self, css: &str) -> String {
+    pub(crate) async fn text(&self, css: &str) -> String {
         self.eval(&format!(
             "(document.querySelector({}) || {{}}).textContent || ''",
             json!(css)
@@ -253,7 +253,7 @@ impl Console {
     }
 
     /// A full-page screenshot, kept as `<name>.png` and checked to be a PNG of the window's size.
-    async fn screenshot(&self, name: &str) {
+    pub(crate) async fn screenshot(&self, name: &str) {
         let png = self
             .page
             .screenshot(
@@ -271,14 +271,14 @@ impl Console {
     }
 
     /// Nothing left the console's origin, nothing failed, nothing answered 4xx or 5xx.
-    fn assert_clean(&self, when: &str) {
+    pub(crate) fn assert_clean(&self, when: &str) {
         let j = self.journal.lock().unwrap();
         assert!(j.outside.is_empty(), "{when}: requests outside belay: {:?}", j.outside);
         assert!(j.errors.is_empty(), "{when}: page errors: {:?}", j.errors);
         assert!(j.bad_answers.is_empty(), "{when}: failed answers: {:?}", j.bad_answers);
     }
 
-    async fn close(mut self) {
+    pub(crate) async fn close(mut self) {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.browser.close()).await;
         match tokio::time::timeout(Duration::from_secs(5), self.browser.wait()).await {
             Ok(Ok(Some(_))) => {}
@@ -1110,12 +1110,22 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
     )
     .await;
     c.screenshot("candidate-rejected").await;
-    // Promote lists what blocks it.
-    c.click("#promote").await;
-    c.until("the promotion answer", "!!document.querySelector('#promote-answer')")
+    // A rejected Candidate offers no gesture (the API's rule, not the page's): no Approve, no
+    // Reject, no Promote, and the page says why. Promotion through the API lists what blocks it.
+    assert_eq!(rejected["gestures"], json!([]), "{rejected:#}");
+    for gesture in ["#grant", "#reject", "#promote"] {
+        assert_eq!(c.count(gesture).await, 0, "{gesture} offered on a rejected Candidate");
+    }
+    assert!(
+        c.text("#no-gestures").await.contains("rejected"),
+        "{}",
+        c.text("#gestures").await
+    );
+    let (s, blocked) = b
+        .request("POST", &format!("/v1/candidates/{kr}/promote"), Some(&b.token), None)
         .await;
-    assert!(c.text("#promote-answer").await.starts_with("Promotion: blocked."));
-    assert!(c.count("#blocks li.gap").await >= 1);
+    assert_eq!((s, blocked["outcome"].as_str()), (200, Some("blocked")), "{blocked}");
+    assert!(!blocked["blocks"].as_array().unwrap().is_empty(), "{blocked}");
 
     // What waits on a person: the high-risk Candidate, approved on its exact composed tree.
     c.click("a[href='/approvals']").await;
@@ -1125,6 +1135,10 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
     let tree = approvable["composedTree"].as_str().unwrap();
     c.screenshot("candidate-awaiting-approval").await;
     assert_eq!(c.text("#composed-tree").await, tree, "{}", c.text("main").await);
+    // Waiting on a person: Approve and Reject, and no Promote until a person decides.
+    assert_eq!(c.count("#grant").await, 1);
+    assert_eq!(c.count("#reject").await, 1);
+    assert_eq!(c.count("#promote").await, 0);
     assert_eq!(
         c.text("tr[data-precondition=approval_granted_or_not_required] td:nth-child(2)")
             .await,
@@ -1155,16 +1169,18 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
         (Some(tree), Some("read it; ship it")),
         "{a}"
     );
-    c.click("#promote").await;
-    c.until("the promotion answer", "!!document.querySelector('#promote-answer')")
+    // Promoted: the page follows the Candidate's new state and offers nothing more; a promotion
+    // asked again through the API answers that it already promoted.
+    c.until("the gestures of the promoted Candidate", "!!document.querySelector('#no-gestures')")
         .await;
-    assert!(
-        c.text("#promote-answer")
-            .await
-            .starts_with("Promotion: alreadyPromoted"),
-        "{}",
-        c.text("#promote-answer").await
-    );
+    assert_eq!(c.text("#candidate-status").await, "promoted");
+    for gesture in ["#grant", "#reject", "#promote"] {
+        assert_eq!(c.count(gesture).await, 0, "{gesture} offered on a promoted Candidate");
+    }
+    let (s, again) = b
+        .request("POST", &format!("/v1/candidates/{ka}/promote"), Some(&b.token), None)
+        .await;
+    assert_eq!((s, again["outcome"].as_str()), (200, Some("alreadyPromoted")), "{again}");
     c.visit(&format!("/projects/{project}")).await;
     let canonical = c.text("#canonical").await;
     assert!(canonical.starts_with("canonical generation 1 at "), "{canonical}");
