@@ -87,11 +87,7 @@ async fn view(s: &AppState, candidate: Candidate) -> ApiResult<CandidateView> {
         .map(|p| gate_required_checks(p, &evidence).gaps)
         .unwrap_or_default();
     let approval = s.store.approval_for_worker(&candidate.id).await?;
-    let gestures = candidate_gestures(
-        candidate.status,
-        candidate.composed_tree.as_deref(),
-        approval.as_ref(),
-    );
+    let gestures = candidate_gestures(candidate.status, candidate.composed_tree.as_deref(), approval.as_ref());
     Ok(CandidateView {
         candidate,
         evidence,

@@ -1171,8 +1171,11 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
     );
     // Promoted: the page follows the Candidate's new state and offers nothing more; a promotion
     // asked again through the API answers that it already promoted.
-    c.until("the gestures of the promoted Candidate", "!!document.querySelector('#no-gestures')")
-        .await;
+    c.until(
+        "the gestures of the promoted Candidate",
+        "!!document.querySelector('#no-gestures')",
+    )
+    .await;
     assert_eq!(c.text("#candidate-status").await, "promoted");
     for gesture in ["#grant", "#reject", "#promote"] {
         assert_eq!(c.count(gesture).await, 0, "{gesture} offered on a promoted Candidate");
@@ -1180,7 +1183,11 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
     let (s, again) = b
         .request("POST", &format!("/v1/candidates/{ka}/promote"), Some(&b.token), None)
         .await;
-    assert_eq!((s, again["outcome"].as_str()), (200, Some("alreadyPromoted")), "{again}");
+    assert_eq!(
+        (s, again["outcome"].as_str()),
+        (200, Some("alreadyPromoted")),
+        "{again}"
+    );
     c.visit(&format!("/projects/{project}")).await;
     let canonical = c.text("#canonical").await;
     assert!(canonical.starts_with("canonical generation 1 at "), "{canonical}");

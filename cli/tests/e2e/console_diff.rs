@@ -139,18 +139,29 @@ async fn a_candidates_diff_shows_its_cited_quotes_and_a_rejected_candidate_offer
         .collect();
     // The Task's two files, and the client bundle the composition builds and commits with them.
     let (ours, built): (Vec<_>, Vec<_>) = listed.iter().copied().partition(|(p, _)| !p.starts_with(BUILT));
-    assert_eq!(ours, vec![("src/stats.ts", "added"), ("src/store.ts", "modified")], "{diff:#}");
+    assert_eq!(
+        ours,
+        vec![("src/stats.ts", "added"), ("src/store.ts", "modified")],
+        "{diff:#}"
+    );
     assert!(built.iter().all(|(_, s)| *s == "added"), "{built:?}");
     let mut sorted = listed.clone();
     sorted.sort();
     assert_eq!(listed, sorted, "files are ordered by path");
 
     let stats = file(&diff, "src/stats.ts");
-    assert_eq!((stats["additions"].as_u64(), stats["deletions"].as_u64()), (Some(3), Some(0)));
+    assert_eq!(
+        (stats["additions"].as_u64(), stats["deletions"].as_u64()),
+        (Some(3), Some(0))
+    );
     let added = lines(stats);
     assert_eq!(
         added.iter().map(|l| (l.0.as_str(), l.1, l.2)).collect::<Vec<_>>(),
-        vec![("added", None, Some(1)), ("added", None, Some(2)), ("added", None, Some(3))]
+        vec![
+            ("added", None, Some(1)),
+            ("added", None, Some(2)),
+            ("added", None, Some(3))
+        ]
     );
     assert_eq!(added[0].3, STATS.lines().next().unwrap());
 
@@ -320,7 +331,13 @@ async fn a_candidates_diff_shows_its_cited_quotes_and_a_rejected_candidate_offer
                m.querySelectorAll('pre.tail, td.code, code, mark').forEach((e) => e.remove()); return m.textContent; })()",
         )
         .await;
-    for raw in ["{\"", "\":", "checked_supported", "approval_granted_or_not_required", "awaiting_approval"] {
+    for raw in [
+        "{\"",
+        "\":",
+        "checked_supported",
+        "approval_granted_or_not_required",
+        "awaiting_approval",
+    ] {
         assert!(!words.contains(raw), "{raw} on the page: {words}");
     }
     con.screenshot("candidate-diff").await;
@@ -331,8 +348,11 @@ async fn a_candidates_diff_shows_its_cited_quotes_and_a_rejected_candidate_offer
     con.until("the decision", "!!document.querySelector('#decision-answer')")
         .await;
     assert_eq!(con.text("#decision-answer").await, "Recorded: rejected.");
-    con.until("the rejected Candidate's gestures", "!!document.querySelector('#no-gestures')")
-        .await;
+    con.until(
+        "the rejected Candidate's gestures",
+        "!!document.querySelector('#no-gestures')",
+    )
+    .await;
     assert_eq!(con.text("#candidate-status").await, "rejected");
     for gesture in ["#grant", "#reject", "#promote"] {
         assert_eq!(con.count(gesture).await, 0, "{gesture} offered on a rejected Candidate");
