@@ -48,7 +48,8 @@ impl SandboxActivities {
         let project = input.project_id.as_str();
         let user = SandboxUser::Unprivileged(input.uid);
         let started_at = now_secs();
-        self.ensure_session_checkout(&input.session_id, project, &dir, user).await?;
+        self.ensure_session_checkout(&input.session_id, project, &dir, user)
+            .await?;
         // The start is a fact before the command is handed over: a retry of this activity after
         // its worker was lost, however soon, finds it and answers the loss instead of running
         // the command a second time.

@@ -23,6 +23,10 @@ mod tests {
     fn the_list_is_in_strictly_increasing_version_order_and_never_empty() {
         assert!(!MIGRATIONS.is_empty());
         assert!(MIGRATIONS.windows(2).all(|w| w[0].version < w[1].version));
-        assert!(MIGRATIONS.iter().all(|m| !m.sqlite.trim().is_empty() && !m.postgres.trim().is_empty()));
+        assert!(
+            MIGRATIONS
+                .iter()
+                .all(|m| !m.sqlite.trim().is_empty() && !m.postgres.trim().is_empty())
+        );
     }
 }
