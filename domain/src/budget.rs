@@ -98,7 +98,9 @@ pub enum CostBasis {
 /// `tokens × per_mtok` (a dollar per million tokens is a micro-dollar per token).
 fn priced(tokens: i64, per_mtok_usd: f64) -> Option<Micros> {
     let micros = tokens as f64 * per_mtok_usd;
-    (micros.is_finite() && micros >= 0.0 && micros <= MAX_USD * 1_000_000.0).then(|| Micros(micros.round() as i64))
+    (0.0..=MAX_USD * 1_000_000.0)
+        .contains(&micros)
+        .then(|| Micros(micros.round() as i64))
 }
 
 /// The cost of `usage` at `price`, or `None` when a count is negative or the sum is absurd.
