@@ -1498,7 +1498,7 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
     let shown: Vec<String> = c
         .eval("[...document.querySelectorAll('section.repeat')].map((s) => s.dataset.run)")
         .await;
-    assert_eq!(shown, [run.clone()]);
+    assert_eq!(shown, std::slice::from_ref(&run));
     assert_eq!(
         c.count(".choice:not([data-name=category])").await,
         0,
