@@ -275,31 +275,41 @@ async fn a_review_revised_from_the_run_page_recomputes_the_worst_domain_the_vers
         "{version}"
     );
 
+    // A game-jam case too, even declaring domains: its runs take a category, never ratings.
+    let (s, v) = b
+        .post(
+            "/v1/test-cases",
+            json!({"slug": "jam", "version": "1.0.0", "testType": "game_jam", "variants": ["default"],
+                   "reviewDomains": ["fun"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
     b.harness("h", 4, BUILD).await;
     let (s, plan) = b
         .post(
             "/v1/coverage-plans",
-            json!({"name": "maze", "cases": [pin("maze"), pin("c")],
+            json!({"name": "maze", "cases": [pin("maze"), pin("c"), pin("jam")],
                    "combinations": [{"kind": "harness", "harness": "h", "model": "m"}],
-                   "runsPerCell": 1, "bufferTarget": {"kind": "bounded", "runs": 2}, "autoTopUp": false}),
+                   "runsPerCell": 1, "bufferTarget": {"kind": "bounded", "runs": 3}, "autoTopUp": false}),
         )
         .await;
     assert_eq!(s, 201, "{plan}");
     let plan = plan["id"].as_str().unwrap().to_string();
-    let q = filled_queue(&b, &plan, 2).await;
+    let q = filled_queue(&b, &plan, 3).await;
     // The two cells' runs: the declared version's, and the other's.
     let cells = q["cells"].as_array().unwrap();
     let mut maze = String::new();
     let mut other_run = String::new();
+    let mut jam = String::new();
     for cell in cells {
         let run = cell["runs"][0].as_str().unwrap().to_string();
-        if b.get(&format!("/v1/runs/{run}")).await["case"]["slug"] == "maze" {
-            maze = run;
-        } else {
-            other_run = run;
+        match b.get(&format!("/v1/runs/{run}")).await["case"]["slug"].as_str() {
+            Some("maze") => maze = run,
+            Some("jam") => jam = run,
+            _ => other_run = run,
         }
     }
-    assert!(!maze.is_empty() && !other_run.is_empty(), "{q}");
+    assert!(!maze.is_empty() && !other_run.is_empty() && !jam.is_empty(), "{q}");
     let me = b.get("/v1/account").await["id"].as_str().unwrap().to_string();
 
     // The API offers the version's domains; a version declaring none offers the reviewer's own.
@@ -418,6 +428,37 @@ async fn a_review_revised_from_the_run_page_recomputes_the_worst_domain_the_vers
         .eval("[...document.querySelectorAll('#run-review-form .domain-name')].map((d) => d.textContent)")
         .await;
     assert_eq!(domains, ["feel", "sound"], "the reviewer's remembered domains");
+
+    // A game-jam run: the number keys choose its category, 1 = 💩 … 5 = 💎.
+    let offered = b.get(&format!("/v1/runs/{jam}/review-domains")).await;
+    assert_eq!(offered, json!({"domains": [], "source": "none"}));
+    c.visit(&format!("/runs/{jam}")).await;
+    c.key("r").await;
+    c.until("the review form", "!!document.querySelector('#run-review-form')")
+        .await;
+    assert_eq!(c.count("#run-review-form .domain-name").await, 0, "no domains");
+    assert_eq!(
+        c.eval::<String>("document.activeElement.dataset.name").await,
+        "category"
+    );
+    c.key("4").await;
+    c.key("Enter").await;
+    c.until(
+        "the category shown",
+        "document.querySelector('#run-rating') && document.querySelector('#run-rating').dataset.rating === 'gold'",
+    )
+    .await;
+    let rv = my_review(&b, &jam, &me).await;
+    assert_eq!(
+        (rv["category"].clone(), rv["ratings"].clone()),
+        (json!("gold"), Value::Null),
+        "{rv}"
+    );
+    assert!(
+        c.text("#reviews").await.contains("🥇 gold"),
+        "{}",
+        c.text("#reviews").await
+    );
     c.assert_clean("after the run pages");
     c.close().await;
 }
