@@ -12,6 +12,7 @@ mod boundaries;
 mod browser;
 mod compose;
 mod console;
+mod console_review;
 mod coverage;
 mod dead_ends;
 mod dev;
