@@ -4,7 +4,6 @@
 "use strict";
 
 const TOKEN_KEY = "belay.token";
-const DOMAINS_KEY = "belay.reviewDomains";
 const RATINGS = ["broken", "scuffed", "passable", "great", "flawless"];
 const CATEGORIES = [
   ["poop", "💩"], ["brick", "🧱"], ["silver", "🥈"], ["gold", "🥇"], ["diamond", "💎"],
@@ -398,53 +397,6 @@ async function planPage(id) {
     controls, dialog, answerBox, matrixBox);
 }
 
-function reviewForm(run, onsubmitted) {
-  const form = h("form", { class: "review", id: "review-form" });
-  const fields = h("fieldset", {}, h("legend", {}, run.testType === "game_jam" ? "Category" : "Ratings"));
-  const read = [];
-  if (run.testType === "game_jam") {
-    const sel = h("select", { id: "category", "aria-label": "category", required: true },
-      h("option", { value: "" }, "choose…"),
-      CATEGORIES.map(([v, e]) => h("option", { value: v }, `${e} ${v}`)));
-    fields.append(h("div", { class: "row" }, sel));
-    read.push(() => ({ category: sel.value }));
-  } else {
-    const domains = JSON.parse(sessionStorage.getItem(DOMAINS_KEY) || '["overall"]');
-    const rows = h("div", { id: "domains" });
-    const addRow = (name) => {
-      const n = h("input", { class: "domain", value: name, "aria-label": "domain", required: true, size: 16 });
-      const r = h("select", { class: "rating", "aria-label": `rating of ${name}`, required: true },
-        h("option", { value: "" }, "rate…"), RATINGS.map((x) => h("option", { value: x }, x)));
-      n.addEventListener("input", () => r.setAttribute("aria-label", `rating of ${n.value}`));
-      rows.append(h("div", { class: "row" }, n, r));
-    };
-    domains.forEach(addRow);
-    fields.append(rows, h("button", { type: "button", id: "add-domain", onclick: () => addRow("") }, "Add a domain"));
-    read.push(() => {
-      const ratings = {};
-      for (const row of rows.children) {
-        const name = row.querySelector(".domain").value.trim();
-        ratings[name] = row.querySelector(".rating").value;
-      }
-      sessionStorage.setItem(DOMAINS_KEY, JSON.stringify(Object.keys(ratings)));
-      return { ratings };
-    });
-  }
-  const note = h("textarea", { id: "note", rows: 2, cols: 50, "aria-label": "note" });
-  fields.append(h("div", { class: "row" }, h("label", {}, "Note ", note)));
-  form.append(fields, h("p", {}, h("button", { type: "submit", id: "submit-review" }, "Submit review")));
-  form.addEventListener("submit", (e) => {
-    e.preventDefault();
-    act(async () => {
-      const body = read[0]();
-      if (note.value.trim()) body.note = note.value.trim();
-      await api("POST", `/v1/runs/${run.id}/review`, body);
-      await onsubmitted();
-    });
-  });
-  return form;
-}
-
 async function artifactView(run) {
   const items = [];
   let frame = null;
@@ -482,30 +434,423 @@ async function artifactView(run) {
     frame);
 }
 
+// ---- reviewing -----------------------------------------------------------------------------
+// A review is given from the keyboard: each rating row takes the focus in turn, a number key
+// chooses (1 = the worst, 5 = the best), Enter submits the repeat's review and moves on. Every
+// control shows its key.
+
+const TEST_TYPE_WORDS = { standard: "standard", game_jam: "game jam", performance: "performance (graded by machine)" };
+
+// A row of choices, one per key: `choices` are [value, label] pairs, worst first.
+function choiceRow(name, choices, current, onchosen) {
+  const row = h("div", {
+    class: "choice", role: "radiogroup", tabindex: 0, "aria-label": name,
+    dataset: { name, value: current || "" },
+  });
+  const set = (v) => {
+    row.dataset.value = v;
+    for (const b of row.querySelectorAll("button.opt")) {
+      b.setAttribute("aria-checked", b.dataset.value === v ? "true" : "false");
+    }
+  };
+  choices.forEach(([v, label], i) => row.append(h("button", {
+    type: "button", class: "opt", role: "radio", tabindex: -1, dataset: { value: v },
+    onclick: () => { set(v); row.focus(); },
+  }, h("kbd", {}, String(i + 1)), " ", label)));
+  if (current) set(current);
+  row.addEventListener("keydown", (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const n = Number(e.key);
+    if (Number.isInteger(n) && n >= 1 && n <= choices.length) {
+      e.preventDefault();
+      e.stopPropagation();
+      set(choices[n - 1][0]);
+      onchosen(row);
+    }
+  });
+  return row;
+}
+
+function ratingsLabel(ratings) {
+  return Object.entries(ratings || {}).map(([d, r]) => `${d}: ${r}`).join(", ");
+}
+
+// The worst domain of one review, as the spec counts it: the lowest rating of any one domain.
+function worstDomain(ratings) {
+  let worst = null;
+  for (const [d, r] of Object.entries(ratings || {})) {
+    if (worst === null || RATINGS.indexOf(r) < RATINGS.indexOf(worst[1])) worst = [d, r];
+  }
+  return worst;
+}
+
+function categoryLabel(c) {
+  const found = CATEGORIES.find(([v]) => v === c);
+  return found ? `${found[1]} ${found[0]}` : String(c);
+}
+
+function reviewSummary(rv) {
+  if (rv.category) return `category ${categoryLabel(rv.category)}`;
+  const w = worstDomain(rv.ratings);
+  return `${ratingsLabel(rv.ratings)}` + (w ? ` (worst domain: ${w[0]}, ${w[1]})` : "");
+}
+
+// One repeat's review form. `offered` is the API's offered domains; `mine` the caller's review of
+// the run when there is one (the form then revises it). The first rating row is `form.first`.
+function reviewForm(run, offered, mine, onsubmitted) {
+  const form = h("form", { class: "review", dataset: { run: run.id } });
+  const jam = run.testType === "game_jam";
+  const fields = h("fieldset", {}, h("legend", {}, jam ? "Category (1 = 💩 … 5 = 💎)" : "Ratings (1 = broken … 5 = flawless)"));
+  const rows = h("div", { class: "domains" });
+  const next = (row) => {
+    const all = [...form.querySelectorAll(".choice")];
+    const i = all.indexOf(row);
+    (all[i + 1] || row).focus();
+  };
+  const ratingChoices = RATINGS.map((r) => [r, r]);
+  const addDomain = (name, current, free) => {
+    const label = free
+      ? h("input", { class: "domain", value: name, "aria-label": "domain name", size: 12, placeholder: "domain" })
+      : h("span", { class: "domain-name" }, name);
+    const row = choiceRow(name || "new domain", ratingChoices, current, next);
+    if (free) {
+      row.dataset.name = "";
+      label.addEventListener("input", () => {
+        row.dataset.name = label.value.trim();
+        row.setAttribute("aria-label", label.value.trim());
+      });
+    }
+    rows.append(h("div", { class: "row" }, label, row));
+    return row;
+  };
+  if (jam) {
+    rows.append(h("div", { class: "row" }, choiceRow("category", CATEGORIES.map(([v, e]) => [v, `${e} ${v}`]), mine && mine.category, next)));
+  } else {
+    const domains = [...offered.domains];
+    for (const d of Object.keys((mine && mine.ratings) || {})) if (!domains.includes(d)) domains.push(d);
+    for (const d of domains) addDomain(d, mine && mine.ratings ? mine.ratings[d] : null, false);
+  }
+  fields.append(rows);
+  if (!jam) {
+    fields.append(h("p", { class: "muted source" }, offered.source === "case_version"
+      ? "Domains declared by the case version."
+      : offered.source === "remembered" ? "Your domains, as your last review named them." : "No domains declared: rate it overall, or add your own."));
+    fields.append(h("button", {
+      type: "button", class: "add-domain", dataset: { key: "+" },
+      onclick: () => addDomain("", null, true).previousSibling.focus(),
+    }, h("kbd", {}, "+"), " Add a domain"));
+  }
+  const note = h("textarea", { class: "note", rows: 2, cols: 30, "aria-label": "note" });
+  if (mine && mine.note) note.value = mine.note;
+  fields.append(h("div", { class: "row" }, h("label", {}, h("kbd", {}, "N"), " Note ", note)));
+  const submit = h("button", { type: "submit", class: "submit-review" }, h("kbd", {}, "Enter"), mine ? " Submit revised review" : " Submit review");
+  form.append(fields, h("p", {}, submit));
+  form.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && e.target.tagName !== "TEXTAREA" && e.target.tagName !== "BUTTON") {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    act(async () => {
+      const body = {};
+      if (jam) {
+        const v = rows.querySelector(".choice").dataset.value;
+        if (!v) throw new Error("Choose a category first: keys 1 (💩) to 5 (💎).");
+        body.category = v;
+      } else {
+        body.ratings = {};
+        for (const row of rows.querySelectorAll(".choice")) {
+          const name = row.dataset.name;
+          if (!row.dataset.value) {
+            if (!name || row.closest(".row").querySelector("input.domain")) continue;
+            row.focus();
+            throw new Error(`Rate ${name} first: keys 1 (broken) to 5 (flawless).`);
+          }
+          if (!name) throw new Error("Name the added domain, or leave it unrated.");
+          body.ratings[name] = row.dataset.value;
+        }
+      }
+      if (note.value.trim()) body.note = note.value.trim();
+      const review = await api("POST", `/v1/runs/${run.id}/review`, body);
+      await onsubmitted(review);
+    });
+  });
+  form.first = rows.querySelector(".choice");
+  return form;
+}
+
+// A repeat's own facts (the cell's pin and combination are the heading above the repeats).
+function runFacts(run) {
+  return h("table", { class: "run-facts" }, h("tbody", {},
+    h("tr", {}, h("th", {}, "Run"), h("td", { class: "run-id" }, link(`/runs/${run.id}`, run.id))),
+    h("tr", {}, h("th", {}, "Loaded"), h("td", {}, run.loaded ? "yes" : "no (the build did not load)")),
+    h("tr", {}, h("th", {}, "Completed"), h("td", {}, when(run.completedAt)))));
+}
+
+// One repeat of the queue's current cell: its facts, the caller's review (or the form) and its build.
+async function repeatView(run, me, offered, position, onreviewed) {
+  const reviews = await api("GET", `/v1/runs/${run.id}/reviews`);
+  const mine = reviews.find((rv) => rv.accountId === me.id) || null;
+  let current = mine;
+  const section = h("section", { class: "repeat", dataset: { run: run.id, reviewed: mine ? "true" : "false" } });
+  const body = h("div", { class: "verdict-box" });
+  const showForm = (current) => {
+    const form = reviewForm(run, offered, current, async (review) => {
+      section.dataset.reviewed = "true";
+      showMine(review);
+      await onreviewed(section);
+    });
+    body.replaceChildren(form);
+    section.form = form;
+    return form;
+  };
+  const showMine = (rv) => {
+    current = rv;
+    section.form = null;
+    body.replaceChildren(h("div", { class: "mine", dataset: { worst: rv.category || (worstDomain(rv.ratings) || [])[1] || "" } },
+      h("p", {}, h("strong", {}, "Your review: "), reviewSummary(rv), rv.note ? ` · “${rv.note}”` : ""),
+      h("button", {
+        type: "button", class: "revise", onclick: () => section.revise(),
+      }, h("kbd", {}, "R"), " Revise my review")));
+  };
+  if (mine) showMine(mine); else showForm(null);
+  section.revise = () => { const f = showForm(current); if (f.first) f.first.focus(); };
+  const others = reviews.filter((rv) => rv.accountId !== me.id).length;
+  section.append(...[
+    h("h2", {}, `Repeat ${position}`),
+    runFacts(run),
+    others ? h("p", { class: "muted" }, `${others} other reviewer${others === 1 ? "" : "s"} reviewed it.`) : null,
+    body,
+    await artifactView(run)].filter((x) => x !== null && x !== undefined));
+  return section;
+}
+
+// The queue, a cell at a time: every unreviewed repeat of the cell side by side, each rated on
+// its own and in any order; the next cell comes when all of them are. Back returns to a cell
+// already walked (its reviews shown, each revisable); Skip leaves a cell for later.
 async function queuePage(kind, id) {
   const base = kind === "ladder" ? `/v1/ladders/${id}` : `/v1/coverage-plans/${id}`;
   const back = kind === "ladder" ? `/ladders/${id}` : `/plans/${id}`;
-  const q = await api("GET", `${base}/queue`);
-  const header = [
+  const [me, first] = await Promise.all([api("GET", "/v1/account"), api("GET", `${base}/queue`)]);
+  let q = first;
+  const walked = []; // cells shown, in order: {cellKey, runs}
+  let at = -1;
+  const passed = new Set(); // cells done or skipped in this walk
+  const count = h("span", { id: "queue-count" });
+  let left = q.runs.length;
+  const showCount = () => {
+    count.textContent = `${left} run${left === 1 ? "" : "s"} to review${q.truncated ? " (more behind these)" : ""}`;
+  };
+  showCount();
+  const position = h("p", { id: "cell-position" });
+  const stage = h("div", { id: "stage" });
+  const keyHelp = h("p", { class: "muted keys", id: "keys" },
+    h("kbd", {}, "1"), "–", h("kbd", {}, "5"), " rate · ", h("kbd", {}, "Enter"), " submit and move on · ",
+    h("kbd", {}, "Tab"), " next field · ", h("kbd", {}, "R"), " revise · ", h("kbd", {}, "B"), " back · ",
+    h("kbd", {}, "S"), " skip the cell · ", h("kbd", {}, "N"), " note · ", h("kbd", {}, "+"), " add a domain");
+  const backBtn = h("button", { type: "button", id: "prev-cell", onclick: () => act(() => go(at - 1)) }, h("kbd", {}, "B"), " Back");
+  const skipBtn = h("button", { type: "button", id: "skip-cell", onclick: () => act(() => skip()) }, h("kbd", {}, "S"), " Skip this cell");
+  const nav = h("div", { class: "controls", id: "cell-nav" }, backBtn, skipBtn, position);
+
+  const repeats = () => [...stage.querySelectorAll("section.repeat")];
+  const focusNext = (from) => {
+    const all = repeats();
+    const i = all.indexOf(from);
+    const order = [...all.slice(i + 1), ...all.slice(0, Math.max(i, 0))];
+    const todo = order.find((s) => s.dataset.reviewed !== "true" && s.form);
+    if (todo && todo.form.first) todo.form.first.focus();
+    return !!todo;
+  };
+
+  const showCell = async (cell) => {
+    const runs = await Promise.all(cell.runs.map((r) => api("GET", `/v1/runs/${r}`)));
+    const offered = await Promise.all(runs.map((r) => api("GET", `/v1/runs/${r.id}/review-domains`)));
+    const sections = [];
+    for (let i = 0; i < runs.length; i++) {
+      sections.push(await repeatView(runs[i], me, offered[i], `${i + 1} of ${runs.length}`, async (section) => {
+        if (!section.counted) { section.counted = true; left = Math.max(0, left - 1); showCount(); }
+        if (!focusNext(section)) {
+          passed.add(cell.cellKey);
+          if (at === walked.length - 1) await go(at + 1);
+          else section.querySelector("button.revise").focus();
+        }
+      }));
+    }
+    for (const s of sections) s.counted = s.dataset.reviewed === "true";
+    const r0 = runs[0];
+    stage.replaceChildren(h("div", { id: "cell", dataset: { cell: cell.cellKey } },
+      h("h2", { id: "cell-title" }, `${pinLabel(r0.case)} × ${comboLabel(r0.combination)}`),
+      h("div", { class: "repeats", style: `--repeats: ${Math.min(runs.length, 5)}` }, sections)));
+    position.textContent = `Cell ${at + 1} of this walk · ${runs.length} repeat${runs.length === 1 ? "" : "s"}`;
+    backBtn.disabled = at <= 0;
+    const todo = sections.find((s) => s.dataset.reviewed !== "true");
+    const f = (todo || sections[0]).querySelector(".choice, button.revise");
+    if (f) f.focus();
+  };
+
+  // Moves to the walk's cell `i`; past the end, to the queue's next cell not yet passed.
+  const go = async (i) => {
+    if (i < 0) return;
+    if (i < walked.length) {
+      at = i;
+      await showCell(walked[at]);
+      return;
+    }
+    q = await api("GET", `${base}/queue`);
+    left = q.runs.length;
+    showCount();
+    let cell = q.cells.find((c) => !passed.has(c.cellKey));
+    if (!cell && q.cells.length) {
+      // Only skipped cells remain: offer them again.
+      passed.clear();
+      cell = q.cells[0];
+    }
+    if (!cell) {
+      at = walked.length;
+      stage.replaceChildren(h("p", { id: "queue-empty" }, "Nothing waits for your review."));
+      position.textContent = "";
+      backBtn.disabled = walked.length === 0;
+      backBtn.focus();
+      return;
+    }
+    walked.splice(at + 1);
+    walked.push(cell);
+    at = walked.length - 1;
+    await showCell(cell);
+  };
+  const skip = async () => {
+    if (at >= 0 && at < walked.length) passed.add(walked[at].cellKey);
+    await go(at + 1);
+  };
+
+  setMain(
     h("h1", {}, "Review queue"),
-    h("p", {}, link(back, kind === "ladder" ? "Back to the ladder" : "Back to the plan"), " · ",
-      h("span", { id: "queue-count" }, `${q.runs.length} run${q.runs.length === 1 ? "" : "s"} to review${q.truncated ? " (more behind these)" : ""}`)),
-  ];
-  if (q.runs.length === 0) {
-    setMain(...header, h("p", { id: "queue-empty" }, "Nothing waits for your review."));
+    h("p", {}, link(back, kind === "ladder" ? "Back to the ladder" : "Back to the plan"), " · ", count),
+    keyHelp, nav, stage);
+  pageKeys = (e) => {
+    const section = document.activeElement && document.activeElement.closest ? document.activeElement.closest("section.repeat") : null;
+    const key = e.key.toLowerCase();
+    if (key === "b") backBtn.click();
+    else if (key === "s") skipBtn.click();
+    else if (key === "r") {
+      const s = section || repeats().find((x) => x.dataset.reviewed === "true");
+      if (s && s.dataset.reviewed === "true") s.revise();
+    } else if (key === "n" && section && section.form) section.form.querySelector("textarea.note").focus();
+    else if (key === "+" && section && section.form) section.form.querySelector(".add-domain").click();
+    else return false;
+    return true;
+  };
+  if (q.cells.length === 0) {
+    stage.replaceChildren(h("p", { id: "queue-empty" }, "Nothing waits for your review."));
+    backBtn.disabled = true;
+    skipBtn.disabled = true;
     return;
   }
-  const run = await api("GET", `/v1/runs/${q.runs[0]}`);
-  const facts = h("table", { id: "run-facts" }, h("tbody", {},
-    h("tr", {}, h("th", {}, "Run"), h("td", { id: "run-id" }, run.id)),
-    h("tr", {}, h("th", {}, "Pin"), h("td", {}, pinLabel(run.case))),
-    h("tr", {}, h("th", {}, "Combination"), h("td", {}, comboLabel(run.combination) + (run.ggConfigName ? ` (${run.ggConfigName})` : ""))),
-    h("tr", {}, h("th", {}, "Test type"), h("td", {}, run.testType)),
-    h("tr", {}, h("th", {}, "Loaded"), h("td", {}, run.loaded ? "yes" : "no (the build did not load)"))));
-  const form = reviewForm(run, () => render());
-  setMain(...header, h("div", { class: "run" }, h("div", {}, facts, form), await artifactView(run)));
-  const first = form.querySelector("select, input");
-  if (first) first.focus();
+  await go(0);
+}
+
+// Page-wide keys of the current page (none unless it sets them); a key typed into a text field
+// is the field's, never a command.
+let pageKeys = null;
+document.addEventListener("keydown", (e) => {
+  if (!pageKeys || e.ctrlKey || e.metaKey || e.altKey || e.defaultPrevented) return;
+  const t = e.target;
+  if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable)) return;
+  if (pageKeys(e)) e.preventDefault();
+});
+
+// ---- a run ---------------------------------------------------------------------------------
+
+const JOB_STATUS_WORDS = {
+  queued: "queued", pending: "held back by the queue", dispatched: "dispatched", starting: "starting",
+  running: "running", completed: "completed", failed: "failed", canceled: "canceled",
+};
+
+function when(ms) {
+  return ms ? new Date(ms).toLocaleString() : "—";
+}
+
+// The job that produced the run and the attempts before it (an infrastructure failure is retried
+// as a new job that names the one it retries).
+async function attemptsView(run) {
+  const jobs = [];
+  let jobId = run.jobId;
+  while (jobId && jobs.length < 20) {
+    const job = await api("GET", `/v1/jobs/${jobId}`);
+    jobs.push(job);
+    jobId = job.retryOf;
+  }
+  jobs.reverse();
+  return h("table", { id: "attempts" },
+    h("thead", {}, h("tr", {}, ["Attempt", "Job", "Status", "Failure message"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, jobs.map((j) => h("tr", { dataset: { job: j.id, status: j.status } },
+      h("td", { class: "n" }, j.attempt),
+      h("td", {}, j.id),
+      h("td", {}, JOB_STATUS_WORDS[j.status] || j.status),
+      h("td", { class: "failure" }, j.error || (j.status === "completed" ? "none: the adapter reported the run completed" : "none"))))));
+}
+
+async function runPage(id) {
+  const [me, run, reviews, offered] = await Promise.all([
+    api("GET", "/v1/account"),
+    api("GET", `/v1/runs/${id}`),
+    api("GET", `/v1/runs/${id}/reviews`),
+    api("GET", `/v1/runs/${id}/review-domains`),
+  ]);
+  const mine = reviews.find((rv) => rv.accountId === me.id) || null;
+  const jam = run.testType === "game_jam";
+  const reviewRows = reviews.map((rv) => {
+    const w = worstDomain(rv.ratings);
+    return h("tr", { dataset: { account: rv.accountId, worst: w ? w[1] : (rv.category || "") } },
+      h("td", {}, rv.accountId === me.id ? `${me.name || rv.accountId} (you)` : rv.accountId),
+      h("td", {}, jam ? categoryLabel(rv.category) : ratingsLabel(rv.ratings)),
+      h("td", { class: "worst" }, jam ? "—" : (w ? `${w[1]} (${w[0]})` : "—")),
+      h("td", {}, rv.note || ""),
+      h("td", {}, when(rv.updatedAt)));
+  });
+  const reviseBox = h("div", { id: "revise-box" });
+  const openForm = () => {
+    const form = reviewForm(run, offered, mine, async () => { await render(); });
+    form.id = "run-review-form";
+    reviseBox.replaceChildren(form);
+    if (form.first) form.first.focus();
+  };
+  const revise = h("button", { type: "button", id: "revise", onclick: openForm },
+    h("kbd", {}, "R"), mine ? " Revise my review" : " Review this run");
+  const shown = jam
+    ? (run.category ? `worst category across every reviewer: ${categoryLabel(run.category)}` : "not reviewed yet")
+    : (run.rating ? `worst domain across every reviewer: ${run.rating}` : "not reviewed yet");
+  const manifest = h("table", { id: "manifest" }, h("tbody", {},
+    h("tr", {}, h("th", {}, "Outcome"), h("td", {}, "completed (the adapter exited 0 and its manifest said so)")),
+    h("tr", {}, h("th", {}, "Build loaded"), h("td", {}, run.loaded ? "yes" : "no: the build never loaded")),
+    h("tr", {}, h("th", {}, "Artifacts listed"), h("td", {}, run.artifacts.length ? run.artifacts.map((a) => a.path).join(", ") : "none")),
+    h("tr", {}, h("th", {}, "Completed at"), h("td", {}, when(run.completedAt)))));
+  setMain(
+    h("h1", {}, `Run ${run.id}`),
+    h("p", { class: "muted" }, "Keys: ", h("kbd", {}, "R"), " revise my review, then ", h("kbd", {}, "1"), "–", h("kbd", {}, "5"), " rate and ", h("kbd", {}, "Enter"), " submit."),
+    h("table", { id: "run-facts" }, h("tbody", {},
+      h("tr", {}, h("th", {}, "Pin"), h("td", { id: "run-pin" }, pinLabel(run.case))),
+      h("tr", {}, h("th", {}, "Combination"), h("td", { id: "run-combination" }, comboLabel(run.combination) + (run.ggConfigName ? ` (${run.ggConfigName})` : ""))),
+      h("tr", {}, h("th", {}, "Test type"), h("td", {}, TEST_TYPE_WORDS[run.testType] || run.testType)),
+      h("tr", {}, h("th", {}, "Rating shown"), h("td", { id: "run-rating", dataset: { rating: run.rating || run.category || "" } }, shown)))),
+    h("h2", {}, "Job and attempts"), await attemptsView(run),
+    h("h2", {}, "The adapter's manifest"), manifest,
+    h("h2", {}, "Reviews"),
+    reviews.length ? h("table", { id: "reviews" },
+      h("thead", {}, h("tr", {}, ["Reviewer", jam ? "Category" : "Ratings", "Worst domain", "Note", "Updated"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, reviewRows)) : h("p", { class: "muted", id: "no-reviews" }, "No reviews yet."),
+    run.testType === "performance" ? h("p", { class: "muted" }, "Performance runs are graded by machine and take no review.")
+      : h("div", { class: "controls" }, revise),
+    reviseBox,
+    await artifactView(run));
+  pageKeys = run.testType === "performance" ? null : (e) => {
+    if (e.key.toLowerCase() !== "r" || reviseBox.firstChild) return false;
+    openForm();
+    return true;
+  };
+  if (run.testType !== "performance") revise.focus();
 }
 
 // ---- ladders -----------------------------------------------------------------------------
@@ -1136,6 +1481,7 @@ const ROUTES = [
   [/^\/changes\/([a-z0-9_]+)$/, changePage],
   [/^\/candidates\/([a-z0-9_]+)$/, candidatePage],
   [/^\/approvals$/, approvalsPage],
+  [/^\/runs\/([a-z0-9_]+)$/, runPage],
 ];
 
 // Marks when the rendered page has been painted: a frame callback runs just before the next
@@ -1158,6 +1504,7 @@ async function render() {
       document.body.removeAttribute("data-ready");
       document.body.removeAttribute("data-complete");
       filling = [];
+      pageKeys = null;
       await act(() => page(...m.slice(1)));
       document.body.dataset.ready = path;
       markPainted(path);

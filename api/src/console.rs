@@ -35,6 +35,7 @@ pub const PAGES: &[&str] = &[
     "/changes/{id}",
     "/candidates/{id}",
     "/approvals",
+    "/runs/{id}",
 ];
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

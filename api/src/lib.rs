@@ -103,6 +103,7 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(runs::get))
         .routes(utoipa_axum::routes!(runs::review))
         .routes(utoipa_axum::routes!(runs::reviews))
+        .routes(utoipa_axum::routes!(runs::review_domains))
         .routes(utoipa_axum::routes!(events::list))
         .routes(utoipa_axum::routes!(projects::create, projects::list))
         .routes(utoipa_axum::routes!(projects::get, projects::delete))

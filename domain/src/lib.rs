@@ -40,6 +40,7 @@ pub mod workspace;
 pub mod acceptance;
 pub mod approval;
 pub mod browser;
+pub mod budget;
 pub mod candidate;
 pub mod candidate_sets;
 pub mod check;

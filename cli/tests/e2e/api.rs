@@ -63,6 +63,7 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
             Some(json!({"ratings": {"gameplay": "great"}})),
         ),
         ("GET", "/v1/runs/run_0/reviews", None),
+        ("GET", "/v1/runs/run_0/review-domains", None),
         ("GET", "/v1/events", None),
         ("POST", "/v1/projects", Some(json!({"name": "p"}))),
         ("GET", "/v1/projects", None),

@@ -82,6 +82,11 @@ const GLOBAL: &[(&str, &str, &str)] = &[
         "/v1/runs/{id}/review",
         "every account reviews any run; the review is its own",
     ),
+    (
+        "GET",
+        "/v1/runs/{id}/review-domains",
+        "every account reviews any run; the domains offered are the version's or its own",
+    ),
 ];
 
 /// The operation template of `/v1/openapi.json` that a concrete `path` is, the most specific one

@@ -28,11 +28,11 @@ struct Journal {
 
 pub(crate) struct Console {
     browser: Browser,
-    page: Page,
+    pub(crate) page: Page,
     journal: Arc<Mutex<Journal>>,
     _profile: tempfile::TempDir,
     handler: tokio::task::JoinHandle<()>,
-    base: String,
+    pub(crate) base: String,
 }
 
 fn chromium() -> String {
@@ -195,7 +195,7 @@ impl Console {
     }
 
     /// Sets a `<select>` (or input) to `value` as a person would, firing `change`.
-    async fn choose(&self, css: &str, value: &str) {
+    pub(crate) async fn choose(&self, css: &str, value: &str) {
         let done: bool = self
             .eval(&format!(
                 "(() => {{ const s = document.querySelector({}); if (!s) return false; s.value = {}; \
@@ -234,7 +234,7 @@ impl Console {
 
     /// Presses `key` on whatever has the focus (keyboard only: no element is clicked or focused
     /// by the test).
-    async fn key(&self, key: &str) {
+    pub(crate) async fn key(&self, key: &str) {
         self.page
             .find_element(":focus")
             .await
@@ -492,32 +492,34 @@ async fn a_reviewer_turns_auto_top_up_on_walks_the_queue_and_the_matrix_moves() 
         )
         .await;
     assert_eq!(frame, json!({"sandbox": "", "policy": true, "text": true}));
+    // The cell's three repeats are shown side by side, in the queue's order.
+    let shown: Vec<String> = c
+        .eval("[...document.querySelectorAll('section.repeat')].map((s) => s.dataset.run)")
+        .await;
+    assert_eq!(shown, queue, "the cell's repeats side by side, in the queue's order");
     for (i, run) in queue.iter().enumerate() {
-        assert_eq!(&c.text("#run-id").await, run, "the queue is walked in its order");
+        // Focus is on the rating of the repeat to review next, in the queue's order.
+        assert_eq!(
+            &c.eval::<String>("document.activeElement.closest('section.repeat').dataset.run")
+                .await,
+            run,
+            "the queue is walked in its order"
+        );
         if i == 0 {
-            // Keyboard only: the page focused the first field (the domain name); Tab to its
-            // rating, arrow down to "great", Tab past "Add a domain" and the note to the submit
-            // button, Enter.
-            assert_eq!(c.eval::<String>("document.activeElement.className").await, "domain");
-            c.key("Tab").await;
-            for _ in 0..4 {
-                c.key("ArrowDown").await;
-            }
-            assert_eq!(c.eval::<String>("document.activeElement.value").await, "great");
-            for _ in 0..3 {
-                c.key("Tab").await;
-            }
-            assert_eq!(c.eval::<String>("document.activeElement.id").await, "submit-review");
+            // Keyboard only: the page focused the rating; 4 chooses "great", Enter submits.
+            assert_eq!(c.eval::<String>("document.activeElement.className").await, "choice");
+            c.key("4").await;
+            assert_eq!(c.eval::<String>("document.activeElement.dataset.value").await, "great");
             c.key("Enter").await;
         } else {
-            c.eval::<bool>(
-                "(() => { const s = document.querySelector('.rating'); s.value = 'passable'; \
-                  s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()",
-            )
+            c.click(&format!(
+                "section.repeat[data-run='{run}'] button.opt[data-value=passable]"
+            ))
             .await;
-            c.click("#submit-review").await;
+            c.click(&format!("section.repeat[data-run='{run}'] .submit-review"))
+                .await;
         }
-        // The review landed and the console moved on.
+        // The review landed and the console shows it.
         let reviews = wait_until(
             &format!("the review of {run} to land"),
             Duration::from_secs(30),
@@ -533,18 +535,25 @@ async fn a_reviewer_turns_auto_top_up_on_walks_the_queue_and_the_matrix_moves() 
         .await;
         let want = if i == 0 { "great" } else { "passable" };
         assert_eq!(reviews[0]["ratings"], json!({"overall": want}), "{reviews}");
-        c.until(
-            "the next run",
-            &format!(
-                "document.body.dataset.ready && !(document.querySelector('#run-id') && document.querySelector('#run-id').textContent === {})",
-                json!(run)
-            ),
-        )
-        .await;
+        if i + 1 < queue.len() {
+            c.until(
+                "the review shown and the next repeat focused",
+                &format!(
+                    "document.querySelector(\"section.repeat[data-run='{run}']\").dataset.reviewed === 'true' \
+                     && document.activeElement.closest('section.repeat').dataset.run === {}",
+                    json!(queue[i + 1])
+                ),
+            )
+            .await;
+        }
     }
+    // The cell is done: the console moved on to the next cell, or says nothing waits.
     c.until(
         "the walked queue",
-        "!!document.querySelector('#queue-empty') || !!document.querySelector('#run-id')",
+        &format!(
+            "!!document.querySelector('#queue-empty') || (!!document.querySelector('#cell') && !document.querySelector(\"section.repeat[data-run='{}']\"))",
+            queue[0]
+        ),
     )
     .await;
 
@@ -1509,18 +1518,26 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
     )
     .await;
     c.visit(&format!("/plans/{jam}/queue")).await;
-    assert_eq!(c.text("#run-id").await, run);
-    assert_eq!(c.count(".rating").await, 0, "a game-jam run takes no ratings");
+    let shown: Vec<String> = c
+        .eval("[...document.querySelectorAll('section.repeat')].map((s) => s.dataset.run)")
+        .await;
+    assert_eq!(shown, std::slice::from_ref(&run));
+    assert_eq!(
+        c.count(".choice:not([data-name=category])").await,
+        0,
+        "a game-jam run takes no ratings"
+    );
     let offered: Vec<String> = c
-        .eval("[...document.querySelectorAll('#category option')].map((o) => o.textContent)")
+        .eval("[...document.querySelectorAll('.choice[data-name=category] button.opt')].map((o) => o.textContent)")
         .await;
     assert_eq!(
         offered,
-        ["choose…", "💩 poop", "🧱 brick", "🥈 silver", "🥇 gold", "💎 diamond"]
+        ["1 💩 poop", "2 🧱 brick", "3 🥈 silver", "4 🥇 gold", "5 💎 diamond"]
     );
     c.screenshot("review-game-jam").await;
-    c.choose("#category", "diamond").await;
-    c.click("#submit-review").await;
+    c.click(".choice[data-name=category] button.opt[data-value=diamond]")
+        .await;
+    c.click(".submit-review").await;
     wait_until("the category review to land", Duration::from_secs(30), async || {
         let category = b.get(&format!("/v1/runs/{run}")).await["category"].clone();
         if category == "diamond" { Ok(()) } else { Err(category) }

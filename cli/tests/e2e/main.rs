@@ -13,6 +13,7 @@ mod browser;
 mod compose;
 mod console;
 mod console_diff;
+mod console_review;
 mod coverage;
 mod dead_ends;
 mod dev;
