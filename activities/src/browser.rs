@@ -143,6 +143,25 @@ impl BrowserActivities {
         }
     }
 
+    /// Keeps each screenshot of the session as an object; their entries in the Evidence object.
+    async fn put_screenshots(
+        &self,
+        candidate: &str,
+        attempt: u32,
+        report: &SessionReport,
+    ) -> Result<Vec<serde_json::Value>, ActivityError> {
+        let mut shots = vec![];
+        for (i, s) in report.screenshots.iter().enumerate() {
+            let key = screenshot_key(candidate, attempt, i);
+            self.put(&key, s.png.clone()).await?;
+            shots.push(serde_json::json!({
+                "index": i, "name": s.name, "key": key, "sha256": s.sha256, "bytes": s.png.len(),
+                "contentType": "image/png",
+            }));
+        }
+        Ok(shots)
+    }
+
     /// Starts the dev command in the Sandbox, runs the session against its port, stops it.
     async fn session(&self, input: &BrowserCheckRequest) -> Result<(SessionReport, serde_json::Value), ActivityError> {
         let project = input.project_id.as_str();
@@ -184,16 +203,7 @@ impl BrowserActivities {
             upstream = upstream.serving_spa_index(index);
         }
         let started = Instant::now();
-        let mut listening = false;
-        while started.elapsed() < PREVIEW_START && !preview.is_finished() {
-            let probe = Upstream::preview_url("/");
-            let url = url_of(&probe);
-            if upstream.fetch_once("GET", &url, &[], None).await.is_ok() {
-                listening = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let listening = answers_before_start_limit(&upstream, &preview).await;
         let preview_ms = started.elapsed().as_secs_f64() * 1000.0;
         let report = if listening {
             run_session(&self.config, upstream).await
@@ -206,33 +216,10 @@ impl BrowserActivities {
                     PREVIEW_START.as_secs()
                 )
             };
-            SessionReport {
-                run: BrowserRun::NoPreview { detail },
-                log: vec![],
-                journal: Default::default(),
-                screenshots: vec![],
-                timings: Default::default(),
-                chromium_pid: None,
-                browser_version: None,
-            }
+            report_without_session(BrowserRun::NoPreview { detail })
         };
         self.stop_preview(project, &dir, &pidfile).await;
-        let out = match tokio::time::timeout(Duration::from_secs(20), preview).await {
-            Ok(Ok(Ok(out))) => Some(out),
-            Ok(Ok(Err(e))) => {
-                warn!(error = %e, "the preview command failed");
-                None
-            }
-            _ => None,
-        };
-        let tail = out
-            .as_ref()
-            .map(|o| {
-                let all = format!("{}{}", o.stdout, o.stderr);
-                let n = all.chars().count();
-                all.chars().skip(n.saturating_sub(2000)).collect::<String>()
-            })
-            .unwrap_or_default();
+        let tail = output_tail(preview).await;
         Ok((
             report,
             serde_json::json!({
@@ -240,6 +227,50 @@ impl BrowserActivities {
                 "singlePageApplication": single_page_application,
             }),
         ))
+    }
+}
+
+/// Whether the preview answers `GET /` before [`PREVIEW_START`] passes or its command ends.
+async fn answers_before_start_limit<T>(upstream: &Upstream, preview: &tokio::task::JoinHandle<T>) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < PREVIEW_START && !preview.is_finished() {
+        let url = url_of(&Upstream::preview_url("/"));
+        if upstream.fetch_once("GET", &url, &[], None).await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+/// The last 2,000 characters the stopped preview command wrote (stdout, then stderr); empty when
+/// it did not end within 20 s or failed to run.
+async fn output_tail(
+    preview: tokio::task::JoinHandle<Result<belay_sandbox::ExecOutput, belay_sandbox::SandboxError>>,
+) -> String {
+    let out = match tokio::time::timeout(Duration::from_secs(20), preview).await {
+        Ok(Ok(Ok(out))) => out,
+        Ok(Ok(Err(e))) => {
+            warn!(error = %e, "the preview command failed");
+            return String::new();
+        }
+        _ => return String::new(),
+    };
+    let all = format!("{}{}", out.stdout, out.stderr);
+    let n = all.chars().count();
+    all.chars().skip(n.saturating_sub(2000)).collect()
+}
+
+/// The report of a check that ran no browser session (no preview, or the meter refused it).
+fn report_without_session(run: BrowserRun) -> SessionReport {
+    SessionReport {
+        run,
+        log: vec![],
+        journal: Default::default(),
+        screenshots: vec![],
+        timings: Default::default(),
+        chromium_pid: None,
+        browser_version: None,
     }
 }
 
@@ -277,15 +308,7 @@ impl BrowserActivities {
                 .map_err(store_error)?;
             let (report, preview, reservation) = match reserved {
                 BrowserReserve::Refused(meter) => (
-                    SessionReport {
-                        run: BrowserRun::ReservationRefused { meter },
-                        log: vec![],
-                        journal: Default::default(),
-                        screenshots: vec![],
-                        timings: Default::default(),
-                        chromium_pid: None,
-                        browser_version: None,
-                    },
+                    report_without_session(BrowserRun::ReservationRefused { meter }),
                     serde_json::Value::Null,
                     None,
                 ),
@@ -299,15 +322,7 @@ impl BrowserActivities {
                 }
             };
             let result = classify_browser(&report.run);
-            let mut shots = vec![];
-            for (i, s) in report.screenshots.iter().enumerate() {
-                let key = screenshot_key(&candidate, input.attempt, i);
-                self.put(&key, s.png.clone()).await?;
-                shots.push(serde_json::json!({
-                    "index": i, "name": s.name, "key": key, "sha256": s.sha256, "bytes": s.png.len(),
-                    "contentType": "image/png",
-                }));
-            }
+            let shots = self.put_screenshots(&candidate, input.attempt, &report).await?;
             let key = browser_evidence_key(&candidate, input.attempt);
             let object = serde_json::json!({
                 "result": result,

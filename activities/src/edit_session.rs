@@ -48,40 +48,8 @@ impl SandboxActivities {
         let project = input.project_id.as_str();
         let user = SandboxUser::Unprivileged(input.uid);
         let started_at = now_secs();
-        let present = self
-            .sandboxes
-            .checkout_present(project, &dir)
-            .await
-            .map_err(sandbox_error)?;
-        if !present {
-            // The first command (or the first after the Sandbox slept): a fresh checkout of the
-            // session's fork, owned by the session's user.
-            self.sandboxes
-                .fresh_dir(project, &dir, user)
-                .await
-                .map_err(sandbox_error)?;
-            let fork = edit_fork(&input.session_id).map_err(fatal)?;
-            if let Err(why) = self
-                .git
-                .clone_repo(
-                    &self.sandboxes,
-                    &self.revocations,
-                    Checkout {
-                        project,
-                        dir: &dir,
-                        repo: &fork,
-                    },
-                    user,
-                )
-                .await
-                .map_err(|e| match e {
-                    GitInSandboxError::Sandbox(e) => sandbox_error(e),
-                    GitInSandboxError::Token(e) => fatal(e),
-                })?
-            {
-                return Err(retryable(Plain(why)));
-            }
-        }
+        self.ensure_session_checkout(&input.session_id, project, &dir, user)
+            .await?;
         // The start is a fact before the command is handed over: a retry of this activity after
         // its worker was lost, however soon, finds it and answers the loss instead of running
         // the command a second time.
@@ -114,32 +82,71 @@ impl SandboxActivities {
         if dying {
             die_at(COMMAND_STARTED);
         }
-        let out = match ran {
-            Ok(out) => out,
+        match ran {
+            Ok(out) => Ok(CommandOutput {
+                exit_code: out.exit_code,
+                stdout: out.stdout,
+                stderr: out.stderr,
+                timed_out: out.timed_out,
+                started_at,
+                ended_at: now_secs(),
+                sandbox_lost: false,
+            }),
             // Lost once the command was handed to the Sandbox: answered as lost, never retried
             // (a retry would run the command a second time, from the start, in a fresh Sandbox).
-            Err(SandboxError::Lost { reason, .. }) => {
-                return Ok(CommandOutput {
-                    exit_code: None,
-                    stdout: String::new(),
-                    stderr: reason,
-                    timed_out: false,
-                    started_at,
-                    ended_at: now_secs(),
-                    sandbox_lost: true,
-                });
-            }
-            Err(e) => return Err(sandbox_error(e)),
-        };
-        Ok(CommandOutput {
-            exit_code: out.exit_code,
-            stdout: out.stdout,
-            stderr: out.stderr,
-            timed_out: out.timed_out,
-            started_at,
-            ended_at: now_secs(),
-            sandbox_lost: false,
-        })
+            Err(SandboxError::Lost { reason, .. }) => Ok(CommandOutput {
+                exit_code: None,
+                stdout: String::new(),
+                stderr: reason,
+                timed_out: false,
+                started_at,
+                ended_at: now_secs(),
+                sandbox_lost: true,
+            }),
+            Err(e) => Err(sandbox_error(e)),
+        }
+    }
+
+    /// The session's checkout in its Sandbox: on the first command (or the first after the
+    /// Sandbox slept), a fresh clone of the session's fork, owned by the session's user.
+    async fn ensure_session_checkout(
+        &self,
+        session_id: &str,
+        project: &str,
+        dir: &str,
+        user: SandboxUser,
+    ) -> Result<(), ActivityError> {
+        let present = self
+            .sandboxes
+            .checkout_present(project, dir)
+            .await
+            .map_err(sandbox_error)?;
+        if present {
+            return Ok(());
+        }
+        self.sandboxes
+            .fresh_dir(project, dir, user)
+            .await
+            .map_err(sandbox_error)?;
+        let fork = edit_fork(session_id).map_err(fatal)?;
+        let cloned = self
+            .git
+            .clone_repo(
+                &self.sandboxes,
+                &self.revocations,
+                Checkout {
+                    project,
+                    dir,
+                    repo: &fork,
+                },
+                user,
+            )
+            .await
+            .map_err(|e| match e {
+                GitInSandboxError::Sandbox(e) => sandbox_error(e),
+                GitInSandboxError::Token(e) => fatal(e),
+            })?;
+        cloned.map(|_| ()).map_err(|why| retryable(Plain(why)))
     }
 
     pub(crate) async fn stop_inner(&self, input: EditCommand) -> Result<(), ActivityError> {

@@ -99,68 +99,99 @@ impl SandboxActivities {
                 old_text,
                 new_text,
             } => {
-                let text = match self.read_text(project, dir, user, path).await? {
-                    Ok(t) => t,
-                    Err(why) => return Ok(tool_refused(why)),
-                };
-                let edited = match apply_edit(path, &text, old_text, new_text) {
-                    Ok(e) => e,
-                    Err(why) => return Ok(tool_refused(why)),
-                };
-                if let Err(why) = self
-                    .sandboxes
-                    .write_file(project, dir, user, path, edited.as_bytes())
-                    .await?
-                {
-                    return Ok(tool_refused(ValidationError::new("path", why)));
+                if let Err(refused) = self.edit_file(project, dir, user, path, old_text, new_text).await? {
+                    return Ok(refused);
                 }
             }
             ToolCall::RunCommand { argv } => {
-                if let Some(script) = &request.allowed.script {
-                    let package = self
-                        .sandboxes
-                        .read_file(project, dir, user, "package.json", MAX_FILE_BYTES)
-                        .await?
-                        .ok();
-                    if let Err(why) = check_package_script(package.as_deref(), script) {
-                        return Ok(tool_refused(why));
-                    }
+                if let Err(refused) = self.run_command(project, dir, user, request, argv, &mut out).await? {
+                    return Ok(refused);
                 }
-                let timeout = Duration::from_secs(TOOL_TIMEOUT_SECS);
-                let ran = if request.allowed.build {
-                    self.sandboxes
-                        .run_discarding_writes(project, dir, user, argv, timeout)
-                        .await
-                        .map(|(exec, discarded)| (exec, Some(discarded)))
-                } else {
-                    self.sandboxes
-                        .exec(project, dir, argv, user, timeout)
-                        .await
-                        .map(|exec| (exec, None))
-                };
-                let exec = match ran {
-                    Ok((exec, discarded)) => {
-                        out.discarded = discarded;
-                        exec
-                    }
-                    // Lost once the command was handed to the Sandbox: answered as lost, never
-                    // run again behind the caller's back. The next call restores the workspace.
-                    Err(SandboxError::Lost { reason, .. }) => {
-                        return Ok(ToolOutcome::Refused(Refusal::new(
-                            RefusalReason::SandboxLost,
-                            format!(
-                                "the Sandbox was lost while the command ran ({reason}); it was not run again. The next call restores the workspace from its fork"
-                            ),
-                        )));
-                    }
-                    Err(e) => return Err(e),
-                };
-                out.exit_code = exec.exit_code;
-                out.stdout = Some(exec.stdout);
-                out.stderr = Some(exec.stderr);
-                out.timed_out = Some(exec.timed_out);
             }
         }
         Ok(ToolOutcome::Done(out))
+    }
+
+    /// `edit_file`: one exact replacement in a text file, written back whole. `Err` is the
+    /// tool's refusal, answered to the caller.
+    async fn edit_file(
+        &self,
+        project: &str,
+        dir: &str,
+        user: SandboxUser,
+        path: &str,
+        old_text: &str,
+        new_text: &str,
+    ) -> Result<Result<(), ToolOutcome>, SandboxError> {
+        let text = match self.read_text(project, dir, user, path).await? {
+            Ok(t) => t,
+            Err(why) => return Ok(Err(tool_refused(why))),
+        };
+        let edited = match apply_edit(path, &text, old_text, new_text) {
+            Ok(e) => e,
+            Err(why) => return Ok(Err(tool_refused(why))),
+        };
+        Ok(self
+            .sandboxes
+            .write_file(project, dir, user, path, edited.as_bytes())
+            .await?
+            .map_err(|why| tool_refused(ValidationError::new("path", why))))
+    }
+
+    /// `run_command`: the allowed command, its output into `out`. A build runs with its writes
+    /// discarded. `Err` is the tool's refusal, answered to the caller.
+    async fn run_command(
+        &self,
+        project: &str,
+        dir: &str,
+        user: SandboxUser,
+        request: &ToolRequest,
+        argv: &[String],
+        out: &mut ToolOutput,
+    ) -> Result<Result<(), ToolOutcome>, SandboxError> {
+        if let Some(script) = &request.allowed.script {
+            let package = self
+                .sandboxes
+                .read_file(project, dir, user, "package.json", MAX_FILE_BYTES)
+                .await?
+                .ok();
+            if let Err(why) = check_package_script(package.as_deref(), script) {
+                return Ok(Err(tool_refused(why)));
+            }
+        }
+        let timeout = Duration::from_secs(TOOL_TIMEOUT_SECS);
+        let ran = if request.allowed.build {
+            self.sandboxes
+                .run_discarding_writes(project, dir, user, argv, timeout)
+                .await
+                .map(|(exec, discarded)| (exec, Some(discarded)))
+        } else {
+            self.sandboxes
+                .exec(project, dir, argv, user, timeout)
+                .await
+                .map(|exec| (exec, None))
+        };
+        let exec = match ran {
+            Ok((exec, discarded)) => {
+                out.discarded = discarded;
+                exec
+            }
+            // Lost once the command was handed to the Sandbox: answered as lost, never run again
+            // behind the caller's back. The next call restores the workspace.
+            Err(SandboxError::Lost { reason, .. }) => {
+                return Ok(Err(ToolOutcome::Refused(Refusal::new(
+                    RefusalReason::SandboxLost,
+                    format!(
+                        "the Sandbox was lost while the command ran ({reason}); it was not run again. The next call restores the workspace from its fork"
+                    ),
+                ))));
+            }
+            Err(e) => return Err(e),
+        };
+        out.exit_code = exec.exit_code;
+        out.stdout = Some(exec.stdout);
+        out.stderr = Some(exec.stderr);
+        out.timed_out = Some(exec.timed_out);
+        Ok(Ok(()))
     }
 }

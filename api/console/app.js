@@ -4,7 +4,6 @@
 "use strict";
 
 const TOKEN_KEY = "belay.token";
-const DOMAINS_KEY = "belay.reviewDomains";
 const RATINGS = ["broken", "scuffed", "passable", "great", "flawless"];
 const CATEGORIES = [
   ["poop", "💩"], ["brick", "🧱"], ["silver", "🥈"], ["gold", "🥇"], ["diamond", "💎"],
@@ -398,53 +397,6 @@ async function planPage(id) {
     controls, dialog, answerBox, matrixBox);
 }
 
-function reviewForm(run, onsubmitted) {
-  const form = h("form", { class: "review", id: "review-form" });
-  const fields = h("fieldset", {}, h("legend", {}, run.testType === "game_jam" ? "Category" : "Ratings"));
-  const read = [];
-  if (run.testType === "game_jam") {
-    const sel = h("select", { id: "category", "aria-label": "category", required: true },
-      h("option", { value: "" }, "choose…"),
-      CATEGORIES.map(([v, e]) => h("option", { value: v }, `${e} ${v}`)));
-    fields.append(h("div", { class: "row" }, sel));
-    read.push(() => ({ category: sel.value }));
-  } else {
-    const domains = JSON.parse(sessionStorage.getItem(DOMAINS_KEY) || '["overall"]');
-    const rows = h("div", { id: "domains" });
-    const addRow = (name) => {
-      const n = h("input", { class: "domain", value: name, "aria-label": "domain", required: true, size: 16 });
-      const r = h("select", { class: "rating", "aria-label": `rating of ${name}`, required: true },
-        h("option", { value: "" }, "rate…"), RATINGS.map((x) => h("option", { value: x }, x)));
-      n.addEventListener("input", () => r.setAttribute("aria-label", `rating of ${n.value}`));
-      rows.append(h("div", { class: "row" }, n, r));
-    };
-    domains.forEach(addRow);
-    fields.append(rows, h("button", { type: "button", id: "add-domain", onclick: () => addRow("") }, "Add a domain"));
-    read.push(() => {
-      const ratings = {};
-      for (const row of rows.children) {
-        const name = row.querySelector(".domain").value.trim();
-        ratings[name] = row.querySelector(".rating").value;
-      }
-      sessionStorage.setItem(DOMAINS_KEY, JSON.stringify(Object.keys(ratings)));
-      return { ratings };
-    });
-  }
-  const note = h("textarea", { id: "note", rows: 2, cols: 50, "aria-label": "note" });
-  fields.append(h("div", { class: "row" }, h("label", {}, "Note ", note)));
-  form.append(fields, h("p", {}, h("button", { type: "submit", id: "submit-review" }, "Submit review")));
-  form.addEventListener("submit", (e) => {
-    e.preventDefault();
-    act(async () => {
-      const body = read[0]();
-      if (note.value.trim()) body.note = note.value.trim();
-      await api("POST", `/v1/runs/${run.id}/review`, body);
-      await onsubmitted();
-    });
-  });
-  return form;
-}
-
 // What a build in a review frame may and may not do: the frame's sandbox and the artifact
 // origin's policy (decision 0051) enforce it; the page says it, so a reviewer knows what a build
 // that "does nothing" was allowed to try.
@@ -550,30 +502,423 @@ async function artifactView(run) {
   return view;
 }
 
+// ---- reviewing -----------------------------------------------------------------------------
+// A review is given from the keyboard: each rating row takes the focus in turn, a number key
+// chooses (1 = the worst, 5 = the best), Enter submits the repeat's review and moves on. Every
+// control shows its key.
+
+const TEST_TYPE_WORDS = { standard: "standard", game_jam: "game jam", performance: "performance (graded by machine)" };
+
+// A row of choices, one per key: `choices` are [value, label] pairs, worst first.
+function choiceRow(name, choices, current, onchosen) {
+  const row = h("div", {
+    class: "choice", role: "radiogroup", tabindex: 0, "aria-label": name,
+    dataset: { name, value: current || "" },
+  });
+  const set = (v) => {
+    row.dataset.value = v;
+    for (const b of row.querySelectorAll("button.opt")) {
+      b.setAttribute("aria-checked", b.dataset.value === v ? "true" : "false");
+    }
+  };
+  choices.forEach(([v, label], i) => row.append(h("button", {
+    type: "button", class: "opt", role: "radio", tabindex: -1, dataset: { value: v },
+    onclick: () => { set(v); row.focus(); },
+  }, h("kbd", {}, String(i + 1)), " ", label)));
+  if (current) set(current);
+  row.addEventListener("keydown", (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const n = Number(e.key);
+    if (Number.isInteger(n) && n >= 1 && n <= choices.length) {
+      e.preventDefault();
+      e.stopPropagation();
+      set(choices[n - 1][0]);
+      onchosen(row);
+    }
+  });
+  return row;
+}
+
+function ratingsLabel(ratings) {
+  return Object.entries(ratings || {}).map(([d, r]) => `${d}: ${r}`).join(", ");
+}
+
+// The worst domain of one review, as the spec counts it: the lowest rating of any one domain.
+function worstDomain(ratings) {
+  let worst = null;
+  for (const [d, r] of Object.entries(ratings || {})) {
+    if (worst === null || RATINGS.indexOf(r) < RATINGS.indexOf(worst[1])) worst = [d, r];
+  }
+  return worst;
+}
+
+function categoryLabel(c) {
+  const found = CATEGORIES.find(([v]) => v === c);
+  return found ? `${found[1]} ${found[0]}` : String(c);
+}
+
+function reviewSummary(rv) {
+  if (rv.category) return `category ${categoryLabel(rv.category)}`;
+  const w = worstDomain(rv.ratings);
+  return `${ratingsLabel(rv.ratings)}` + (w ? ` (worst domain: ${w[0]}, ${w[1]})` : "");
+}
+
+// One repeat's review form. `offered` is the API's offered domains; `mine` the caller's review of
+// the run when there is one (the form then revises it). The first rating row is `form.first`.
+function reviewForm(run, offered, mine, onsubmitted) {
+  const form = h("form", { class: "review", dataset: { run: run.id } });
+  const jam = run.testType === "game_jam";
+  const fields = h("fieldset", {}, h("legend", {}, jam ? "Category (1 = 💩 … 5 = 💎)" : "Ratings (1 = broken … 5 = flawless)"));
+  const rows = h("div", { class: "domains" });
+  const next = (row) => {
+    const all = [...form.querySelectorAll(".choice")];
+    const i = all.indexOf(row);
+    (all[i + 1] || row).focus();
+  };
+  const ratingChoices = RATINGS.map((r) => [r, r]);
+  const addDomain = (name, current, free) => {
+    const label = free
+      ? h("input", { class: "domain", value: name, "aria-label": "domain name", size: 12, placeholder: "domain" })
+      : h("span", { class: "domain-name" }, name);
+    const row = choiceRow(name || "new domain", ratingChoices, current, next);
+    if (free) {
+      row.dataset.name = "";
+      label.addEventListener("input", () => {
+        row.dataset.name = label.value.trim();
+        row.setAttribute("aria-label", label.value.trim());
+      });
+    }
+    rows.append(h("div", { class: "row" }, label, row));
+    return row;
+  };
+  if (jam) {
+    rows.append(h("div", { class: "row" }, choiceRow("category", CATEGORIES.map(([v, e]) => [v, `${e} ${v}`]), mine && mine.category, next)));
+  } else {
+    const domains = [...offered.domains];
+    for (const d of Object.keys((mine && mine.ratings) || {})) if (!domains.includes(d)) domains.push(d);
+    for (const d of domains) addDomain(d, mine && mine.ratings ? mine.ratings[d] : null, false);
+  }
+  fields.append(rows);
+  if (!jam) {
+    fields.append(h("p", { class: "muted source" }, offered.source === "case_version"
+      ? "Domains declared by the case version."
+      : offered.source === "remembered" ? "Your domains, as your last review named them." : "No domains declared: rate it overall, or add your own."));
+    fields.append(h("button", {
+      type: "button", class: "add-domain", dataset: { key: "+" },
+      onclick: () => addDomain("", null, true).previousSibling.focus(),
+    }, h("kbd", {}, "+"), " Add a domain"));
+  }
+  const note = h("textarea", { class: "note", rows: 2, cols: 30, "aria-label": "note" });
+  if (mine && mine.note) note.value = mine.note;
+  fields.append(h("div", { class: "row" }, h("label", {}, h("kbd", {}, "N"), " Note ", note)));
+  const submit = h("button", { type: "submit", class: "submit-review" }, h("kbd", {}, "Enter"), mine ? " Submit revised review" : " Submit review");
+  form.append(fields, h("p", {}, submit));
+  form.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && e.target.tagName !== "TEXTAREA" && e.target.tagName !== "BUTTON") {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    act(async () => {
+      const body = {};
+      if (jam) {
+        const v = rows.querySelector(".choice").dataset.value;
+        if (!v) throw new Error("Choose a category first: keys 1 (💩) to 5 (💎).");
+        body.category = v;
+      } else {
+        body.ratings = {};
+        for (const row of rows.querySelectorAll(".choice")) {
+          const name = row.dataset.name;
+          if (!row.dataset.value) {
+            if (!name || row.closest(".row").querySelector("input.domain")) continue;
+            row.focus();
+            throw new Error(`Rate ${name} first: keys 1 (broken) to 5 (flawless).`);
+          }
+          if (!name) throw new Error("Name the added domain, or leave it unrated.");
+          body.ratings[name] = row.dataset.value;
+        }
+      }
+      if (note.value.trim()) body.note = note.value.trim();
+      const review = await api("POST", `/v1/runs/${run.id}/review`, body);
+      await onsubmitted(review);
+    });
+  });
+  form.first = rows.querySelector(".choice");
+  return form;
+}
+
+// A repeat's own facts (the cell's pin and combination are the heading above the repeats).
+function runFacts(run) {
+  return h("table", { class: "run-facts" }, h("tbody", {},
+    h("tr", {}, h("th", {}, "Run"), h("td", { class: "run-id" }, link(`/runs/${run.id}`, run.id))),
+    h("tr", {}, h("th", {}, "Loaded"), h("td", {}, run.loaded ? "yes" : "no (the build did not load)")),
+    h("tr", {}, h("th", {}, "Completed"), h("td", {}, when(run.completedAt)))));
+}
+
+// One repeat of the queue's current cell: its facts, the caller's review (or the form) and its build.
+async function repeatView(run, me, offered, position, onreviewed) {
+  const reviews = await api("GET", `/v1/runs/${run.id}/reviews`);
+  const mine = reviews.find((rv) => rv.accountId === me.id) || null;
+  let current = mine;
+  const section = h("section", { class: "repeat", dataset: { run: run.id, reviewed: mine ? "true" : "false" } });
+  const body = h("div", { class: "verdict-box" });
+  const showForm = (current) => {
+    const form = reviewForm(run, offered, current, async (review) => {
+      section.dataset.reviewed = "true";
+      showMine(review);
+      await onreviewed(section);
+    });
+    body.replaceChildren(form);
+    section.form = form;
+    return form;
+  };
+  const showMine = (rv) => {
+    current = rv;
+    section.form = null;
+    body.replaceChildren(h("div", { class: "mine", dataset: { worst: rv.category || (worstDomain(rv.ratings) || [])[1] || "" } },
+      h("p", {}, h("strong", {}, "Your review: "), reviewSummary(rv), rv.note ? ` · “${rv.note}”` : ""),
+      h("button", {
+        type: "button", class: "revise", onclick: () => section.revise(),
+      }, h("kbd", {}, "R"), " Revise my review")));
+  };
+  if (mine) showMine(mine); else showForm(null);
+  section.revise = () => { const f = showForm(current); if (f.first) f.first.focus(); };
+  const others = reviews.filter((rv) => rv.accountId !== me.id).length;
+  section.append(...[
+    h("h2", {}, `Repeat ${position}`),
+    runFacts(run),
+    others ? h("p", { class: "muted" }, `${others} other reviewer${others === 1 ? "" : "s"} reviewed it.`) : null,
+    body,
+    await artifactView(run)].filter((x) => x !== null && x !== undefined));
+  return section;
+}
+
+// The queue, a cell at a time: every unreviewed repeat of the cell side by side, each rated on
+// its own and in any order; the next cell comes when all of them are. Back returns to a cell
+// already walked (its reviews shown, each revisable); Skip leaves a cell for later.
 async function queuePage(kind, id) {
   const base = kind === "ladder" ? `/v1/ladders/${id}` : `/v1/coverage-plans/${id}`;
   const back = kind === "ladder" ? `/ladders/${id}` : `/plans/${id}`;
-  const q = await api("GET", `${base}/queue`);
-  const header = [
+  const [me, first] = await Promise.all([api("GET", "/v1/account"), api("GET", `${base}/queue`)]);
+  let q = first;
+  const walked = []; // cells shown, in order: {cellKey, runs}
+  let at = -1;
+  const passed = new Set(); // cells done or skipped in this walk
+  const count = h("span", { id: "queue-count" });
+  let left = q.runs.length;
+  const showCount = () => {
+    count.textContent = `${left} run${left === 1 ? "" : "s"} to review${q.truncated ? " (more behind these)" : ""}`;
+  };
+  showCount();
+  const position = h("p", { id: "cell-position" });
+  const stage = h("div", { id: "stage" });
+  const keyHelp = h("p", { class: "muted keys", id: "keys" },
+    h("kbd", {}, "1"), "–", h("kbd", {}, "5"), " rate · ", h("kbd", {}, "Enter"), " submit and move on · ",
+    h("kbd", {}, "Tab"), " next field · ", h("kbd", {}, "R"), " revise · ", h("kbd", {}, "B"), " back · ",
+    h("kbd", {}, "S"), " skip the cell · ", h("kbd", {}, "N"), " note · ", h("kbd", {}, "+"), " add a domain");
+  const backBtn = h("button", { type: "button", id: "prev-cell", onclick: () => act(() => go(at - 1)) }, h("kbd", {}, "B"), " Back");
+  const skipBtn = h("button", { type: "button", id: "skip-cell", onclick: () => act(() => skip()) }, h("kbd", {}, "S"), " Skip this cell");
+  const nav = h("div", { class: "controls", id: "cell-nav" }, backBtn, skipBtn, position);
+
+  const repeats = () => [...stage.querySelectorAll("section.repeat")];
+  const focusNext = (from) => {
+    const all = repeats();
+    const i = all.indexOf(from);
+    const order = [...all.slice(i + 1), ...all.slice(0, Math.max(i, 0))];
+    const todo = order.find((s) => s.dataset.reviewed !== "true" && s.form);
+    if (todo && todo.form.first) todo.form.first.focus();
+    return !!todo;
+  };
+
+  const showCell = async (cell) => {
+    const runs = await Promise.all(cell.runs.map((r) => api("GET", `/v1/runs/${r}`)));
+    const offered = await Promise.all(runs.map((r) => api("GET", `/v1/runs/${r.id}/review-domains`)));
+    const sections = [];
+    for (let i = 0; i < runs.length; i++) {
+      sections.push(await repeatView(runs[i], me, offered[i], `${i + 1} of ${runs.length}`, async (section) => {
+        if (!section.counted) { section.counted = true; left = Math.max(0, left - 1); showCount(); }
+        if (!focusNext(section)) {
+          passed.add(cell.cellKey);
+          if (at === walked.length - 1) await go(at + 1);
+          else section.querySelector("button.revise").focus();
+        }
+      }));
+    }
+    for (const s of sections) s.counted = s.dataset.reviewed === "true";
+    const r0 = runs[0];
+    stage.replaceChildren(h("div", { id: "cell", dataset: { cell: cell.cellKey } },
+      h("h2", { id: "cell-title" }, `${pinLabel(r0.case)} × ${comboLabel(r0.combination)}`),
+      h("div", { class: "repeats", style: `--repeats: ${Math.min(runs.length, 5)}` }, sections)));
+    position.textContent = `Cell ${at + 1} of this walk · ${runs.length} repeat${runs.length === 1 ? "" : "s"}`;
+    backBtn.disabled = at <= 0;
+    const todo = sections.find((s) => s.dataset.reviewed !== "true");
+    const f = (todo || sections[0]).querySelector(".choice, button.revise");
+    if (f) f.focus();
+  };
+
+  // Moves to the walk's cell `i`; past the end, to the queue's next cell not yet passed.
+  const go = async (i) => {
+    if (i < 0) return;
+    if (i < walked.length) {
+      at = i;
+      await showCell(walked[at]);
+      return;
+    }
+    q = await api("GET", `${base}/queue`);
+    left = q.runs.length;
+    showCount();
+    let cell = q.cells.find((c) => !passed.has(c.cellKey));
+    if (!cell && q.cells.length) {
+      // Only skipped cells remain: offer them again.
+      passed.clear();
+      cell = q.cells[0];
+    }
+    if (!cell) {
+      at = walked.length;
+      stage.replaceChildren(h("p", { id: "queue-empty" }, "Nothing waits for your review."));
+      position.textContent = "";
+      backBtn.disabled = walked.length === 0;
+      backBtn.focus();
+      return;
+    }
+    walked.splice(at + 1);
+    walked.push(cell);
+    at = walked.length - 1;
+    await showCell(cell);
+  };
+  const skip = async () => {
+    if (at >= 0 && at < walked.length) passed.add(walked[at].cellKey);
+    await go(at + 1);
+  };
+
+  setMain(
     h("h1", {}, "Review queue"),
-    h("p", {}, link(back, kind === "ladder" ? "Back to the ladder" : "Back to the plan"), " · ",
-      h("span", { id: "queue-count" }, `${q.runs.length} run${q.runs.length === 1 ? "" : "s"} to review${q.truncated ? " (more behind these)" : ""}`)),
-  ];
-  if (q.runs.length === 0) {
-    setMain(...header, h("p", { id: "queue-empty" }, "Nothing waits for your review."));
+    h("p", {}, link(back, kind === "ladder" ? "Back to the ladder" : "Back to the plan"), " · ", count),
+    keyHelp, nav, stage);
+  pageKeys = (e) => {
+    const section = document.activeElement && document.activeElement.closest ? document.activeElement.closest("section.repeat") : null;
+    const key = e.key.toLowerCase();
+    if (key === "b") backBtn.click();
+    else if (key === "s") skipBtn.click();
+    else if (key === "r") {
+      const s = section || repeats().find((x) => x.dataset.reviewed === "true");
+      if (s && s.dataset.reviewed === "true") s.revise();
+    } else if (key === "n" && section && section.form) section.form.querySelector("textarea.note").focus();
+    else if (key === "+" && section && section.form) section.form.querySelector(".add-domain").click();
+    else return false;
+    return true;
+  };
+  if (q.cells.length === 0) {
+    stage.replaceChildren(h("p", { id: "queue-empty" }, "Nothing waits for your review."));
+    backBtn.disabled = true;
+    skipBtn.disabled = true;
     return;
   }
-  const run = await api("GET", `/v1/runs/${q.runs[0]}`);
-  const facts = h("table", { id: "run-facts" }, h("tbody", {},
-    h("tr", {}, h("th", {}, "Run"), h("td", { id: "run-id" }, run.id)),
-    h("tr", {}, h("th", {}, "Pin"), h("td", {}, pinLabel(run.case))),
-    h("tr", {}, h("th", {}, "Combination"), h("td", {}, comboLabel(run.combination) + (run.ggConfigName ? ` (${run.ggConfigName})` : ""))),
-    h("tr", {}, h("th", {}, "Test type"), h("td", {}, run.testType)),
-    h("tr", {}, h("th", {}, "Loaded"), h("td", {}, run.loaded ? "yes" : "no (the build did not load)"))));
-  const form = reviewForm(run, () => render());
-  setMain(...header, h("div", { class: "run" }, h("div", {}, facts, form), await artifactView(run)));
-  const first = form.querySelector("select, input");
-  if (first) first.focus();
+  await go(0);
+}
+
+// Page-wide keys of the current page (none unless it sets them); a key typed into a text field
+// is the field's, never a command.
+let pageKeys = null;
+document.addEventListener("keydown", (e) => {
+  if (!pageKeys || e.ctrlKey || e.metaKey || e.altKey || e.defaultPrevented) return;
+  const t = e.target;
+  if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable)) return;
+  if (pageKeys(e)) e.preventDefault();
+});
+
+// ---- a run ---------------------------------------------------------------------------------
+
+const JOB_STATUS_WORDS = {
+  queued: "queued", pending: "held back by the queue", dispatched: "dispatched", starting: "starting",
+  running: "running", completed: "completed", failed: "failed", canceled: "canceled",
+};
+
+function when(ms) {
+  return ms ? new Date(ms).toLocaleString() : "—";
+}
+
+// The job that produced the run and the attempts before it (an infrastructure failure is retried
+// as a new job that names the one it retries).
+async function attemptsView(run) {
+  const jobs = [];
+  let jobId = run.jobId;
+  while (jobId && jobs.length < 20) {
+    const job = await api("GET", `/v1/jobs/${jobId}`);
+    jobs.push(job);
+    jobId = job.retryOf;
+  }
+  jobs.reverse();
+  return h("table", { id: "attempts" },
+    h("thead", {}, h("tr", {}, ["Attempt", "Job", "Status", "Failure message"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, jobs.map((j) => h("tr", { dataset: { job: j.id, status: j.status } },
+      h("td", { class: "n" }, j.attempt),
+      h("td", {}, j.id),
+      h("td", {}, JOB_STATUS_WORDS[j.status] || j.status),
+      h("td", { class: "failure" }, j.error || (j.status === "completed" ? "none: the adapter reported the run completed" : "none"))))));
+}
+
+async function runPage(id) {
+  const [me, run, reviews, offered] = await Promise.all([
+    api("GET", "/v1/account"),
+    api("GET", `/v1/runs/${id}`),
+    api("GET", `/v1/runs/${id}/reviews`),
+    api("GET", `/v1/runs/${id}/review-domains`),
+  ]);
+  const mine = reviews.find((rv) => rv.accountId === me.id) || null;
+  const jam = run.testType === "game_jam";
+  const reviewRows = reviews.map((rv) => {
+    const w = worstDomain(rv.ratings);
+    return h("tr", { dataset: { account: rv.accountId, worst: w ? w[1] : (rv.category || "") } },
+      h("td", {}, rv.accountId === me.id ? `${me.name || rv.accountId} (you)` : rv.accountId),
+      h("td", {}, jam ? categoryLabel(rv.category) : ratingsLabel(rv.ratings)),
+      h("td", { class: "worst" }, jam ? "—" : (w ? `${w[1]} (${w[0]})` : "—")),
+      h("td", {}, rv.note || ""),
+      h("td", {}, when(rv.updatedAt)));
+  });
+  const reviseBox = h("div", { id: "revise-box" });
+  const openForm = () => {
+    const form = reviewForm(run, offered, mine, async () => { await render(); });
+    form.id = "run-review-form";
+    reviseBox.replaceChildren(form);
+    if (form.first) form.first.focus();
+  };
+  const revise = h("button", { type: "button", id: "revise", onclick: openForm },
+    h("kbd", {}, "R"), mine ? " Revise my review" : " Review this run");
+  const shown = jam
+    ? (run.category ? `worst category across every reviewer: ${categoryLabel(run.category)}` : "not reviewed yet")
+    : (run.rating ? `worst domain across every reviewer: ${run.rating}` : "not reviewed yet");
+  const manifest = h("table", { id: "manifest" }, h("tbody", {},
+    h("tr", {}, h("th", {}, "Outcome"), h("td", {}, "completed (the adapter exited 0 and its manifest said so)")),
+    h("tr", {}, h("th", {}, "Build loaded"), h("td", {}, run.loaded ? "yes" : "no: the build never loaded")),
+    h("tr", {}, h("th", {}, "Artifacts listed"), h("td", {}, run.artifacts.length ? run.artifacts.map((a) => a.path).join(", ") : "none")),
+    h("tr", {}, h("th", {}, "Completed at"), h("td", {}, when(run.completedAt)))));
+  setMain(
+    h("h1", {}, `Run ${run.id}`),
+    h("p", { class: "muted" }, "Keys: ", h("kbd", {}, "R"), " revise my review, then ", h("kbd", {}, "1"), "–", h("kbd", {}, "5"), " rate and ", h("kbd", {}, "Enter"), " submit."),
+    h("table", { id: "run-facts" }, h("tbody", {},
+      h("tr", {}, h("th", {}, "Pin"), h("td", { id: "run-pin" }, pinLabel(run.case))),
+      h("tr", {}, h("th", {}, "Combination"), h("td", { id: "run-combination" }, comboLabel(run.combination) + (run.ggConfigName ? ` (${run.ggConfigName})` : ""))),
+      h("tr", {}, h("th", {}, "Test type"), h("td", {}, TEST_TYPE_WORDS[run.testType] || run.testType)),
+      h("tr", {}, h("th", {}, "Rating shown"), h("td", { id: "run-rating", dataset: { rating: run.rating || run.category || "" } }, shown)))),
+    h("h2", {}, "Job and attempts"), await attemptsView(run),
+    h("h2", {}, "The adapter's manifest"), manifest,
+    h("h2", {}, "Reviews"),
+    reviews.length ? h("table", { id: "reviews" },
+      h("thead", {}, h("tr", {}, ["Reviewer", jam ? "Category" : "Ratings", "Worst domain", "Note", "Updated"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, reviewRows)) : h("p", { class: "muted", id: "no-reviews" }, "No reviews yet."),
+    run.testType === "performance" ? h("p", { class: "muted" }, "Performance runs are graded by machine and take no review.")
+      : h("div", { class: "controls" }, revise),
+    reviseBox,
+    await artifactView(run));
+  pageKeys = run.testType === "performance" ? null : (e) => {
+    if (e.key.toLowerCase() !== "r" || reviseBox.firstChild) return false;
+    openForm();
+    return true;
+  };
+  if (run.testType !== "performance") revise.focus();
 }
 
 // ---- ladders -----------------------------------------------------------------------------
@@ -788,6 +1133,77 @@ async function projectPage(id) {
           h("td", {}, c.riskTier || ""))))));
 }
 
+// ---- words ------------------------------------------------------------------------------
+// The Candidate, Change and approvals pages say what the API answered in words: an API enum
+// (`awaiting_approval`, `checked_supported`) reads as words, a structured value as a list.
+
+function words(code) {
+  return String(code).replace(/_/g, " ");
+}
+
+// `criteriaMet`, `criteria_met` → "criteria met".
+function keyWords(key) {
+  return String(key).replace(/_/g, " ").replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase();
+}
+
+// Any API value as words: a scalar as text, a list of scalars joined, an object as a list of
+// "key: value" (nested values nested).
+function wordsOf(v) {
+  if (v === null || v === undefined) return "none";
+  if (typeof v === "boolean") return v ? "yes" : "no";
+  if (typeof v !== "object") return String(v);
+  if (Array.isArray(v)) {
+    if (v.length === 0) return "none";
+    if (v.every((x) => x === null || typeof x !== "object")) return v.map(wordsOf).join(", ");
+    return h("ol", { class: "words" }, v.map((x) => h("li", {}, wordsOf(x))));
+  }
+  const entries = Object.entries(v);
+  if (entries.length === 0) return "none";
+  return h("ul", { class: "words" }, entries.map(([k, x]) => h("li", {}, h("span", { class: "key" }, keyWords(k)), ": ", wordsOf(x))));
+}
+
+const COVERAGE = {
+  checked_supported: "checked, supported",
+  checked_no_signal: "checked, no signal",
+  not_checked: "not checked",
+};
+
+const RECEIPT_KINDS = {
+  CANDIDATE_SELECTION: "Candidate selection",
+  ACCEPTANCE_REPAIR: "Acceptance repair",
+};
+
+function policyStamp(p) {
+  return p ? `${p.policyId || p.id || "policy"} version ${p.version}` : "none";
+}
+
+// Why a promotion is blocked, one sentence per block.
+function blockLabel(b) {
+  switch (b.code) {
+    case "selection_pending": return "A sibling Candidate is still composing or verifying.";
+    case "not_verified": return `The Candidate is ${words(b.status)}, not verified.`;
+    case "stale": return b.reason;
+    case "no_plan": return "The Candidate has no verification plan.";
+    case "required_checks": return "Required checks are not satisfied: " +
+      (b.gaps || []).map((g) => `${g.checkId} (${words(g.reason)})`).join(", ") + ".";
+    case "approval_pending": return `It waits on a person: ${b.reason}`;
+    case "approval_rejected": return "A person rejected it.";
+    case "approval_for_another_tree": return "The approval was granted for another composed tree.";
+    case "policy_changed": return `The plan was made under ${policyStamp(b.plan)}; ${policyStamp(b.active)} is active now.`;
+    case "composed_commit_missing": return "The composed commit is not in the Candidate's fork.";
+    default: return words(b.code);
+  }
+}
+
+const OUTCOMES = {
+  promoted: "promoted",
+  alreadyPromoted: "already promoted",
+  stale: "stale",
+  blocked: "blocked",
+};
+
+// ---- changes and candidates ----------------------------------------------------------------
+
 function candidateRow(k) {
   return h("tr", { dataset: { candidate: k.id } },
     h("td", {}, link(`/candidates/${k.id}`, k.id)),
@@ -805,7 +1221,7 @@ async function changePage(id) {
   ]);
   setMain(
     h("h1", {}, `Change: ${change.goal}`),
-    h("p", {}, link(`/projects/${change.projectId}`, "Project"), " · status ", h("strong", { id: "change-status" }, change.status),
+    h("p", {}, link(`/projects/${change.projectId}`, "Project"), " · status ", h("strong", { id: "change-status" }, words(change.status)),
       ""),
     h("h2", {}, "Candidates"),
     candidates.length === 0 ? h("p", { class: "muted" }, "No Candidates yet.")
@@ -815,9 +1231,10 @@ async function changePage(id) {
     h("div", {},
       h("h2", {}, "Decision Receipts"),
       receipts.length === 0 ? h("p", { class: "muted" }, "No decisions recorded yet.")
-        : h("ol", { id: "receipts" }, receipts.map((r) => h("li", {},
-          h("strong", {}, r.kind), " ", h("code", {}, JSON.stringify(r.outcome)),
-          h("details", {}, h("summary", {}, "inputs"), h("pre", {}, JSON.stringify(r.inputs, null, 2))))))));
+        : h("ol", { id: "receipts" }, receipts.map((r) => h("li", { dataset: { kind: r.kind } },
+          h("strong", {}, RECEIPT_KINDS[r.kind] || words(r.kind)), h("span", { class: "muted" }, ` (${r.kind})`),
+          h("div", { class: "outcome" }, "Decided: ", wordsOf(r.outcome)),
+          h("details", {}, h("summary", {}, "what it read"), wordsOf(r.inputs)))))));
 }
 
 // A gap is never green: only a `pass` with `checked_supported` coverage reads as satisfied.
@@ -857,21 +1274,107 @@ async function evidenceRow(k, e) {
   const cls = evidenceClass(e);
   return h("tr", { class: `evidence ${cls}`, dataset: { check: e.checkId, status: e.status, coverage: e.coverage } },
     h("td", {}, e.checkId),
-    h("td", {}, cls === "gap" ? h("span", { class: "tag gap" }, "gap") : h("span", { class: "tag ok" }, "satisfied"), ` ${e.status} × ${e.coverage}`),
+    h("td", {}, cls === "gap" ? h("span", { class: "tag gap" }, "gap") : h("span", { class: "tag ok" }, "satisfied"),
+      ` ${e.status} × ${COVERAGE[e.coverage] || words(e.coverage)}`),
     h("td", {}, e.summary, output, shots),
     h("td", { class: "n" }, `${(e.durationMs / 1000).toFixed(1)} s`),
     h("td", { class: "n" }, e.attempt));
 }
 
-function acceptanceView(k) {
+// The id of a file's section in the diff viewer, for links from the acceptance table.
+function fileAnchor(path) {
+  return "file-" + encodeURIComponent(path).replace(/%/g, "_");
+}
+
+function acceptanceView(k, diff) {
   if (!k.acceptance || k.acceptance.length === 0) return null;
+  const shown = new Set(diff ? diff.files.map((f) => f.path) : []);
   return h("div", {}, h("h2", {}, "Acceptance"),
     h("table", { id: "acceptance" },
       h("thead", {}, h("tr", {}, ["Criterion", "Result", "Citation"].map((t) => h("th", {}, t)))),
       h("tbody", {}, k.acceptance.map((c) => h("tr", { class: c.result === "met" ? "ok" : "gap", dataset: { result: c.result } },
         h("td", {}, c.text, c.kept ? h("span", { class: "tag" }, " kept (from an earlier request)") : null),
-        h("td", {}, c.result, c.citationRejected ? h("span", { class: "tag stale" }, " citation not valid") : null),
-        h("td", {}, c.citation ? h("span", {}, h("code", {}, c.citation.path), ": “", c.citation.quote, "”") : (c.reason || "")))))));
+        h("td", {}, words(c.result), c.citationRejected ? h("span", { class: "tag stale" }, " citation not valid") : null),
+        h("td", {}, c.citation ? h("span", {},
+          shown.has(c.citation.path) && !c.citationRejected
+            ? h("a", { href: "#" + fileAnchor(c.citation.path), class: "cite" }, h("code", {}, c.citation.path))
+            : h("code", {}, c.citation.path),
+          ": “", c.citation.quote, "”") : (c.reason || "")))))));
+}
+
+const FILE_STATUS = { added: "added", modified: "modified", deleted: "deleted", renamed: "renamed" };
+
+// The quote's own lines, without the diff markers a model may have copied and the indentation.
+function quoteLines(quote) {
+  return String(quote).split("\n").map((l) => l.replace(/^[+\- ]/, "").trim()).filter((l) => l.length > 0);
+}
+
+// A line's text with the quoted part marked: the part of a quote line found in it, or, when a
+// quote spans lines with other whitespace, the line's text itself.
+function citedText(text, quotes) {
+  for (const q of quotes) {
+    for (const part of quoteLines(q)) {
+      const at = text.indexOf(part);
+      if (at >= 0) return [text.slice(0, at), h("mark", { class: "quote" }, part), text.slice(at + part.length)];
+    }
+  }
+  const lead = text.match(/^\s*/)[0];
+  return [lead, h("mark", { class: "quote" }, text.slice(lead.length))];
+}
+
+const MARKER = { added: "+", removed: "−", context: " " };
+
+function diffLine(l, f) {
+  const cited = l.citedBy && l.citedBy.length > 0;
+  const quotes = cited ? f.citations.filter((c) => l.citedBy.includes(c.criterionId)).map((c) => c.quote) : [];
+  const title = cited ? "Cited for: " + f.citations.filter((c) => l.citedBy.includes(c.criterionId)).map((c) => c.criterion).join("; ") : null;
+  return h("tr", { class: `line ${l.kind}` + (cited ? " cited" : ""), title, dataset: { old: l.oldLine ?? "", new: l.newLine ?? "" } },
+    h("td", { class: "ln" }, l.oldLine ?? ""),
+    h("td", { class: "ln" }, l.newLine ?? ""),
+    h("td", { class: "mark" }, MARKER[l.kind]),
+    h("td", { class: "code" }, cited ? citedText(l.text, quotes) : l.text));
+}
+
+// A hunk's side as words: "lines 10–16", "line 3", or "none" (a file added or deleted).
+function linesLabel(start, n) {
+  if (n === 0) return "none";
+  return n === 1 ? `line ${start}` : `lines ${start}–${start + n - 1}`;
+}
+
+function fileView(f) {
+  const cited = f.citations && f.citations.length > 0;
+  const counts = f.additions !== null && f.additions !== undefined ? ` +${f.additions} −${f.deletions}` : "";
+  const header = h("div", { class: "file-head" },
+    h("span", { class: `tag ${f.status}` }, FILE_STATUS[f.status] || words(f.status)), " ",
+    f.oldPath ? [h("code", {}, f.oldPath), " → "] : null, h("code", { class: "path" }, f.path),
+    h("span", { class: "muted" }, counts),
+    cited ? h("span", { class: "tag cited" }, "cited by the acceptance check") : null);
+  const notes = [];
+  if (f.binary) notes.push("Binary file: not shown line by line.");
+  if (f.truncated) notes.push(f.hunks.length ? "Cut here: the rest of this file is past the size bound of the diff." : "Not shown: past the size bound of the diff.");
+  if (!f.binary && !f.truncated && f.hunks.length === 0) notes.push(f.status === "renamed" ? "Moved without changes." : "No line changed (an empty file, or its mode only).");
+  const unfound = (f.citations || []).filter((c) => !c.found);
+  return h("section", { class: "file" + (cited ? " cited" : ""), id: fileAnchor(f.path), dataset: { path: f.path, status: f.status } },
+    header,
+    f.hunks.length ? h("table", { class: "hunks" }, f.hunks.map((hk) => h("tbody", { class: "hunk" },
+      h("tr", { class: "hunk-head" }, h("td", { colspan: 4 }, `Before: ${linesLabel(hk.oldStart, hk.oldLines)} · after: ${linesLabel(hk.newStart, hk.newLines)}`)),
+      hk.lines.map((l) => diffLine(l, f))))) : null,
+    notes.map((n) => h("p", { class: "muted note" }, n)),
+    unfound.length ? h("ul", { class: "unfound" }, unfound.map((c) => h("li", {},
+      `Cited for “${c.criterion}” from code the patch does not change: `, h("mark", { class: "quote" }, c.quote)))) : null);
+}
+
+function diffView(diff, missing) {
+  if (missing) return h("div", {}, h("h2", {}, "Patch"), h("p", { class: "muted", id: "diff-missing" }, missing));
+  if (!diff) return null;
+  const left = diff.files.filter((f) => f.truncated);
+  return h("div", { id: "diff" },
+    h("h2", {}, "Patch"),
+    h("p", { class: "muted" }, `${diff.files.length} file${diff.files.length === 1 ? "" : "s"} changed from base ${diff.baseCommit.slice(0, 12)} to ${diff.composedCommit.slice(0, 12)}.`),
+    diff.truncated ? h("p", { class: "notice", id: "diff-truncated" },
+      `The patch is larger than one page shows (at most ${diff.limits.maxFiles} files and ${diff.limits.maxLines} lines). Left out, in part or whole: `,
+      left.map((f, i) => [i ? ", " : "", h("code", {}, f.path)]), ".") : null,
+    diff.files.length === 0 ? h("p", { class: "muted" }, "No file changed.") : diff.files.map(fileView));
 }
 
 const DECIDED_BY = {
@@ -905,66 +1408,108 @@ function selectionView(k) {
         h("td", { class: "n" }, r.passingChecks))))));
 }
 
+const NO_GESTURE = {
+  composing: "Nothing to decide yet: the Candidate is being composed.",
+  verifying: "Nothing to decide yet: the Candidate is being verified.",
+  verified: "Nothing to decide here: no approval waits on this composed tree.",
+  rejected: "Nothing to decide: the Candidate was rejected, and nothing can ship it.",
+  stale: "Nothing to decide: the Candidate is stale; a Candidate composed on the newer base replaces it.",
+  promoted: "Nothing to decide: the Candidate was promoted.",
+};
+
 function promotionLabel(p) {
-  return `Promotion: ${p.outcome}` + (p.generation !== undefined && p.generation !== null ? `; canonical is at generation ${p.generation}` : "") + ".";
+  return `Promotion: ${OUTCOMES[p.outcome] || words(p.outcome)}` + (p.generation !== undefined && p.generation !== null ? `; canonical is at generation ${p.generation}` : "") + ".";
+}
+
+// Only the gestures the API says apply in the Candidate's state; after one, the Candidate is read
+// again and the gestures follow its new state.
+function gestureControls(k, answerBox, onchange) {
+  const g = new Set(k.gestures || []);
+  const out = [];
+  if (g.has("approve") || g.has("reject")) {
+    const reason = h("textarea", { id: "approval-reason", rows: 2, cols: 60, "aria-label": "reason" });
+    const decide = (d) => act(async () => {
+      const body = { decision: d, tree: k.composedTree };
+      if (reason.value.trim()) body.reason = reason.value.trim();
+      const r = await api("POST", `/v1/candidates/${k.id}/approvals`, body);
+      answerBox.replaceChildren(h("div", { class: "answer", id: "decision-answer" },
+        `Recorded: ${words(r.approval.status)}.`, r.promotion ? ` ${promotionLabel(r.promotion)}` : ""));
+      await onchange();
+    });
+    out.push(h("div", { class: "controls", id: "approval" },
+      h("p", {}, "Approve or reject the exact composed tree ", h("code", { id: "composed-tree" }, k.composedTree), ", whose patch is above."),
+      h("label", {}, "Reason ", reason),
+      g.has("approve") ? h("button", { type: "button", id: "grant", onclick: () => decide("grant") }, "Approve") : null, " ",
+      g.has("reject") ? h("button", { type: "button", id: "reject", class: "danger", onclick: () => decide("reject") }, "Reject") : null));
+  }
+  if (g.has("promote")) {
+    out.push(h("div", { class: "controls" }, h("button", {
+      type: "button",
+      id: "promote",
+      onclick: () => act(async () => {
+        const r = await api("POST", `/v1/candidates/${k.id}/promote`);
+        const blocks = r.blocks ? h("ul", { id: "blocks" }, r.blocks.map((b) =>
+          h("li", { class: "gap", dataset: { block: b.code } }, blockLabel(b)))) : null;
+        answerBox.replaceChildren(h("div", { class: "answer", id: "promote-answer" }, promotionLabel(r), blocks));
+        await onchange();
+      }),
+    }, "Promote")));
+  }
+  if (out.length === 0) out.push(h("p", { class: "muted", id: "no-gestures" }, NO_GESTURE[k.status] || "Nothing to decide."));
+  return out;
 }
 
 async function candidatePage(id) {
   const k = await api("GET", `/v1/candidates/${id}`);
   let promotability = null;
-  try {
-    promotability = await api("GET", `/v1/candidates/${id}/promotability`);
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 404)) throw err;
-  }
-  const rows = await Promise.all(k.evidence.map((e) => evidenceRow(k, e)));
+  let diff = null;
+  let missing = null;
+  const readDiff = async () => {
+    if (!k.composedCommit) return;
+    try {
+      diff = await api("GET", `/v1/candidates/${id}/diff`);
+    } catch (err) {
+      if (!(err instanceof ApiError && (err.status === 410 || err.status === 409))) throw err;
+      missing = `The patch cannot be shown: ${err.message}.`;
+    }
+  };
+  const readPromotability = async () => {
+    try {
+      promotability = await api("GET", `/v1/candidates/${id}/promotability`);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+    }
+  };
+  const [rows] = await Promise.all([Promise.all(k.evidence.map((e) => evidenceRow(k, e))), readDiff(), readPromotability()]);
   const answerBox = h("div", { id: "answer-box" });
-  const decision = [];
-  if (k.composedTree && promotability && promotability.approvalGates && promotability.approvalGates.length) {
-    const reason = h("textarea", { id: "approval-reason", rows: 2, cols: 60, "aria-label": "reason" });
-    const decide = (d) => act(async () => {
-      const body = { decision: d, tree: k.composedTree };
-      if (reason.value.trim()) body.reason = reason.value.trim();
-      const r = await api("POST", `/v1/candidates/${id}/approvals`, body);
-      answerBox.replaceChildren(h("div", { class: "answer", id: "decision-answer" },
-        `Recorded: ${r.approval.status}.`, r.promotion ? ` ${promotionLabel(r.promotion)}` : ""));
-    });
-    decision.push(h("div", { class: "controls", id: "approval" },
-      h("p", {}, "Approve or reject the exact composed tree ", h("code", { id: "composed-tree" }, k.composedTree), "."),
-      h("label", {}, "Reason ", reason),
-      h("button", { type: "button", id: "grant", onclick: () => decide("grant") }, "Approve"), " ",
-      h("button", { type: "button", id: "reject", class: "danger", onclick: () => decide("reject") }, "Reject")));
-  }
-  const promote = h("button", {
-    type: "button",
-    id: "promote",
-    onclick: () => act(async () => {
-      const r = await api("POST", `/v1/candidates/${id}/promote`);
-      const blocks = r.blocks ? h("ul", { id: "blocks" }, r.blocks.map((b) => {
-        const { code, ...rest } = b;
-        return h("li", { class: "gap" }, h("strong", {}, code), Object.keys(rest).length ? ` ${JSON.stringify(rest)}` : "");
-      })) : null;
-      answerBox.replaceChildren(h("div", { class: "answer", id: "promote-answer" }, promotionLabel(r), blocks));
-    }),
-  }, "Promote");
+  const gestures = h("div", { id: "gestures" });
+  const status = h("strong", { id: "candidate-status" }, k.status);
+  const show = (now) => {
+    status.textContent = now.status;
+    gestures.replaceChildren(...gestureControls(now, answerBox, async () => show(await api("GET", `/v1/candidates/${id}`))));
+    gestures.dataset.gestures = (now.gestures || []).join(" ");
+  };
+  show(k);
   setMain(
     h("h1", {}, `Candidate ${k.id}`),
-    h("p", {}, link(`/changes/${k.changeId}`, "Change"), " · status ", h("strong", { id: "candidate-status" }, k.status),
+    h("p", {}, link(`/changes/${k.changeId}`, "Change"), " · status ", status,
       k.statusReason ? h("span", { id: "candidate-reason" }, ` — ${k.statusReason}`) : null),
     h("p", { class: "muted" }, `base generation ${k.baseGeneration} · composed ${k.composedCommit ? k.composedCommit.slice(0, 12) : "—"}`),
+    acceptanceView(k, diff),
+    diffView(diff, missing),
     h("h2", {}, "Evidence"),
     h("table", { id: "evidence" },
       h("thead", {}, h("tr", {}, ["Check", "Status × coverage", "Summary", "Duration", "Attempt"].map((t) => h("th", {}, t)))),
       h("tbody", {}, rows)),
     k.gaps.length ? h("div", {}, h("h2", {}, "Gaps"), h("ul", { id: "gaps" }, k.gaps.map((g) =>
-      h("li", { class: "gap" }, `${g.checkId}: ${g.reason}`)))) : null,
-    acceptanceView(k),
+      h("li", { class: "gap" }, `${g.checkId}: ${words(g.reason)}`)))) : null,
     selectionView(k),
     promotability ? h("div", {}, h("h2", {}, "Promotion preconditions"),
       h("table", { id: "preconditions" }, h("tbody", {}, promotability.preconditions.map((p) =>
         h("tr", { class: p.satisfied ? "ok" : "gap", dataset: { precondition: p.precondition } },
-          h("td", {}, p.precondition), h("td", {}, p.satisfied ? "satisfied" : "not satisfied"), h("td", {}, p.detail)))))) : null,
-    decision, h("div", { class: "controls" }, promote), answerBox);
+          h("td", {}, words(p.precondition)), h("td", {}, p.satisfied ? "satisfied" : "not satisfied"), h("td", {}, p.detail)))))) : null,
+    h("h2", {}, "Decide"),
+    gestures, answerBox);
   // An open output shows its last lines: that is where a failure says why.
   for (const pre of document.querySelectorAll("details.output[open] pre.tail")) pre.scrollTop = pre.scrollHeight;
 }
@@ -976,10 +1521,10 @@ async function approvalsPage() {
       : h("ul", { id: "approvals" }, waiting.map((a) => {
         const reason = h("input", { type: "text", size: 40, "aria-label": "why cancel", placeholder: "why cancel" });
         const out = h("span", {});
-        const cancel = h("button", { onclick: async () => {
+        const cancel = h("button", { onclick: () => act(async () => {
           const r = await api("POST", `/v1/changes/${a.changeId}/cancel`, { reason: reason.value });
-          out.replaceChildren(`Change ${r.change.status}.`);
-        } }, "Cancel the change");
+          out.replaceChildren(`Change ${words(r.change.status)}.`);
+        }) }, "Cancel the change");
         return h("li", { dataset: { approval: a.id } },
           a.candidateId ? link(`/candidates/${a.candidateId}`, a.candidateId) : link(`/changes/${a.changeId}`, a.changeId),
           `: ${a.reason}`, a.tree ? ` (tree ${a.tree.slice(0, 12)})` : "", " ", reason, cancel, out);
@@ -1004,6 +1549,7 @@ const ROUTES = [
   [/^\/changes\/([a-z0-9_]+)$/, changePage],
   [/^\/candidates\/([a-z0-9_]+)$/, candidatePage],
   [/^\/approvals$/, approvalsPage],
+  [/^\/runs\/([a-z0-9_]+)$/, runPage],
 ];
 
 // Marks when the rendered page has been painted: a frame callback runs just before the next
@@ -1026,6 +1572,7 @@ async function render() {
       document.body.removeAttribute("data-ready");
       document.body.removeAttribute("data-complete");
       filling = [];
+      pageKeys = null;
       await act(() => page(...m.slice(1)));
       document.body.dataset.ready = path;
       markPainted(path);

@@ -43,6 +43,7 @@ pub const PAGES: &[&str] = &[
     "/changes/{id}",
     "/candidates/{id}",
     "/approvals",
+    "/runs/{id}",
 ];
 
 fn asset(policy: &HeaderValue, content_type: &'static str, body: &'static str) -> Response {

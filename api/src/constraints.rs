@@ -432,6 +432,11 @@ fn rules() -> Vec<(String, Value)> {
             schema(name, "/properties/engines"),
             json!({"maxItems": 32, "uniqueItems": true, "items": slug(64)}),
         ));
+        rules.push((
+            schema(name, "/properties/reviewDomains"),
+            json!({"minItems": 1, "maxItems": belay_domain::catalogue::MAX_REVIEW_DOMAINS,
+                "uniqueItems": true, "items": slug(64)}),
+        ));
     }
     for field in ["caseGroups", "comboGroups"] {
         rules.push((

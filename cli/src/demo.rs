@@ -28,6 +28,7 @@ pub async fn seed(store: &Store) -> Result<(), StoreError> {
                     variants: vec!["default".into()],
                     engines: vec![],
                     title: Some(format!("Demo case {slug}")),
+                    review_domains: None,
                 })
                 .await,
         )?;

@@ -62,6 +62,10 @@ pub struct TestCaseVersionInput {
     pub engines: Vec<String>,
     #[serde(default)]
     pub title: Option<String>,
+    /// The domains a reviewer rates this version's runs on, in the order offered (1 to 32
+    /// distinct slugs). Absent: the version declares none, and a reviewer's own domains are used.
+    #[serde(default)]
+    pub review_domains: Option<Vec<String>>,
 }
 
 /// The editable part of an ingested version (refused once the version has runs).
@@ -75,6 +79,8 @@ pub struct TestCaseVersionUpdate {
     pub engines: Vec<String>,
     #[serde(default)]
     pub title: Option<String>,
+    #[serde(default)]
+    pub review_domains: Option<Vec<String>>,
 }
 
 pub fn validate_version_string(field: &str, version: &str) -> Result<semver::Version, ValidationError> {
@@ -115,6 +121,32 @@ fn validate_variants_engines(variants: &[String], engines: &[String]) -> Result<
     Ok(())
 }
 
+/// The most domains a review rates (and so a version may declare).
+pub const MAX_REVIEW_DOMAINS: usize = 32;
+
+/// A version's declared review domains, when it declares them: 1 to 32 distinct slugs of at most
+/// 64 characters, the same rule a review's own domain names follow. The error names the field.
+pub fn validate_review_domains(domains: Option<&[String]>) -> Result<(), ValidationError> {
+    let Some(domains) = domains else { return Ok(()) };
+    if domains.is_empty() || domains.len() > MAX_REVIEW_DOMAINS {
+        return Err(ValidationError::new(
+            "reviewDomains",
+            format!("must list 1 to {MAX_REVIEW_DOMAINS} domains (or be left out)"),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, d) in domains.iter().enumerate() {
+        check_slug(&format!("reviewDomains[{i}]"), d, 64)?;
+        if !seen.insert(d) {
+            return Err(ValidationError::new(
+                format!("reviewDomains[{i}]"),
+                "must not repeat a domain",
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl TestCaseVersionInput {
     pub fn validate(&self) -> Result<(), ValidationError> {
         check_slug("slug", &self.slug, 64)?;
@@ -123,7 +155,7 @@ impl TestCaseVersionInput {
         if let Some(t) = &self.title {
             check_text("title", t, 200)?;
         }
-        Ok(())
+        validate_review_domains(self.review_domains.as_deref())
     }
 }
 
@@ -133,7 +165,7 @@ impl TestCaseVersionUpdate {
         if let Some(t) = &self.title {
             check_text("title", t, 200)?;
         }
-        Ok(())
+        validate_review_domains(self.review_domains.as_deref())
     }
 }
 
@@ -544,6 +576,25 @@ mod tests {
     }
 
     #[test]
+    fn declared_review_domains_are_one_to_thirty_two_distinct_slugs() {
+        let d = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert!(validate_review_domains(None).is_ok());
+        assert!(validate_review_domains(Some(&d(&["gameplay", "visuals"]))).is_ok());
+        assert_eq!(validate_review_domains(Some(&[])).unwrap_err().field, "reviewDomains");
+        let dup = validate_review_domains(Some(&d(&["gameplay", "gameplay"]))).unwrap_err();
+        assert_eq!(
+            (dup.field.as_str(), dup.rule.as_str()),
+            ("reviewDomains[1]", "must not repeat a domain")
+        );
+        assert_eq!(
+            validate_review_domains(Some(&d(&["Game Play"]))).unwrap_err().field,
+            "reviewDomains[0]"
+        );
+        let many: Vec<String> = (0..33).map(|i| format!("d{i}")).collect();
+        assert_eq!(validate_review_domains(Some(&many)).unwrap_err().field, "reviewDomains");
+    }
+
+    #[test]
     fn a_pin_without_engine_is_always_supported() {
         assert!(engine_supported(&[], ENGINE_NONE));
         assert!(!engine_supported(&[], "godot"));
@@ -559,6 +610,7 @@ mod tests {
             variants: vec!["default".into()],
             engines: vec![],
             title: None,
+            review_domains: None,
         };
         assert_eq!(v.validate().unwrap_err().field, "version");
         v.version = "1.0.0".into();
@@ -629,6 +681,8 @@ pub struct TestCaseVersion {
     pub variants: Vec<String>,
     pub engines: Vec<String>,
     pub title: Option<String>,
+    /// The domains its runs are rated on, when the version declares them.
+    pub review_domains: Option<Vec<String>>,
     /// When this version was ingested (ms since the epoch, UTC).
     pub ingested_at: i64,
     pub updated_at: i64,

@@ -51,8 +51,22 @@ pub struct QueueRun {
 pub struct ReviewQueue {
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub runs: Vec<RunId>,
+    /// The same runs grouped by cell, in the same order: each cell's unreviewed repeats together,
+    /// so a reviewer judges them side by side. A cell cut by the cap lists the repeats that fit.
+    pub cells: Vec<QueueCell>,
     /// More runs are waiting behind the cap.
     pub truncated: bool,
+}
+
+/// One cell of the queue and its unreviewed repeats, in the order they ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct QueueCell {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub cell_key: CellKey,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub runs: Vec<RunId>,
 }
 
 /// Which order a queue's cells come in.
@@ -93,7 +107,7 @@ pub fn review_queue<'a>(
         let e = first_seq.entry(&r.cell_key).or_insert(r.queue_seq);
         *e = (*e).min(r.queue_seq);
     }
-    let mut listed: Vec<(i64, usize, i64, &RunId)> = kept
+    let mut listed: Vec<(i64, usize, i64, &RunId, &CellKey)> = kept
         .iter()
         .map(|r| {
             let at = position[&r.cell_key];
@@ -101,13 +115,26 @@ pub fn review_queue<'a>(
                 QueueOrder::Emission => first_seq[&r.cell_key],
                 QueueOrder::Given => at as i64,
             };
-            (cell_rank, at, r.queue_seq, &r.run_id)
+            (cell_rank, at, r.queue_seq, &r.run_id, &r.cell_key)
         })
         .collect();
     listed.sort();
     let truncated = listed.len() > limit;
+    listed.truncate(limit);
+    // Sorted by cell first, so a cell's repeats are one contiguous stretch.
+    let mut cells: Vec<QueueCell> = Vec::new();
+    for (_, _, _, id, cell) in &listed {
+        match cells.last_mut() {
+            Some(last) if &last.cell_key == *cell => last.runs.push((*id).clone()),
+            _ => cells.push(QueueCell {
+                cell_key: (*cell).clone(),
+                runs: vec![(*id).clone()],
+            }),
+        }
+    }
     ReviewQueue {
-        runs: listed.into_iter().take(limit).map(|(_, _, _, id)| id.clone()).collect(),
+        runs: listed.into_iter().map(|(_, _, _, id, _)| id.clone()).collect(),
+        cells,
         truncated,
     }
 }
@@ -229,5 +256,35 @@ mod tests {
         ];
         let q = review_queue(&cells, &runs, false, QueueOrder::Emission, 50);
         assert_eq!(ids(&q), ["run_a1", "run_a2", "run_b1", "run_b2"]);
+    }
+
+    #[test]
+    fn the_queue_groups_each_cells_repeats_in_the_order_of_its_runs() {
+        let cells = [key("a"), key("b")];
+        let runs = [
+            run("a1", "a", 1),
+            run("b1", "b", 2),
+            run("b2", "b", 3),
+            run("a2", "a", 9),
+            run("b3", "b", 4),
+        ];
+        let q = review_queue(&cells, &runs, false, QueueOrder::Emission, 4);
+        let grouped: Vec<(&str, Vec<&str>)> = q
+            .cells
+            .iter()
+            .map(|c| (c.cell_key.0.as_str(), c.runs.iter().map(|r| r.as_str()).collect()))
+            .collect();
+        // Capped at 4: the second cell shows the repeats that fit, and the queue says so.
+        assert_eq!(
+            grouped,
+            [("a", vec!["run_a1", "run_a2"]), ("b", vec!["run_b1", "run_b2"])]
+        );
+        assert!(q.truncated);
+        let flat: Vec<&RunId> = q.cells.iter().flat_map(|c| &c.runs).collect();
+        assert_eq!(
+            flat,
+            q.runs.iter().collect::<Vec<_>>(),
+            "the cells hold the same runs in the same order"
+        );
     }
 }

@@ -109,6 +109,60 @@ impl ReviewInput {
     }
 }
 
+/// The domain a reviewer rates when neither the case version nor their own past reviews name one.
+pub const DEFAULT_DOMAIN: &str = "overall";
+
+/// Where the domains offered for a review come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum DomainSource {
+    /// The run's case version declares them (`reviewDomains`).
+    CaseVersion,
+    /// The reviewer's own domains, as their last review of an undeclared version named them.
+    Remembered,
+    /// Neither: the one domain `overall`.
+    Default,
+    /// A game-jam or performance run: it takes no domain ratings.
+    None,
+}
+
+/// The domains a review of a run is offered, and where they come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct OfferedDomains {
+    pub domains: Vec<String>,
+    pub source: DomainSource,
+}
+
+/// What a review of a run of `test_type` offers: the version's declared domains when it declares
+/// them, else the reviewer's remembered ones, else `overall`; nothing for a run rated otherwise.
+/// Free domains stay possible: a review may rate domains beyond those offered.
+pub fn offered_domains(
+    test_type: TestType,
+    declared: Option<&[String]>,
+    remembered: Option<&[String]>,
+) -> OfferedDomains {
+    let (domains, source) = match (test_type, declared, remembered) {
+        (TestType::GameJam | TestType::Performance, _, _) => (vec![], DomainSource::None),
+        (_, Some(d), _) if !d.is_empty() => (d.to_vec(), DomainSource::CaseVersion),
+        (_, _, Some(r)) if !r.is_empty() => (r.to_vec(), DomainSource::Remembered),
+        _ => (vec![DEFAULT_DOMAIN.to_string()], DomainSource::Default),
+    };
+    OfferedDomains { domains, source }
+}
+
+/// The domains a submitted review leaves remembered for its reviewer: the ones it rated, when the
+/// run's version declares none (declared domains belong to that version, not to the reviewer).
+pub fn domains_to_remember(declared: Option<&[String]>, input: &ReviewInput) -> Option<Vec<String>> {
+    match (declared, &input.ratings) {
+        (Some(d), _) if !d.is_empty() => None,
+        (_, Some(r)) if !r.is_empty() => Some(r.keys().cloned().collect()),
+        _ => None,
+    }
+}
+
 /// The worst domain of one review.
 pub fn worst_domain(ratings: &BTreeMap<String, Rating>) -> Option<Rating> {
     ratings.values().copied().min()
@@ -170,6 +224,43 @@ mod tests {
             note: None,
         };
         assert_eq!(neither.validate().unwrap_err().field, "ratings");
+    }
+
+    #[test]
+    fn a_review_is_offered_the_versions_domains_else_the_reviewers_own_else_overall() {
+        let declared = vec!["gameplay".to_string(), "visuals".to_string()];
+        let mine = vec!["feel".to_string()];
+        let o = offered_domains(TestType::Standard, Some(&declared), Some(&mine));
+        assert_eq!((o.domains, o.source), (declared.clone(), DomainSource::CaseVersion));
+        let o = offered_domains(TestType::Standard, None, Some(&mine));
+        assert_eq!((o.domains, o.source), (mine.clone(), DomainSource::Remembered));
+        let o = offered_domains(TestType::Standard, None, None);
+        assert_eq!(
+            (o.domains, o.source),
+            (vec!["overall".to_string()], DomainSource::Default)
+        );
+        let o = offered_domains(TestType::GameJam, Some(&declared), Some(&mine));
+        assert_eq!((o.domains.len(), o.source), (0, DomainSource::None));
+    }
+
+    #[test]
+    fn only_a_review_of_an_undeclared_version_is_remembered() {
+        let input = ReviewInput {
+            ratings: Some(r(&[("visuals", Rating::Great), ("feel", Rating::Scuffed)])),
+            category: None,
+            note: None,
+        };
+        assert_eq!(
+            domains_to_remember(None, &input),
+            Some(vec!["feel".to_string(), "visuals".to_string()])
+        );
+        assert_eq!(domains_to_remember(Some(&["gameplay".to_string()]), &input), None);
+        let jam = ReviewInput {
+            ratings: None,
+            category: Some(JamCategory::Gold),
+            note: None,
+        };
+        assert_eq!(domains_to_remember(None, &jam), None);
     }
 
     #[test]

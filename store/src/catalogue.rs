@@ -13,7 +13,7 @@ use belay_domain::ids::{AccountId, GgConfigId};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-const VERSION_COLUMNS: &str = "v.slug, v.version, v.test_type, v.variants, v.engines, v.title, v.ingested_at, v.updated_at, \
+const VERSION_COLUMNS: &str = "v.slug, v.version, v.test_type, v.variants, v.engines, v.title, v.review_domains, v.ingested_at, v.updated_at, \
      (select count(*) from runs r where r.case_slug = v.slug and r.case_version = v.version) as run_count";
 
 fn version_row(r: &AnyRow) -> Result<TestCaseVersion, StoreError> {
@@ -24,6 +24,11 @@ fn version_row(r: &AnyRow) -> Result<TestCaseVersion, StoreError> {
         variants: json(&r.try_get::<String, _>("variants")?, "variants")?,
         engines: json(&r.try_get::<String, _>("engines")?, "engines")?,
         title: r.try_get("title")?,
+        review_domains: r
+            .try_get::<Option<String>, _>("review_domains")?
+            .as_deref()
+            .map(|t| json(t, "review_domains"))
+            .transpose()?,
         ingested_at: r.try_get("ingested_at")?,
         updated_at: r.try_get("updated_at")?,
         frozen: r.try_get::<i64, _>("run_count")? > 0,
@@ -87,8 +92,8 @@ pub async fn ingest_test_case_version(
         .execute(tx.conn())
         .await?;
     let inserted = sqlx::query(
-        r#"insert into test_case_versions (slug, version, test_type, variants, engines, title, ingested_at, updated_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict (slug, version) do nothing"#,
+        r#"insert into test_case_versions (slug, version, test_type, variants, engines, title, ingested_at, updated_at, review_domains)
+           values ($1, $2, $3, $4, $5, $6, $7, $7, $8) on conflict (slug, version) do nothing"#,
     )
     .bind(input.slug.as_str())
     .bind(input.version.as_str())
@@ -97,6 +102,7 @@ pub async fn ingest_test_case_version(
     .bind(to_json(&input.engines))
     .bind(&input.title)
     .bind(now)
+    .bind(input.review_domains.as_ref().map(to_json))
     .execute(tx.conn())
     .await?;
     if inserted.rows_affected() == 0 {
@@ -126,7 +132,8 @@ pub async fn update_test_case_version(
 ) -> Result<TestCaseVersion, StoreError> {
     update.validate()?;
     let changed = sqlx::query(
-        r#"update test_case_versions set test_type = $3, variants = $4, engines = $5, title = $6, updated_at = $7
+        r#"update test_case_versions set test_type = $3, variants = $4, engines = $5, title = $6, updated_at = $7,
+               review_domains = $8
            where slug = $1 and version = $2
              and not exists (select 1 from runs r where r.case_slug = $1 and r.case_version = $2)"#,
     )
@@ -137,6 +144,7 @@ pub async fn update_test_case_version(
     .bind(to_json(&update.engines))
     .bind(&update.title)
     .bind(now_ms())
+    .bind(update.review_domains.as_ref().map(to_json))
     .execute(tx.conn())
     .await?;
     let current = get_test_case_version(tx, slug, version).await?;

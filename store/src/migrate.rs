@@ -1,18 +1,10 @@
-//! Forward-only migrations, embedded in the binary, one folder per backend; the list of them is
-//! made from the files at build time (see build.rs), so adding a migration is adding its two files.
+//! Forward-only migrations, applied in version order: the files and their list are
+//! `belay-migrations`'; this module records which the database has applied.
 
 use crate::{Backend, Store, StoreError, now_ms};
 use sqlx::Executor;
 
-struct Migration {
-    version: i64,
-    name: &'static str,
-    sqlite: &'static str,
-    postgres: &'static str,
-}
-
-// The list is generated from the files in `migrations/` by build.rs.
-include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
+use belay_migrations::MIGRATIONS;
 
 pub(crate) async fn run(store: &Store) -> Result<usize, StoreError> {
     run_before(store, i64::MAX).await

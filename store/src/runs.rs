@@ -6,7 +6,10 @@ use crate::Tx;
 use crate::rows::{self, json, to_json};
 use crate::{StoreError, events, now_ms};
 use belay_domain::ids::{AccountId, JobId, RunId};
-use belay_domain::review::{JamCategory, Rating, ReviewInput, displayed_category, displayed_rating};
+use belay_domain::review::{
+    JamCategory, OfferedDomains, Rating, ReviewInput, displayed_category, displayed_rating, domains_to_remember,
+    offered_domains,
+};
 use belay_domain::run::{Artifact, Review, Run};
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -161,6 +164,18 @@ pub async fn submit_review(
         &serde_json::json!({ "accountId": account_id }),
     )
     .await?;
+    let declared = declared_domains(tx, &run).await?;
+    if let Some(domains) = domains_to_remember(declared.as_deref(), input) {
+        sqlx::query(
+            r#"insert into account_review_domains (account_id, domains, updated_at) values ($1, $2, $3)
+               on conflict (account_id) do update set domains = excluded.domains, updated_at = excluded.updated_at"#,
+        )
+        .bind(account_id.as_str())
+        .bind(to_json(&domains))
+        .bind(now)
+        .execute(tx.conn())
+        .await?;
+    }
     let row = sqlx::query(
         "select run_id, account_id, ratings, category, note, created_at, updated_at from reviews where run_id = $1 and account_id = $2",
     )
@@ -172,7 +187,50 @@ pub async fn submit_review(
     Ok(review)
 }
 
+/// The review domains the run's case version declares, if it declares them (and is ingested).
+async fn declared_domains(tx: &mut Tx, run: &Run) -> Result<Option<Vec<String>>, StoreError> {
+    let declared: Option<Option<String>> =
+        sqlx::query_scalar("select review_domains from test_case_versions where slug = $1 and version = $2")
+            .bind(run.case.slug.as_str())
+            .bind(run.case.version.as_str())
+            .fetch_optional(tx.conn())
+            .await?;
+    declared
+        .flatten()
+        .as_deref()
+        .map(|t| json::<Vec<String>>(t, "review_domains"))
+        .transpose()
+}
+
+/// The domains `account_id`'s review of a run is offered: its version's declared domains, else the
+/// account's remembered ones, else `overall` ([`offered_domains`]). None when there is no such run.
+pub async fn offered_review_domains(
+    tx: &mut Tx,
+    run_id: &RunId,
+    account_id: &AccountId,
+) -> Result<Option<OfferedDomains>, StoreError> {
+    let Some(run) = get_run(tx, run_id).await? else {
+        return Ok(None);
+    };
+    let declared = declared_domains(tx, &run).await?;
+    let remembered: Option<String> =
+        sqlx::query_scalar("select domains from account_review_domains where account_id = $1")
+            .bind(account_id.as_str())
+            .fetch_optional(tx.conn())
+            .await?;
+    let remembered = remembered
+        .as_deref()
+        .map(|t| json::<Vec<String>>(t, "domains"))
+        .transpose()?;
+    Ok(Some(offered_domains(
+        run.test_type,
+        declared.as_deref(),
+        remembered.as_deref(),
+    )))
+}
+
 crate::one_step! {
+    read offered_review_domains(run_id: &RunId, account_id: &AccountId) -> Option<OfferedDomains>;
     read get_run(id: &RunId) -> Option<Run>;
     read run_of_job(job_id: &JobId) -> Option<Run>;
     read list_runs(filter: &RunFilter) -> Vec<Run>;

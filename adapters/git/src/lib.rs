@@ -18,6 +18,7 @@
 mod compose;
 pub mod source_objects;
 
+use belay_domain::diff::{DiffLimits, DiffLine, FileDiff, FileStatus, Hunk, LineKind, cut_hunks};
 use belay_domain::repo::{RepoKind, RepoNameError, canonical_repo, repo_kind};
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
@@ -357,6 +358,35 @@ impl GitService {
     pub async fn unified_diff(&self, repo: &str, old: &str, new: &str) -> Result<String> {
         let (repo, old, new) = (repo.to_owned(), old.to_owned(), new.to_owned());
         self.blocking(move |root| unified_diff(root, &repo, &old, &new)).await
+    }
+
+    /// The change from `old` to `new` file by file, for a person to read: each file's status
+    /// (renames detected), its hunks with both sides' line numbers, within `limits`. The second
+    /// value says whether the bound left anything out.
+    pub async fn file_diffs(
+        &self,
+        repo: &str,
+        old: &str,
+        new: &str,
+        limits: DiffLimits,
+    ) -> Result<(Vec<FileDiff>, bool)> {
+        let (repo, old, new) = (repo.to_owned(), old.to_owned(), new.to_owned());
+        self.blocking(move |root| file_diffs(root, &repo, &old, &new, &limits))
+            .await
+    }
+
+    /// Whether repository `name` exists and holds commit `commit`.
+    pub async fn has_commit(&self, name: &str, commit: &str) -> Result<bool> {
+        let (name, commit) = (name.to_owned(), commit.to_owned());
+        self.blocking(move |root| {
+            let id = parse_id(&commit)?;
+            match open(root, &name) {
+                Ok(repo) => Ok(require_commit(&repo, &name, id).is_ok()),
+                Err(GitError::NotFound(_)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+        .await
     }
 
     /// Turns on the reflog of repository `name` (see [`keep_reflog`]); repositories provisioned
@@ -1081,6 +1111,239 @@ fn unified_diff(root: &Path, name: &str, old: &str, new: &str) -> Result<String>
         render_file(&repo, name, file, &mut out)?;
     }
     Ok(out)
+}
+
+/// One file of [`file_diffs`] before its lines are read: where it was and where it is.
+struct ReadableChange {
+    path: Vec<u8>,
+    old_path: Option<Vec<u8>>,
+    old: Option<Side>,
+    new: Option<Side>,
+}
+
+fn file_diffs(root: &Path, name: &str, old: &str, new: &str, limits: &DiffLimits) -> Result<(Vec<FileDiff>, bool)> {
+    let repo = open(root, name)?;
+    let (old, new) = (parse_id(old)?, parse_id(new)?);
+    require_commit(&repo, name, old)?;
+    require_commit(&repo, name, new)?;
+    let tree_of = |id: ObjectId| -> Result<gix::Tree<'_>> {
+        repo.find_commit(id)
+            .gix("read commit", name)?
+            .tree()
+            .gix("read tree", name)
+    };
+    let (old_tree, new_tree) = (tree_of(old)?, tree_of(new)?);
+    let mut options = gix::diff::Options::default();
+    options
+        .track_path()
+        .track_rewrites(Some(gix::diff::Rewrites::default()));
+    let changes = repo
+        .diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(options))
+        .gix("diff trees", name)?;
+
+    let mut files = Vec::new();
+    for change in changes {
+        use gix::object::tree::diff::ChangeDetached as C;
+        let (path, old_path, old, new) = match change {
+            C::Addition {
+                location,
+                entry_mode,
+                id,
+                ..
+            } => (location, None, None, Some(Side { mode: entry_mode, id })),
+            C::Deletion {
+                location,
+                entry_mode,
+                id,
+                ..
+            } => (location, None, Some(Side { mode: entry_mode, id }), None),
+            C::Modification {
+                location,
+                previous_entry_mode,
+                previous_id,
+                entry_mode,
+                id,
+            } => (
+                location,
+                None,
+                Some(Side {
+                    mode: previous_entry_mode,
+                    id: previous_id,
+                }),
+                Some(Side { mode: entry_mode, id }),
+            ),
+            C::Rewrite {
+                source_location,
+                source_entry_mode,
+                source_id,
+                entry_mode,
+                id,
+                location,
+                copy,
+                ..
+            } => {
+                let new = Some(Side { mode: entry_mode, id });
+                if copy {
+                    (location, None, None, new)
+                } else {
+                    let old = Some(Side {
+                        mode: source_entry_mode,
+                        id: source_id,
+                    });
+                    (location, Some(Vec::from(source_location)), old, new)
+                }
+            }
+        };
+        let old = old.filter(|s| !s.mode.is_tree());
+        let new = new.filter(|s| !s.mode.is_tree());
+        let path: Vec<u8> = path.into();
+        match (old, new) {
+            (None, None) => {}
+            (Some(o), Some(n)) if old_path.is_none() && kind_class(o.mode) != kind_class(n.mode) => {
+                files.push(ReadableChange {
+                    path: path.clone(),
+                    old_path: None,
+                    old: Some(o),
+                    new: None,
+                });
+                files.push(ReadableChange {
+                    path,
+                    old_path: None,
+                    old: None,
+                    new: Some(n),
+                });
+            }
+            (old, new) => files.push(ReadableChange {
+                path,
+                old_path,
+                old,
+                new,
+            }),
+        }
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+
+    let mut remaining = limits.max_lines;
+    let mut any_truncated = false;
+    let mut out = Vec::with_capacity(files.len());
+    for (i, file) in files.iter().enumerate() {
+        let status = match (&file.old_path, file.old, file.new) {
+            (Some(_), _, _) => FileStatus::Renamed,
+            (None, None, _) => FileStatus::Added,
+            (None, _, None) => FileStatus::Deleted,
+            (None, Some(_), Some(_)) => FileStatus::Modified,
+        };
+        let mut diff = FileDiff {
+            path: String::from_utf8_lossy(&file.path).into_owned(),
+            old_path: file.old_path.as_ref().map(|p| String::from_utf8_lossy(p).into_owned()),
+            status,
+            binary: false,
+            additions: None,
+            deletions: None,
+            hunks: Vec::new(),
+            truncated: false,
+            citations: Vec::new(),
+        };
+        let size = |side: Option<Side>| -> Result<u64> {
+            match side {
+                Some(s) if !s.mode.is_commit() => Ok(repo.find_header(s.id).gix("read blob header", name)?.size()),
+                _ => Ok(0),
+            }
+        };
+        let within = i < limits.max_files as usize && remaining > 0;
+        if !within || size(file.old)? > limits.max_blob_bytes || size(file.new)? > limits.max_blob_bytes {
+            diff.truncated = true;
+            any_truncated = true;
+            out.push(diff);
+            continue;
+        }
+        let before = side_data(&repo, name, file.old)?;
+        let after = side_data(&repo, name, file.new)?;
+        if is_binary(&before) || is_binary(&after) {
+            diff.binary = true;
+            out.push(diff);
+            continue;
+        }
+        let hunks = read_hunks(&before, &after);
+        let count = |k: LineKind| -> u32 {
+            let n = hunks.iter().flat_map(|h| &h.lines).filter(|l| l.kind == k).count();
+            u32::try_from(n).unwrap_or(u32::MAX)
+        };
+        diff.additions = Some(count(LineKind::Added));
+        diff.deletions = Some(count(LineKind::Removed));
+        let (kept, truncated) = cut_hunks(hunks, limits, &mut remaining);
+        diff.hunks = kept;
+        diff.truncated = truncated;
+        any_truncated |= truncated;
+        out.push(diff);
+    }
+    Ok((out, any_truncated))
+}
+
+fn read_hunks(before: &[u8], after: &[u8]) -> Vec<Hunk> {
+    use gix::diff::blob::{
+        Algorithm, InternedInput, UnifiedDiff, diff_with_slider_heuristics, unified_diff::ContextSize,
+    };
+    let input = InternedInput::new(before, after);
+    let diff = diff_with_slider_heuristics(Algorithm::Histogram, &input);
+    UnifiedDiff::new(&diff, &input, ReadHunks(Vec::new()), ContextSize::symmetrical(3))
+        .consume()
+        .unwrap_or_default()
+}
+
+/// Collects hunks with each line's number on both sides: a context line moves both counters,
+/// a removed line the old one, an added line the new one.
+struct ReadHunks(Vec<Hunk>);
+
+impl gix::diff::blob::unified_diff::ConsumeHunk for ReadHunks {
+    type Out = Vec<Hunk>;
+
+    fn consume_hunk(
+        &mut self,
+        h: gix::diff::blob::unified_diff::HunkHeader,
+        lines: &[(gix::diff::blob::unified_diff::DiffLineKind, &[u8])],
+    ) -> std::io::Result<()> {
+        use gix::diff::blob::unified_diff::DiffLineKind as K;
+        let (mut old, mut new) = (h.before_hunk_start, h.after_hunk_start);
+        let mut out = Vec::with_capacity(lines.len());
+        for (kind, line) in lines {
+            let text = String::from_utf8_lossy(line);
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            let text = text.strip_suffix('\r').unwrap_or(text).to_owned();
+            let (kind, old_line, new_line) = match kind {
+                K::Context => (LineKind::Context, Some(old), Some(new)),
+                K::Remove => (LineKind::Removed, Some(old), None),
+                K::Add => (LineKind::Added, None, Some(new)),
+            };
+            if old_line.is_some() {
+                old += 1;
+            }
+            if new_line.is_some() {
+                new += 1;
+            }
+            out.push(DiffLine {
+                kind,
+                old_line,
+                new_line,
+                text,
+                cited_by: Vec::new(),
+            });
+        }
+        // As git writes it: an empty side starts at the line before (`-0,0`).
+        let start = |s: u32, n: u32| if n == 0 { s.saturating_sub(1) } else { s };
+        self.0.push(Hunk {
+            old_start: start(h.before_hunk_start, h.before_hunk_len),
+            old_lines: h.before_hunk_len,
+            new_start: start(h.after_hunk_start, h.after_hunk_len),
+            new_lines: h.after_hunk_len,
+            lines: out,
+        });
+        Ok(())
+    }
+
+    fn finish(self) -> Vec<Hunk> {
+        self.0
+    }
 }
 
 fn kind_class(mode: EntryMode) -> u8 {
@@ -1919,6 +2182,133 @@ mod tests {
         git(&work, &["apply", "--check", "../p.patch"]);
         git(&work, &["apply", "--index", "../p.patch"]);
         assert_eq!(git(&work, &["write-tree"]).trim(), m.tree);
+    }
+
+    #[tokio::test]
+    async fn file_diffs_give_each_files_status_and_both_sides_line_numbers_as_git_does() {
+        let (_d, svc) = service();
+        let p = svc.provision(PROJECT).await.unwrap();
+        let ten: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+        let moved = "export const name = \"a file long enough to be found again after its move\";\n";
+        let base = commit_kinds(
+            &svc,
+            PROJECT,
+            &p.commit,
+            &[
+                ("src/a.ts", Some((EntryKind::Blob, ten.as_bytes()))),
+                ("old/name.ts", Some((EntryKind::Blob, moved.as_bytes()))),
+                ("gone.txt", Some((EntryKind::Blob, b"bye\n"))),
+                ("pic.bin", Some((EntryKind::Blob, b"\0\x01"))),
+            ],
+        );
+        let changed = ten.replace("line 5\n", "line five\nline five and a half\n");
+        let new = commit_kinds(
+            &svc,
+            PROJECT,
+            &base,
+            &[
+                ("src/a.ts", Some((EntryKind::Blob, changed.as_bytes()))),
+                ("old/name.ts", None),
+                ("lib/name.ts", Some((EntryKind::Blob, moved.as_bytes()))),
+                ("gone.txt", None),
+                ("src/new.ts", Some((EntryKind::Blob, b"one\ntwo\n"))),
+                ("pic.bin", Some((EntryKind::Blob, b"\0\x02"))),
+            ],
+        );
+        let (files, truncated) = svc.file_diffs(PROJECT, &base, &new, DiffLimits::DEFAULT).await.unwrap();
+        assert!(!truncated);
+        let listed: Vec<_> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.status, f.old_path.as_deref()))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("gone.txt", FileStatus::Deleted, None),
+                ("lib/name.ts", FileStatus::Renamed, Some("old/name.ts")),
+                ("pic.bin", FileStatus::Modified, None),
+                ("src/a.ts", FileStatus::Modified, None),
+                ("src/new.ts", FileStatus::Added, None),
+            ]
+        );
+        let a = &files[3];
+        assert_eq!((a.additions, a.deletions), (Some(2), Some(1)));
+        let h = &a.hunks[0];
+        let lines: Vec<_> = h
+            .lines
+            .iter()
+            .map(|l| (l.kind, l.old_line, l.new_line, l.text.as_str()))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                (LineKind::Context, Some(2), Some(2), "line 2"),
+                (LineKind::Context, Some(3), Some(3), "line 3"),
+                (LineKind::Context, Some(4), Some(4), "line 4"),
+                (LineKind::Removed, Some(5), None, "line 5"),
+                (LineKind::Added, None, Some(5), "line five"),
+                (LineKind::Added, None, Some(6), "line five and a half"),
+                (LineKind::Context, Some(6), Some(7), "line 6"),
+                (LineKind::Context, Some(7), Some(8), "line 7"),
+                (LineKind::Context, Some(8), Some(9), "line 8"),
+            ]
+        );
+        assert!(files[2].binary && files[2].hunks.is_empty());
+        assert!(files[1].hunks.is_empty(), "a pure rename has no lines");
+        let added = &files[4].hunks[0];
+        assert_eq!(
+            added.lines.iter().map(|l| l.new_line).collect::<Vec<_>>(),
+            vec![Some(1), Some(2)]
+        );
+
+        // Every hunk header is the one git writes for the same two commits.
+        let headers = |f: &FileDiff| -> Vec<String> {
+            let r = |s: u32, n: u32| if n == 1 { format!("{s}") } else { format!("{s},{n}") };
+            f.hunks
+                .iter()
+                .map(|h| {
+                    format!(
+                        "@@ -{} +{} @@",
+                        r(h.old_start, h.old_lines),
+                        r(h.new_start, h.new_lines)
+                    )
+                })
+                .collect()
+        };
+        let ours: Vec<String> = files.iter().flat_map(headers).collect();
+        let theirs: Vec<String> = git(&svc.repo_path(PROJECT).unwrap(), &["diff", "-M", &base, &new])
+            .lines()
+            .filter(|l| l.starts_with("@@"))
+            .map(|l| l.split(" @@").next().unwrap().to_owned() + " @@")
+            .collect();
+        assert_eq!(ours, theirs);
+
+        // The bound: one file shown, the rest listed without lines.
+        let limits = DiffLimits {
+            max_files: 1,
+            ..DiffLimits::DEFAULT
+        };
+        let (files, truncated) = svc.file_diffs(PROJECT, &base, &new, limits).await.unwrap();
+        assert!(truncated);
+        assert_eq!(files.len(), 5);
+        assert!(!files[0].truncated && !files[0].hunks.is_empty());
+        assert!(
+            files[1..]
+                .iter()
+                .all(|f| f.truncated && f.hunks.is_empty() && f.additions.is_none())
+        );
+        let limits = DiffLimits {
+            max_lines: 4,
+            ..DiffLimits::DEFAULT
+        };
+        let (files, truncated) = svc.file_diffs(PROJECT, &base, &new, limits).await.unwrap();
+        assert!(truncated);
+        assert_eq!(files[0].hunks[0].lines.len(), 1, "gone.txt's one line");
+        assert_eq!(files[3].hunks[0].lines.len(), 3, "src/a.ts cut at the bound");
+        assert!(files[3].truncated && files[4].truncated && files[4].hunks.is_empty());
+
+        assert!(svc.has_commit(PROJECT, &new).await.unwrap());
+        assert!(!svc.has_commit("cand-0a1b2c", &new).await.unwrap());
     }
 
     #[tokio::test]

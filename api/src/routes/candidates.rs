@@ -1,6 +1,7 @@
 //! Project policies, verification starts and Candidates. Starting verification (or composing an
 //! explicit set) makes a Candidate and starts its CandidateVerificationWorkflow (`verify-{cand}`);
-//! reading a Candidate answers its status, reason, plan, Evidence and the gate's gaps.
+//! reading a Candidate answers its status, reason, plan, Evidence, the gate's gaps and the gestures
+//! its state allows; its diff answers the patch from its base to its composed commit, file by file.
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult, ErrorBody};
@@ -10,7 +11,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::ValidationError;
 use belay_domain::candidate::Candidate;
+use belay_domain::diff::{CandidateDiff, DiffLimits, attach_citations};
 use belay_domain::evidence::{Evidence, Gap, gate_required_checks};
+use belay_domain::gesture::{Gesture, candidate_gestures};
 use belay_domain::ids::{CandidateId, ChangeId, ProjectId};
 use belay_domain::policy::{PolicyInput, ProjectPolicy};
 use belay_workflows::queues;
@@ -64,6 +67,10 @@ pub struct CandidateView {
     pub evidence: Vec<Evidence>,
     /// Every required check of the plan not yet satisfied (empty without a plan).
     pub gaps: Vec<Gap>,
+    /// What a person may do on the Candidate now: `approve` and `reject` while an approval waits
+    /// on the composed tree, `promote` on a verified Candidate no person holds; nothing on a
+    /// rejected, stale or promoted one.
+    pub gestures: Vec<Gesture>,
 }
 
 async fn view(s: &AppState, candidate: Candidate) -> ApiResult<CandidateView> {
@@ -79,10 +86,13 @@ async fn view(s: &AppState, candidate: Candidate) -> ApiResult<CandidateView> {
         .as_ref()
         .map(|p| gate_required_checks(p, &evidence).gaps)
         .unwrap_or_default();
+    let approval = s.store.approval_for_worker(&candidate.id).await?;
+    let gestures = candidate_gestures(candidate.status, candidate.composed_tree.as_deref(), approval.as_ref());
     Ok(CandidateView {
         candidate,
         evidence,
         gaps,
+        gestures,
     })
 }
 
@@ -213,4 +223,81 @@ pub async fn get(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("candidate {id} not found")))?;
     Ok(Json(view(&s, candidate).await?))
+}
+
+/// The patch a person approves: from the Candidate's base commit to its composed commit, file by
+/// file (added, modified, deleted, renamed), each hunk with both sides' line numbers, and the
+/// acceptance check's citations marked on the lines that hold their quotes. Past the bound
+/// (`limits`: files, lines, bytes of one file) the remaining files are listed with `truncated`
+/// and no lines. 409 while nothing is composed; 410 once the Candidate's fork was removed and
+/// canonical does not hold its commit.
+#[utoipa::path(get, path = "/v1/candidates/{id}/diff", tag = "verification", params(("id" = String, Path)),
+    responses((status = 200, body = CandidateDiff), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The Candidate has no composed commit (still composing, or its ChangeSets did not merge)"),
+        (status = 410, body = ErrorBody, description = "The Candidate's fork was removed and its commit never reached canonical"),
+        (status = 503, body = ErrorBody)))]
+pub async fn diff(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<CandidateId>,
+) -> ApiResult<Json<CandidateDiff>> {
+    let candidate = s
+        .store
+        .get_candidate(&a.id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("candidate {id} not found")))?;
+    let Some(composed) = candidate.composed_commit.clone() else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_composed",
+            format!(
+                "candidate {id} has no composed commit ({}): there is no patch to read yet",
+                candidate.status.as_str()
+            ),
+        ));
+    };
+    let Some(g) = &s.git else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "git_unavailable",
+            "this API serves no git repositories, so it cannot read the patch",
+        ));
+    };
+    let git = belay_git::GitService::new(g.root.clone());
+    let fork = belay_domain::repo::candidate_fork(id.as_str()).map_err(|e| ApiError::internal(&e))?;
+    let canonical =
+        belay_domain::repo::canonical_repo(candidate.project_id.as_str()).map_err(|e| ApiError::internal(&e))?;
+    // The fork holds the composed commit until it is swept; a promoted one is in canonical too.
+    let mut repo = None;
+    for name in [fork, canonical] {
+        if git
+            .has_commit(&name, &composed)
+            .await
+            .map_err(|e| ApiError::internal(&e))?
+        {
+            repo = Some(name);
+            break;
+        }
+    }
+    let Some(repo) = repo else {
+        return Err(ApiError::new(
+            StatusCode::GONE,
+            "diff_unavailable",
+            format!("candidate {id}'s fork was removed and canonical does not hold its composed commit"),
+        ));
+    };
+    let limits = DiffLimits::DEFAULT;
+    let (mut files, truncated) = git
+        .file_diffs(&repo, &candidate.base_commit, &composed, limits)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    attach_citations(&mut files, candidate.acceptance.as_deref().unwrap_or_default());
+    Ok(Json(CandidateDiff {
+        candidate_id: candidate.id,
+        base_commit: candidate.base_commit,
+        composed_commit: composed,
+        files,
+        truncated,
+        limits,
+    }))
 }

@@ -474,7 +474,8 @@ pub struct QueueQuery {
 }
 
 /// The plan's completed runs the caller has not reviewed, in the order their cells were emitted
-/// (a cell's repeats adjacent); capped, with `truncated`. Auto-graded runs never appear.
+/// (a cell's repeats adjacent, and grouped by cell in `cells`); capped, with `truncated`.
+/// Auto-graded runs never appear.
 #[utoipa::path(get, path = "/v1/coverage-plans/{id}/queue", tag = "coverage", params(("id" = String, Path), QueueQuery),
     responses((status = 200, body = ReviewQueue), (status = 404, body = ErrorBody)))]
 pub async fn queue(

@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::ids::RunId;
-use belay_domain::review::ReviewInput;
+use belay_domain::review::{OfferedDomains, ReviewInput};
 use belay_domain::run::{Review, Run};
 use belay_store::runs::RunFilter;
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,24 @@ pub async fn reviews(_c: Caller, State(s): State<AppState>, Path(id): Path<RunId
         .await?
         .ok_or_else(|| ApiError::not_found(format!("run {id} not found")))?;
     Ok(Json(s.store.reviews_of(&id).await?))
+}
+
+/// The domains the caller's review of a run is offered: the run's case version's `reviewDomains`
+/// when it declares them, else the caller's own domains as their last review of an undeclared
+/// version named them, else `overall`; none for a game-jam or performance run. A review may still
+/// rate other domains.
+#[utoipa::path(get, path = "/v1/runs/{id}/review-domains", tag = "runs", params(("id" = String, Path)),
+    responses((status = 200, body = OfferedDomains), (status = 404, body = ErrorBody)))]
+pub async fn review_domains(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<RunId>,
+) -> ApiResult<Json<OfferedDomains>> {
+    s.store
+        .offered_review_domains(&id, &a.id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("run {id} not found")))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -59,6 +59,7 @@ async fn lane_with_server(dir: &Path, address: &str, measure: Measure) -> anyhow
             variants: vec!["default".into()],
             engines: vec![],
             title: None,
+            review_domains: None,
         })
         .await?;
     store

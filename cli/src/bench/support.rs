@@ -533,6 +533,7 @@ pub(crate) async fn ingest(store: &Store, slug: &str) -> anyhow::Result<()> {
             variants: vec!["default".into()],
             engines: vec![],
             title: None,
+            review_domains: None,
         })
         .await?;
     Ok(())

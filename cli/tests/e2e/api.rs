@@ -64,6 +64,7 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
         ),
         ("GET", "/v1/runs/run_0/reviews", None),
         ("POST", "/v1/runs/run_0/artifact-url", None),
+        ("GET", "/v1/runs/run_0/review-domains", None),
         ("GET", "/v1/events", None),
         ("POST", "/v1/projects", Some(json!({"name": "p"}))),
         ("GET", "/v1/projects", None),

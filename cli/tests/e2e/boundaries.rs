@@ -87,6 +87,11 @@ const GLOBAL: &[(&str, &str, &str)] = &[
         "/v1/runs/{id}/review",
         "every account reviews any run; the review is its own",
     ),
+    (
+        "GET",
+        "/v1/runs/{id}/review-domains",
+        "every account reviews any run; the domains offered are the version's or its own",
+    ),
 ];
 
 /// The operation template of `/v1/openapi.json` that a concrete `path` is, the most specific one
@@ -439,6 +444,8 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
             Some(404),
             404,
         ),
+        // The patch is the Candidate's: another account reads no file of it.
+        ("GET", format!("/v1/candidates/{candidate}/diff"), None, Some(404), 404),
         (
             "POST",
             format!("/v1/candidates/{candidate}/promote"),

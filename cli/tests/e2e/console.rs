@@ -32,7 +32,7 @@ pub(crate) struct Console {
     pub(crate) journal: Arc<Mutex<Journal>>,
     _profile: tempfile::TempDir,
     handler: tokio::task::JoinHandle<()>,
-    base: String,
+    pub(crate) base: String,
 }
 
 fn chromium() -> String {
@@ -40,7 +40,7 @@ fn chromium() -> String {
 }
 
 impl Console {
-    async fn open(base: &str) -> Console {
+    pub(crate) async fn open(base: &str) -> Console {
         Self::open_allowing(base, &[]).await
     }
 
@@ -193,7 +193,7 @@ impl Console {
     }
 
     /// Signs in with `token` on the sign-in page.
-    async fn sign_in(&self, token: &str) {
+    pub(crate) async fn sign_in(&self, token: &str) {
         self.visit("/sign-in").await;
         self.type_into("#token", token).await;
         self.click("button[type=submit]").await;
@@ -201,7 +201,7 @@ impl Console {
     }
 
     /// Sets a `<select>` (or input) to `value` as a person would, firing `change`.
-    async fn choose(&self, css: &str, value: &str) {
+    pub(crate) async fn choose(&self, css: &str, value: &str) {
         let done: bool = self
             .eval(&format!(
                 "(() => {{ const s = document.querySelector({}); if (!s) return false; s.value = {}; \
@@ -228,7 +228,7 @@ impl Console {
             .unwrap();
     }
 
-    async fn type_into(&self, css: &str, text: &str) {
+    pub(crate) async fn type_into(&self, css: &str, text: &str) {
         let el = self
             .page
             .find_element(css)
@@ -506,32 +506,34 @@ async fn a_reviewer_turns_auto_top_up_on_walks_the_queue_and_the_matrix_moves() 
         frame,
         json!({"sandbox": "allow-scripts allow-pointer-lock", "artifacts": true})
     );
+    // The cell's three repeats are shown side by side, in the queue's order.
+    let shown: Vec<String> = c
+        .eval("[...document.querySelectorAll('section.repeat')].map((s) => s.dataset.run)")
+        .await;
+    assert_eq!(shown, queue, "the cell's repeats side by side, in the queue's order");
     for (i, run) in queue.iter().enumerate() {
-        assert_eq!(&c.text("#run-id").await, run, "the queue is walked in its order");
+        // Focus is on the rating of the repeat to review next, in the queue's order.
+        assert_eq!(
+            &c.eval::<String>("document.activeElement.closest('section.repeat').dataset.run")
+                .await,
+            run,
+            "the queue is walked in its order"
+        );
         if i == 0 {
-            // Keyboard only: the page focused the first field (the domain name); Tab to its
-            // rating, arrow down to "great", Tab past "Add a domain" and the note to the submit
-            // button, Enter.
-            assert_eq!(c.eval::<String>("document.activeElement.className").await, "domain");
-            c.key("Tab").await;
-            for _ in 0..4 {
-                c.key("ArrowDown").await;
-            }
-            assert_eq!(c.eval::<String>("document.activeElement.value").await, "great");
-            for _ in 0..3 {
-                c.key("Tab").await;
-            }
-            assert_eq!(c.eval::<String>("document.activeElement.id").await, "submit-review");
+            // Keyboard only: the page focused the rating; 4 chooses "great", Enter submits.
+            assert_eq!(c.eval::<String>("document.activeElement.className").await, "choice");
+            c.key("4").await;
+            assert_eq!(c.eval::<String>("document.activeElement.dataset.value").await, "great");
             c.key("Enter").await;
         } else {
-            c.eval::<bool>(
-                "(() => { const s = document.querySelector('.rating'); s.value = 'passable'; \
-                  s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()",
-            )
+            c.click(&format!(
+                "section.repeat[data-run='{run}'] button.opt[data-value=passable]"
+            ))
             .await;
-            c.click("#submit-review").await;
+            c.click(&format!("section.repeat[data-run='{run}'] .submit-review"))
+                .await;
         }
-        // The review landed and the console moved on.
+        // The review landed and the console shows it.
         let reviews = wait_until(
             &format!("the review of {run} to land"),
             Duration::from_secs(30),
@@ -547,18 +549,25 @@ async fn a_reviewer_turns_auto_top_up_on_walks_the_queue_and_the_matrix_moves() 
         .await;
         let want = if i == 0 { "great" } else { "passable" };
         assert_eq!(reviews[0]["ratings"], json!({"overall": want}), "{reviews}");
-        c.until(
-            "the next run",
-            &format!(
-                "document.body.dataset.ready && !(document.querySelector('#run-id') && document.querySelector('#run-id').textContent === {})",
-                json!(run)
-            ),
-        )
-        .await;
+        if i + 1 < queue.len() {
+            c.until(
+                "the review shown and the next repeat focused",
+                &format!(
+                    "document.querySelector(\"section.repeat[data-run='{run}']\").dataset.reviewed === 'true' \
+                     && document.activeElement.closest('section.repeat').dataset.run === {}",
+                    json!(queue[i + 1])
+                ),
+            )
+            .await;
+        }
     }
+    // The cell is done: the console moved on to the next cell, or says nothing waits.
     c.until(
         "the walked queue",
-        "!!document.querySelector('#queue-empty') || !!document.querySelector('#run-id')",
+        &format!(
+            "!!document.querySelector('#queue-empty') || (!!document.querySelector('#cell') && !document.querySelector(\"section.repeat[data-run='{}']\"))",
+            queue[0]
+        ),
     )
     .await;
 
@@ -1123,12 +1132,22 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
     )
     .await;
     c.screenshot("candidate-rejected").await;
-    // Promote lists what blocks it.
-    c.click("#promote").await;
-    c.until("the promotion answer", "!!document.querySelector('#promote-answer')")
+    // A rejected Candidate offers no gesture (the API's rule, not the page's): no Approve, no
+    // Reject, no Promote, and the page says why. Promotion through the API lists what blocks it.
+    assert_eq!(rejected["gestures"], json!([]), "{rejected:#}");
+    for gesture in ["#grant", "#reject", "#promote"] {
+        assert_eq!(c.count(gesture).await, 0, "{gesture} offered on a rejected Candidate");
+    }
+    assert!(
+        c.text("#no-gestures").await.contains("rejected"),
+        "{}",
+        c.text("#gestures").await
+    );
+    let (s, blocked) = b
+        .request("POST", &format!("/v1/candidates/{kr}/promote"), Some(&b.token), None)
         .await;
-    assert!(c.text("#promote-answer").await.starts_with("Promotion: blocked."));
-    assert!(c.count("#blocks li.gap").await >= 1);
+    assert_eq!((s, blocked["outcome"].as_str()), (200, Some("blocked")), "{blocked}");
+    assert!(!blocked["blocks"].as_array().unwrap().is_empty(), "{blocked}");
 
     // What waits on a person: the high-risk Candidate, approved on its exact composed tree.
     c.click("a[href='/approvals']").await;
@@ -1138,6 +1157,10 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
     let tree = approvable["composedTree"].as_str().unwrap();
     c.screenshot("candidate-awaiting-approval").await;
     assert_eq!(c.text("#composed-tree").await, tree, "{}", c.text("main").await);
+    // Waiting on a person: Approve and Reject, and no Promote until a person decides.
+    assert_eq!(c.count("#grant").await, 1);
+    assert_eq!(c.count("#reject").await, 1);
+    assert_eq!(c.count("#promote").await, 0);
     assert_eq!(
         c.text("tr[data-precondition=approval_granted_or_not_required] td:nth-child(2)")
             .await,
@@ -1168,15 +1191,24 @@ async fn a_rejected_candidate_shows_its_gaps_output_and_screenshots_and_an_appro
         (Some(tree), Some("read it; ship it")),
         "{a}"
     );
-    c.click("#promote").await;
-    c.until("the promotion answer", "!!document.querySelector('#promote-answer')")
+    // Promoted: the page follows the Candidate's new state and offers nothing more; a promotion
+    // asked again through the API answers that it already promoted.
+    c.until(
+        "the gestures of the promoted Candidate",
+        "!!document.querySelector('#no-gestures')",
+    )
+    .await;
+    assert_eq!(c.text("#candidate-status").await, "promoted");
+    for gesture in ["#grant", "#reject", "#promote"] {
+        assert_eq!(c.count(gesture).await, 0, "{gesture} offered on a promoted Candidate");
+    }
+    let (s, again) = b
+        .request("POST", &format!("/v1/candidates/{ka}/promote"), Some(&b.token), None)
         .await;
-    assert!(
-        c.text("#promote-answer")
-            .await
-            .starts_with("Promotion: alreadyPromoted"),
-        "{}",
-        c.text("#promote-answer").await
+    assert_eq!(
+        (s, again["outcome"].as_str()),
+        (200, Some("alreadyPromoted")),
+        "{again}"
     );
     c.visit(&format!("/projects/{project}")).await;
     let canonical = c.text("#canonical").await;
@@ -1499,18 +1531,26 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
     )
     .await;
     c.visit(&format!("/plans/{jam}/queue")).await;
-    assert_eq!(c.text("#run-id").await, run);
-    assert_eq!(c.count(".rating").await, 0, "a game-jam run takes no ratings");
+    let shown: Vec<String> = c
+        .eval("[...document.querySelectorAll('section.repeat')].map((s) => s.dataset.run)")
+        .await;
+    assert_eq!(shown, std::slice::from_ref(&run));
+    assert_eq!(
+        c.count(".choice:not([data-name=category])").await,
+        0,
+        "a game-jam run takes no ratings"
+    );
     let offered: Vec<String> = c
-        .eval("[...document.querySelectorAll('#category option')].map((o) => o.textContent)")
+        .eval("[...document.querySelectorAll('.choice[data-name=category] button.opt')].map((o) => o.textContent)")
         .await;
     assert_eq!(
         offered,
-        ["choose…", "💩 poop", "🧱 brick", "🥈 silver", "🥇 gold", "💎 diamond"]
+        ["1 💩 poop", "2 🧱 brick", "3 🥈 silver", "4 🥇 gold", "5 💎 diamond"]
     );
     c.screenshot("review-game-jam").await;
-    c.choose("#category", "diamond").await;
-    c.click("#submit-review").await;
+    c.click(".choice[data-name=category] button.opt[data-value=diamond]")
+        .await;
+    c.click(".submit-review").await;
     wait_until("the category review to land", Duration::from_secs(30), async || {
         let category = b.get(&format!("/v1/runs/{run}")).await["category"].clone();
         if category == "diamond" { Ok(()) } else { Err(category) }

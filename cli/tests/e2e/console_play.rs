@@ -128,7 +128,7 @@ fn b64(bytes: &[u8]) -> String {
 }
 
 /// belay with an artifact origin on a port of its own, its URLs living `ttl_secs`.
-async fn belay_with_artifacts(ttl_secs: u32) -> (Belay, String) {
+pub(crate) async fn belay_with_artifacts(ttl_secs: u32) -> (Belay, String) {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let ttl = ttl_secs.to_string();
@@ -326,7 +326,11 @@ async fn a_multi_file_game_is_played_in_the_review_frame_and_a_hostile_build_rea
         .await
         .unwrap();
     c.visit(&format!("/plans/{game_plan}/queue")).await;
-    assert_eq!(c.text("#run-id").await, game_run);
+    assert_eq!(
+        c.eval::<String>("(document.querySelector('section.repeat') || {dataset: {}}).dataset.run || ''")
+            .await,
+        game_run
+    );
 
     // The build plays from the artifact origin, scripts on, in a frame with no same-origin, no
     // top navigation and no popups; the page says what it may and may not do.
@@ -470,7 +474,11 @@ async fn a_multi_file_game_is_played_in_the_review_frame_and_a_hostile_build_rea
 
     // The hostile build: every attempt fails, each for its own reason.
     c.visit(&format!("/plans/{hostile_plan}/queue")).await;
-    assert_eq!(c.text("#run-id").await, hostile_run);
+    assert_eq!(
+        c.eval::<String>("(document.querySelector('section.repeat') || {dataset: {}}).dataset.run || ''")
+            .await,
+        hostile_run
+    );
     let src: String = c.eval("document.querySelector('.artifact-frame').src").await;
     let mut probe_frame = FrameSession::attach(&c, src.trim_end_matches("index.html")).await;
     let probe = probe_frame
@@ -496,7 +504,12 @@ async fn a_multi_file_game_is_played_in_the_review_frame_and_a_hostile_build_rea
         c.page.url().await.unwrap().unwrap(),
         format!("{}/plans/{hostile_plan}/queue", b.url)
     );
-    assert_eq!(c.text("#run-id").await, hostile_run, "the console is still there");
+    assert_eq!(
+        c.eval::<String>("(document.querySelector('section.repeat') || {dataset: {}}).dataset.run || ''")
+            .await,
+        hostile_run,
+        "the console is still there"
+    );
     assert!(
         c.eval::<bool>("sessionStorage.getItem('belay.token') !== null").await,
         "the console still holds its token"
@@ -544,7 +557,12 @@ async fn a_multi_file_game_is_played_in_the_review_frame_and_a_hostile_build_rea
         sent.is_empty(),
         "the build's navigation reached the other host: {sent:?}"
     );
-    assert_eq!(c.text("#run-id").await, hostile_run, "the console is still there");
+    assert_eq!(
+        c.eval::<String>("(document.querySelector('section.repeat') || {dataset: {}}).dataset.run || ''")
+            .await,
+        hostile_run,
+        "the console is still there"
+    );
 
     // Several runs on one page, as a cell's repeats are shown: each view frames its own run under
     // its own URL, and each build loads.

@@ -71,6 +71,7 @@ async fn catalogue(s: &Store, harnesses: &[(&str, i64)]) {
             variants: vec!["default".into()],
             engines: vec![],
             title: None,
+            review_domains: None,
         })
         .await
         .unwrap();

@@ -68,6 +68,7 @@ async fn catalogue(s: &Store) {
             variants: vec!["default".into()],
             engines: vec![],
             title: None,
+            review_domains: None,
         })
         .await
         .unwrap();

@@ -7,7 +7,7 @@ use belay_domain::catalogue::{
 };
 use belay_domain::ids::{AccountId, ChangeId, EditSessionId, JobId, PlanId, ProjectId, TaskRunId, TokenId};
 use belay_domain::job::{CasePin, Combination, JobStatus, Origin, RetryDecision};
-use belay_domain::review::{JamCategory, Rating, ReviewInput};
+use belay_domain::review::{DomainSource, JamCategory, Rating, ReviewInput};
 use belay_store::jobs::{Completion, NewJob, Transition};
 use belay_store::testing::fresh;
 use belay_store::{Backend, Store, StoreError};
@@ -112,6 +112,7 @@ on_both!(
             variants: vec!["default".into()],
             engines: vec!["godot".into()],
             title: Some("Snake".into()),
+            review_domains: None,
         };
         let v = s.ingest_test_case_version(&input).await.unwrap();
         assert!(!v.frozen);
@@ -133,6 +134,7 @@ on_both!(
             variants: vec!["default".into(), "hard".into()],
             engines: vec![],
             title: None,
+            review_domains: None,
         };
         let v = s.update_test_case_version("snake", "1.0.0", &update).await.unwrap();
         assert_eq!(v.test_type, TestType::GameJam);
@@ -575,6 +577,96 @@ on_both!(
         ));
         assert_eq!(s.reviews_of(&run.id).await.unwrap().len(), 2);
         assert_eq!(r.category, None, "a standard run shows no category");
+    }
+);
+
+on_both!(
+    a_review_is_offered_the_versions_declared_domains_else_the_reviewers_remembered_ones,
+    |s: Store| async move {
+        add_harness(&s, "a", 2).await;
+        let (alice, _) = s.create_account("alice").await.unwrap();
+        let (bob, _) = s.create_account("bob").await.unwrap();
+        let rate = |pairs: &[(&str, Rating)]| ReviewInput {
+            ratings: Some(
+                pairs
+                    .iter()
+                    .map(|(d, r)| (d.to_string(), *r))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            category: None,
+            note: None,
+        };
+        // "snake" declares none; "maze" declares its own.
+        let version = |slug: &str, domains: Option<Vec<String>>| TestCaseVersionInput {
+            slug: slug.into(),
+            version: "1.0.0".into(),
+            test_type: TestType::Standard,
+            variants: vec!["default".into()],
+            engines: vec![],
+            title: None,
+            review_domains: domains,
+        };
+        s.ingest_test_case_version(&version("snake", None)).await.unwrap();
+        let maze = s
+            .ingest_test_case_version(&version("maze", Some(vec!["gameplay".into(), "visuals".into()])))
+            .await
+            .unwrap();
+        assert_eq!(
+            maze.review_domains,
+            Some(vec!["gameplay".to_string(), "visuals".to_string()])
+        );
+        let snake_job = s.enqueue(new_job("a")).await.unwrap();
+        let mut maze_job = new_job("a");
+        maze_job.case = pin("maze");
+        let maze_job = s.enqueue(maze_job).await.unwrap();
+        s.claim("k").await.unwrap();
+        let snake = run_to_completion(&s, &snake_job.id).await;
+        let maze = run_to_completion(&s, &maze_job.id).await;
+
+        let offered = s.offered_review_domains(&snake.id, &alice.id).await.unwrap().unwrap();
+        assert_eq!(
+            (offered.domains, offered.source),
+            (vec!["overall".to_string()], DomainSource::Default)
+        );
+        // Alice rates her own domains on an undeclared version: they are remembered for her only.
+        s.submit_review(
+            &snake.id,
+            &alice.id,
+            &rate(&[("feel", Rating::Great), ("sound", Rating::Scuffed)]),
+        )
+        .await
+        .unwrap();
+        let offered = s.offered_review_domains(&snake.id, &alice.id).await.unwrap().unwrap();
+        assert_eq!(
+            (offered.domains, offered.source),
+            (vec!["feel".to_string(), "sound".to_string()], DomainSource::Remembered)
+        );
+        let offered = s.offered_review_domains(&snake.id, &bob.id).await.unwrap().unwrap();
+        assert_eq!(offered.source, DomainSource::Default, "remembered per account");
+        // A declared version offers its own domains; rating them does not change what she remembers.
+        let offered = s.offered_review_domains(&maze.id, &alice.id).await.unwrap().unwrap();
+        assert_eq!(
+            (offered.domains, offered.source),
+            (
+                vec!["gameplay".to_string(), "visuals".to_string()],
+                DomainSource::CaseVersion
+            )
+        );
+        s.submit_review(
+            &maze.id,
+            &alice.id,
+            &rate(&[("gameplay", Rating::Great), ("extra", Rating::Passable)]),
+        )
+        .await
+        .unwrap();
+        let offered = s.offered_review_domains(&snake.id, &alice.id).await.unwrap().unwrap();
+        assert_eq!(offered.domains, vec!["feel".to_string(), "sound".to_string()]);
+        assert!(
+            s.offered_review_domains(&"run_nope".to_string().into(), &alice.id)
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 );
 

@@ -1,4 +1,4 @@
-//! Lists the migrations from `migrations/sqlite/` and `migrations/postgres/` at build time, so
+//! Lists the migrations from `sqlite/` and `postgres/` at build time, so
 //! the list is never kept by hand: every `<version>_<name>.sql` file becomes one entry, in version
 //! order, and a migration present for one backend only fails the build.
 
@@ -27,10 +27,9 @@ fn list(dir: &Path) -> BTreeMap<(i64, String), PathBuf> {
 }
 
 fn main() {
-    // Read when the script runs, not when it was compiled: a build script binary built for one
-    // checkout must not list another checkout's migrations.
-    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let root = Path::new(&manifest).join("../migrations");
+    // Cargo runs a build script in its package's directory, which holds the two folders: a build
+    // script binary built for one checkout never lists another checkout's migrations.
+    let root = std::env::current_dir().expect("the package directory");
     let sqlite = list(&root.join("sqlite"));
     let postgres = list(&root.join("postgres"));
     if let Some(key) = sqlite.keys().find(|k| !postgres.contains_key(*k)) {
@@ -39,7 +38,7 @@ fn main() {
     if let Some(key) = postgres.keys().find(|k| !sqlite.contains_key(*k)) {
         panic!("migration {}_{} exists for postgres but not for sqlite", key.0, key.1);
     }
-    let mut code = String::from("const MIGRATIONS: &[Migration] = &[\n");
+    let mut code = String::from("/// Every migration, in version order.\npub const MIGRATIONS: &[Migration] = &[\n");
     for ((version, name), sqlite_path) in &sqlite {
         let postgres_path = &postgres[&(*version, name.clone())];
         code.push_str(&format!(
@@ -51,6 +50,6 @@ fn main() {
     code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("migrations.rs");
     std::fs::write(out, code).expect("writing the migration list");
-    println!("cargo:rerun-if-changed=../migrations/sqlite");
-    println!("cargo:rerun-if-changed=../migrations/postgres");
+    println!("cargo:rerun-if-changed=sqlite");
+    println!("cargo:rerun-if-changed=postgres");
 }
