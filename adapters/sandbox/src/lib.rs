@@ -88,6 +88,61 @@ const EXIT_WAIT: Duration = Duration::from_secs(5);
 const SID_HEADER: &[u8] = b"belay-sid=";
 /// The last line [`ALONE_CHECK`] writes to stderr when nothing else is left in its session.
 const ALONE_TRAILER: &[u8] = b"belay-alone\n";
+/// The leftover kill as a shell function, `belay_kill MODE WANT [KEEP]`, from ONE process that
+/// never forks: after a fork bomb the pids limit is used up, so a killer that needed a process per
+/// pass (a `pkill` exec each) could wait for a free slot for tens of seconds, and a kill that frees
+/// slots lets the survivors fork again. So it stops first (a stopped process cannot fork) until
+/// nothing in the selection can run, then kills, and repeats until nothing is alive; then it waits
+/// until the dead are reaped by the container's init, so that their pid slots are free for the next
+/// command. MODE and WANT: `session <sid>` (as root) or `user -` (as that user: every process it
+/// owns). It spares its own shell and KEEP. Returns 1: nothing was left; 0: leftovers were killed;
+/// 3 or 4: it gave up.
+macro_rules! kill_fn {
+    () => {
+        r#"belay_kill() {
+  mode=$1 want=$2 keep=" $$ $3 " n=0
+  pass() {
+    n=0
+    for d in /proc/[0-9]*; do
+      p=${d#/proc/}
+      case "$keep" in *" $p "*) continue ;; esac
+      { read -r st < "$d/stat"; } 2>/dev/null || continue
+      st=${st##*) }
+      state=${st%% *}
+      case "$state" in ""|*" "*) continue ;; esac
+      case "$2" in *"$state"*) ;; *) continue ;; esac
+      if [ "$mode" = session ]; then
+        r=${st#* }; r=${r#* }; r=${r#* }
+        [ "${r%% *}" = "$want" ] || continue
+      elif [ ! -O "$d" ]; then
+        continue
+      fi
+      kill -s "$1" "$p" 2>/dev/null && n=$((n + 1))
+    done
+  }
+  pass 0 RSDTt
+  [ "$n" -eq 0 ] && return 1
+  i=0
+  while :; do
+    pass STOP RSD
+    while [ "$n" -gt 0 ]; do
+      i=$((i + 1)); [ "$i" -gt 2000 ] && return 3
+      pass STOP RSD
+    done
+    pass KILL RSDTt
+    [ "$n" -eq 0 ] && break
+    i=$((i + 1)); [ "$i" -gt 2000 ] && return 3
+  done
+  i=0
+  while :; do
+    pass 0 Z
+    [ "$n" -eq 0 ] && return 0
+    i=$((i + 1)); [ "$i" -gt 20000 ] && return 4
+  done
+}
+"#
+    };
+}
 /// Runs a root command (as `sh -c ALONE_CHECK belay-run <argv>` under the wrapper's `timeout`),
 /// then looks through /proc for anything else left in its session (not itself, not `timeout`
 /// above it) and says [`ALONE_TRAILER`] when there is nothing: the exec then needs no leftover
@@ -96,12 +151,16 @@ const ALONE_TRAILER: &[u8] = b"belay-alone\n";
 /// start) so that it is never a shell builtin, and is waited for with the shell's own stderr on
 /// /dev/null so that the shell adds no `Killed` line of its own. The look is only trusted when
 /// every process it listed could be read: one that vanished meanwhile may have forked a new one,
-/// so it looks again (a few times, then gives up and says nothing). Says nothing either when the
-/// command timed out (`timeout` above kills this shell too). A command can write the trailer
+/// so it looks again (a few times, then gives up and says nothing). When something is left it
+/// kills the session itself with [`kill_fn!`] before it exits, without the trailer: the exec's
+/// own session kill still follows, and then finds nothing and a pid to start with. Says nothing
+/// either when the command timed out (`timeout` above kills this shell too). A command can write the trailer
 /// itself, but a root command can leave its session anyway (`setsid`), so the session kill this
 /// skips never bound it; unprivileged commands, whose kill takes every process of their uid,
-/// never run this.
-const ALONE_CHECK: &str = r#"timeout --foreground 0 "$@" & wait "$!" 2>/dev/null; rc=$?
+/// never run this (they run [`USER_SWEEP`]).
+const ALONE_CHECK: &str = concat!(
+    kill_fn!(),
+    r#"timeout --foreground 0 "$@" & wait "$!" 2>/dev/null; rc=$?
 read -r st < /proc/self/stat; st=${st##*) }; st=${st#* }; st=${st#* }; st=${st#* }; sid=${st%% *}
 i=0
 while [ "$i" -lt 5 ]; do
@@ -111,58 +170,30 @@ while [ "$i" -lt 5 ]; do
     { [ "$p" = "$$" ] || [ "$p" = "$PPID" ]; } && continue
     if ! { read -r st < "$d/stat"; } 2>/dev/null; then gone=1; continue; fi
     st=${st##*) }; st=${st#* }; st=${st#* }; st=${st#* }
-    [ "${st%% *}" = "$sid" ] && exit "$rc"
+    [ "${st%% *}" = "$sid" ] && break 2
   done
   [ "$gone" -eq 0 ] && { printf 'belay-alone\n' >&2; exit "$rc"; }
 done
-exit "$rc""#;
-/// Kills what a command left behind, from ONE process that never forks: after a fork bomb the
-/// pids limit is used up, so a killer that needed a process per pass (a `pkill` exec each) could
-/// wait for a free slot for tens of seconds, and a kill that frees slots lets the survivors fork
-/// again. So it stops first (a stopped process cannot fork) until nothing in the selection can
-/// run, then kills, and repeats until nothing is alive; then it waits until the dead are reaped
-/// by the container's init, so that their pid slots are free for the next command.
-/// Arguments: `session <sid>` (run as root) or `user <uid>` (run as that user: every process it
-/// owns). Exit 1: nothing was left; 0: leftovers were killed; 3 or 4: it gave up.
-const KILLER: &str = r#"mode=$1 want=$2 me=$$ n=0
-pass() {
-  n=0
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    [ "$p" = "$me" ] && continue
-    { read -r st < "$d/stat"; } 2>/dev/null || continue
-    st=${st##*) }
-    state=${st%% *}
-    case "$state" in ""|*" "*) continue ;; esac
-    case "$2" in *"$state"*) ;; *) continue ;; esac
-    if [ "$mode" = session ]; then
-      r=${st#* }; r=${r#* }; r=${r#* }
-      [ "${r%% *}" = "$want" ] || continue
-    elif [ ! -O "$d" ]; then
-      continue
-    fi
-    kill -s "$1" "$p" 2>/dev/null && n=$((n + 1))
-  done
-}
-pass 0 RSDTt
-[ "$n" -eq 0 ] && exit 1
-i=0
-while :; do
-  pass STOP RSD
-  while [ "$n" -gt 0 ]; do
-    i=$((i + 1)); [ "$i" -gt 2000 ] && exit 3
-    pass STOP RSD
-  done
-  pass KILL RSDTt
-  [ "$n" -eq 0 ] && break
-  i=$((i + 1)); [ "$i" -gt 2000 ] && exit 3
-done
-i=0
-while :; do
-  pass 0 Z
-  [ "$n" -eq 0 ] && exit 0
-  i=$((i + 1)); [ "$i" -gt 20000 ] && exit 4
-done"#;
+belay_kill session "$sid" "$PPID"
+exit "$rc""#
+);
+/// Runs an unprivileged command (as `sh -c USER_SWEEP belay-run <argv>` under the wrapper's
+/// `timeout`), then kills, from this same shell, every other process of its user but the `timeout`
+/// above it. It needs no pid to do so: a command that used up the pids limit (a fork bomb) is
+/// stopped and killed by a process that already runs, where a kill exec started afterwards could
+/// wait for a free slot past its deadline. The user's processes can kill this shell too, so its
+/// sweep is never trusted: the exec's own kill of every process of the uid follows, and finds
+/// nothing in the ordinary case.
+const USER_SWEEP: &str = concat!(
+    kill_fn!(),
+    r#"timeout --foreground 0 "$@" & wait "$!" 2>/dev/null; rc=$?
+belay_kill user - "$PPID"
+exit "$rc""#
+);
+/// The kill exec: [`kill_fn!`] with the exec's arguments, `session <sid>` (run as root) or
+/// `user -` (run as that user). Exit 1: nothing was left; 0: leftovers were killed; 3 or 4: it
+/// gave up.
+const KILLER: &str = concat!(kill_fn!(), r#"belay_kill "$1" "$2"; exit $?"#);
 /// Runs as the exec's own process (a session leader under runc): reports its session id, makes
 /// the user's own home the command's `HOME` (and Bun's cache under it), then becomes coreutils
 /// `timeout`, which puts the command in its own process group and kills that group when time runs
@@ -812,9 +843,8 @@ impl Sandboxes {
         cmd.push(user.home());
         cmd.push(seconds);
         let checked = matches!(user, SandboxUser::Root);
-        if checked {
-            cmd.extend(["sh", "-c", ALONE_CHECK, "belay-run"].map(str::to_owned));
-        }
+        let runner = if checked { ALONE_CHECK } else { USER_SWEEP };
+        cmd.extend(["sh", "-c", runner, "belay-run"].map(str::to_owned));
         cmd.extend(argv.iter().cloned());
         let exec = self
             .docker
@@ -1221,7 +1251,7 @@ impl Sandboxes {
                 Some(sid) if sid > 1 => ("session", sid.to_string()),
                 _ => return Ok(()),
             },
-            SandboxUser::Unprivileged(uid) => ("user", uid.to_string()),
+            SandboxUser::Unprivileged(_) => ("user", "-".to_owned()),
         };
         let argv = ["sh", "-c", KILLER, "belay-kill", mode, &target];
         let attempts = async {
