@@ -3,6 +3,7 @@
 //!
 //! The adapter itself runs in the `harness` activity; this module holds the rules.
 
+use crate::budget::{Reported, Usage};
 use crate::ids::JobId;
 use crate::job::{CasePin, Combination};
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,25 @@ pub struct Manifest {
     pub artifacts: Vec<String>,
     #[serde(default)]
     pub message: Option<String>,
+    /// Tokens the run used, `{"inputTokens": n, "outputTokens": n}`: priced by the model's list
+    /// price when there is no `costUsd`. Read leniently: a malformed value is as if absent.
+    #[serde(default)]
+    pub usage: Option<serde_json::Value>,
+    /// What the run cost in US dollars, when the adapter knows. Read leniently, as `usage`.
+    #[serde(default)]
+    pub cost_usd: Option<serde_json::Value>,
+}
+
+impl Manifest {
+    /// What the manifest says the run cost: a `costUsd` or a `usage` that is not a valid amount is
+    /// ignored (the run then costs its usage priced, else its estimate), never a failed run.
+    pub fn reported(&self) -> Reported {
+        let usage = self
+            .usage
+            .as_ref()
+            .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok());
+        Reported::from_manifest(self.cost_usd.as_ref().and_then(serde_json::Value::as_f64), usage)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,7 +81,13 @@ pub enum ProcessEnd {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum AdapterOutcome {
-    Completed { loaded: bool, artifacts: Vec<String> },
+    Completed {
+        loaded: bool,
+        artifacts: Vec<String>,
+        /// The manifest's `costUsd` and `usage`.
+        #[serde(default, skip_serializing_if = "Reported::is_empty")]
+        reported: Reported,
+    },
     Failed { reason: String },
 }
 
@@ -94,9 +120,11 @@ pub fn decide_outcome(end: ProcessEnd, manifest: Option<&str>) -> AdapterOutcome
             return failed(format!("{MANIFEST_FILE} artifact {a:?}: {why}"));
         }
     }
+    let reported = m.reported();
     AdapterOutcome::Completed {
         loaded: m.loaded,
         artifacts: m.artifacts,
+        reported,
     }
 }
 
@@ -222,9 +250,40 @@ mod tests {
             decide_outcome(ProcessEnd::Exited(0), Some(m)),
             AdapterOutcome::Completed {
                 loaded: true,
-                artifacts: vec!["build/index.html".into()]
+                artifacts: vec!["build/index.html".into()],
+                reported: Reported::default(),
             }
         );
+    }
+
+    #[test]
+    fn a_manifest_reports_its_cost_and_usage_and_a_malformed_report_is_ignored() {
+        let reported = |m: &str| match decide_outcome(ProcessEnd::Exited(0), Some(m)) {
+            AdapterOutcome::Completed { reported, .. } => reported,
+            other => panic!("{other:?}"),
+        };
+        let r = reported(r#"{"status":"completed","costUsd":0.42,"usage":{"inputTokens":1000,"outputTokens":200}}"#);
+        assert_eq!(r.cost, Some(crate::budget::Micros(420_000)));
+        assert_eq!(
+            r.usage,
+            Some(Usage {
+                input_tokens: 1000,
+                output_tokens: 200
+            })
+        );
+        // Whatever the cost fields hold, the run completes; nonsense is as if absent.
+        let r = reported(r#"{"status":"completed","costUsd":"lots","usage":{"inputTokens":"x"}}"#);
+        assert!(r.is_empty());
+        assert!(reported(r#"{"status":"completed","costUsd":-1}"#).is_empty());
+        // The outcome's payload is what it was when nothing is reported.
+        let plain = decide_outcome(ProcessEnd::Exited(0), Some(r#"{"status":"completed"}"#));
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            serde_json::json!({"outcome": "completed", "loaded": false, "artifacts": []})
+        );
+        let old: AdapterOutcome =
+            serde_json::from_value(serde_json::json!({"outcome": "completed", "loaded": true, "artifacts": []})).unwrap();
+        assert!(matches!(old, AdapterOutcome::Completed { reported, .. } if reported.is_empty()));
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! integers are exact in both backends and in any order. The API speaks US dollars as numbers;
 //! [`Micros::from_usd`] rounds each to the nearest micro-dollar, once, at the edge.
 
-use crate::catalogue::ListPrice;
+use crate::catalogue::{ListPrice, ModelCatalogue};
+use crate::job::Combination;
 use crate::validation::ValidationError;
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +51,46 @@ impl Micros {
     pub fn saturating_add(self, other: Micros) -> Micros {
         Micros(self.0.saturating_add(other.0))
     }
+
+    /// `runs` runs at `self` each.
+    pub fn times(self, runs: i64) -> Micros {
+        Micros(self.0.saturating_mul(runs.max(0)))
+    }
+}
+
+/// Micro-dollars written as a number of US dollars (`#[serde(with = "usd")]`): what the API
+/// shows, while the code counts integers.
+pub mod usd {
+    use super::Micros;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Micros, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(m.usd())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Micros, D::Error> {
+        let usd = f64::deserialize(d)?;
+        Micros::from_usd("usd", usd).map_err(|e| serde::de::Error::custom(e.rule))
+    }
+
+    /// The same for an optional amount (`null` when absent).
+    pub mod option {
+        use super::Micros;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(m: &Option<Micros>, s: S) -> Result<S::Ok, S::Error> {
+            match m {
+                Some(m) => s.serialize_f64(m.usd()),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Micros>, D::Error> {
+            Option::<f64>::deserialize(d)?
+                .map(|usd| Micros::from_usd("usd", usd).map_err(|e| serde::de::Error::custom(e.rule)))
+                .transpose()
+        }
+    }
 }
 
 /// A plan's or a ladder's budget as the API takes it: `{"usd": n}`; `null` is no budget.
@@ -65,6 +106,32 @@ impl BudgetInput {
     pub fn micros(&self) -> Result<Micros, ValidationError> {
         Micros::from_usd("budget.usd", self.usd)
     }
+
+    /// The budget as the API shows it.
+    pub fn of(m: Micros) -> BudgetInput {
+        BudgetInput { usd: m.usd() }
+    }
+}
+
+/// A plan's or a ladder's `estimatedRunUsd` in micro-dollars: more than 0 (a run estimated to
+/// cost nothing would let a budget launch without end); the error names `estimatedRunUsd`.
+pub fn estimated_run(usd: f64) -> Result<Micros, ValidationError> {
+    let m = Micros::from_usd("estimatedRunUsd", usd)?;
+    if m.0 <= 0 {
+        return Err(ValidationError::new("estimatedRunUsd", "must be more than 0"));
+    }
+    Ok(m)
+}
+
+/// Checks the budget fields a plan or a ladder is saved with: `budget.usd` and `estimatedRunUsd`.
+pub fn check_budget_fields(budget: Option<&BudgetInput>, estimated_run_usd: Option<f64>) -> Result<(), ValidationError> {
+    if let Some(b) = budget {
+        b.micros()?;
+    }
+    if let Some(e) = estimated_run_usd {
+        estimated_run(e)?;
+    }
+    Ok(())
 }
 
 /// Token counts an adapter reports in its manifest (`usage: {inputTokens, outputTokens}`).
@@ -75,11 +142,32 @@ pub struct Usage {
     pub output_tokens: i64,
 }
 
-/// What an adapter's manifest says a run cost, read from its `costUsd` and `usage` fields.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// What an adapter's manifest says a run cost, read from its `costUsd` and `usage` fields (a
+/// `costUsd` that is not a valid amount is dropped here, once: [`Reported::from_manifest`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Reported {
-    pub cost_usd: Option<f64>,
+    /// The adapter's `costUsd`, in micro-dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Micros>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+}
+
+impl Reported {
+    /// From a manifest's `costUsd` and `usage`: a negative, non-finite or absurd `costUsd` is
+    /// dropped (the usage, else the estimate, prices the run instead).
+    pub fn from_manifest(cost_usd: Option<f64>, usage: Option<Usage>) -> Reported {
+        Reported {
+            cost: cost_usd.and_then(|usd| Micros::from_usd("costUsd", usd).ok()),
+            usage,
+        }
+    }
+
+    /// Whether the adapter reported nothing.
+    pub fn is_empty(&self) -> bool {
+        self.cost.is_none() && self.usage.is_none()
+    }
 }
 
 /// Where a run's settled cost came from.
@@ -116,7 +204,7 @@ pub fn usage_cost(usage: Usage, price: ListPrice) -> Option<Micros> {
 /// A completed run's cost: the adapter's `costUsd` when it is a valid amount, else its `usage`
 /// priced by the model's list price, else the estimate reserved for the run.
 pub fn run_cost(reported: Reported, price: Option<ListPrice>, estimate: Micros) -> (Micros, CostBasis) {
-    if let Some(m) = reported.cost_usd.and_then(|usd| Micros::from_usd("costUsd", usd).ok()) {
+    if let Some(m) = reported.cost {
         return (m, CostBasis::Reported);
     }
     if let (Some(usage), Some(price)) = (reported.usage, price)
@@ -125,6 +213,24 @@ pub fn run_cost(reported: Reported, price: Option<ListPrice>, estimate: Micros) 
         return (m, CostBasis::Usage);
     }
     (estimate, CostBasis::Estimate)
+}
+
+/// The list price a combination's usage is priced at: its model's, or for a gg combination the
+/// dearest of its bound models' prices, input and output apart (a gg run's usage is not split by
+/// model, so it is priced at an upper bound). `None` when a model has no price.
+pub fn combination_price(combination: &Combination, models: &ModelCatalogue) -> Option<ListPrice> {
+    let mut out: Option<ListPrice> = None;
+    for m in combination.models() {
+        let p = models.get(m)?.list_price?;
+        out = Some(match out {
+            None => p,
+            Some(o) => ListPrice {
+                input_per_mtok_usd: o.input_per_mtok_usd.max(p.input_per_mtok_usd),
+                output_per_mtok_usd: o.output_per_mtok_usd.max(p.output_per_mtok_usd),
+            },
+        });
+    }
+    out
 }
 
 /// What the estimate of a cell's next run is made from, best first.
@@ -174,10 +280,22 @@ pub fn estimate(facts: &EstimateFacts) -> Option<(Micros, EstimateBasis)> {
 }
 
 /// A budget's account: what its settled runs cost and what its runs in flight have reserved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Shown on a plan's and a ladder's reads, the matrix and the board as `budgetUsd` (`null`: no
+/// budget), `spentUsd` and `reservedUsd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Ledger {
+    /// The budget in US dollars; `null` when there is none.
+    #[serde(rename = "budgetUsd", with = "usd::option", default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub budget: Option<Micros>,
+    /// What the runs it launched that have ended cost, in US dollars.
+    #[serde(rename = "spentUsd", with = "usd", default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = f64))]
     pub spent: Micros,
+    /// What its runs still in flight have reserved, in US dollars.
+    #[serde(rename = "reservedUsd", with = "usd", default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = f64))]
     pub reserved: Micros,
 }
 
@@ -192,6 +310,16 @@ impl Ledger {
     pub fn fits(&self, amount: Micros) -> bool {
         self.headroom().is_none_or(|h| amount <= h)
     }
+
+    /// Reserves `amount` when it fits (always without a budget); false, reserving nothing, when
+    /// it would pass the budget.
+    pub fn reserve(&mut self, amount: Micros) -> bool {
+        if !self.fits(amount) {
+            return false;
+        }
+        self.reserved = self.reserved.saturating_add(amount);
+        true
+    }
 }
 
 /// One cell a top-up would emit runs for, in emission order.
@@ -203,37 +331,16 @@ pub struct Wanted {
     pub estimate: Micros,
 }
 
-/// What the budget lets a top-up emit for one cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Granted {
-    /// Runs to emit (each reserving the cell's estimate).
-    pub runs: i64,
-    /// Runs held back by the budget: reported with reason `budget` when non-zero.
-    pub held: i64,
-}
-
-/// Walks a top-up's cells in emission order and reserves each run's estimate while it fits:
-/// a cell gets as many of its runs as fit, and a run that does not fit is held back, while a
-/// later, cheaper cell may still fit. Without a budget everything is granted.
-pub fn grant(ledger: Ledger, cells: &[Wanted]) -> Vec<Granted> {
+/// Walks a top-up's cells in emission order and reserves each cell's whole estimate (its runs ×
+/// the estimate of one) while it fits: a cell is emitted whole or not at all (its repeats are the
+/// unit of judgement), and a cell that does not fit is held back while a later, cheaper cell may
+/// still fit. Without a budget every cell is granted. This is the rule the top-up's walk applies
+/// cell by cell ([`crate::top_up::plan_top_up_within`]).
+pub fn grant(ledger: Ledger, cells: &[Wanted]) -> Vec<bool> {
     let mut ledger = ledger;
     cells
         .iter()
-        .map(|cell| {
-            let runs = cell.runs.max(0);
-            let fit = match ledger.headroom() {
-                None => runs,
-                Some(_) if cell.estimate.0 <= 0 => runs,
-                Some(h) => runs.min(h.0 / cell.estimate.0),
-            };
-            ledger.reserved = ledger
-                .reserved
-                .saturating_add(Micros(fit.saturating_mul(cell.estimate.0)));
-            Granted {
-                runs: fit,
-                held: runs - fit,
-            }
-        })
+        .map(|cell| ledger.reserve(cell.estimate.times(cell.runs)))
         .collect()
 }
 
@@ -264,21 +371,19 @@ mod tests {
     #[test]
     fn a_run_costs_what_it_reports_else_its_usage_priced_else_its_estimate() {
         let est = usd(0.5);
-        let both = Reported {
-            cost_usd: Some(1.25),
-            usage: Some(Usage {
-                input_tokens: 1,
-                output_tokens: 1,
-            }),
-        };
+        let some_usage = Some(Usage {
+            input_tokens: 1,
+            output_tokens: 1,
+        });
+        let both = Reported::from_manifest(Some(1.25), some_usage);
         assert_eq!(run_cost(both, Some(SONNET), est), (usd(1.25), CostBasis::Reported));
-        let usage = Reported {
-            cost_usd: None,
-            usage: Some(Usage {
+        let usage = Reported::from_manifest(
+            None,
+            Some(Usage {
                 input_tokens: 100_000,
                 output_tokens: 10_000,
             }),
-        };
+        );
         // 0.1 M × $3 + 0.01 M × $15 = $0.45.
         assert_eq!(run_cost(usage, Some(SONNET), est), (usd(0.45), CostBasis::Usage));
         // Usage without a price, or nothing at all, or a nonsense costUsd: the estimate.
@@ -287,11 +392,68 @@ mod tests {
             run_cost(Reported::default(), Some(SONNET), est),
             (est, CostBasis::Estimate)
         );
-        let bad = Reported {
-            cost_usd: Some(-3.0),
-            usage: None,
+        for nonsense in [-3.0, f64::NAN, f64::INFINITY, 5e9] {
+            let bad = Reported::from_manifest(Some(nonsense), None);
+            assert!(bad.is_empty(), "{nonsense}");
+            assert_eq!(run_cost(bad, Some(SONNET), est), (est, CostBasis::Estimate));
+        }
+        // Negative token counts are not a usage either.
+        let negative = Reported::from_manifest(
+            None,
+            Some(Usage {
+                input_tokens: -1,
+                output_tokens: 5,
+            }),
+        );
+        assert_eq!(run_cost(negative, Some(SONNET), est), (est, CostBasis::Estimate));
+    }
+
+    #[test]
+    fn a_gg_combination_is_priced_at_the_dearest_of_its_bound_models() {
+        use crate::catalogue::ModelFacts;
+        let models: ModelCatalogue = [
+            ("cheap", Some(ListPrice { input_per_mtok_usd: 1.0, output_per_mtok_usd: 20.0 })),
+            ("dear", Some(SONNET)),
+            ("unpriced", None),
+        ]
+        .into_iter()
+        .map(|(m, p)| (m.to_string(), ModelFacts { context_window: None, list_price: p }))
+        .collect();
+        let gg = |ms: &[&str]| Combination::Gg {
+            gg_config_id: "gg_1".into(),
+            bindings: ms.iter().enumerate().map(|(i, m)| (format!("s{i}"), m.to_string())).collect(),
         };
-        assert_eq!(run_cost(bad, Some(SONNET), est), (est, CostBasis::Estimate));
+        let p = combination_price(&gg(&["cheap", "dear"]), &models).unwrap();
+        assert_eq!((p.input_per_mtok_usd, p.output_per_mtok_usd), (3.0, 20.0));
+        assert_eq!(combination_price(&gg(&["cheap", "unpriced"]), &models), None);
+        let h = Combination::Harness { harness: "cc".into(), model: "dear".into(), provider: None };
+        assert_eq!(combination_price(&h, &models), Some(SONNET));
+    }
+
+    #[test]
+    fn budget_fields_name_the_field_and_the_rule() {
+        assert!(check_budget_fields(Some(&BudgetInput { usd: 3.0 }), Some(0.25)).is_ok());
+        assert!(check_budget_fields(None, None).is_ok());
+        let e = check_budget_fields(Some(&BudgetInput { usd: -1.0 }), None).unwrap_err();
+        assert_eq!((e.field.as_str(), e.rule.as_str()), ("budget.usd", "must be at least 0"));
+        let e = check_budget_fields(None, Some(0.0)).unwrap_err();
+        assert_eq!((e.field.as_str(), e.rule.as_str()), ("estimatedRunUsd", "must be more than 0"));
+        let e = check_budget_fields(None, Some(-2.0)).unwrap_err();
+        assert_eq!(e.field, "estimatedRunUsd");
+    }
+
+    #[test]
+    fn a_ledger_reads_and_writes_as_dollars() {
+        let l = Ledger {
+            budget: Some(usd(3.0)),
+            spent: usd(1.5),
+            reserved: usd(0.25),
+        };
+        let v = serde_json::to_value(l).unwrap();
+        assert_eq!(v, serde_json::json!({"budgetUsd": 3.0, "spentUsd": 1.5, "reservedUsd": 0.25}));
+        assert_eq!(serde_json::from_value::<Ledger>(v).unwrap(), l);
+        let none = serde_json::to_value(Ledger::default()).unwrap();
+        assert_eq!(none["budgetUsd"], serde_json::Value::Null);
     }
 
     #[test]
@@ -325,20 +487,18 @@ mod tests {
             estimate: usd(1.0),
         }; 5];
         let granted = grant(ledger, &cells);
-        assert_eq!(granted.iter().map(|g| g.runs).sum::<i64>(), 3);
-        assert_eq!(&granted[3..], &[Granted { runs: 0, held: 1 }; 2]);
+        assert_eq!(granted, [true, true, true, false, false]);
         // Raising the budget lets the next top-up continue (3 reserved or spent already).
         let raised = Ledger {
             budget: Some(usd(5.0)),
             spent: usd(2.0),
             reserved: usd(1.0),
         };
-        let next = grant(raised, &cells[3..]);
-        assert_eq!(next, vec![Granted { runs: 1, held: 0 }; 2]);
+        assert_eq!(grant(raised, &cells[3..]), [true, true]);
     }
 
     #[test]
-    fn a_cell_gets_the_runs_that_fit_and_a_later_cheaper_cell_may_still_fit() {
+    fn a_cell_is_granted_whole_or_held_and_a_later_cheaper_cell_may_still_fit() {
         let ledger = Ledger {
             budget: Some(usd(2.5)),
             ..Ledger::default()
@@ -349,7 +509,7 @@ mod tests {
                 estimate: usd(1.0),
             },
             Wanted {
-                runs: 1,
+                runs: 2,
                 estimate: usd(1.0),
             },
             Wanted {
@@ -357,14 +517,13 @@ mod tests {
                 estimate: usd(0.5),
             },
         ];
-        assert_eq!(
-            grant(ledger, &cells),
-            vec![
-                Granted { runs: 2, held: 1 },
-                Granted { runs: 0, held: 1 },
-                Granted { runs: 1, held: 0 }
-            ]
-        );
+        assert_eq!(grant(ledger, &cells), [false, true, true]);
+        // A budget of 0 grants nothing that costs anything.
+        let zero = Ledger {
+            budget: Some(Micros::ZERO),
+            ..Ledger::default()
+        };
+        assert_eq!(grant(zero, &cells), [false, false, false]);
     }
 
     #[test]
@@ -373,32 +532,54 @@ mod tests {
             runs: 7,
             estimate: usd(100.0),
         }];
-        assert_eq!(grant(Ledger::default(), &cells), vec![Granted { runs: 7, held: 0 }]);
+        assert_eq!(grant(Ledger::default(), &cells), [true]);
+        let mut l = Ledger::default();
+        assert!(l.reserve(usd(1e6)));
+        assert_eq!(l.reserved, usd(1e6));
     }
 
     proptest! {
-        /// Whatever the cells, what a top-up reserves never passes the budget, every wanted run
-        /// is either granted or held, and a run is held only when it did not fit.
+        /// Whatever the cells, what a top-up reserves never passes the budget, cells are granted
+        /// whole, and a cell is held only when it did not fit.
         #[test]
         fn grants_never_pass_the_budget(
             budget in 0i64..50_000_000,
             spent in 0i64..20_000_000,
+            reserved in 0i64..20_000_000,
             cells in proptest::collection::vec((0i64..6, 0i64..3_000_000), 0..30),
         ) {
-            let ledger = Ledger { budget: Some(Micros(budget)), spent: Micros(spent), reserved: Micros::ZERO };
+            let ledger = Ledger { budget: Some(Micros(budget)), spent: Micros(spent), reserved: Micros(reserved) };
             let wanted: Vec<Wanted> = cells.iter().map(|&(runs, e)| Wanted { runs, estimate: Micros(e) }).collect();
             let granted = grant(ledger, &wanted);
-            let mut reserved = 0i64;
+            prop_assert_eq!(granted.len(), wanted.len());
+            let mut total = spent + reserved;
             for (w, g) in wanted.iter().zip(&granted) {
-                prop_assert_eq!(g.runs + g.held, w.runs);
-                reserved += g.runs * w.estimate.0;
-                if g.held > 0 {
-                    // The next run of this cell would have passed the budget.
-                    prop_assert!(spent + reserved + w.estimate.0 > budget);
+                let cost = w.runs * w.estimate.0;
+                if *g {
+                    total += cost;
+                    prop_assert!(cost == 0 || total <= budget);
+                } else {
+                    // The cell would have passed the budget.
+                    prop_assert!(total + cost > budget);
                 }
             }
-            if reserved > 0 {
-                prop_assert!(spent + reserved <= budget);
+        }
+
+        /// Reserving in any order never takes a ledger past its budget, from any start within it.
+        #[test]
+        fn reservations_never_pass_the_budget(
+            budget in 0i64..10_000_000,
+            amounts in proptest::collection::vec(0i64..4_000_000, 0..40),
+        ) {
+            let mut l = Ledger { budget: Some(Micros(budget)), ..Ledger::default() };
+            for a in amounts {
+                let before = l.reserved;
+                if l.reserve(Micros(a)) {
+                    prop_assert_eq!(l.reserved.0, before.0 + a);
+                } else {
+                    prop_assert_eq!(l.reserved, before);
+                }
+                prop_assert!(l.spent.0 + l.reserved.0 <= budget);
             }
         }
     }

@@ -6,6 +6,7 @@
 //! the groups' current members. The union keeps the first place of a repeated member: groups in
 //! pointer order, each in its stored order, then the one-off members.
 
+use crate::budget::{BudgetInput, Ledger, check_budget_fields};
 use crate::buffer::BufferTarget;
 use crate::ids::{GroupId, PlanId};
 use crate::job::{CasePin, CellKey, Combination};
@@ -227,6 +228,13 @@ pub struct CoveragePlanInput {
     pub auto_top_up: bool,
     #[serde(default)]
     pub paused: bool,
+    /// What the plan's runs may cost, `{"usd": n}`; `null` (or absent): no budget.
+    #[serde(default)]
+    pub budget: Option<BudgetInput>,
+    /// What one run is estimated to cost when no completed run of its combination says better,
+    /// in US dollars (more than 0); `null`: the model's list price × the default token counts.
+    #[serde(default)]
+    pub estimated_run_usd: Option<f64>,
 }
 
 impl CoveragePlanInput {
@@ -243,6 +251,7 @@ impl CoveragePlanInput {
         check_combinations("combinations", &self.combinations)?;
         check_runs_per_cell("runsPerCell", self.runs_per_cell)?;
         let buffer_target = self.buffer_target.map(|t| t.clamped("bufferTarget")).transpose()?;
+        check_budget_fields(self.budget.as_ref(), self.estimated_run_usd)?;
         Ok(Self { buffer_target, ..self })
     }
 
@@ -278,6 +287,12 @@ pub struct CoveragePlan {
     pub paused: bool,
     pub created_at: i64,
     pub updated_at: i64,
+    /// What the plan's runs may cost; `null`: no budget.
+    pub budget: Option<BudgetInput>,
+    pub estimated_run_usd: Option<f64>,
+    /// `budgetUsd`, `spentUsd`, `reservedUsd`.
+    #[serde(flatten)]
+    pub spend: Ledger,
 }
 
 impl CoveragePlan {

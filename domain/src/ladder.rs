@@ -6,6 +6,7 @@
 //! edit a rung in passing. Rungs on test types nobody could clear (performance, game jam) are
 //! refused at author time, with the reason, rather than stalling a climb weeks later.
 
+use crate::budget::BudgetInput;
 use crate::buffer::BufferTarget;
 use crate::catalogue::{CaseFacts, ENGINE_NONE, TestType};
 use crate::coverage::{
@@ -135,6 +136,13 @@ pub struct LadderInput {
     /// A new ladder is disabled: writing the question down is not paying for the answer.
     #[serde(default)]
     pub enabled: bool,
+    /// What the ladder's runs may cost, `{"usd": n}`; `null` (or absent): no budget.
+    #[serde(default)]
+    pub budget: Option<BudgetInput>,
+    /// What one run is estimated to cost when no completed run of its combination says better,
+    /// in US dollars (more than 0); `null`: the model's list price × the default token counts.
+    #[serde(default)]
+    pub estimated_run_usd: Option<f64>,
 }
 
 /// Why a rung's test type can never be cleared, and where it belongs instead.
@@ -213,6 +221,7 @@ impl LadderInput {
         check_one_off_count("combinations", self.combinations.len())?;
         check_combinations("combinations", &self.combinations)?;
         let buffer_target = self.buffer_target.map(|t| t.clamped("bufferTarget")).transpose()?;
+        crate::budget::check_budget_fields(self.budget.as_ref(), self.estimated_run_usd)?;
         Ok(Self { buffer_target, ..self })
     }
 
@@ -279,6 +288,12 @@ pub struct Ladder {
     pub enabled: bool,
     pub created_at: i64,
     pub updated_at: i64,
+    /// What the ladder's runs may cost; `null`: no budget.
+    pub budget: Option<BudgetInput>,
+    pub estimated_run_usd: Option<f64>,
+    /// `budgetUsd`, `spentUsd`, `reservedUsd`.
+    #[serde(flatten)]
+    pub spend: crate::budget::Ledger,
 }
 
 impl Ladder {

@@ -217,6 +217,10 @@ impl MatrixTotals {
 pub struct Matrix {
     pub cells: Vec<MatrixCell>,
     pub totals: MatrixTotals,
+    /// The plan's `budgetUsd`, `spentUsd` and `reservedUsd` (left at none and 0 by [`matrix`];
+    /// the store fills them from the plan's row).
+    #[serde(flatten, default)]
+    pub spend: crate::budget::Ledger,
 }
 
 /// Computes a plan's matrix. `cells` come from [`crate::coverage::CoveragePlanInput::cells`]
@@ -260,7 +264,11 @@ pub fn matrix(
         })
         .collect();
     let totals = MatrixTotals::of(&cells);
-    Matrix { cells, totals }
+    Matrix {
+        cells,
+        totals,
+        spend: Default::default(),
+    }
 }
 
 #[cfg(test)]

@@ -598,6 +598,9 @@ mod tests {
                     enabled: true,
                     created_at: 0,
                     updated_at: 0,
+                    budget: None,
+                    estimated_run_usd: None,
+                    spend: Default::default(),
                 },
                 climbers: climbers
                     .iter()

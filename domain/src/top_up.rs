@@ -9,6 +9,7 @@
 //! counts its jobs in every in-flight state, queued included, and grows with what this walk
 //! emits: a run merely queued consumes the cap before anything enqueued after it.
 
+use crate::budget::{Ledger, Micros};
 use crate::buffer::BufferTarget;
 use crate::ids::JobId;
 use crate::job::{CasePin, CellKey, Combination};
@@ -57,6 +58,8 @@ pub enum Reason {
     HarnessAtCap,
     /// Outstanding reached the buffer target.
     BufferFull,
+    /// Reserving the cell's estimate would pass the plan's or ladder's budget.
+    Budget,
 }
 
 /// One line of `GET …/schedule`: what a top-up would do with one cell.
@@ -92,6 +95,33 @@ pub struct CellLaunch {
     pub pass: u8,
 }
 
+/// A cell the walk would have emitted that the budget held back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HeldCell {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub cell_key: CellKey,
+    pub case: CasePin,
+    pub combination: Combination,
+    /// Always `budget`.
+    pub reason: Reason,
+    /// The cell's missing repeats.
+    pub missing: i64,
+    /// The estimate of one run of the cell (`null` when none could be made), in US dollars.
+    #[serde(with = "crate::budget::usd::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
+    pub estimate_usd: Option<Micros>,
+}
+
+/// What the budget walk reads: the plan's or ladder's ledger and each cell's estimate of one run
+/// (a cell without one cannot be reserved for, so a budget holds it back).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CellBudget {
+    pub ledger: Ledger,
+    pub estimates: BTreeMap<CellKey, Micros>,
+}
+
 /// A cell the walk met that cannot be launched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
@@ -121,6 +151,15 @@ pub struct TopUpPlan {
     pub schedule: Vec<ScheduleLine>,
     /// Jobs the launches enqueue in all.
     pub enqueued: i64,
+    /// Cells the budget held back, in the walk's order.
+    #[serde(default)]
+    pub held: Vec<HeldCell>,
+    /// What the launches reserve in all (their runs × each cell's estimate).
+    #[serde(skip)]
+    pub reserved: Micros,
+    /// What each launch reserved for each of its runs, in `launch`'s order.
+    #[serde(skip)]
+    pub reservations: Vec<Micros>,
 }
 
 /// Plans one top-up. `cells` are in walk order (a plan's outer-axis order, or a ladder's emission
@@ -133,7 +172,22 @@ pub fn plan_top_up(
     outstanding: i64,
     lanes: &BTreeMap<String, Lane>,
 ) -> TopUpPlan {
+    plan_top_up_within(cells, target, outstanding, lanes, None)
+}
+
+/// [`plan_top_up`] under a budget: before a cell is emitted its estimate × its missing repeats is
+/// reserved on the ledger ([`Ledger::reserve`]); a cell whose reservation would pass the budget
+/// is not emitted, is reported in `held` with reason `budget`, and does not count against the
+/// buffer, so a later, cheaper cell may still go out. `None`: nothing is reserved.
+pub fn plan_top_up_within(
+    cells: &[MatrixCell],
+    target: BufferTarget,
+    outstanding: i64,
+    lanes: &BTreeMap<String, Lane>,
+    budget: Option<CellBudget>,
+) -> TopUpPlan {
     let mut walk = Walk {
+        budget,
         target,
         outstanding,
         load: lanes.iter().map(|(h, l)| (h.as_str(), l.load)).collect(),
@@ -144,6 +198,9 @@ pub fn plan_top_up(
             unlaunchable: Vec::new(),
             schedule: Vec::with_capacity(cells.len()),
             enqueued: 0,
+            held: Vec::new(),
+            reserved: Micros::ZERO,
+            reservations: Vec::new(),
         },
     };
     let mut deferred = Vec::new();
@@ -180,6 +237,7 @@ pub fn plan_top_up(
 }
 
 struct Walk<'a> {
+    budget: Option<CellBudget>,
     target: BufferTarget,
     outstanding: i64,
     load: BTreeMap<&'a str, i64>,
@@ -207,6 +265,10 @@ impl<'a> Walk<'a> {
 
     fn launch(&mut self, cell: &'a MatrixCell, pass: u8) {
         debug_assert!(!self.target.is_full(self.outstanding));
+        let Some(each) = self.reserve(cell) else {
+            return;
+        };
+        self.plan.reservations.push(each);
         self.outstanding += cell.remaining;
         self.plan.enqueued += cell.remaining;
         if let Some(load) = self.load.get_mut(cell.harness()) {
@@ -221,6 +283,44 @@ impl<'a> Walk<'a> {
         });
         let reason = (pass == 2).then_some(Reason::HarnessAtCap);
         self.line(cell, Action::Launch, reason, Some(pass));
+    }
+
+    /// Reserves the cell's estimate × its missing repeats on the budget's ledger and answers the
+    /// estimate of each run; `None` (the cell held back, its line and its `held` entry written)
+    /// when that would pass the budget or there is no estimate to reserve under a budget.
+    fn reserve(&mut self, cell: &MatrixCell) -> Option<Micros> {
+        let Some(budget) = &mut self.budget else {
+            return Some(Micros::ZERO);
+        };
+        let estimate = budget.estimates.get(&cell.cell_key).copied();
+        let each = match estimate {
+            Some(e) => e,
+            // Without a budget there is nothing to hold a cell to.
+            None if budget.ledger.budget.is_none() => Micros::ZERO,
+            None => {
+                self.hold(cell, None);
+                return None;
+            }
+        };
+        let amount = each.times(cell.remaining);
+        if !budget.ledger.reserve(amount) {
+            self.hold(cell, estimate);
+            return None;
+        }
+        self.plan.reserved = self.plan.reserved.saturating_add(amount);
+        Some(each)
+    }
+
+    fn hold(&mut self, cell: &MatrixCell, estimate: Option<Micros>) {
+        self.plan.held.push(HeldCell {
+            cell_key: cell.cell_key.clone(),
+            case: cell.case.clone(),
+            combination: cell.combination.clone(),
+            reason: Reason::Budget,
+            missing: cell.remaining,
+            estimate_usd: estimate,
+        });
+        self.line(cell, Action::Skip, Some(Reason::Budget), None);
     }
 }
 
@@ -280,6 +380,9 @@ pub enum Skipped {
     Busy,
     /// The plan is paused, or the ladder disabled.
     Paused,
+    /// It ran, and emitted nothing because every cell it would have emitted would have passed
+    /// the budget (they are listed in `held`).
+    Budget,
 }
 
 /// A cell a top-up enqueued, with the ids of the jobs it enqueued for it (in emission order).
@@ -309,7 +412,11 @@ pub struct TopUpAnswer {
     pub launched: Vec<LaunchedCell>,
     /// The cells it could not launch, with why.
     pub unlaunchable: Vec<UnlaunchableCell>,
-    /// `null` when it ran (even if it enqueued nothing); `busy` or `paused` when it did not.
+    /// The cells the budget held back (reason `budget`), in the walk's order.
+    #[serde(default)]
+    pub held: Vec<HeldCell>,
+    /// `null` when it ran (even if it enqueued nothing); `busy` or `paused` when it did not;
+    /// `budget` when it ran and the budget held back every cell it would have emitted.
     pub skipped: Option<Skipped>,
     /// Jobs enqueued in all.
     pub enqueued: i64,
@@ -323,6 +430,7 @@ impl TopUpAnswer {
             occupancy: None,
             launched: Vec::new(),
             unlaunchable: Vec::new(),
+            held: Vec::new(),
             skipped: Some(why),
             enqueued: 0,
         }
@@ -332,6 +440,7 @@ impl TopUpAnswer {
     /// (same order, one id list per launch).
     pub fn ran(plan: TopUpPlan, job_ids: Vec<Vec<JobId>>) -> Self {
         let enqueued = job_ids.iter().map(|ids| ids.len() as i64).sum();
+        let skipped = (plan.launch.is_empty() && !plan.held.is_empty()).then_some(Skipped::Budget);
         Self {
             buffer_target: plan.buffer_target,
             occupancy: Some(plan.occupancy),
@@ -348,7 +457,8 @@ impl TopUpAnswer {
                 })
                 .collect(),
             unlaunchable: plan.unlaunchable,
-            skipped: None,
+            held: plan.held,
+            skipped,
             enqueued,
         }
     }
@@ -776,5 +886,147 @@ mod tests {
             topup_job_key("t", &cells[0].cell_key, 1),
             topup_job_key("t", &cells[0].cell_key, 2)
         );
+    }
+
+    fn budget(usd: f64, estimates: &[(&MatrixCell, f64)]) -> CellBudget {
+        CellBudget {
+            ledger: crate::budget::Ledger {
+                budget: (usd >= 0.0).then(|| Micros((usd * 1e6) as i64)),
+                ..Default::default()
+            },
+            estimates: estimates
+                .iter()
+                .map(|(c, e)| (c.cell_key.clone(), Micros((e * 1e6) as i64)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_budget_of_three_runs_emits_three_cells_then_holds_the_rest_with_reason_budget() {
+        let cells: Vec<MatrixCell> = (0..5).map(|i| cell(&format!("c{i}"), "cc", 1, 1)).collect();
+        let est: Vec<(&MatrixCell, f64)> = cells.iter().map(|c| (c, 1.0)).collect();
+        let idle = lanes(&[("cc", 100, 0)]);
+        let plan = plan_top_up_within(&cells, BufferTarget::Unbounded {}, 0, &idle, Some(budget(3.0, &est)));
+        assert_eq!(launched(&plan), ["c0/cc", "c1/cc", "c2/cc"]);
+        assert_eq!(plan.reserved, Micros(3_000_000));
+        assert_eq!(plan.held.len(), 2);
+        assert_eq!(plan.held[0].reason, Reason::Budget);
+        assert_eq!(plan.held[0].estimate_usd, Some(Micros(1_000_000)));
+        assert_eq!(plan.schedule[3].reason, Some(Reason::Budget));
+        assert_eq!(plan.schedule[3].action, Action::Skip);
+        let answer = TopUpAnswer::ran(plan, vec![vec!["j".into()]; 3]);
+        assert_eq!(answer.skipped, None, "it emitted something");
+        let v = serde_json::to_value(&answer).unwrap();
+        assert_eq!(v["held"][0]["reason"], "budget");
+        assert_eq!(v["held"][0]["estimateUsd"], 1.0);
+
+        // The next top-up: the first three are in flight and reserved; nothing more fits.
+        let mut next = budget(3.0, &est);
+        next.ledger.reserved = Micros(3_000_000);
+        let plan = plan_top_up_within(&cells[3..], BufferTarget::Unbounded {}, 3, &idle, Some(next.clone()));
+        assert!(plan.launch.is_empty());
+        let answer = TopUpAnswer::ran(plan, vec![]);
+        assert_eq!(answer.skipped, Some(Skipped::Budget));
+        assert_eq!(serde_json::to_value(&answer).unwrap()["skipped"], "budget");
+
+        // Raising the budget lets the next one continue.
+        next.ledger.budget = Some(Micros(5_000_000));
+        let plan = plan_top_up_within(&cells[3..], BufferTarget::Unbounded {}, 3, &idle, Some(next));
+        assert_eq!(launched(&plan), ["c3/cc", "c4/cc"]);
+    }
+
+    #[test]
+    fn a_held_cell_does_not_fill_the_buffer_and_a_cheaper_later_cell_still_goes_out() {
+        let cells = [cell("a", "cc", 3, 3), cell("b", "cc", 1, 1), cell("c", "cc", 1, 1)];
+        let b = budget(2.0, &[(&cells[0], 1.0), (&cells[1], 1.5), (&cells[2], 0.5)]);
+        let plan = plan_top_up_within(&cells, BOUNDED_4, 0, &lanes(&[("cc", 100, 0)]), Some(b));
+        // a (3 × $1) does not fit $2; b ($1.5) does; c ($0.5) fits what is left.
+        assert_eq!(launched(&plan), ["b/cc", "c/cc"]);
+        assert_eq!(plan.held.iter().map(|h| h.missing).collect::<Vec<_>>(), [3]);
+        assert_eq!(plan.reserved, Micros(2_000_000));
+    }
+
+    #[test]
+    fn the_second_pass_reserves_too_and_a_cell_without_an_estimate_is_held_only_under_a_budget() {
+        let cells = [cell("a", "x", 1, 1), cell("b", "y", 1, 1), cell("c", "y", 1, 1)];
+        let busy_x = lanes(&[("x", 1, 1), ("y", 10, 0)]);
+        // x is at its cap: a is deferred to the second pass, where the budget is spent already.
+        let b = budget(2.0, &[(&cells[0], 1.0), (&cells[1], 1.0), (&cells[2], 1.0)]);
+        let plan = plan_top_up_within(&cells, BufferTarget::Unbounded {}, 0, &busy_x, Some(b));
+        assert_eq!(launched(&plan), ["b/y", "c/y"]);
+        assert_eq!(plan.held[0].cell_key, cells[0].cell_key);
+        // No estimate for c: held under a budget, emitted without one (reserving nothing).
+        let b = budget(10.0, &[(&cells[0], 1.0), (&cells[1], 1.0)]);
+        let plan = plan_top_up_within(&cells, BufferTarget::Unbounded {}, 0, &busy_x, Some(b));
+        assert_eq!(launched(&plan), ["b/y", "a/x"]);
+        assert_eq!(plan.held[0].estimate_usd, None);
+        let unbudgeted = budget(-1.0, &[(&cells[0], 1.0), (&cells[1], 1.0)]);
+        let plan = plan_top_up_within(&cells, BufferTarget::Unbounded {}, 0, &busy_x, Some(unbudgeted));
+        assert_eq!(launched(&plan), ["b/y", "c/y", "a/x"]);
+        assert_eq!(plan.reserved, Micros(2_000_000));
+        assert!(plan.held.is_empty());
+    }
+
+    #[test]
+    fn without_a_budget_the_walk_is_the_unbudgeted_walk() {
+        let mut rng = XorShift(0x5eed_1234_abcd_0042);
+        for _ in 0..500 {
+            let cells: Vec<MatrixCell> = (0..rng.below(10))
+                .map(|i| {
+                    let d = rng.below(3) + 1;
+                    cell(&format!("c{i}"), ["x", "y"][rng.below(2) as usize], d, rng.below(d as u64 + 1))
+                })
+                .collect();
+            let l = lanes(&[("x", rng.below(3) + 1, rng.below(3)), ("y", rng.below(3) + 1, 0)]);
+            let target = BufferTarget::Bounded { runs: rng.below(8) };
+            let est: Vec<(&MatrixCell, f64)> = cells.iter().map(|c| (c, 0.5)).collect();
+            let plain = plan_top_up(&cells, target, 0, &l);
+            let within = plan_top_up_within(&cells, target, 0, &l, Some(budget(-1.0, &est)));
+            assert_eq!(plain.launch, within.launch);
+            assert_eq!(plain.schedule, within.schedule);
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the cells, lanes, buffer and budget: what the walk reserves never takes the
+        /// ledger past its budget, each launch reserved its whole cell, every held cell is
+        /// reported once with reason budget, and no cell is both launched and held.
+        #[test]
+        fn a_budgeted_walk_never_reserves_past_the_budget(
+            seed in 1u64..u64::MAX,
+            budget_micros in 0i64..8_000_000,
+            spent in 0i64..3_000_000,
+        ) {
+            let mut rng = XorShift(seed);
+            let cells: Vec<MatrixCell> = (0..rng.below(12))
+                .map(|i| {
+                    let d = rng.below(4) + 1;
+                    cell(&format!("c{i}"), ["x", "y", "gg"][rng.below(3) as usize], d, rng.below(d as u64 + 1))
+                })
+                .collect();
+            let mut estimates: BTreeMap<CellKey, Micros> = BTreeMap::new();
+            for c in &cells {
+                if !rng.one_in(8) {
+                    estimates.insert(c.cell_key.clone(), Micros(rng.below(2_000_000)));
+                }
+            }
+            let l = lanes(&[("x", rng.below(3) + 1, rng.below(4)), ("y", 2, 0), ("gg", 1, 0)]);
+            let target = if rng.one_in(3) { BufferTarget::Unbounded {} } else { BufferTarget::Bounded { runs: rng.below(10) } };
+            let b = CellBudget {
+                ledger: crate::budget::Ledger { budget: Some(Micros(budget_micros)), spent: Micros(spent), reserved: Micros::ZERO },
+                estimates: estimates.clone(),
+            };
+            let plan = plan_top_up_within(&cells, target, 0, &l, Some(b));
+            let reserved: i64 = plan.launch.iter().map(|l| estimates.get(&l.cell_key).map_or(0, |e| e.0) * l.repeats).sum();
+            proptest::prop_assert_eq!(plan.reserved.0, reserved);
+            proptest::prop_assert!(reserved == 0 || spent + reserved <= budget_micros);
+            for h in &plan.held {
+                proptest::prop_assert_eq!(h.reason, Reason::Budget);
+                proptest::prop_assert!(!plan.launch.iter().any(|l| l.cell_key == h.cell_key));
+            }
+            let lines = plan.schedule.iter().filter(|l| l.reason == Some(Reason::Budget)).count();
+            proptest::prop_assert_eq!(lines, plan.held.len());
+            proptest::prop_assert_eq!(plan.schedule.len(), cells.len());
+        }
     }
 }
