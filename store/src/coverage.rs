@@ -11,6 +11,7 @@ use crate::dialect;
 use crate::jobs::{insert_keyed_job, job_in, take_dispatch_lock};
 use crate::rows::{self, enum_from, enum_text, json, status_list, to_json};
 use crate::{Backend, StoreError, Tx, events, new_id_body, now_ms};
+use belay_domain::budget::{BudgetInput, Ledger, Micros};
 use belay_domain::buffer::{BufferTarget, outstanding, target_in_force};
 use belay_domain::catalogue::{CaseFacts, GgConfigFacts, ModelFacts};
 use belay_domain::coverage::{
@@ -22,7 +23,7 @@ use belay_domain::job::{CellKey, Combination, Job, JobStatus, Origin};
 use belay_domain::launch::{GgConfigEntry, HarnessFacts, LaunchFacts};
 use belay_domain::matrix::{CellCounts, Matrix, matrix};
 use belay_domain::queue::QueueRun;
-use belay_domain::top_up::{Lane, TopUpAnswer, TopUpPlan, plan_top_up, topup_job_key};
+use belay_domain::top_up::{Lane, TopUpAnswer, TopUpPlan, plan_top_up_within, topup_job_key};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row};
 use std::collections::{BTreeMap, BTreeSet};
@@ -96,7 +97,8 @@ pub struct ResolvedPlan {
 
 const GROUP_COLUMNS: &str = "id, name, kind, members, created_at, updated_at";
 const PLAN_COLUMNS: &str = "id, name, case_groups, combo_groups, cases, combinations, runs_per_cell, outer_axis, \
-     buffer_target, auto_top_up, paused, created_at, updated_at";
+     buffer_target, auto_top_up, paused, created_at, updated_at, budget_micros, estimated_run_micros, spent_micros, \
+     reserved_micros";
 
 fn group_row(r: &AnyRow) -> Result<CoverageGroup, StoreError> {
     Ok(CoverageGroup {
@@ -111,6 +113,7 @@ fn group_row(r: &AnyRow) -> Result<CoverageGroup, StoreError> {
 
 fn plan_row(r: &AnyRow) -> Result<CoveragePlan, StoreError> {
     let target: Option<String> = r.try_get("buffer_target")?;
+    let spend = spend_row(r)?;
     Ok(CoveragePlan {
         id: PlanId(r.try_get("id")?),
         name: r.try_get("name")?,
@@ -125,7 +128,29 @@ fn plan_row(r: &AnyRow) -> Result<CoveragePlan, StoreError> {
         paused: r.try_get::<i64, _>("paused")? != 0,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get::<Option<i64>, _>("updated_at")?.unwrap_or_default(),
+        budget: spend.budget.map(BudgetInput::of),
+        estimated_run_usd: r.try_get::<Option<i64>, _>("estimated_run_micros")?.map(|m| Micros(m).usd()),
+        spend,
     })
+}
+
+/// The ledger columns of a plan's or a ladder's row.
+pub(crate) fn spend_row(r: &AnyRow) -> Result<Ledger, StoreError> {
+    Ok(Ledger {
+        budget: r.try_get::<Option<i64>, _>("budget_micros")?.map(Micros),
+        spent: Micros(r.try_get("spent_micros")?),
+        reserved: Micros(r.try_get("reserved_micros")?),
+    })
+}
+
+/// The budget and `estimatedRunUsd` an input (already validated) saves, in micro-dollars.
+pub(crate) fn budget_of(
+    budget: Option<&BudgetInput>,
+    estimated_run_usd: Option<f64>,
+) -> Result<(Option<Micros>, Option<Micros>), StoreError> {
+    let budget = budget.map(BudgetInput::micros).transpose()?;
+    let estimated = estimated_run_usd.map(belay_domain::budget::estimated_run).transpose()?;
+    Ok((budget, estimated))
 }
 
 /// The stored members of a group as the union reads them.
@@ -366,6 +391,8 @@ pub async fn create_plan(
     .bind(account_id.to_string())
     .bind(now);
     bind_plan(q, input).execute(tx.conn()).await?;
+    let (budget, estimated) = budget_of(input.budget.as_ref(), input.estimated_run_usd)?;
+    crate::budget::set_budget(tx, &Origin::Plan(id.to_string()), budget, estimated).await?;
     events::append(
         tx.conn(),
         id.as_str(),
@@ -419,6 +446,8 @@ pub async fn update_plan(
     if done.rows_affected() == 0 {
         return Ok(None);
     }
+    let (budget, estimated) = budget_of(input.budget.as_ref(), input.estimated_run_usd)?;
+    crate::budget::set_budget(tx, &Origin::Plan(id.to_string()), budget, estimated).await?;
     events::append(
         tx.conn(),
         id,
@@ -847,17 +876,20 @@ pub async fn cells_matrix(
     Ok(matrix(cells, desired, &f.counts, &f.cases, &f.launch))
 }
 
-/// What a top-up of these cells would do now: the one walk, over what the database holds.
+/// What a top-up of these cells would do now: the one walk, over what the database holds, under
+/// the budget of `origin` (its plan), reserving nothing.
 pub async fn plan_walk(
     tx: &mut Tx,
     account_id: &AccountId,
     cells: &[Cell],
     desired: i64,
     target: BufferTarget,
+    origin: &Origin,
 ) -> Result<(TopUpPlan, CoverageFacts), StoreError> {
     let f = coverage_facts(tx, account_id, cells).await?;
     let m = matrix(cells, desired, &f.counts, &f.cases, &f.launch);
-    let plan = plan_top_up(&m.cells, target, outstanding(&m.cells), &f.lanes);
+    let budget = crate::budget::cell_budget(tx, origin, &m.cells, &f.launch.models).await?;
+    let plan = plan_top_up_within(&m.cells, target, outstanding(&m.cells), &f.lanes, Some(budget));
     Ok((plan, f))
 }
 
@@ -989,8 +1021,11 @@ pub async fn enqueue_top_up(
     if let Some(answer) = top_up_answer(tx, topup_id).await? {
         return Ok(answer);
     }
-    let (plan, facts) = plan_walk(tx, account_id, cells, desired, target).await?;
+    let facts = coverage_facts(tx, account_id, cells).await?;
+    let m = matrix(cells, desired, &facts.counts, &facts.cases, &facts.launch);
+    let plan = crate::budget::walk_and_reserve(tx, origin, &m.cells, target, outstanding(&m.cells), &facts).await?;
     let job_ids = insert_launches(tx, account_id, origin, &plan, &facts, topup_id).await?;
+    crate::budget::mark_reserved(tx, &plan, &job_ids).await?;
     let answer = TopUpAnswer::ran(plan, job_ids);
     record_answer(tx, account_id, origin, topup_id, &answer).await?;
     events::append(
@@ -1000,6 +1035,7 @@ pub async fn enqueue_top_up(
         &serde_json::json!({
             "topUpId": topup_id, "accountId": account_id, "bufferTarget": answer.buffer_target,
             "occupancy": answer.occupancy, "enqueued": answer.enqueued, "cells": answer.launched.len(),
+            "held": answer.held.len(), "skipped": answer.skipped,
         }),
     )
     .await?;

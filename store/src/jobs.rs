@@ -8,6 +8,7 @@
 use crate::Tx;
 use crate::rows::{self, JOB_COLUMNS, enum_text, status_list, timestamp_column, to_json};
 use crate::{StoreError, events, new_id_body, now_ms, plans};
+use belay_domain::budget::Reported;
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
 use belay_domain::dispatch::{ClaimPlan, Lane, Waiting, plan_claims};
 use belay_domain::ids::{JobId, RunId};
@@ -94,6 +95,10 @@ async fn record_transition(
     to: JobStatus,
     at: i64,
 ) -> Result<(), StoreError> {
+    // A job that ends without a run releases what a top-up reserved for it (decision 0054).
+    if matches!(to, JobStatus::Failed | JobStatus::Canceled) {
+        crate::budget::release(tx, job_id).await?;
+    }
     sqlx::query("insert into job_transitions (job_id, from_status, to_status, at) values ($1, $2, $3, $4)")
         .bind(job_id.as_str())
         .bind(from.map(|s| enum_text(&s)))
@@ -477,13 +482,25 @@ pub async fn advance_job(tx: &mut Tx, id: &JobId, to: JobStatus) -> Result<Trans
     Ok(Transition::Moved(job))
 }
 
-/// Records the run of a job that completed: the job moves running → completed and the run row
-/// is written in the same transaction. A second call returns the run the first one wrote.
+/// [`complete_job_reported`] for a run whose adapter reported no cost.
 pub async fn complete_job(
     tx: &mut Tx,
     id: &JobId,
     loaded: bool,
     artifacts: &[belay_domain::run::Artifact],
+) -> Result<Completion, StoreError> {
+    complete_job_reported(tx, id, loaded, artifacts, Reported::default()).await
+}
+
+/// Records the run of a job that completed: the job moves running → completed and the run row
+/// is written in the same transaction, with its cost from what the adapter `reported` (a budgeted
+/// job's reservation settled to it). A second call returns the run the first one wrote.
+pub async fn complete_job_reported(
+    tx: &mut Tx,
+    id: &JobId,
+    loaded: bool,
+    artifacts: &[belay_domain::run::Artifact],
+    reported: Reported,
 ) -> Result<Completion, StoreError> {
     if let Some(run) = crate::runs::run_of_job(tx, id).await? {
         return Ok(Completion::AlreadyRecorded(run));
@@ -536,6 +553,7 @@ pub async fn complete_job(
     .bind(now)
     .execute(tx.conn())
     .await?;
+    crate::budget::settle_run(tx, &job, &run_id, reported).await?;
     events::append(
         tx.conn(),
         id,
@@ -622,6 +640,7 @@ pub async fn fail_job(tx: &mut Tx, id: &JobId, reason: &str, infrastructure: boo
         if let Some(new) = job.retry(&decision, capabilities)
             && let Some(new_id) = insert_job(tx, &new, now).await?
         {
+            crate::budget::carry_to_retry(tx, id, &new_id).await?;
             retry = job_in(tx, &new_id).await?;
         }
     }
@@ -807,6 +826,7 @@ crate::one_step! {
     write claim(claim_key: &str) -> Vec<Job>;
     write advance_job(id: &JobId, to: JobStatus) -> Transition;
     write complete_job(id: &JobId, loaded: bool, artifacts: &[belay_domain::run::Artifact]) -> Completion;
+    write complete_job_reported(id: &JobId, loaded: bool, artifacts: &[belay_domain::run::Artifact], reported: Reported) -> Completion;
     write fail_job(id: &JobId, reason: &str, infrastructure: bool) -> Failure;
     write cancel_job(id: &JobId) -> Cancel;
     write cancel_jobs(statuses: &[JobStatus], origin: Option<&str>) -> Vec<(Job, JobStatus)>;

@@ -25,7 +25,7 @@ use belay_domain::progress::{
     Climber, LadderEvidence, Progress, RecordedVerdict, VerdictWrite, ladder_cells, progress,
 };
 use belay_domain::review::Rating;
-use belay_domain::top_up::{TopUpAnswer, plan_top_up};
+use belay_domain::top_up::TopUpAnswer;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -41,10 +41,12 @@ pub struct ResolvedLadder {
 }
 
 const LADDER_COLUMNS: &str = "id, name, rungs, combo_groups, combinations, runs_per_cell, gate, \
-     unloaded_counts_as_broken, early_stop, outer_axis, buffer_target, auto_top_up, enabled, created_at, updated_at";
+     unloaded_counts_as_broken, early_stop, outer_axis, buffer_target, auto_top_up, enabled, created_at, updated_at, \
+     budget_micros, estimated_run_micros, spent_micros, reserved_micros";
 
 fn ladder_row(r: &AnyRow) -> Result<Ladder, StoreError> {
     let target: Option<String> = r.try_get("buffer_target")?;
+    let spend = coverage::spend_row(r)?;
     Ok(Ladder {
         id: LadderId(r.try_get("id")?),
         name: r.try_get("name")?,
@@ -61,6 +63,11 @@ fn ladder_row(r: &AnyRow) -> Result<Ladder, StoreError> {
         enabled: r.try_get::<i64, _>("enabled")? != 0,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get::<Option<i64>, _>("updated_at")?.unwrap_or_default(),
+        budget: spend.budget.map(belay_domain::budget::BudgetInput::of),
+        estimated_run_usd: r
+            .try_get::<Option<i64>, _>("estimated_run_micros")?
+            .map(|m| belay_domain::budget::Micros(m).usd()),
+        spend,
     })
 }
 
@@ -106,6 +113,7 @@ pub async fn create_ladder(
     .bind(account_id.to_string())
     .bind(now_ms());
     bind_ladder(q, input, rungs).execute(tx.conn()).await?;
+    save_budget(tx, &id, input).await?;
     events::append(
         tx.conn(),
         id.as_str(),
@@ -138,6 +146,12 @@ pub async fn list_ladders(tx: &mut Tx, account_id: &AccountId) -> Result<Vec<Lad
     rows.iter().map(ladder_row).collect()
 }
 
+/// Saves the ladder's budget and `estimatedRunUsd` (what it spent and reserved stays).
+async fn save_budget(tx: &mut Tx, id: &LadderId, input: &LadderInput) -> Result<(), StoreError> {
+    let (budget, estimated) = coverage::budget_of(input.budget.as_ref(), input.estimated_run_usd)?;
+    crate::budget::set_budget(tx, &Origin::Ladder(id.to_string()), budget, estimated).await
+}
+
 /// Replaces a ladder's fields and rungs; `None` when the account has no such ladder.
 pub async fn update_ladder(
     tx: &mut Tx,
@@ -159,6 +173,7 @@ pub async fn update_ladder(
     if done.rows_affected() == 0 {
         return Ok(None);
     }
+    save_budget(tx, id, input).await?;
     events::append(
         tx.conn(),
         id,
@@ -671,9 +686,10 @@ pub async fn enqueue_top_up(
     let (recorded, cancelled, p, facts) = settle(tx, account_id, &r, true).await?;
     let launch = p.board.launch_cells();
     let occupancy = outstanding(p.board.reached_cells());
-    let plan = plan_top_up(&launch, r.target, occupancy, &facts.lanes);
     let origin = Origin::Ladder(ladder_id.to_string());
+    let plan = crate::budget::walk_and_reserve(tx, &origin, &launch, r.target, occupancy, &facts).await?;
     let job_ids = coverage::insert_launches(tx, account_id, &origin, &plan, &facts, topup_id).await?;
+    crate::budget::mark_reserved(tx, &plan, &job_ids).await?;
     let answer = LadderTopUpAnswer {
         top_up: TopUpAnswer::ran(plan, job_ids),
         recorded,

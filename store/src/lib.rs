@@ -9,6 +9,7 @@ pub mod access;
 pub mod accounts;
 pub mod approvals;
 pub mod browser_meter;
+pub mod budget;
 pub mod candidates;
 pub mod catalogue;
 pub mod changes;

@@ -131,6 +131,8 @@ fn plan_input(
         buffer_target: target,
         auto_top_up: true,
         paused: false,
+        budget: None,
+        estimated_run_usd: None,
     }
     .validated()
     .unwrap()

@@ -92,6 +92,8 @@ fn input(runs: i64, early_stop: bool, enabled: bool) -> LadderInput {
         buffer_target: Some(belay_domain::buffer::BufferTarget::Unbounded {}),
         auto_top_up: true,
         enabled,
+        budget: None,
+        estimated_run_usd: None,
     }
 }
 

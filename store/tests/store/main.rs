@@ -4,6 +4,7 @@
 
 mod accounts;
 mod browser_meter;
+mod budget;
 mod candidates;
 mod coverage;
 mod ladders;
