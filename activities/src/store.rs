@@ -201,7 +201,7 @@ impl StoreActivities {
     ) -> Result<Ended, ActivityError> {
         let completion = self
             .store
-            .complete_job(&input.job_id, input.loaded, &input.artifacts)
+            .complete_job_reported(&input.job_id, input.loaded, &input.artifacts, input.reported)
             .await
             .map_err(store_error)?;
         if matches!(completion, Completion::Recorded(_) | Completion::AlreadyRecorded(_)) {

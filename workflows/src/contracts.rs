@@ -58,6 +58,10 @@ pub struct CompleteInput {
     pub job_id: JobId,
     pub loaded: bool,
     pub artifacts: Vec<Artifact>,
+    /// What the adapter's manifest said the run cost (absent from the payload when nothing, as
+    /// in every history recorded before budgets).
+    #[serde(default, skip_serializing_if = "belay_domain::budget::Reported::is_empty")]
+    pub reported: belay_domain::budget::Reported,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -146,13 +146,14 @@ impl RunWorkflow {
         ctx.state_mut(|s| s.phase = "recording".into());
         let ended = match result {
             Ok(AdapterResult {
-                outcome: AdapterOutcome::Completed { loaded, .. },
+                outcome: AdapterOutcome::Completed { loaded, reported, .. },
                 artifacts,
             }) => {
                 let done = CompleteInput {
                     job_id: input.job_id.clone(),
                     loaded,
                     artifacts,
+                    reported,
                 };
                 Self::db_step(ctx, local, StoreApi::complete_job, done).await?
             }

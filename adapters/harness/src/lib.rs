@@ -939,7 +939,8 @@ printf '{"status":"completed","loaded":true,"artifacts":["build/index.html"]}' >
             run.outcome,
             AdapterOutcome::Completed {
                 loaded: true,
-                artifacts: vec!["build/index.html".into()]
+                artifacts: vec!["build/index.html".into()],
+                reported: Default::default(),
             }
         );
         assert_eq!(

@@ -169,7 +169,9 @@ pub async fn delete_group(
 // ---- plans -----------------------------------------------------------------------------------
 
 /// Saves a coverage plan: group pointers and one-off members, `runsPerCell` (1–100), the outer
-/// axis, a buffer override (`null` inherits), `autoTopUp` and `paused`.
+/// axis, a buffer override (`null` inherits), `autoTopUp`, `paused`, a `budget` (`{"usd": n}`,
+/// `null`: none) and `estimatedRunUsd`. The plan reads back with `budgetUsd`, `spentUsd` and
+/// `reservedUsd`.
 #[utoipa::path(post, path = "/v1/coverage-plans", tag = "coverage", request_body = CoveragePlanInput,
     responses((status = 201, body = CoveragePlan),
         (status = 403, body = ErrorBody, description = "A gg combination names a configuration the caller does not own (`gg_config_not_owned`)"),
@@ -262,13 +264,15 @@ async fn plan_matrix(s: &AppState, account_id: &AccountId, id: &PlanId) -> ApiRe
     let r = coverage::resolve_plan(&mut tx, account_id, id)
         .await?
         .ok_or_else(|| plan_not_found(id))?;
-    let m = coverage::cells_matrix(&mut tx, account_id, &r.cells, r.plan.runs_per_cell).await?;
+    let mut m = coverage::cells_matrix(&mut tx, account_id, &r.cells, r.plan.runs_per_cell).await?;
     tx.commit().await?;
+    m.spend = r.plan.spend;
     Ok(m)
 }
 
 /// The matrix: one cell per case × combination in the plan's outer-axis order, counted globally,
-/// `unreviewed` the caller's alone; and the plan's totals. A pure read.
+/// `unreviewed` the caller's alone; the plan's totals; and its `budgetUsd`, `spentUsd` and
+/// `reservedUsd`. A pure read.
 #[utoipa::path(get, path = "/v1/coverage-plans/{id}/coverage", tag = "coverage", params(("id" = String, Path)),
     responses((status = 200, body = Matrix), (status = 404, body = ErrorBody)))]
 pub async fn matrix(Caller(a): Caller, State(s): State<AppState>, Path(id): Path<PlanId>) -> ApiResult<Json<Matrix>> {
@@ -389,8 +393,9 @@ async fn top_up(s: &AppState, account_id: &AccountId, r: &ResolvedPlan) -> ApiRe
 
 /// Tops the plan up now (TopUpWorkflow `topup-plan-{id}`): the buffer target in force, the
 /// occupancy it observed, the cells it launched in emission order with their job ids, the cells it
-/// could not launch with why, and `skipped` (`null`; `busy` while another top-up of the plan
-/// runs; `paused`).
+/// could not launch with why, the cells its budget held back (`held`, reason `budget`), and
+/// `skipped` (`null`; `busy` while another top-up of the plan runs; `paused`; `budget` when the
+/// budget held back everything it would have emitted).
 #[utoipa::path(post, path = "/v1/coverage-plans/{id}/topup", tag = "coverage", params(("id" = String, Path)),
     responses((status = 200, body = TopUpAnswer), (status = 404, body = ErrorBody)))]
 pub async fn topup(
@@ -455,7 +460,8 @@ pub async fn schedule(
     let r = coverage::resolve_plan(&mut tx, &a.id, &id)
         .await?
         .ok_or_else(|| plan_not_found(&id))?;
-    let (plan, _) = coverage::plan_walk(&mut tx, &a.id, &r.cells, r.plan.runs_per_cell, r.target).await?;
+    let origin = Origin::Plan(id.to_string());
+    let (plan, _) = coverage::plan_walk(&mut tx, &a.id, &r.cells, r.plan.runs_per_cell, r.target, &origin).await?;
     tx.commit().await?;
     Ok(Json(Schedule {
         buffer_target: plan.buffer_target,

@@ -260,6 +260,9 @@ pub struct LadderProgress {
     pub buffered: i64,
     /// Completed runs of every reached rung waiting on your review.
     pub to_review: i64,
+    /// The ladder's `budgetUsd`, `spentUsd` and `reservedUsd`.
+    #[serde(flatten)]
+    pub spend: belay_domain::budget::Ledger,
 }
 
 async fn board(s: &AppState, account_id: &AccountId, id: &LadderId) -> ApiResult<(ResolvedLadder, Board)> {
@@ -293,6 +296,7 @@ pub async fn progress(
         buffer_target: r.target,
         buffered,
         to_review,
+        spend: r.ladder.spend,
         board,
     }))
 }

@@ -6,13 +6,17 @@
 //! - one unbounded top-up of that plan (every missing cell enqueued), against the landed batch
 //!   enqueue of the same number of jobs;
 //! - one bounded top-up (buffer 10) of a small plan end to end through the API, against a bare
-//!   one-activity workflow on the same server.
+//!   one-activity workflow on the same server;
+//! - budgets on against off (decision 0054), every seeded run priced so each estimate is a mean:
+//!   the bounded top-up of the small plan with a budget against its twin without one, and the
+//!   unbounded top-up of the 10,000 cells with a budget they all fit under against none.
 
 use super::support::{
     CASES, HARNESSES, MODELS, Steps, combo, fresh_store, ingest, pin, plan_body, run_stack, seed_plan, stats, temporal,
     timed, timed_get,
 };
 use anyhow::{Context, ensure};
+use belay_domain::budget::Micros;
 use belay_domain::catalogue::TestType;
 use belay_domain::ids::{AccountId, PlanId};
 use belay_domain::job::{JobStatus, Origin};
@@ -208,19 +212,28 @@ async fn measure(
     let small = call(
         reqwest::Method::POST,
         "/v1/coverage-plans".into(),
-        Some(
-            json!({"name": "small", "cases": small_cases, "combinations": [json!(combo(0, 0)), json!(combo(1, 1))],
-                    "runsPerCell": 1, "bufferTarget": {"kind": "bounded", "runs": 10}, "autoTopUp": false}),
-        ),
+        Some(small_body(&small_cases)),
     )
     .await?;
     let small_id = small["id"].as_str().context("plan id")?.to_string();
     let origin = Origin::Plan(small_id.clone()).to_string();
+    // Its twin with a budget every top-up fits under: the same walk, reserving against a budget.
+    let mut twin_body = small_body(&small_cases);
+    twin_body["budget"] = json!({"usd": 1_000_000.0});
+    let twin = call(reqwest::Method::POST, "/v1/coverage-plans".into(), Some(twin_body)).await?;
+    let twin_id = twin["id"].as_str().context("plan id")?.to_string();
+    let twin_origin = Origin::Plan(twin_id.clone()).to_string();
+    ensure!(
+        store.bench_price_runs(Micros(100_000)).await? > 0,
+        "no run was priced"
+    );
     let mut topups = Vec::new();
     let mut floor = Vec::new();
+    let mut budgeted = Vec::new();
     for i in 0..samples + 3 {
-        // Room again: the previous top-up's jobs are cancelled (not timed).
+        // Room again: the previous top-ups' jobs are cancelled (not timed).
         store.cancel_jobs(&JobStatus::IN_FLIGHT, Some(&origin)).await?;
+        store.cancel_jobs(&JobStatus::IN_FLIGHT, Some(&twin_origin)).await?;
         let t = Instant::now();
         let up = call(
             reqwest::Method::POST,
@@ -246,9 +259,17 @@ async fn measure(
             .get_result(temporalio_client::WorkflowGetResultOptions::default())
             .await?;
         let b = t.elapsed().as_secs_f64() * 1000.0;
+        let t = Instant::now();
+        let up = call(reqwest::Method::POST, format!("/v1/coverage-plans/{twin_id}/topup"), None).await?;
+        let c = t.elapsed().as_secs_f64() * 1000.0;
+        ensure!(
+            up["enqueued"].as_i64() == Some(10) && up["skipped"].is_null(),
+            "the budgeted top-up answered {up}"
+        );
         if i >= 3 {
             topups.push(a);
             floor.push(b);
+            budgeted.push(c);
         }
     }
     let (t50, t95) = stats(topups);
@@ -256,6 +277,57 @@ async fn measure(
     println!(
         "{label}: bounded top-up (buffer 10) through the API median {t50:.1} ms, p95 {t95:.1} ms; bare one-activity workflow median {f50:.1} ms, p95 {f95:.1} ms; ratio {:.2}",
         t50 / f50
+    );
+    let (b50, b95) = stats(budgeted);
+    println!(
+        "{label}: budgets: bounded top-up (buffer 10) with a budget median {b50:.1} ms, p95 {b95:.1} ms; without one median {t50:.1} ms; ratio {:.2}",
+        b50 / t50
+    );
+    unbounded_budgets(label, store, &call, &id, n).await
+}
+
+/// A plan of ten small cases on two combinations, its top-ups bounded at 10.
+fn small_body(cases: &[Value]) -> Value {
+    json!({"name": "small", "cases": cases, "combinations": [json!(combo(0, 0)), json!(combo(1, 1))],
+           "runsPerCell": 1, "bufferTarget": {"kind": "bounded", "runs": 10}, "autoTopUp": false})
+}
+
+/// The unbounded top-up of the 10,000-cell plan `id` (`n` jobs) without a budget and with one
+/// they all fit under, alternately, twice each; the queued jobs of the earlier top-ups (and of the
+/// batch enqueue) cancelled between, untimed, so each top-up finds every cell missing one run.
+async fn unbounded_budgets<C, F>(label: &str, store: &Store, call: &C, id: &str, n: usize) -> anyhow::Result<()>
+where
+    C: Fn(reqwest::Method, String, Option<Value>) -> F,
+    F: std::future::Future<Output = anyhow::Result<Value>>,
+{
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        for with_budget in [false, true] {
+            store
+                .cancel_jobs(&[JobStatus::Queued, JobStatus::Pending], None)
+                .await?;
+            let mut body = plan_body();
+            if with_budget {
+                body["budget"] = json!({"usd": 1_000_000.0});
+            }
+            call(reqwest::Method::PUT, format!("/v1/coverage-plans/{id}"), Some(body)).await?;
+            let t = Instant::now();
+            let up = call(reqwest::Method::POST, format!("/v1/coverage-plans/{id}/topup"), None).await?;
+            let secs = t.elapsed().as_secs_f64();
+            ensure!(
+                up["enqueued"].as_i64() == Some(n as i64),
+                "the top-up (budget {with_budget}) enqueued {}",
+                up["enqueued"]
+            );
+            if with_budget { on.push(secs) } else { off.push(secs) }
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (a, b) = (mean(&on), mean(&off));
+    println!(
+        "{label}: budgets: unbounded top-up of {n} jobs with a budget {a:.2} s (mean of {}); without one {b:.2} s; ratio {:.2}",
+        on.len(),
+        a / b
     );
     Ok(())
 }

@@ -21,6 +21,7 @@ mod dev;
 mod ladders;
 mod metrics;
 mod model_client;
+mod plans_budget;
 mod projects;
 mod promotion;
 mod run_lane;
