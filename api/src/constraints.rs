@@ -282,6 +282,20 @@ fn rules() -> Vec<(String, Value)> {
             schema("CoveragePlanInput", "/properties/combinations"),
             json!({"maxItems": belay_domain::coverage::MAX_ONE_OFF_MEMBERS, "uniqueItems": true}),
         ),
+        // Budgets (`belay_domain::budget`): whole dollars and cents alike, as numbers.
+        (
+            schema("BudgetInput", "/properties/usd"),
+            json!({"minimum": 0, "maximum": belay_domain::budget::MAX_USD}),
+        ),
+        (schema("BudgetInput", ""), json!({"additionalProperties": false})),
+        (
+            schema("CoveragePlanInput", "/properties/estimatedRunUsd"),
+            json!({"minimum": belay_domain::budget::MIN_ESTIMATED_RUN_USD, "maximum": belay_domain::budget::MAX_USD}),
+        ),
+        (
+            schema("LadderInput", "/properties/estimatedRunUsd"),
+            json!({"minimum": belay_domain::budget::MIN_ESTIMATED_RUN_USD, "maximum": belay_domain::budget::MAX_USD}),
+        ),
         (
             schema("BufferTarget", "/oneOf/0"),
             json!({"additionalProperties": false, "properties": {"runs": {"minimum": 0,

@@ -198,6 +198,27 @@ mod tests {
     }
 
     #[test]
+    fn plans_ladders_the_matrix_and_the_board_document_their_ledger() {
+        let doc = super::openapi_document();
+        let schemas = &doc["components"]["schemas"];
+        let ledger = &schemas["Ledger"]["properties"];
+        for field in ["budgetUsd", "spentUsd", "reservedUsd"] {
+            assert!(ledger.get(field).is_some(), "Ledger lacks {field}: {ledger}");
+        }
+        for name in ["CoveragePlan", "Ladder", "Matrix", "LadderProgress"] {
+            let text = schemas[name].to_string();
+            assert!(text.contains("#/components/schemas/Ledger"), "{name}: {text}");
+        }
+        for name in ["CoveragePlanInput", "LadderInput"] {
+            let props = &schemas[name]["properties"];
+            assert!(props.get("budget").is_some() && props.get("estimatedRunUsd").is_some(), "{name}");
+        }
+        assert_eq!(schemas["BudgetInput"]["properties"]["usd"]["minimum"], 0);
+        assert!(schemas["TopUpAnswer"]["properties"].get("held").is_some());
+        assert!(schemas["Skipped"].to_string().contains("budget"));
+    }
+
+    #[test]
     fn query_parameters_are_in_the_query_and_optional() {
         let doc = super::openapi_document();
         let params = doc["paths"]["/v1/jobs"]["get"]["parameters"].as_array().unwrap();

@@ -113,12 +113,19 @@ impl BudgetInput {
     }
 }
 
-/// A plan's or a ladder's `estimatedRunUsd` in micro-dollars: more than 0 (a run estimated to
-/// cost nothing would let a budget launch without end); the error names `estimatedRunUsd`.
+/// The smallest `estimatedRunUsd`: one micro-dollar.
+pub const MIN_ESTIMATED_RUN_USD: f64 = 0.000_001;
+
+/// A plan's or a ladder's `estimatedRunUsd` in micro-dollars: at least one micro-dollar (a run
+/// estimated to cost nothing would let a budget launch without end); the error names
+/// `estimatedRunUsd`.
 pub fn estimated_run(usd: f64) -> Result<Micros, ValidationError> {
     let m = Micros::from_usd("estimatedRunUsd", usd)?;
-    if m.0 <= 0 {
-        return Err(ValidationError::new("estimatedRunUsd", "must be more than 0"));
+    if usd < MIN_ESTIMATED_RUN_USD {
+        return Err(ValidationError::new(
+            "estimatedRunUsd",
+            format!("must be at least {MIN_ESTIMATED_RUN_USD} (a micro-dollar)"),
+        ));
     }
     Ok(m)
 }
@@ -437,7 +444,10 @@ mod tests {
         let e = check_budget_fields(Some(&BudgetInput { usd: -1.0 }), None).unwrap_err();
         assert_eq!((e.field.as_str(), e.rule.as_str()), ("budget.usd", "must be at least 0"));
         let e = check_budget_fields(None, Some(0.0)).unwrap_err();
-        assert_eq!((e.field.as_str(), e.rule.as_str()), ("estimatedRunUsd", "must be more than 0"));
+        assert_eq!(e.field, "estimatedRunUsd");
+        assert!(e.rule.starts_with("must be at least 0.000001"), "{}", e.rule);
+        assert!(check_budget_fields(None, Some(0.000_000_9)).is_err());
+        assert_eq!(estimated_run(0.000_001).unwrap(), Micros(1));
         let e = check_budget_fields(None, Some(-2.0)).unwrap_err();
         assert_eq!(e.field, "estimatedRunUsd");
     }
