@@ -146,6 +146,13 @@ function targetLabel(t) {
   return `bounded: ${t.runs} runs`;
 }
 
+// A plan's or a ladder's ledger (decision 0054): what it spent and reserved, against its budget.
+function spendLabel(x) {
+  const usd = (n) => `$${Number(n || 0).toFixed(2)}`;
+  const of = x.budgetUsd === null || x.budgetUsd === undefined ? "no budget" : `budget ${usd(x.budgetUsd)}`;
+  return `spent ${usd(x.spentUsd)}, reserved ${usd(x.reservedUsd)}; ${of}`;
+}
+
 function reasonLabel(r) {
   if (!r) return "";
   if (typeof r === "string") return r;
@@ -260,9 +267,10 @@ function matrixTable(m) {
     h("td", {}, ""));
   const body = h("tbody", {}, totals);
   fillRows(body, m.cells.length, (i) => matrixRow(m.cells[i]), totals);
-  return h("table", { id: "matrix" },
-    h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
-    body);
+  return h("div", {}, h("p", { id: "spend", class: "muted" }, spendLabel(m)),
+    h("table", { id: "matrix" },
+      h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
+      body));
 }
 
 function topUpAnswer(a) {
@@ -1087,7 +1095,7 @@ async function ladderPage(id) {
       }),
     }, "Halt"),
     h("label", {}, "Order ", axis),
-    h("span", { class: "muted" }, `buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review`));
+    h("span", { class: "muted" }, `buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review; ${spendLabel(progress)}`));
   setMain(
     h("h1", {}, `Ladder ${ladder.name}`),
     h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ",

@@ -211,7 +211,10 @@ mod tests {
         }
         for name in ["CoveragePlanInput", "LadderInput"] {
             let props = &schemas[name]["properties"];
-            assert!(props.get("budget").is_some() && props.get("estimatedRunUsd").is_some(), "{name}");
+            assert!(
+                props.get("budget").is_some() && props.get("estimatedRunUsd").is_some(),
+                "{name}"
+            );
         }
         assert_eq!(schemas["BudgetInput"]["properties"]["usd"]["minimum"], 0);
         assert!(schemas["TopUpAnswer"]["properties"].get("held").is_some());

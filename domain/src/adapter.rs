@@ -88,7 +88,9 @@ pub enum AdapterOutcome {
         #[serde(default, skip_serializing_if = "Reported::is_empty")]
         reported: Reported,
     },
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
 }
 
 pub const MAX_ARTIFACTS: usize = 256;
@@ -282,7 +284,8 @@ mod tests {
             serde_json::json!({"outcome": "completed", "loaded": false, "artifacts": []})
         );
         let old: AdapterOutcome =
-            serde_json::from_value(serde_json::json!({"outcome": "completed", "loaded": true, "artifacts": []})).unwrap();
+            serde_json::from_value(serde_json::json!({"outcome": "completed", "loaded": true, "artifacts": []}))
+                .unwrap();
         assert!(matches!(old, AdapterOutcome::Completed { reported, .. } if reported.is_empty()));
     }
 

@@ -131,7 +131,10 @@ pub fn estimated_run(usd: f64) -> Result<Micros, ValidationError> {
 }
 
 /// Checks the budget fields a plan or a ladder is saved with: `budget.usd` and `estimatedRunUsd`.
-pub fn check_budget_fields(budget: Option<&BudgetInput>, estimated_run_usd: Option<f64>) -> Result<(), ValidationError> {
+pub fn check_budget_fields(
+    budget: Option<&BudgetInput>,
+    estimated_run_usd: Option<f64>,
+) -> Result<(), ValidationError> {
     if let Some(b) = budget {
         b.micros()?;
     }
@@ -419,21 +422,43 @@ mod tests {
     fn a_gg_combination_is_priced_at_the_dearest_of_its_bound_models() {
         use crate::catalogue::ModelFacts;
         let models: ModelCatalogue = [
-            ("cheap", Some(ListPrice { input_per_mtok_usd: 1.0, output_per_mtok_usd: 20.0 })),
+            (
+                "cheap",
+                Some(ListPrice {
+                    input_per_mtok_usd: 1.0,
+                    output_per_mtok_usd: 20.0,
+                }),
+            ),
             ("dear", Some(SONNET)),
             ("unpriced", None),
         ]
         .into_iter()
-        .map(|(m, p)| (m.to_string(), ModelFacts { context_window: None, list_price: p }))
+        .map(|(m, p)| {
+            (
+                m.to_string(),
+                ModelFacts {
+                    context_window: None,
+                    list_price: p,
+                },
+            )
+        })
         .collect();
         let gg = |ms: &[&str]| Combination::Gg {
             gg_config_id: "gg_1".into(),
-            bindings: ms.iter().enumerate().map(|(i, m)| (format!("s{i}"), m.to_string())).collect(),
+            bindings: ms
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (format!("s{i}"), m.to_string()))
+                .collect(),
         };
         let p = combination_price(&gg(&["cheap", "dear"]), &models).unwrap();
         assert_eq!((p.input_per_mtok_usd, p.output_per_mtok_usd), (3.0, 20.0));
         assert_eq!(combination_price(&gg(&["cheap", "unpriced"]), &models), None);
-        let h = Combination::Harness { harness: "cc".into(), model: "dear".into(), provider: None };
+        let h = Combination::Harness {
+            harness: "cc".into(),
+            model: "dear".into(),
+            provider: None,
+        };
         assert_eq!(combination_price(&h, &models), Some(SONNET));
     }
 
@@ -442,7 +467,10 @@ mod tests {
         assert!(check_budget_fields(Some(&BudgetInput { usd: 3.0 }), Some(0.25)).is_ok());
         assert!(check_budget_fields(None, None).is_ok());
         let e = check_budget_fields(Some(&BudgetInput { usd: -1.0 }), None).unwrap_err();
-        assert_eq!((e.field.as_str(), e.rule.as_str()), ("budget.usd", "must be at least 0"));
+        assert_eq!(
+            (e.field.as_str(), e.rule.as_str()),
+            ("budget.usd", "must be at least 0")
+        );
         let e = check_budget_fields(None, Some(0.0)).unwrap_err();
         assert_eq!(e.field, "estimatedRunUsd");
         assert!(e.rule.starts_with("must be at least 0.000001"), "{}", e.rule);
@@ -460,7 +488,10 @@ mod tests {
             reserved: usd(0.25),
         };
         let v = serde_json::to_value(l).unwrap();
-        assert_eq!(v, serde_json::json!({"budgetUsd": 3.0, "spentUsd": 1.5, "reservedUsd": 0.25}));
+        assert_eq!(
+            v,
+            serde_json::json!({"budgetUsd": 3.0, "spentUsd": 1.5, "reservedUsd": 0.25})
+        );
         assert_eq!(serde_json::from_value::<Ledger>(v).unwrap(), l);
         let none = serde_json::to_value(Ledger::default()).unwrap();
         assert_eq!(none["budgetUsd"], serde_json::Value::Null);

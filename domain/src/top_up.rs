@@ -974,7 +974,12 @@ mod tests {
             let cells: Vec<MatrixCell> = (0..rng.below(10))
                 .map(|i| {
                     let d = rng.below(3) + 1;
-                    cell(&format!("c{i}"), ["x", "y"][rng.below(2) as usize], d, rng.below(d as u64 + 1))
+                    cell(
+                        &format!("c{i}"),
+                        ["x", "y"][rng.below(2) as usize],
+                        d,
+                        rng.below(d as u64 + 1),
+                    )
                 })
                 .collect();
             let l = lanes(&[("x", rng.below(3) + 1, rng.below(3)), ("y", rng.below(3) + 1, 0)]);

@@ -13,9 +13,7 @@
 
 use crate::coverage::{CoverageFacts, Feed, FeedRow};
 use crate::{StoreError, Tx};
-use belay_domain::budget::{
-    CostBasis, EstimateFacts, Ledger, Micros, Reported, combination_price, estimate, run_cost,
-};
+use belay_domain::budget::{CostBasis, EstimateFacts, Ledger, Micros, Reported, combination_price, estimate, run_cost};
 use belay_domain::buffer::BufferTarget;
 use belay_domain::catalogue::{ListPrice, ModelCatalogue, ModelFacts};
 use belay_domain::ids::{JobId, RunId};
@@ -83,9 +81,7 @@ pub(crate) async fn set_budget(
 /// The mean measured cost of the completed runs of each cell (the case mean) and of each
 /// combination (by its identity), over every run whose adapter reported a cost or a usage: one
 /// grouped read of the partial index `runs_measured_cost`.
-async fn measured_means(
-    tx: &mut Tx,
-) -> Result<(BTreeMap<String, Micros>, BTreeMap<String, Micros>), StoreError> {
+async fn measured_means(tx: &mut Tx) -> Result<(BTreeMap<String, Micros>, BTreeMap<String, Micros>), StoreError> {
     let rows = sqlx::query(
         r#"select cell_key, cast(sum(measured_cost_micros) as bigint) as total, count(*) as n
            from runs where measured_cost_micros is not null group by cell_key"#,
@@ -201,7 +197,10 @@ pub(crate) async fn mark_reserved(tx: &mut Tx, plan: &TopUpPlan, job_ids: &[Vec<
     }
     for (amount, ids) in by_amount {
         for chunk in ids.chunks(500) {
-            let list = (2..chunk.len() + 2).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+            let list = (2..chunk.len() + 2)
+                .map(|i| format!("${i}"))
+                .collect::<Vec<_>>()
+                .join(", ");
             let sql = format!("update jobs set reserved_micros = $1 where reserved_micros is null and id in ({list})");
             let mut q = sqlx::query(&sql).bind(amount);
             for id in chunk {
@@ -281,7 +280,10 @@ pub(crate) async fn carry_to_retry(tx: &mut Tx, failed: &JobId, retry: &JobId) -
     if moved.rows_affected() == 1 {
         let origin = Origin::parse(&origin)?;
         let (feed, id) = row_of(&origin);
-        let sql = format!("update {} set reserved_micros = reserved_micros + $2 where id = $1", feed.table());
+        let sql = format!(
+            "update {} set reserved_micros = reserved_micros + $2 where id = $1",
+            feed.table()
+        );
         sqlx::query(&sql).bind(id).bind(amount).execute(tx.conn()).await?;
     }
     Ok(())

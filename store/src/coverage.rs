@@ -129,7 +129,9 @@ fn plan_row(r: &AnyRow) -> Result<CoveragePlan, StoreError> {
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get::<Option<i64>, _>("updated_at")?.unwrap_or_default(),
         budget: spend.budget.map(BudgetInput::of),
-        estimated_run_usd: r.try_get::<Option<i64>, _>("estimated_run_micros")?.map(|m| Micros(m).usd()),
+        estimated_run_usd: r
+            .try_get::<Option<i64>, _>("estimated_run_micros")?
+            .map(|m| Micros(m).usd()),
         spend,
     })
 }

@@ -223,10 +223,7 @@ async fn measure(
     let twin = call(reqwest::Method::POST, "/v1/coverage-plans".into(), Some(twin_body)).await?;
     let twin_id = twin["id"].as_str().context("plan id")?.to_string();
     let twin_origin = Origin::Plan(twin_id.clone()).to_string();
-    ensure!(
-        store.bench_price_runs(Micros(100_000)).await? > 0,
-        "no run was priced"
-    );
+    ensure!(store.bench_price_runs(Micros(100_000)).await? > 0, "no run was priced");
     let mut topups = Vec::new();
     let mut floor = Vec::new();
     let mut budgeted = Vec::new();
@@ -260,7 +257,12 @@ async fn measure(
             .await?;
         let b = t.elapsed().as_secs_f64() * 1000.0;
         let t = Instant::now();
-        let up = call(reqwest::Method::POST, format!("/v1/coverage-plans/{twin_id}/topup"), None).await?;
+        let up = call(
+            reqwest::Method::POST,
+            format!("/v1/coverage-plans/{twin_id}/topup"),
+            None,
+        )
+        .await?;
         let c = t.elapsed().as_secs_f64() * 1000.0;
         ensure!(
             up["enqueued"].as_i64() == Some(10) && up["skipped"].is_null(),

@@ -818,6 +818,9 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
         c.text(&format!("th[data-climber={}] .climber-status", json!(x))).await,
         "awaitingReview"
     );
+    // The ledger beside the buffer: both runs reported nothing and settled at m's list price.
+    let page: String = c.eval("document.body.textContent").await;
+    assert!(page.contains("spent $1.80, reserved $0.00; no budget"), "{page}");
     c.screenshot("ladder-awaiting-review").await;
     // x's run is broken, y's great: x walls at rung one, y moves on.
     for (harness, run) in &runs {
@@ -1317,7 +1320,8 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
         .post(
             "/v1/coverage-plans",
             json!({"name": "mixed", "cases": [pin("c"), pin("d")], "combinations": [slow, ghost],
-                   "runsPerCell": 2, "bufferTarget": {"kind": "unbounded"}, "paused": true, "autoTopUp": false}),
+                   "runsPerCell": 2, "bufferTarget": {"kind": "unbounded"}, "paused": true, "autoTopUp": false,
+                   "budget": {"usd": 100}}),
         )
         .await;
     assert_eq!(s, 201, "{plan}");
@@ -1337,6 +1341,7 @@ async fn the_plan_page_shows_its_cells_reasons_buffer_targets_top_up_answer_and_
     c.ready("/sign-in").await;
     c.sign_in(&b.token).await;
     c.visit(&format!("/plans/{plan}")).await;
+    assert_eq!(c.text("#spend").await, "spent $0.00, reserved $0.00; budget $100.00");
     let notes: Vec<(String, String)> = c
         .eval(
             "[...document.querySelectorAll('#matrix tr[data-cell]')].map((r) => \

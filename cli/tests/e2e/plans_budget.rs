@@ -134,7 +134,10 @@ async fn a_budget_of_three_runs_emits_three_cells_then_answers_skipped_budget_an
     let p = settled(&b, &path, &format!("plan:{id}")).await;
     assert!(close(usd(&p, "spentUsd"), three), "{p}");
     let m = b.get(&format!("{path}/coverage")).await;
-    assert!(close(usd(&m, "spentUsd"), three) && close(usd(&m, "budgetUsd"), three), "{m}");
+    assert!(
+        close(usd(&m, "spentUsd"), three) && close(usd(&m, "budgetUsd"), three),
+        "{m}"
+    );
     assert_eq!(usd(&m, "reservedUsd"), 0.0);
 
     let second = topup(&b, &path).await;
@@ -142,20 +145,31 @@ async fn a_budget_of_three_runs_emits_three_cells_then_answers_skipped_budget_an
     assert_eq!(second["enqueued"], 0);
     assert_eq!(second["held"].as_array().unwrap().len(), 2);
     let schedule = b.get(&format!("{path}/schedule")).await;
-    let reasons: Vec<&Value> = schedule["lines"].as_array().unwrap().iter().map(|l| &l["reason"]).collect();
+    let reasons: Vec<&Value> = schedule["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| &l["reason"])
+        .collect();
     assert_eq!(reasons[3..], [&json!("budget"), &json!("budget")], "{schedule}");
     assert_eq!(jobs_of(&b, &format!("plan:{id}")).await.len(), 3);
 
     // Raising the budget by one run lets the next top-up emit one more cell, then hold again.
     let (s, v) = call(&b, "PUT", &path, Some(body(three + LIST_PRICE_ESTIMATE))).await;
     assert_eq!(s, 200, "{v}");
-    assert!(close(usd(&v, "spentUsd"), three), "a budget change keeps what was spent: {v}");
+    assert!(
+        close(usd(&v, "spentUsd"), three),
+        "a budget change keeps what was spent: {v}"
+    );
     let third = topup(&b, &path).await;
     assert_eq!(third["skipped"], Value::Null, "{third}");
     assert_eq!(launched_slugs(&third), ["f"]);
     assert_eq!(third["held"][0]["case"]["slug"], "g");
     let p = b.get(&path).await;
-    assert!(usd(&p, "spentUsd") + usd(&p, "reservedUsd") <= usd(&p, "budgetUsd") + 1e-9, "{p}");
+    assert!(
+        usd(&p, "spentUsd") + usd(&p, "reservedUsd") <= usd(&p, "budgetUsd") + 1e-9,
+        "{p}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -245,7 +259,11 @@ async fn thirty_concurrent_top_ups_never_overspend(b: Belay) {
         assert_eq!(jobs.len(), 3, "three runs' worth of its budget: {p}");
         assert!(close(reserved, jobs.len() as f64 * 1.0), "one estimate per job: {p}");
         for j in &jobs {
-            assert!(cells.insert(j["cellKey"].as_str().unwrap().to_string()), "cell {} twice", j["cellKey"]);
+            assert!(
+                cells.insert(j["cellKey"].as_str().unwrap().to_string()),
+                "cell {} twice",
+                j["cellKey"]
+            );
         }
         // Once a plan's budget is reserved, its next top-up holds back what is left.
         let next = topup(&b, &format!("/v1/coverage-plans/{id}")).await;
@@ -291,12 +309,18 @@ async fn a_ladders_budget_holds_its_climb_and_its_board_shows_the_ledger() {
     assert_eq!(again["skipped"], "budget", "{again}");
     let board = b.get(&format!("/v1/ladders/{id}/progress")).await;
     assert_eq!(
-        (usd(&board, "budgetUsd"), usd(&board, "reservedUsd"), usd(&board, "spentUsd")),
+        (
+            usd(&board, "budgetUsd"),
+            usd(&board, "reservedUsd"),
+            usd(&board, "spentUsd")
+        ),
         (2.5, 2.0, 0.0),
         "{board}"
     );
     // Halting cancels its queued runs, which releases their reservations.
-    let (s, v) = b.post(&format!("/v1/ladders/{id}/halt-all"), json!({"confirm": true})).await;
+    let (s, v) = b
+        .post(&format!("/v1/ladders/{id}/halt-all"), json!({"confirm": true}))
+        .await;
     assert_eq!(s, 200, "{v}");
     let l = b.get(&format!("/v1/ladders/{id}")).await;
     assert_eq!((usd(&l, "reservedUsd"), usd(&l, "spentUsd")), (0.0, 0.0), "{l}");

@@ -201,14 +201,20 @@ on_both!(
         assert_eq!(spend(&s, &p.id).await, (Micros::ZERO, Micros::ZERO));
         input.budget = Some(BudgetInput { usd: 1.0 });
         let mut tx = s.begin().await.unwrap();
-        coverage::update_plan(&mut tx, &alice.id, &p.id, &input).await.unwrap().unwrap();
+        coverage::update_plan(&mut tx, &alice.id, &p.id, &input)
+            .await
+            .unwrap()
+            .unwrap();
         tx.commit().await.unwrap();
         let next = top_up(&s, &alice.id, &p.id, "t2").await;
         assert_eq!((next.enqueued, next.skipped, next.held.len()), (1, None, 1));
         // Lowering the budget below what is reserved holds everything and keeps the ledger.
         input.budget = Some(BudgetInput { usd: 0.0 });
         let mut tx = s.begin().await.unwrap();
-        let lowered = coverage::update_plan(&mut tx, &alice.id, &p.id, &input).await.unwrap().unwrap();
+        let lowered = coverage::update_plan(&mut tx, &alice.id, &p.id, &input)
+            .await
+            .unwrap()
+            .unwrap();
         tx.commit().await.unwrap();
         assert_eq!(lowered.spend.reserved, usd(1.0));
         let none = top_up(&s, &alice.id, &p.id, "t3").await;
@@ -300,7 +306,10 @@ on_both!(
             .unwrap();
         complete(&s, &quiet.id, Reported::default()).await;
         let mut tx = s.begin_read().await.unwrap();
-        let r = coverage::resolve_plan(&mut tx, &alice.id, &p.id).await.unwrap().unwrap();
+        let r = coverage::resolve_plan(&mut tx, &alice.id, &p.id)
+            .await
+            .unwrap()
+            .unwrap();
         let m = coverage::cells_matrix(&mut tx, &alice.id, &r.cells, 2).await.unwrap();
         let estimates = budget::cell_estimates(&mut tx, &m.cells, None, &Default::default())
             .await
