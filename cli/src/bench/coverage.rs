@@ -217,8 +217,15 @@ async fn measure(
     .await?;
     let small_id = small["id"].as_str().context("plan id")?.to_string();
     let origin = Origin::Plan(small_id.clone()).to_string();
-    // Its twin with a budget every top-up fits under: the same walk, reserving against a budget.
-    let mut twin_body = small_body(&small_cases);
+    // Its twin with a budget every top-up fits under: the same walk over cells of its own (cells
+    // are counted globally), reserving against a budget.
+    let mut twin_cases = Vec::new();
+    for i in 0..10 {
+        let slug = format!("twin{i}");
+        ingest(store, &slug).await?;
+        twin_cases.push(json!({"slug": slug, "version": "1.0.0", "variant": "default"}));
+    }
+    let mut twin_body = small_body(&twin_cases);
     twin_body["budget"] = json!({"usd": 1_000_000.0});
     let twin = call(reqwest::Method::POST, "/v1/coverage-plans".into(), Some(twin_body)).await?;
     let twin_id = twin["id"].as_str().context("plan id")?.to_string();
