@@ -454,6 +454,8 @@ async function artifactView(run) {
       src: artifactHref(grant.url, entry.path),
       dataset: { run: run.id, entry: entry.path },
     });
+    // The build has loaded with its scripts and assets: `belay bench console` reads the mark.
+    frame.addEventListener("load", () => performance.mark(`belay:frame ${run.id}`), { once: true });
     const expires = h("span", { class: "artifact-expiry" });
     const showExpiry = (g) => {
       expires.textContent = `This link works until ${new Date(g.expiresAt * 1000).toLocaleTimeString()}.`;
@@ -733,19 +735,20 @@ async function queuePage(kind, id) {
   };
 
   const showCell = async (cell) => {
-    const runs = await Promise.all(cell.runs.map((r) => api("GET", `/v1/runs/${r}`)));
-    const offered = await Promise.all(runs.map((r) => api("GET", `/v1/runs/${r.id}/review-domains`)));
-    const sections = [];
-    for (let i = 0; i < runs.length; i++) {
-      sections.push(await repeatView(runs[i], me, offered[i], `${i + 1} of ${runs.length}`, async (section) => {
+    const [runs, offered] = await Promise.all([
+      Promise.all(cell.runs.map((r) => api("GET", `/v1/runs/${r}`))),
+      Promise.all(cell.runs.map((r) => api("GET", `/v1/runs/${r}/review-domains`)))]);
+    // The repeats are built at once (each reads its reviews and signs its build's URL), so the
+    // cell's builds start loading together.
+    const sections = await Promise.all(runs.map((run, i) =>
+      repeatView(run, me, offered[i], `${i + 1} of ${runs.length}`, async (section) => {
         if (!section.counted) { section.counted = true; left = Math.max(0, left - 1); showCount(); }
         if (!focusNext(section)) {
           passed.add(cell.cellKey);
           if (at === walked.length - 1) await go(at + 1);
           else section.querySelector("button.revise").focus();
         }
-      }));
-    }
+      })));
     for (const s of sections) s.counted = s.dataset.reviewed === "true";
     const r0 = runs[0];
     stage.replaceChildren(h("div", { id: "cell", dataset: { cell: cell.cellKey } },
