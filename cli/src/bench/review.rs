@@ -62,7 +62,9 @@ pub(super) async fn review(dir: &Path, address: &str, browser: &Browser, samples
     std::fs::create_dir_all(&dir)?;
     let store = fresh_store(&dir, None, "review").await?;
     let client = belay_client::connect(address, "default", "belay-bench").await?;
-    let (_, token) = store.create_account("bench").await?;
+    let (_, token) = store
+        .create_account_with_role("bench", belay_domain::access::Role::Operator)
+        .await?;
     let pools = [Pool::Workflows, Pool::Db, Pool::Harness];
     let figures = run_stack_with(&store, &client, &dir, &pools, true, |api, artifacts| async move {
         let artifacts = artifacts.context("an artifact origin")?;
@@ -165,12 +167,14 @@ async fn measure(
     page.evaluate(format!("sessionStorage.setItem('belay.token', {})", json!(token)))
         .await?;
 
-    // The reference: the five builds' files fetched at once from the artifact origin, uncached.
+    // The reference: the five builds' files fetched at once from the artifact origin, uncached,
+    // from a blank tab (the console's own policy lets its pages connect to the API only).
+    let blank = browser.new_page("about:blank").await?;
     let mut alone = Vec::new();
     let mut bytes = 0;
     for i in 0..samples + 2 {
         let urls = build_urls(api, token, plan).await?;
-        let v: Value = page
+        let v: Value = blank
             .evaluate(format!(
                 "(async () => {{ const t = performance.now(); \
                    const sizes = await Promise.all({urls}.map(async (u) => {{ \
@@ -187,9 +191,10 @@ async fn measure(
             alone.push(v["ms"].as_f64().context("ms")?);
         }
     }
+    let _ = blank.close().await;
 
     let path = format!("/plans/{plan}/queue");
-    let mut loads = Vec::new();
+    let (mut loads, mut shell, mut answers) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..samples + 1 {
         page.goto(format!("{api}{path}")).await?;
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -199,7 +204,11 @@ async fn measure(
                     "(() => { const marks = performance.getEntriesByType('mark').filter((m) => m.name.startsWith('belay:frame ')); \
                        const frames = document.querySelectorAll('section.repeat iframe.artifact-frame').length; \
                        const err = document.querySelector('#error'); \
+                       const res = performance.getEntriesByType('resource'); \
+                       const end = (f) => Math.max(0, ...res.filter(f).map((e) => e.responseEnd)); \
                        return { frames, loaded: marks.length, last: Math.max(0, ...marks.map((m) => m.startTime)), \
+                         shell: end((e) => new URL(e.name).pathname.startsWith('/console/')), \
+                         api: end((e) => new URL(e.name).pathname.startsWith('/v1/')), \
                          error: err && !err.hidden ? err.textContent : null }; })()",
                 )
                 .await?
@@ -216,14 +225,19 @@ async fn measure(
         ensure!(v["frames"].as_u64() == Some(REPEATS as u64), "{path} showed {} frames", v["frames"]);
         if i >= 1 {
             loads.push(v["last"].as_f64().context("last")?);
+            shell.push(v["shell"].as_f64().context("shell")?);
+            answers.push(v["api"].as_f64().context("api")?);
         }
     }
     let _ = page.close().await;
 
     let (a50, a95) = stats(alone);
     let (p50, p95) = stats(loads);
+    let (s50, _) = stats(shell);
+    let (api50, _) = stats(answers);
     println!(
         "review page ({REPEATS} repeats side by side, 3 files each from {artifacts}): every build loaded and playable median {p50:.0} ms, p95 {p95:.0} ms; \
+         (the console's own files in by {s50:.0} ms, its API calls answered by {api50:.0} ms); \
          the {} files ({:.1} KiB) fetched directly in the same browser median {a50:.0} ms, p95 {a95:.0} ms; ratio {:.2}",
         REPEATS * 3,
         bytes as f64 / 1024.0,
