@@ -1,7 +1,8 @@
 //! `belay bench console`'s review page: a cell of five repeats, each a multi-file canvas game (an
-//! `index.html`, a script under `js/`, a sprite under `assets/`) built by a real script harness and
-//! kept in the object store, reviewed side by side on `/plans/{id}/queue` with every build playing
-//! in its frame from the artifact origin (decision 0051). Timed from navigation until every frame
+//! `index.html`, a script under `js/`, a sprite under `assets/`; then the same beside a 600 KiB
+//! bundled library) built by a real script harness and kept in the object store, reviewed side by
+//! side on `/plans/{id}/queue` with every build playing in its frame from the artifact origin
+//! (decision 0051). Timed from navigation until every frame
 //! has fired `load` (its document, script and sprite in, the script run: the console marks each),
 //! against the reference a reviewer could not do better than: the same five builds' files fetched
 //! directly from the artifact origin in the same browser, all at once, until every byte is in.
@@ -26,8 +27,9 @@ cat > index.html <<'HTML'
 #hud{position:absolute;left:120px;top:16px} canvas{position:absolute;left:8px;top:52px;border:1px solid #333}</style></head>
 <body><button id="start">Start</button><div id="hud">Score: <span id="score">0</span></div>
 <canvas id="board" width="480" height="240"></canvas>
-<script src="js/game.js"></script></body></html>
+VENDOR_TAG<script src="js/game.js"></script></body></html>
 HTML
+VENDOR_FILE
 cat > js/game.js <<'JS'
 const board = document.getElementById("board");
 const ctx = board.getContext("2d");
@@ -52,8 +54,54 @@ JS
 cat > assets/sprite.svg <<'SVG'
 <svg xmlns="http://www.w3.org/2000/svg" width="16" height="16"><circle cx="8" cy="8" r="7" fill="#f5c400"/></svg>
 SVG
-printf '{"status":"completed","loaded":true,"artifacts":["index.html","js/game.js","assets/sprite.svg"]}' > "$BELAY_MANIFEST"
+printf '{"status":"completed","loaded":true,"artifacts":["index.html","js/game.js","assets/sprite.svg"VENDOR_LISTED]}' > "$BELAY_MANIFEST"
 "##;
+
+/// The two builds timed: the small game alone, and the same game with a bundled library
+/// beside it, as a build made with a game framework ships.
+#[derive(Clone, Copy)]
+struct Build {
+    label: &'static str,
+    /// Functions in `js/vendor.js` (about 40 bytes each); none: no vendor script.
+    vendor_functions: usize,
+}
+
+const BUILDS: [Build; 2] = [
+    Build {
+        label: "small game (3 files)",
+        vendor_functions: 0,
+    },
+    Build {
+        label: "game with a 600 KiB bundled library (4 files)",
+        vendor_functions: 15_000,
+    },
+];
+
+impl Build {
+    fn files(self) -> usize {
+        if self.vendor_functions == 0 { 3 } else { 4 }
+    }
+
+    /// The harness script writing this build.
+    fn script(self) -> String {
+        if self.vendor_functions == 0 {
+            return GAME_SCRIPT
+                .replace("VENDOR_TAG", "")
+                .replace("VENDOR_FILE\n", "")
+                .replace("VENDOR_LISTED", "");
+        }
+        GAME_SCRIPT
+            .replace("VENDOR_TAG", "<script src=\"js/vendor.js\"></script>")
+            .replace(
+                "VENDOR_FILE",
+                &format!(
+                    "awk 'BEGIN {{ for (i = 0; i < {}; i++) printf \"function vendor%d(a) {{ return a * %d + 1; }}\\n\", i, i }}' > js/vendor.js",
+                    self.vendor_functions
+                ),
+            )
+            .replace("VENDOR_LISTED", ",\"js/vendor.js\"")
+    }
+}
 
 /// Seeds a plan of one cell of [`REPEATS`] runs through the API and a real harness, then times
 /// its review page against fetching the builds directly.
@@ -68,8 +116,11 @@ pub(super) async fn review(dir: &Path, address: &str, browser: &Browser, samples
     let pools = [Pool::Workflows, Pool::Db, Pool::Harness];
     let figures = run_stack_with(&store, &client, &dir, &pools, true, |api, artifacts| async move {
         let artifacts = artifacts.context("an artifact origin")?;
-        let plan = seed(&api, &token).await?;
-        measure(&api, &artifacts, &token, &plan, browser, samples).await
+        for (i, build) in BUILDS.into_iter().enumerate() {
+            let plan = seed(&api, &token, i, build).await?;
+            measure(&api, &artifacts, &token, &plan, build, browser, samples).await?;
+        }
+        Ok(())
     })
     .await;
     store.close().await;
@@ -78,7 +129,12 @@ pub(super) async fn review(dir: &Path, address: &str, browser: &Browser, samples
 
 /// POSTs `body` to `path`, expecting success; the answer.
 async fn post(http: &reqwest::Client, api: &str, token: &str, path: &str, body: Value) -> anyhow::Result<Value> {
-    let resp = http.post(format!("{api}{path}")).bearer_auth(token).json(&body).send().await?;
+    let resp = http
+        .post(format!("{api}{path}"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await?;
     let status = resp.status();
     let v: Value = resp.json().await.unwrap_or(Value::Null);
     ensure!(status.is_success(), "POST {path}: {status} {v}");
@@ -87,20 +143,44 @@ async fn post(http: &reqwest::Client, api: &str, token: &str, path: &str, body: 
 
 /// The catalogue, the game harness and a plan of one cell of [`REPEATS`] runs, topped up until
 /// every run has completed with its build; the plan's id.
-async fn seed(api: &str, token: &str) -> anyhow::Result<String> {
+async fn seed(api: &str, token: &str, i: usize, build: Build) -> anyhow::Result<String> {
     let http = reqwest::Client::new();
-    let case = json!({"slug": "game", "version": "1.0.0", "variant": "default"});
-    post(&http, api, token, "/v1/test-cases",
-        json!({"slug": "game", "version": "1.0.0", "testType": "standard", "variants": ["default"]})).await?;
-    post(&http, api, token, "/v1/models",
-        json!({"id": "m", "contextWindow": 200000, "listPrice": {"inputPerMtokUsd": 3.0, "outputPerMtokUsd": 15.0}})).await?;
-    post(&http, api, token, "/v1/harnesses", json!({"name": "game", "maxParallelism": REPEATS,
-        "adapter": {"kind": "script", "script": GAME_SCRIPT, "timeoutSeconds": 120}})).await?;
-    let plan = post(&http, api, token, "/v1/coverage-plans", json!({
-        "name": "review bench", "cases": [case],
-        "combinations": [{"kind": "harness", "harness": "game", "model": "m"}],
-        "runsPerCell": REPEATS, "bufferTarget": {"kind": "bounded", "runs": REPEATS}, "autoTopUp": false
-    })).await?;
+    let slug = format!("game{i}");
+    let harness = format!("game{i}");
+    let case = json!({"slug": slug, "version": "1.0.0", "variant": "default"});
+    post(
+        &http,
+        api,
+        token,
+        "/v1/test-cases",
+        json!({"slug": slug, "version": "1.0.0", "testType": "standard", "variants": ["default"]}),
+    )
+    .await?;
+    if i == 0 {
+        post(&http, api, token, "/v1/models",
+            json!({"id": "m", "contextWindow": 200000, "listPrice": {"inputPerMtokUsd": 3.0, "outputPerMtokUsd": 15.0}})).await?;
+    }
+    post(
+        &http,
+        api,
+        token,
+        "/v1/harnesses",
+        json!({"name": harness, "maxParallelism": REPEATS,
+        "adapter": {"kind": "script", "script": build.script(), "timeoutSeconds": 120}}),
+    )
+    .await?;
+    let plan = post(
+        &http,
+        api,
+        token,
+        "/v1/coverage-plans",
+        json!({
+            "name": format!("review bench {i}"), "cases": [case],
+            "combinations": [{"kind": "harness", "harness": harness, "model": "m"}],
+            "runsPerCell": REPEATS, "bufferTarget": {"kind": "bounded", "runs": REPEATS}, "autoTopUp": false
+        }),
+    )
+    .await?;
     let id = plan["id"].as_str().context("a plan id")?.to_owned();
     post(&http, api, token, &format!("/v1/coverage-plans/{id}/topup"), json!({})).await?;
     let t = Instant::now();
@@ -120,12 +200,16 @@ async fn seed(api: &str, token: &str) -> anyhow::Result<String> {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    println!("review page: {REPEATS} runs of one cell built by the harness in {:.1} s", t.elapsed().as_secs_f64());
+    println!(
+        "review page, {}: {REPEATS} runs of one cell built by the harness in {:.1} s",
+        build.label,
+        t.elapsed().as_secs_f64()
+    );
     Ok(id)
 }
 
 /// Every file of every queued run, under a freshly signed URL each (minted before any timing).
-async fn build_urls(api: &str, token: &str, plan: &str) -> anyhow::Result<Vec<String>> {
+async fn build_urls(api: &str, token: &str, plan: &str, build: Build) -> anyhow::Result<Vec<String>> {
     let http = reqwest::Client::new();
     let q: Value = http
         .get(format!("{api}/v1/coverage-plans/{plan}/queue"))
@@ -150,7 +234,8 @@ async fn build_urls(api: &str, token: &str, plan: &str) -> anyhow::Result<Vec<St
             urls.push(format!("{base}{}", a["path"].as_str().context("a path")?));
         }
     }
-    ensure!(urls.len() == REPEATS * 3, "expected {} files, got {}", REPEATS * 3, urls.len());
+    let want = REPEATS * build.files();
+    ensure!(urls.len() == want, "expected {want} files, got {}", urls.len());
     Ok(urls)
 }
 
@@ -159,6 +244,7 @@ async fn measure(
     artifacts: &str,
     token: &str,
     plan: &str,
+    build: Build,
     browser: &Browser,
     samples: usize,
 ) -> anyhow::Result<()> {
@@ -173,7 +259,7 @@ async fn measure(
     let mut alone = Vec::new();
     let mut bytes = 0;
     for i in 0..samples + 2 {
-        let urls = build_urls(api, token, plan).await?;
+        let urls = build_urls(api, token, plan, build).await?;
         let v: Value = blank
             .evaluate(format!(
                 "(async () => {{ const t = performance.now(); \
@@ -192,6 +278,34 @@ async fn measure(
         }
     }
     let _ = blank.close().await;
+
+    // The second reference: the five builds framed directly on a page of the console's origin
+    // (the only one their policy lets frame them), with the review frame's sandbox, without the
+    // console: what playing the builds costs the browser by itself.
+    let mut framed = Vec::new();
+    for i in 0..samples + 2 {
+        let entries: Vec<String> = build_urls(api, token, plan, build)
+            .await?
+            .into_iter()
+            .filter(|u| u.ends_with("/index.html"))
+            .collect();
+        let ms: f64 = page
+            .evaluate(format!(
+                "(async () => {{ const box = document.createElement('div'); document.body.append(box); \
+                   const t = performance.now(); \
+                   await Promise.all({entries}.map((u) => new Promise((resolve) => {{ \
+                     const f = document.createElement('iframe'); f.setAttribute('sandbox', 'allow-scripts allow-pointer-lock'); \
+                     f.referrerPolicy = 'no-referrer'; f.addEventListener('load', resolve, {{ once: true }}); \
+                     f.src = u; box.append(f); }}))); \
+                   const ms = performance.now() - t; box.remove(); return ms; }})()",
+                entries = json!(entries),
+            ))
+            .await?
+            .into_value()?;
+        if i >= 2 {
+            framed.push(ms);
+        }
+    }
 
     let path = format!("/plans/{plan}/queue");
     let (mut loads, mut shell, mut answers) = (Vec::new(), Vec::new(), Vec::new());
@@ -222,7 +336,11 @@ async fn measure(
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
-        ensure!(v["frames"].as_u64() == Some(REPEATS as u64), "{path} showed {} frames", v["frames"]);
+        ensure!(
+            v["frames"].as_u64() == Some(REPEATS as u64),
+            "{path} showed {} frames",
+            v["frames"]
+        );
         if i >= 1 {
             loads.push(v["last"].as_f64().context("last")?);
             shell.push(v["shell"].as_f64().context("shell")?);
@@ -232,16 +350,20 @@ async fn measure(
     let _ = page.close().await;
 
     let (a50, a95) = stats(alone);
+    let (d50, d95) = stats(framed);
     let (p50, p95) = stats(loads);
     let (s50, _) = stats(shell);
     let (api50, _) = stats(answers);
     println!(
-        "review page ({REPEATS} repeats side by side, 3 files each from {artifacts}): every build loaded and playable median {p50:.0} ms, p95 {p95:.0} ms; \
+        "review page, {} ({REPEATS} repeats side by side from {artifacts}): every build loaded and playable median {p50:.0} ms, p95 {p95:.0} ms; \
          (the console's own files in by {s50:.0} ms, its API calls answered by {api50:.0} ms); \
-         the {} files ({:.1} KiB) fetched directly in the same browser median {a50:.0} ms, p95 {a95:.0} ms; ratio {:.2}",
-        REPEATS * 3,
+         the {} files ({:.1} KiB) fetched directly in the same browser median {a50:.0} ms, p95 {a95:.0} ms; ratio {:.2}; \
+         the five builds framed directly without the console median {d50:.0} ms, p95 {d95:.0} ms; ratio {:.2}",
+        build.label,
+        REPEATS * build.files(),
         bytes as f64 / 1024.0,
-        p50 / a50
+        p50 / a50,
+        p50 / d50
     );
     Ok(())
 }

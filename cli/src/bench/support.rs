@@ -242,7 +242,10 @@ where
     F: FnOnce(String) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
-    run_stack_with(store, client, dir, &[Pool::Workflows, Pool::Db], false, |api, _| measure(api)).await
+    run_stack_with(store, client, dir, &[Pool::Workflows, Pool::Db], false, |api, _| {
+        measure(api)
+    })
+    .await
 }
 
 /// [`run_stack`] with the worker pools `pools`, and when `artifacts` is set an artifact origin
@@ -295,9 +298,13 @@ where
     let artifacts_url = origin.as_ref().map(|(_, o)| o.public_url.clone());
     let artifacts_task = origin.map(|(listener, _)| {
         let mut stop = stop_rx.clone();
-        tokio::spawn(belay_api::artifact_origin::serve_artifacts(listener, state, async move {
-            let _ = stop.wait_for(|s| *s).await;
-        }))
+        tokio::spawn(belay_api::artifact_origin::serve_artifacts(
+            listener,
+            state,
+            async move {
+                let _ = stop.wait_for(|s| *s).await;
+            },
+        ))
     });
     let deps = worker_deps(client, store, dir)?;
     let mut worker_stop = stop_rx.clone();

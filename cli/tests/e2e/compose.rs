@@ -163,5 +163,8 @@ fn compose_serves_run_builds_from_an_origin_of_their_own() {
     ] {
         assert!(api.contains(line), "belay-api lacks {line}:\n{api}");
     }
-    assert!(!service(&text, "belay-git").contains("ARTIFACT"), "the git-only twin serves no builds");
+    assert!(
+        !service(&text, "belay-git").contains("ARTIFACT"),
+        "the git-only twin serves no builds"
+    );
 }
