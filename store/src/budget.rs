@@ -359,7 +359,14 @@ pub async fn bench_price_runs(tx: &mut Tx, cost: Micros) -> Result<u64, StoreErr
     Ok(done.rows_affected())
 }
 
+/// For `belay bench coverage` only: the estimates' one grouped read (the measured means of every
+/// cell and combination); how many cells it found priced.
+pub async fn bench_measured_means(tx: &mut Tx) -> Result<usize, StoreError> {
+    Ok(measured_means(tx).await?.0.len())
+}
+
 crate::one_step! {
+    read bench_measured_means() -> usize;
     read ledger(origin: &Origin) -> (Ledger, Option<Micros>);
     write reserve(origin: &Origin, amount: Micros) -> bool;
     write bench_price_runs(cost: Micros) -> u64;

@@ -310,8 +310,10 @@ where
     F: std::future::Future<Output = anyhow::Result<Value>>,
 {
     let (mut off, mut on) = (Vec::new(), Vec::new());
-    for _ in 0..2 {
-        for with_budget in [false, true] {
+    // Each round alternates which goes first, so neither always follows the bigger cancel.
+    for round in 0..2 {
+        let order = if round % 2 == 0 { [false, true] } else { [true, false] };
+        for with_budget in order {
             store
                 .cancel_jobs(&[JobStatus::Queued, JobStatus::Pending], None)
                 .await?;
@@ -331,6 +333,17 @@ where
             if with_budget { on.push(secs) } else { off.push(secs) }
         }
     }
+    // What every top-up (budget or none) adds to its reads: the measured means over every
+    // priced run, one grouped read.
+    let mut means = Vec::new();
+    for _ in 0..12 {
+        let t = Instant::now();
+        let cells = store.bench_measured_means().await?;
+        ensure!(cells >= n, "the means priced {cells} cells");
+        means.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let (e50, e95) = stats(means.split_off(2));
+    println!("{label}: budgets: the estimates' read (means over every priced run) median {e50:.1} ms, p95 {e95:.1} ms");
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let (a, b) = (mean(&on), mean(&off));
     println!(
