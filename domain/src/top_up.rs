@@ -891,7 +891,7 @@ mod tests {
     fn budget(usd: f64, estimates: &[(&MatrixCell, f64)]) -> CellBudget {
         CellBudget {
             ledger: crate::budget::Ledger {
-                budget: (usd >= 0.0).then(|| Micros((usd * 1e6) as i64)),
+                budget: (usd >= 0.0).then_some(Micros((usd * 1e6) as i64)),
                 ..Default::default()
             },
             estimates: estimates
