@@ -17,7 +17,15 @@ alter table jobs add column reserved_micros integer;
 alter table jobs add column cost_micros integer;
 
 -- What a run cost (null when unknown: a run launched by hand that reported nothing), and what its
--- adapter reported (its costUsd, or its usage priced): the estimates' means read only these.
+-- adapter reported (its costUsd, or its usage priced).
 alter table runs add column cost_micros integer;
 alter table runs add column measured_cost_micros integer;
-create index runs_measured_cost on runs (cell_key, measured_cost_micros) where measured_cost_micros is not null;
+
+-- The estimates' means, kept as each measured run is recorded: the sum and the number of the
+-- measured costs of a cell's runs (`case:<cell key>`) and of a combination's on any case
+-- (`combination:<identity>`), so a top-up reads the few it needs by key.
+create table run_cost_means (
+    mean_key text primary key,
+    total_micros integer not null,
+    runs integer not null
+);

@@ -21,7 +21,10 @@ use belay_domain::job::{CellKey, Job, Origin};
 use belay_domain::matrix::MatrixCell;
 use belay_domain::top_up::{CellBudget, TopUpPlan, plan_top_up_within};
 use sqlx::Row;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Keys up to this many are read by key; more read the whole table of means.
+const IN_LIST_MAX: usize = 500;
 
 /// How often a top-up walks again when its reservation found the ledger moved under it.
 const RESERVE_TRIES: usize = 4;
@@ -78,34 +81,70 @@ pub(crate) async fn set_budget(
     Ok(())
 }
 
-/// The mean measured cost of the completed runs of each cell (the case mean) and of each
-/// combination (by its identity), over every run whose adapter reported a cost or a usage: one
-/// grouped read of the partial index `runs_measured_cost`.
-async fn measured_means(tx: &mut Tx) -> Result<(BTreeMap<String, Micros>, BTreeMap<String, Micros>), StoreError> {
-    let rows = sqlx::query(
-        r#"select cell_key, cast(sum(measured_cost_micros) as bigint) as total, count(*) as n
-           from runs where measured_cost_micros is not null group by cell_key"#,
-    )
-    .fetch_all(tx.conn())
-    .await?;
-    let mut cases = BTreeMap::new();
-    let mut combos: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-    for r in rows {
-        let key: String = r.try_get("cell_key")?;
-        let total: i64 = r.try_get("total")?;
-        let n: i64 = r.try_get("n")?;
-        if n <= 0 {
-            continue;
-        }
-        if let Some((_, identity)) = key.split_once(" × ") {
-            let c = combos.entry(identity.to_string()).or_default();
-            c.0 = c.0.saturating_add(total);
-            c.1 += n;
-        }
-        cases.insert(key, Micros(total / n));
+/// The key of a cell's mean in `run_cost_means`.
+fn case_key(cell: &CellKey) -> String {
+    format!("case:{cell}")
+}
+
+/// The key of a combination's mean (over any case) in `run_cost_means`.
+fn combination_key(identity: &str) -> String {
+    format!("combination:{identity}")
+}
+
+/// Adds a measured run's cost to its cell's and its combination's means.
+async fn add_to_means(tx: &mut Tx, job: &Job, cost: Micros) -> Result<(), StoreError> {
+    let cell = CellKey::of(&job.case, &job.combination);
+    for key in [case_key(&cell), combination_key(&job.combination.identity())] {
+        sqlx::query(
+            r#"insert into run_cost_means (mean_key, total_micros, runs) values ($1, $2, 1)
+               on conflict (mean_key) do update set total_micros = run_cost_means.total_micros + excluded.total_micros,
+                   runs = run_cost_means.runs + 1"#,
+        )
+        .bind(key)
+        .bind(cost.0)
+        .execute(tx.conn())
+        .await?;
     }
-    let combos = combos.into_iter().map(|(k, (t, n))| (k, Micros(t / n))).collect();
-    Ok((cases, combos))
+    Ok(())
+}
+
+/// The means the estimates of `cells` (those missing a run) need, by key: each cell's (the case
+/// mean) and each of their combinations' (over any case), read by key from `run_cost_means` (the
+/// whole table when the keys are many, one scan either way).
+async fn measured_means(tx: &mut Tx, cells: &[MatrixCell]) -> Result<BTreeMap<String, Micros>, StoreError> {
+    let wanted: BTreeSet<String> = cells
+        .iter()
+        .filter(|c| c.remaining > 0)
+        .flat_map(|c| [case_key(&c.cell_key), combination_key(&c.combination.identity())])
+        .collect();
+    if wanted.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let rows = if wanted.len() <= IN_LIST_MAX {
+        let list = (1..=wanted.len())
+            .map(|i| format!("${i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!("select mean_key, total_micros, runs from run_cost_means where mean_key in ({list})");
+        let mut q = sqlx::query(&sql);
+        for k in &wanted {
+            q = q.bind(k.as_str());
+        }
+        q.fetch_all(tx.conn()).await?
+    } else {
+        sqlx::query("select mean_key, total_micros, runs from run_cost_means")
+            .fetch_all(tx.conn())
+            .await?
+    };
+    let mut out = BTreeMap::new();
+    for r in rows {
+        let (key, total, n): (String, i64, i64) =
+            (r.try_get("mean_key")?, r.try_get("total_micros")?, r.try_get("runs")?);
+        if n > 0 && wanted.contains(&key) {
+            out.insert(key, Micros(total / n));
+        }
+    }
+    Ok(out)
 }
 
 /// Each cell's estimate of one run: the case mean, else the combination mean, else
@@ -117,12 +156,12 @@ pub async fn cell_estimates(
     estimated_run: Option<Micros>,
     models: &ModelCatalogue,
 ) -> Result<BTreeMap<CellKey, Micros>, StoreError> {
-    let (cases, combos) = measured_means(tx).await?;
+    let means = measured_means(tx, cells).await?;
     let mut out = BTreeMap::new();
     for c in cells.iter().filter(|c| c.remaining > 0) {
         let facts = EstimateFacts {
-            case_mean: cases.get(&c.cell_key.0).copied(),
-            combination_mean: combos.get(&c.combination.identity()).copied(),
+            case_mean: means.get(&case_key(&c.cell_key)).copied(),
+            combination_mean: means.get(&combination_key(&c.combination.identity())).copied(),
             estimated_run,
             price: combination_price(&c.combination, models),
         };
@@ -334,6 +373,9 @@ pub(crate) async fn settle_run(tx: &mut Tx, job: &Job, run_id: &RunId, reported:
     };
     let (cost, basis) = run_cost(reported, price, Micros(reserved.unwrap_or(0)));
     let measured = (basis != CostBasis::Estimate).then_some(cost);
+    if let Some(m) = measured {
+        add_to_means(tx, job, m).await?;
+    }
     let cost = match reserved {
         Some(_) => settle(tx, &job.id, Some(cost)).await?.map(|(_, settled)| settled),
         None => measured,
@@ -349,24 +391,49 @@ pub(crate) async fn settle_run(tx: &mut Tx, job: &Job, run_id: &RunId, reported:
     Ok(())
 }
 
-/// For `belay bench coverage` only: gives every run the measured cost `cost`, so the estimates
-/// read their means over every run, as a database of runs that report their costs would.
+/// For `belay bench coverage` only: gives every run the measured cost `cost`, and its cell's and
+/// combination's means, as a database of runs that report their costs would hold them.
 pub async fn bench_price_runs(tx: &mut Tx, cost: Micros) -> Result<u64, StoreError> {
     let done = sqlx::query("update runs set cost_micros = $1, measured_cost_micros = $1")
         .bind(cost.0)
         .execute(tx.conn())
         .await?;
+    let rows = sqlx::query("select cell_key, count(*) as n from runs group by cell_key")
+        .fetch_all(tx.conn())
+        .await?;
+    let mut means: BTreeMap<String, i64> = BTreeMap::new();
+    for r in rows {
+        let (cell, n): (String, i64) = (r.try_get("cell_key")?, r.try_get("n")?);
+        if let Some((_, identity)) = cell.split_once(" × ") {
+            *means.entry(combination_key(identity)).or_default() += n;
+        }
+        means.insert(case_key(&CellKey(cell)), n);
+    }
+    sqlx::query("delete from run_cost_means").execute(tx.conn()).await?;
+    let means: Vec<(String, i64)> = means.into_iter().collect();
+    for chunk in means.chunks(300) {
+        let values = (0..chunk.len())
+            .map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!("insert into run_cost_means (mean_key, total_micros, runs) values {values}");
+        let mut q = sqlx::query(&sql);
+        for (key, n) in chunk {
+            q = q.bind(key.as_str()).bind(cost.0.saturating_mul(*n)).bind(*n);
+        }
+        q.execute(tx.conn()).await?;
+    }
     Ok(done.rows_affected())
 }
 
-/// For `belay bench coverage` only: the estimates' one grouped read (the measured means of every
-/// cell and combination); how many cells it found priced.
-pub async fn bench_measured_means(tx: &mut Tx) -> Result<usize, StoreError> {
-    Ok(measured_means(tx).await?.0.len())
+/// For `belay bench coverage` only: the estimates' read of the means `cells` need; how many it
+/// found.
+pub async fn bench_measured_means(tx: &mut Tx, cells: &[MatrixCell]) -> Result<usize, StoreError> {
+    Ok(measured_means(tx, cells).await?.len())
 }
 
 crate::one_step! {
-    read bench_measured_means() -> usize;
+    read bench_measured_means(cells: &[MatrixCell]) -> usize;
     read ledger(origin: &Origin) -> (Ledger, Option<Micros>);
     write reserve(origin: &Origin, amount: Micros) -> bool;
     write bench_price_runs(cost: Micros) -> u64;

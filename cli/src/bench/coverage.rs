@@ -292,7 +292,7 @@ async fn measure(
         "{label}: budgets: bounded top-up (buffer 10) with a budget median {b50:.1} ms, p95 {b95:.1} ms; without one median {t50:.1} ms; ratio {:.2}",
         b50 / t50
     );
-    unbounded_budgets(label, store, &call, &id, n).await
+    unbounded_budgets(label, store, &call, (&id, account_id), n).await
 }
 
 /// A plan of ten small cases on two combinations, its top-ups bounded at 10.
@@ -304,7 +304,13 @@ fn small_body(cases: &[Value]) -> Value {
 /// The unbounded top-up of the 10,000-cell plan `id` (`n` jobs) without a budget and with one
 /// they all fit under, alternately, twice each; the queued jobs of the earlier top-ups (and of the
 /// batch enqueue) cancelled between, untimed, so each top-up finds every cell missing one run.
-async fn unbounded_budgets<C, F>(label: &str, store: &Store, call: &C, id: &str, n: usize) -> anyhow::Result<()>
+async fn unbounded_budgets<C, F>(
+    label: &str,
+    store: &Store,
+    call: &C,
+    (id, account_id): (&str, &str),
+    n: usize,
+) -> anyhow::Result<()>
 where
     C: Fn(reqwest::Method, String, Option<Value>) -> F,
     F: std::future::Future<Output = anyhow::Result<Value>>,
@@ -335,11 +341,25 @@ where
     }
     // What every top-up (budget or none) adds to its reads: the measured means over every
     // priced run, one grouped read.
+    let mut cells = {
+        let mut tx = store.begin_read().await?;
+        let account = AccountId::from(account_id);
+        let r = coverage::resolve_plan(&mut tx, &account, &PlanId::from(id))
+            .await?
+            .context("the plan")?;
+        let f = coverage::matrix_facts(&mut tx, &account, &r.cells).await?;
+        tx.commit().await?;
+        belay_domain::matrix::matrix(&r.cells, r.plan.runs_per_cell, &f.counts, &f.cases, &f.launch).cells
+    };
+    // As a top-up finds them: every cell missing a run.
+    for c in &mut cells {
+        c.remaining = 1;
+    }
     let mut means = Vec::new();
     for _ in 0..12 {
         let t = Instant::now();
-        let cells = store.bench_measured_means().await?;
-        ensure!(cells >= n, "the means priced {cells} cells");
+        let found = store.bench_measured_means(&cells).await?;
+        ensure!(found >= n, "the means priced {found} cells");
         means.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let (e50, e95) = stats(means.split_off(2));
