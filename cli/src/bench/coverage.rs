@@ -339,8 +339,8 @@ where
             if with_budget { on.push(secs) } else { off.push(secs) }
         }
     }
-    // What every top-up (budget or none) adds to its reads: the measured means over every
-    // priced run, one grouped read.
+    // What every top-up (budget or none) adds to its reads: the measured means its missing
+    // cells need, here all 10,000 cells' and their 100 combinations' (the whole table).
     let mut cells = {
         let mut tx = store.begin_read().await?;
         let account = AccountId::from(account_id);
@@ -363,7 +363,10 @@ where
         means.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let (e50, e95) = stats(means.split_off(2));
-    println!("{label}: budgets: the estimates' read (means over every priced run) median {e50:.1} ms, p95 {e95:.1} ms");
+    println!(
+        "{label}: budgets: the estimates' read (the means of {} missing cells and their combinations) median {e50:.1} ms, p95 {e95:.1} ms",
+        cells.len()
+    );
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let (a, b) = (mean(&on), mean(&off));
     println!(
