@@ -4,6 +4,7 @@
 //! rule can be tested with the specification's own examples. The store, the activities, the
 //! workflows and the API call into this crate for every decision they make.
 
+pub mod attempt;
 pub mod access;
 pub mod adapter;
 pub mod api_token;

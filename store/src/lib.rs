@@ -6,6 +6,7 @@
 //! [`Backend`] and nowhere else.
 
 pub mod access;
+pub mod attempts;
 pub mod accounts;
 pub mod approvals;
 pub mod browser_meter;
@@ -24,6 +25,7 @@ mod migrate;
 pub mod model_meter;
 pub mod plans;
 pub mod projects;
+pub mod providers;
 pub mod promotion;
 pub mod receipts;
 mod rows;

@@ -16,6 +16,7 @@ async fn seed_harnesses(store: &Store, n: usize, cap: i64) -> anyhow::Result<Vec
         let name = format!("h{i}");
         store
             .create_harness(&HarnessInput {
+                provider: None,
                 name: name.clone(),
                 provider_routed: false,
                 max_parallelism: cap,
