@@ -1,6 +1,7 @@
 //! Reading rows into domain types: JSON text columns, 0/1 booleans and the job and run shapes.
 
 use crate::StoreError;
+use belay_domain::attempt::FailureClass;
 use belay_domain::catalogue::TestType;
 use belay_domain::job::{CasePin, Combination, Job, JobStatus, JobTimestamps, Origin};
 use serde::de::DeserializeOwned;
