@@ -88,8 +88,10 @@ pub struct ClaimPlan {
     /// Jobs held back individually (a full provider or model lane, the jam rule, or a harness
     /// missing from the catalogue): queued ones, and pending ones now held by something else.
     pub hold: Vec<Held>,
-    /// Harnesses at their cap once this claim is applied: their queued jobs are held back.
-    pub full: Vec<String>,
+    /// Harnesses that can take no more once this claim is applied, each with the lane that holds
+    /// their queued jobs back: the harness's own, or the provider lane every one of its jobs
+    /// occupies.
+    pub full: Vec<(String, String)>,
     /// Harnesses whose list ran out while they still had slots; fetch deeper and plan again.
     pub starved: Vec<String>,
 }
@@ -104,12 +106,15 @@ impl ClaimPlan {
 
 /// Plans one claim. `candidates` may come in any order; `lanes` has an entry for every harness
 /// in the catalogue; `shared` has an entry for every provider and model lane with a cap (a lane a
-/// job names that is missing there is unbounded); `jam_in_flight` lists the models with a
-/// game-jam run occupying a slot.
+/// job names that is missing there is unbounded); `bound` names, for a harness whose every job
+/// occupies one provider lane (it runs on that provider and takes no other), that lane: once it
+/// is full the harness can take nothing more, however many slots it has left;
+/// `jam_in_flight` lists the models with a game-jam run occupying a slot.
 pub fn plan_claims(
     candidates: &[Waiting],
     lanes: &BTreeMap<String, Lane>,
     shared: &BTreeMap<LaneKey, Lane>,
+    bound: &BTreeMap<String, LaneKey>,
     jam_in_flight: &BTreeSet<String>,
 ) -> ClaimPlan {
     let mut sorted: Vec<&Waiting> = candidates.iter().collect();
@@ -156,9 +161,18 @@ pub fn plan_claims(
         plan.dispatch.push(w.id.clone());
     }
     let occ_of = |h: &str| occupied.get(h).copied().unwrap_or(0);
+    // What holds a harness back once the walk is done: its own cap, else its bound provider lane.
+    let holder = |h: &str, l: &Lane| -> Option<String> {
+        if occ_of(h) >= l.cap {
+            return Some(harness_lane(h));
+        }
+        let k = bound.get(h)?;
+        let cap = shared.get(k)?.cap;
+        (shared_occ.get(k).copied().unwrap_or(0) >= cap).then(|| k.to_string())
+    };
     plan.starved = lanes
         .iter()
-        .filter(|(h, l)| l.truncated && occ_of(h) < l.cap)
+        .filter(|(h, l)| l.truncated && holder(h, l).is_none())
         .map(|(h, _)| h.clone())
         .collect();
     if !plan.starved.is_empty() {
@@ -178,9 +192,13 @@ pub fn plan_claims(
     }
     plan.full = lanes
         .iter()
-        .filter(|(h, l)| occ_of(h) >= l.cap)
-        .map(|(h, _)| h.clone())
+        .filter_map(|(h, l)| holder(h, l).map(|by| (h.clone(), by)))
         .collect();
+    // A full harness's jobs are held in bulk, naming its holder: no need to name each one.
+    let harness_of: BTreeMap<&JobId, &str> = sorted.iter().map(|w| (&w.id, w.harness.as_str())).collect();
+    let full: BTreeSet<&str> = plan.full.iter().map(|(h, _)| h.as_str()).collect();
+    plan.hold
+        .retain(|x| harness_of.get(&x.id).is_none_or(|h| !full.contains(h) || x.by.starts_with("jam:")));
     plan
 }
 
@@ -232,16 +250,16 @@ mod tests {
             job("4", 4, "a"),
             job("5", 5, "b"),
         ];
-        let plan = plan_claims(&jobs, &lanes(&[("a", 1, 0), ("b", 2, 0)]), &no_shared(), &BTreeSet::new());
+        let plan = plan_claims(&jobs, &lanes(&[("a", 1, 0), ("b", 2, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::new());
         assert_eq!(plan.dispatch, vec!["1", "3", "5"]);
-        assert_eq!(plan.full, vec!["a", "b"]);
+        assert_eq!(plan.full, vec![("a".into(), "harness:a".into()), ("b".into(), "harness:b".into())]);
         assert!(plan.hold.is_empty());
     }
 
     #[test]
     fn a_harness_already_at_its_cap_gets_nothing() {
         let jobs = [job("1", 1, "a"), job("2", 2, "b")];
-        let plan = plan_claims(&jobs, &lanes(&[("a", 2, 2), ("b", 1, 0)]), &no_shared(), &BTreeSet::new());
+        let plan = plan_claims(&jobs, &lanes(&[("a", 2, 2), ("b", 1, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::new());
         assert_eq!(plan.dispatch, vec!["2"]);
     }
 
@@ -256,11 +274,12 @@ mod tests {
             &[j1.clone(), j2.clone(), j3],
             &lanes(&[("a", 5, 0), ("b", 5, 0)]),
             &no_shared(),
+            &BTreeMap::new(),
             &BTreeSet::new(),
         );
         assert_eq!(plan.dispatch, vec!["1", "3"]);
         assert_eq!(held(&plan), vec!["2"]);
-        let plan = plan_claims(&[j1], &lanes(&[("a", 5, 0)]), &no_shared(), &BTreeSet::from(["m".to_string()]));
+        let plan = plan_claims(&[j1], &lanes(&[("a", 5, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::from(["m".to_string()]));
         assert!(plan.dispatch.is_empty());
     }
 
@@ -270,7 +289,7 @@ mod tests {
         let jobs = [job("1", 1, "a"), job("2", 2, "b"), job("5", 5, "b")];
         let mut l = lanes(&[("a", 3, 0), ("b", 3, 0)]);
         l.get_mut("a").unwrap().truncated = true;
-        let plan = plan_claims(&jobs, &l, &no_shared(), &BTreeSet::new());
+        let plan = plan_claims(&jobs, &l, &no_shared(), &BTreeMap::new(), &BTreeSet::new());
         assert_eq!(plan.starved, vec!["a"]);
         assert_eq!(plan.dispatch, vec!["1"]);
     }
@@ -280,7 +299,7 @@ mod tests {
         let jobs = [job("1", 1, "a"), job("2", 2, "b"), job("5", 5, "b")];
         let mut l = lanes(&[("a", 1, 0), ("b", 3, 0)]);
         l.get_mut("a").unwrap().truncated = true;
-        let plan = plan_claims(&jobs, &l, &no_shared(), &BTreeSet::new());
+        let plan = plan_claims(&jobs, &l, &no_shared(), &BTreeMap::new(), &BTreeSet::new());
         assert!(plan.starved.is_empty());
         assert_eq!(plan.dispatch, vec!["1", "2", "5"]);
     }
@@ -291,14 +310,30 @@ mod tests {
         j1.jam_models = vec!["m".into()];
         j1.pending = true;
         j1.held_by = Some("jam:m".into());
-        let plan = plan_claims(&[j1.clone()], &lanes(&[("a", 5, 0)]), &no_shared(), &BTreeSet::from(["m".to_string()]));
+        let plan = plan_claims(&[j1.clone()], &lanes(&[("a", 5, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::from(["m".to_string()]));
         assert!(plan.hold.is_empty() && plan.dispatch.is_empty());
         // Held by something else now: it is held again, naming the new lane.
         j1.jam_models = vec![];
         j1.lanes = vec![LaneKey::Provider("p".into())];
         let shared = BTreeMap::from([(LaneKey::Provider("p".into()), Lane { cap: 1, occupied: 1, truncated: false })]);
-        let plan = plan_claims(&[j1], &lanes(&[("a", 5, 0)]), &shared, &BTreeSet::new());
+        let plan = plan_claims(&[j1], &lanes(&[("a", 5, 0)]), &shared, &BTreeMap::new(), &BTreeSet::new());
         assert_eq!(plan.hold, vec![Held { id: "1".into(), by: "provider:p".into() }]);
+    }
+
+    #[test]
+    fn a_harness_whose_provider_lane_is_full_is_full_and_never_starved() {
+        let p = LaneKey::Provider("acme".into());
+        let jobs = [on(job("1", 1, "a"), &[p.clone()]), on(job("2", 2, "a"), &[p.clone()]), job("3", 3, "b")];
+        let mut l = lanes(&[("a", 5, 0), ("b", 5, 0)]);
+        if let Some(a) = l.get_mut("a") {
+            a.truncated = true; // more of a's jobs wait behind the list: reading them is pointless
+        }
+        let bound = BTreeMap::from([("a".to_string(), p.clone())]);
+        let plan = plan_claims(&jobs, &l, &shared(&[(p, 1, 0)]), &bound, &BTreeSet::new());
+        assert!(plan.starved.is_empty());
+        assert_eq!(plan.dispatch, vec!["1", "3"]);
+        assert_eq!(plan.full, vec![("a".into(), "provider:acme".into())]);
+        assert!(plan.hold.is_empty(), "a's jobs are held in bulk, naming the provider");
     }
 
     fn shared(spec: &[(LaneKey, i64, i64)]) -> BTreeMap<LaneKey, Lane> {
@@ -329,6 +364,7 @@ mod tests {
             &jobs,
             &lanes(&[("a", 5, 0), ("b", 5, 0)]),
             &shared(&[(p, 1, 0)]),
+            &BTreeMap::new(),
             &BTreeSet::new(),
         );
         assert_eq!(plan.dispatch, vec!["1", "3"]);
@@ -340,7 +376,7 @@ mod tests {
     fn a_model_lane_already_full_passes_over_its_jobs_and_keeps_queue_order_for_the_rest() {
         let m = LaneKey::Model("big".into());
         let jobs = [on(job("1", 1, "a"), &[m.clone()]), job("2", 2, "a"), on(job("3", 3, "a"), &[m.clone()])];
-        let plan = plan_claims(&jobs, &lanes(&[("a", 5, 0)]), &shared(&[(m, 2, 2)]), &BTreeSet::new());
+        let plan = plan_claims(&jobs, &lanes(&[("a", 5, 0)]), &shared(&[(m, 2, 2)]), &BTreeMap::new(), &BTreeSet::new());
         assert_eq!(plan.dispatch, vec!["2"]);
         assert_eq!(held(&plan), vec!["1", "3"]);
         assert_eq!(plan.hold[0].by, "model:big");
@@ -349,7 +385,7 @@ mod tests {
     #[test]
     fn a_lane_without_a_cap_bounds_nothing() {
         let jobs = [on(job("1", 1, "a"), &[LaneKey::Model("free".into())]), job("2", 2, "a")];
-        let plan = plan_claims(&jobs, &lanes(&[("a", 5, 0)]), &no_shared(), &BTreeSet::new());
+        let plan = plan_claims(&jobs, &lanes(&[("a", 5, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::new());
         assert_eq!(plan.dispatch, vec!["1", "2"]);
     }
 
@@ -398,7 +434,7 @@ mod tests {
         proptest! {
             #[test]
             fn no_claim_ever_makes_a_lane_exceed_its_cap(jobs in arb_jobs(), (hl, sl) in arb_lanes()) {
-                let plan = plan_claims(&jobs, &hl, &sl, &BTreeSet::new());
+                let plan = plan_claims(&jobs, &hl, &sl, &BTreeMap::new(), &BTreeSet::new());
                 let claimed: Vec<&Waiting> = jobs.iter().filter(|w| plan.dispatch.contains(&w.id)).collect();
                 for (h, l) in &hl {
                     let n = claimed.iter().filter(|w| &w.harness == h).count() as i64;
@@ -412,7 +448,7 @@ mod tests {
 
             #[test]
             fn claims_within_lanes_follow_queue_seq(jobs in arb_jobs(), (hl, sl) in arb_lanes()) {
-                let plan = plan_claims(&jobs, &hl, &sl, &BTreeSet::new());
+                let plan = plan_claims(&jobs, &hl, &sl, &BTreeMap::new(), &BTreeSet::new());
                 let seq = |id: &JobId| jobs.iter().find(|w| &w.id == id).map(|w| w.queue_seq);
                 let seqs: Vec<Option<i64>> = plan.dispatch.iter().map(seq).collect();
                 prop_assert!(seqs.windows(2).all(|p| p[0] < p[1]), "dispatch is in queue order");
@@ -434,7 +470,8 @@ mod tests {
                     });
                     prop_assert!(harness_full || shared_full, "{} was passed over with every lane free", w.id);
                     if !harness_full {
-                        prop_assert!(plan.hold.iter().any(|x| x.id == w.id), "{} is held, naming its lane", w.id);
+                        let bulk = plan.full.iter().any(|(h, _)| h == &w.harness);
+                        prop_assert!(bulk || plan.hold.iter().any(|x| x.id == w.id), "{} is held, naming its lane", w.id);
                     }
                 }
             }

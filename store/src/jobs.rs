@@ -11,7 +11,7 @@ use crate::{StoreError, events, new_id_body, now_ms, plans};
 use belay_domain::attempt::FailureClass;
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
 use crate::providers::{SharedLanes, shared_lanes};
-use belay_domain::dispatch::{ClaimPlan, Lane, LaneKey, Waiting, harness_lane, plan_claims};
+use belay_domain::dispatch::{ClaimPlan, Lane, LaneKey, Waiting, plan_claims};
 use belay_domain::ids::{JobId, RunId};
 use belay_domain::job::{CellKey, Combination, Job, JobStatus, JobTransition, RetryDecision, retry_decision};
 use sqlx::Row;
@@ -382,9 +382,17 @@ async fn walk_waiting(
          where harness = $1 and status in ({}) order by queue_seq limit $2",
         status_list(&JobStatus::WAITING)
     );
+    // A harness whose bound provider lane is full at the start takes nothing: not read.
+    let bound_full = |h: &str| {
+        shared
+            .bound
+            .get(h)
+            .and_then(|k| shared.caps.get(k))
+            .is_some_and(|l| l.free() == 0)
+    };
     let mut depth: BTreeMap<String, i64> = lanes
         .iter()
-        .filter(|(_, l)| l.free() > 0)
+        .filter(|(h, l)| l.free() > 0 && !bound_full(h))
         .map(|(h, l)| (h.clone(), l.free() + LANE_SLACK))
         .collect();
     let mut candidates: BTreeMap<String, Vec<Waiting>> = BTreeMap::new();
@@ -412,7 +420,7 @@ async fn walk_waiting(
             candidates.insert(h.clone(), list);
         }
         let all: Vec<Waiting> = candidates.values().flatten().cloned().collect();
-        let plan = plan_claims(&all, lanes, &shared.caps, jams);
+        let plan = plan_claims(&all, lanes, &shared.caps, &shared.bound, jams);
         if plan.starved.is_empty() {
             break plan;
         }
@@ -478,13 +486,13 @@ async fn apply_claim(
                 .await?;
         }
     }
-    for h in &plan.full {
+    for (h, by) in &plan.full {
         let held = sqlx::query(
             "update jobs set status = 'pending', pending_at = $2, held_by = $3 where harness = $1 and status = 'queued' returning id",
         )
         .bind(h)
         .bind(now)
-        .bind(harness_lane(h))
+        .bind(by)
         .fetch_all(tx.conn())
         .await?;
         let ids: Vec<String> = held.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;

@@ -123,6 +123,9 @@ pub(crate) struct SharedLanes {
     pub caps: BTreeMap<LaneKey, Lane>,
     pub harness_provider: BTreeMap<String, String>,
     pub model_provider: BTreeMap<String, String>,
+    /// Harnesses that are not provider-routed and run on a provider with a lane: every one of
+    /// their jobs occupies that lane.
+    pub bound: BTreeMap<String, LaneKey>,
 }
 
 impl SharedLanes {
@@ -182,11 +185,16 @@ pub(crate) async fn shared_lanes(tx: &mut Tx) -> Result<SharedLanes, StoreError>
             out.model_provider.insert(id, p);
         }
     }
-    for r in sqlx::query("select name, provider from harnesses where provider is not null")
+    for r in sqlx::query("select name, provider, provider_routed from harnesses where provider is not null")
         .fetch_all(tx.conn())
         .await?
     {
-        out.harness_provider.insert(r.try_get("name")?, r.try_get("provider")?);
+        let (name, provider): (String, String) = (r.try_get("name")?, r.try_get("provider")?);
+        let key = LaneKey::Provider(provider.clone());
+        if r.try_get::<i64, _>("provider_routed")? == 0 && out.caps.contains_key(&key) {
+            out.bound.insert(name.clone(), key);
+        }
+        out.harness_provider.insert(name, provider);
     }
     Ok(out)
 }
