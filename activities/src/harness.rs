@@ -3,9 +3,9 @@
 //! object store.
 
 use crate::{fatal, retryable};
+use belay_domain::attempt::log_tail;
 use belay_domain::run::Artifact;
 use belay_harness::{AdapterRunError, run_adapter_in};
-use belay_domain::attempt::log_tail;
 use belay_workflows::contracts::{AdapterResult, AdapterRun, AttemptReport};
 use object_store::ObjectStore;
 use std::path::PathBuf;

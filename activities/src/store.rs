@@ -26,7 +26,8 @@ use belay_store::meter::Reserve;
 use belay_store::workspaces::Admission;
 use belay_store::{StoreError, ladders, now_ms};
 use belay_workflows::contracts::{
-    AttemptInput, ClaimedJob, CompleteInput, Ended, FailInput, ProjectFailure, ProjectProvisioned, StartedJob, VersionFacts,
+    AttemptInput, ClaimedJob, CompleteInput, Ended, FailInput, ProjectFailure, ProjectProvisioned, StartedJob,
+    VersionFacts,
 };
 use belay_workflows::edit_session::{EndSession, ForkedRequest};
 use belay_workflows::ladder::{ClimbStep, ClimbStepInput, ClimberLine};
@@ -245,7 +246,11 @@ impl StoreActivities {
 
     #[activity(definition = belay_workflows::contracts::definitions::RecordAttempt)]
     #[instrument(skip_all, fields(job.id = %input.job_id, attempt.n = input.n), err(Debug))]
-    pub async fn record_attempt(self: Arc<Self>, _ctx: ActivityContext, input: AttemptInput) -> Result<(), ActivityError> {
+    pub async fn record_attempt(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: AttemptInput,
+    ) -> Result<(), ActivityError> {
         let attempt = belay_store::attempts::NewAttempt {
             job_id: input.job_id,
             n: input.n,

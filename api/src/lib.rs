@@ -104,7 +104,10 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(jobs::cancel))
         .routes(utoipa_axum::routes!(jobs::attempts))
         .routes(utoipa_axum::routes!(jobs::retry))
-        .routes(utoipa_axum::routes!(catalogue::create_provider, catalogue::list_providers))
+        .routes(utoipa_axum::routes!(
+            catalogue::create_provider,
+            catalogue::list_providers
+        ))
         .routes(utoipa_axum::routes!(
             catalogue::get_provider,
             catalogue::update_provider,

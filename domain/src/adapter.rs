@@ -113,7 +113,9 @@ pub fn decide_outcome(end: ProcessEnd, manifest: Option<&str>) -> AdapterOutcome
     match end {
         ProcessEnd::TimedOut => return AdapterOutcome::infra("the adapter ran past its timeout and was killed"),
         ProcessEnd::Killed => return AdapterOutcome::infra("the adapter was killed by a signal"),
-        ProcessEnd::Exited(code) if code != 0 => return failed(format!("the adapter exited with code {code}"), Some(code)),
+        ProcessEnd::Exited(code) if code != 0 => {
+            return failed(format!("the adapter exited with code {code}"), Some(code));
+        }
         ProcessEnd::Exited(_) => {}
     }
     let Some(text) = manifest else {
@@ -308,14 +310,23 @@ mod tests {
             (FailureClass::ProviderRateLimited, Some(5))
         );
         let m = r#"{"status":"failed","failureClass":"task"}"#;
-        assert_eq!(class(decide_outcome(ProcessEnd::Exited(1), Some(m))).0, FailureClass::Task);
+        assert_eq!(
+            class(decide_outcome(ProcessEnd::Exited(1), Some(m))).0,
+            FailureClass::Task
+        );
         assert_eq!(
             class(decide_outcome(ProcessEnd::Exited(77), None)).0,
             FailureClass::ProviderRefused
         );
-        assert_eq!(class(decide_outcome(ProcessEnd::Exited(3), None)).0, FailureClass::Infra);
+        assert_eq!(
+            class(decide_outcome(ProcessEnd::Exited(3), None)).0,
+            FailureClass::Infra
+        );
         let m = r#"{"status":"failed"}"#;
-        assert_eq!(class(decide_outcome(ProcessEnd::Exited(0), Some(m))).0, FailureClass::Infra);
+        assert_eq!(
+            class(decide_outcome(ProcessEnd::Exited(0), Some(m))).0,
+            FailureClass::Infra
+        );
         assert_eq!(class(decide_outcome(ProcessEnd::TimedOut, None)).0, FailureClass::Infra);
     }
 

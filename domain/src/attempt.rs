@@ -177,8 +177,14 @@ mod tests {
 
     #[test]
     fn a_task_failure_completes_as_evidence_and_a_refusal_pauses() {
-        assert_eq!(after_failure(FailureClass::Task, 0, None), AfterFailure::CompleteAsTaskFailure);
-        assert_eq!(after_failure(FailureClass::ProviderRefused, 0, None), AfterFailure::Refused);
+        assert_eq!(
+            after_failure(FailureClass::Task, 0, None),
+            AfterFailure::CompleteAsTaskFailure
+        );
+        assert_eq!(
+            after_failure(FailureClass::ProviderRefused, 0, None),
+            AfterFailure::Refused
+        );
         assert_eq!(FailureClass::of_exit(EXIT_REFUSED), Some(FailureClass::ProviderRefused));
         assert_eq!(FailureClass::of_exit(EXIT_TASK), Some(FailureClass::Task));
     }

@@ -469,7 +469,10 @@ pub struct ProviderUpdate {
 impl ProviderUpdate {
     pub fn validate(&self) -> Result<(), ValidationError> {
         match self.max_parallelism {
-            None => Err(ValidationError::new("maxParallelism", "must be given (a number, or null: no lane)")),
+            None => Err(ValidationError::new(
+                "maxParallelism",
+                "must be given (a number, or null: no lane)",
+            )),
             Some(cap) => check_lane("maxParallelism", cap),
         }
     }

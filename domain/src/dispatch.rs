@@ -139,10 +139,11 @@ pub fn plan_claims(
         if occ >= lane.cap {
             continue; // passed over: its harness is at its cap (held in bulk below)
         }
-        let full_lane = w
-            .lanes
-            .iter()
-            .find(|k| shared.get(*k).is_some_and(|l| shared_occ.get(k).copied().unwrap_or(0) >= l.cap));
+        let full_lane = w.lanes.iter().find(|k| {
+            shared
+                .get(*k)
+                .is_some_and(|l| shared_occ.get(k).copied().unwrap_or(0) >= l.cap)
+        });
         if let Some(k) = full_lane {
             plan.hold(w, k.to_string());
             continue;
@@ -197,8 +198,11 @@ pub fn plan_claims(
     // A full harness's jobs are held in bulk, naming its holder: no need to name each one.
     let harness_of: BTreeMap<&JobId, &str> = sorted.iter().map(|w| (&w.id, w.harness.as_str())).collect();
     let full: BTreeSet<&str> = plan.full.iter().map(|(h, _)| h.as_str()).collect();
-    plan.hold
-        .retain(|x| harness_of.get(&x.id).is_none_or(|h| !full.contains(h) || x.by.starts_with("jam:")));
+    plan.hold.retain(|x| {
+        harness_of
+            .get(&x.id)
+            .is_none_or(|h| !full.contains(h) || x.by.starts_with("jam:"))
+    });
     plan
 }
 
@@ -250,16 +254,31 @@ mod tests {
             job("4", 4, "a"),
             job("5", 5, "b"),
         ];
-        let plan = plan_claims(&jobs, &lanes(&[("a", 1, 0), ("b", 2, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::new());
+        let plan = plan_claims(
+            &jobs,
+            &lanes(&[("a", 1, 0), ("b", 2, 0)]),
+            &no_shared(),
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+        );
         assert_eq!(plan.dispatch, vec!["1", "3", "5"]);
-        assert_eq!(plan.full, vec![("a".into(), "harness:a".into()), ("b".into(), "harness:b".into())]);
+        assert_eq!(
+            plan.full,
+            vec![("a".into(), "harness:a".into()), ("b".into(), "harness:b".into())]
+        );
         assert!(plan.hold.is_empty());
     }
 
     #[test]
     fn a_harness_already_at_its_cap_gets_nothing() {
         let jobs = [job("1", 1, "a"), job("2", 2, "b")];
-        let plan = plan_claims(&jobs, &lanes(&[("a", 2, 2), ("b", 1, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::new());
+        let plan = plan_claims(
+            &jobs,
+            &lanes(&[("a", 2, 2), ("b", 1, 0)]),
+            &no_shared(),
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+        );
         assert_eq!(plan.dispatch, vec!["2"]);
     }
 
@@ -279,7 +298,13 @@ mod tests {
         );
         assert_eq!(plan.dispatch, vec!["1", "3"]);
         assert_eq!(held(&plan), vec!["2"]);
-        let plan = plan_claims(&[j1], &lanes(&[("a", 5, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::from(["m".to_string()]));
+        let plan = plan_claims(
+            &[j1],
+            &lanes(&[("a", 5, 0)]),
+            &no_shared(),
+            &BTreeMap::new(),
+            &BTreeSet::from(["m".to_string()]),
+        );
         assert!(plan.dispatch.is_empty());
     }
 
@@ -310,20 +335,49 @@ mod tests {
         j1.jam_models = vec!["m".into()];
         j1.pending = true;
         j1.held_by = Some("jam:m".into());
-        let plan = plan_claims(&[j1.clone()], &lanes(&[("a", 5, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::from(["m".to_string()]));
+        let plan = plan_claims(
+            &[j1.clone()],
+            &lanes(&[("a", 5, 0)]),
+            &no_shared(),
+            &BTreeMap::new(),
+            &BTreeSet::from(["m".to_string()]),
+        );
         assert!(plan.hold.is_empty() && plan.dispatch.is_empty());
         // Held by something else now: it is held again, naming the new lane.
         j1.jam_models = vec![];
         j1.lanes = vec![LaneKey::Provider("p".into())];
-        let shared = BTreeMap::from([(LaneKey::Provider("p".into()), Lane { cap: 1, occupied: 1, truncated: false })]);
-        let plan = plan_claims(&[j1], &lanes(&[("a", 5, 0)]), &shared, &BTreeMap::new(), &BTreeSet::new());
-        assert_eq!(plan.hold, vec![Held { id: "1".into(), by: "provider:p".into() }]);
+        let shared = BTreeMap::from([(
+            LaneKey::Provider("p".into()),
+            Lane {
+                cap: 1,
+                occupied: 1,
+                truncated: false,
+            },
+        )]);
+        let plan = plan_claims(
+            &[j1],
+            &lanes(&[("a", 5, 0)]),
+            &shared,
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+        );
+        assert_eq!(
+            plan.hold,
+            vec![Held {
+                id: "1".into(),
+                by: "provider:p".into()
+            }]
+        );
     }
 
     #[test]
     fn a_harness_whose_provider_lane_is_full_is_full_and_never_starved() {
         let p = LaneKey::Provider("acme".into());
-        let jobs = [on(job("1", 1, "a"), &[p.clone()]), on(job("2", 2, "a"), &[p.clone()]), job("3", 3, "b")];
+        let jobs = [
+            on(job("1", 1, "a"), std::slice::from_ref(&p)),
+            on(job("2", 2, "a"), std::slice::from_ref(&p)),
+            job("3", 3, "b"),
+        ];
         let mut l = lanes(&[("a", 5, 0), ("b", 5, 0)]);
         if let Some(a) = l.get_mut("a") {
             a.truncated = true; // more of a's jobs wait behind the list: reading them is pointless
@@ -359,7 +413,11 @@ mod tests {
     #[test]
     fn a_provider_lane_of_one_across_two_harnesses_holds_the_second_job_naming_the_lane() {
         let p = LaneKey::Provider("acme".into());
-        let jobs = [on(job("1", 1, "a"), &[p.clone()]), on(job("2", 2, "b"), &[p.clone()]), job("3", 3, "b")];
+        let jobs = [
+            on(job("1", 1, "a"), std::slice::from_ref(&p)),
+            on(job("2", 2, "b"), std::slice::from_ref(&p)),
+            job("3", 3, "b"),
+        ];
         let plan = plan_claims(
             &jobs,
             &lanes(&[("a", 5, 0), ("b", 5, 0)]),
@@ -368,15 +426,31 @@ mod tests {
             &BTreeSet::new(),
         );
         assert_eq!(plan.dispatch, vec!["1", "3"]);
-        assert_eq!(plan.hold, vec![Held { id: "2".into(), by: "provider:acme".into() }]);
+        assert_eq!(
+            plan.hold,
+            vec![Held {
+                id: "2".into(),
+                by: "provider:acme".into()
+            }]
+        );
         assert!(plan.full.is_empty(), "no harness is full");
     }
 
     #[test]
     fn a_model_lane_already_full_passes_over_its_jobs_and_keeps_queue_order_for_the_rest() {
         let m = LaneKey::Model("big".into());
-        let jobs = [on(job("1", 1, "a"), &[m.clone()]), job("2", 2, "a"), on(job("3", 3, "a"), &[m.clone()])];
-        let plan = plan_claims(&jobs, &lanes(&[("a", 5, 0)]), &shared(&[(m, 2, 2)]), &BTreeMap::new(), &BTreeSet::new());
+        let jobs = [
+            on(job("1", 1, "a"), std::slice::from_ref(&m)),
+            job("2", 2, "a"),
+            on(job("3", 3, "a"), std::slice::from_ref(&m)),
+        ];
+        let plan = plan_claims(
+            &jobs,
+            &lanes(&[("a", 5, 0)]),
+            &shared(&[(m, 2, 2)]),
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+        );
         assert_eq!(plan.dispatch, vec!["2"]);
         assert_eq!(held(&plan), vec!["1", "3"]);
         assert_eq!(plan.hold[0].by, "model:big");
@@ -385,7 +459,13 @@ mod tests {
     #[test]
     fn a_lane_without_a_cap_bounds_nothing() {
         let jobs = [on(job("1", 1, "a"), &[LaneKey::Model("free".into())]), job("2", 2, "a")];
-        let plan = plan_claims(&jobs, &lanes(&[("a", 5, 0)]), &no_shared(), &BTreeMap::new(), &BTreeSet::new());
+        let plan = plan_claims(
+            &jobs,
+            &lanes(&[("a", 5, 0)]),
+            &no_shared(),
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+        );
         assert_eq!(plan.dispatch, vec!["1", "2"]);
     }
 

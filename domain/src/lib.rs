@@ -4,11 +4,11 @@
 //! rule can be tested with the specification's own examples. The store, the activities, the
 //! workflows and the API call into this crate for every decision they make.
 
-pub mod attempt;
 pub mod access;
 pub mod adapter;
 pub mod api_token;
 pub mod artifact_url;
+pub mod attempt;
 pub mod buffer;
 pub mod calendar;
 pub mod catalogue;

@@ -124,17 +124,18 @@ pub async fn list_attempts(tx: &mut Tx, id: &JobId) -> Result<Option<Vec<Attempt
 /// The provider a job's calls went to: its combination's, else its harness's, else its (first)
 /// model's that names one.
 async fn provider_of(tx: &mut Tx, job: &Job) -> Result<Option<String>, StoreError> {
-    if let Combination::Harness {
-        provider: Some(p), ..
-    } = &job.combination
-    {
+    if let Combination::Harness { provider: Some(p), .. } = &job.combination {
         return Ok(Some(p.clone()));
     }
     let h = sqlx::query("select provider from harnesses where name = $1")
         .bind(job.combination.harness())
         .fetch_optional(tx.conn())
         .await?;
-    if let Some(p) = h.map(|r| r.try_get::<Option<String>, _>("provider")).transpose()?.flatten() {
+    if let Some(p) = h
+        .map(|r| r.try_get::<Option<String>, _>("provider"))
+        .transpose()?
+        .flatten()
+    {
         return Ok(Some(p));
     }
     for m in job.combination.models() {
@@ -142,7 +143,11 @@ async fn provider_of(tx: &mut Tx, job: &Job) -> Result<Option<String>, StoreErro
             .bind(m)
             .fetch_optional(tx.conn())
             .await?;
-        if let Some(p) = r.map(|r| r.try_get::<Option<String>, _>("provider")).transpose()?.flatten() {
+        if let Some(p) = r
+            .map(|r| r.try_get::<Option<String>, _>("provider"))
+            .transpose()?
+            .flatten()
+        {
             return Ok(Some(p));
         }
     }

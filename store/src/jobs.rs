@@ -6,11 +6,11 @@
 //! a claim see every job enqueued before it.
 
 use crate::Tx;
+use crate::providers::{SharedLanes, shared_lanes};
 use crate::rows::{self, JOB_COLUMNS, enum_text, status_list, timestamp_column, to_json};
 use crate::{StoreError, events, new_id_body, now_ms, plans};
 use belay_domain::attempt::FailureClass;
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
-use crate::providers::{SharedLanes, shared_lanes};
 use belay_domain::dispatch::{ClaimPlan, Lane, LaneKey, Waiting, plan_claims};
 use belay_domain::ids::{JobId, RunId};
 use belay_domain::job::{CellKey, Combination, Job, JobStatus, JobTransition, RetryDecision, retry_decision};
@@ -757,7 +757,10 @@ pub async fn retry_now(tx: &mut Tx, id: &JobId) -> Result<Job, StoreError> {
     let sql = format!("select {JOB_COLUMNS} from jobs where retry_of = $1");
     if let Some(r) = sqlx::query(&sql).bind(id.as_str()).fetch_optional(tx.conn()).await? {
         let retry = rows::job(&r)?;
-        return Err(StoreError::Conflict(format!("job {id} was retried already, by job {}", retry.id)));
+        return Err(StoreError::Conflict(format!(
+            "job {id} was retried already, by job {}",
+            retry.id
+        )));
     }
     if let Some(o) = &job.origin
         && plans::origin_paused(tx.conn(), o).await?

@@ -6,9 +6,9 @@
 //! [`Backend`] and nowhere else.
 
 pub mod access;
-pub mod attempts;
 pub mod accounts;
 pub mod approvals;
+pub mod attempts;
 pub mod browser_meter;
 pub mod candidates;
 pub mod catalogue;
@@ -25,8 +25,8 @@ mod migrate;
 pub mod model_meter;
 pub mod plans;
 pub mod projects;
-pub mod providers;
 pub mod promotion;
+pub mod providers;
 pub mod receipts;
 mod rows;
 pub mod runs;

@@ -40,7 +40,10 @@ pub async fn create_provider(tx: &mut Tx, input: &ProviderInput) -> Result<Provi
     .execute(tx.conn())
     .await?;
     if res.rows_affected() == 0 {
-        return Err(StoreError::Conflict(format!("name: provider {} already exists", input.name)));
+        return Err(StoreError::Conflict(format!(
+            "name: provider {} already exists",
+            input.name
+        )));
     }
     get_provider(tx, &input.name)
         .await?
@@ -171,11 +174,16 @@ pub(crate) async fn shared_lanes(tx: &mut Tx) -> Result<SharedLanes, StoreError>
         .fetch_all(tx.conn())
         .await?
     {
-        out.caps.insert(LaneKey::Provider(r.try_get("name")?), lane(r.try_get("max_parallelism")?));
+        out.caps.insert(
+            LaneKey::Provider(r.try_get("name")?),
+            lane(r.try_get("max_parallelism")?),
+        );
     }
-    for r in sqlx::query("select id, provider, max_parallelism from models where provider is not null or max_parallelism is not null")
-        .fetch_all(tx.conn())
-        .await?
+    for r in sqlx::query(
+        "select id, provider, max_parallelism from models where provider is not null or max_parallelism is not null",
+    )
+    .fetch_all(tx.conn())
+    .await?
     {
         let id: String = r.try_get("id")?;
         if let Some(cap) = r.try_get::<Option<i64>, _>("max_parallelism")? {

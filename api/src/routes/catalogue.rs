@@ -9,8 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::catalogue::{
     GgConfig, GgConfigInput, GgConfigUpdate, Harness, HarnessInput, HarnessUpdate, Model, ModelInput, ModelUpdate,
-    Provider, ProviderInput, ProviderUpdate,
-    TestCase, TestCaseVersion, TestCaseVersionInput, TestCaseVersionUpdate,
+    Provider, ProviderInput, ProviderUpdate, TestCase, TestCaseVersion, TestCaseVersionInput, TestCaseVersionUpdate,
 };
 use belay_domain::ids::GgConfigId;
 
@@ -268,7 +267,11 @@ pub async fn list_providers(_c: Caller, State(s): State<AppState>) -> ApiResult<
 /// One provider.
 #[utoipa::path(get, path = "/v1/providers/{name}", tag = "catalogue", params(("name" = String, Path)),
     responses((status = 200, body = Provider), (status = 404, body = ErrorBody)))]
-pub async fn get_provider(_c: Caller, State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Provider>> {
+pub async fn get_provider(
+    _c: Caller,
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Provider>> {
     s.store
         .get_provider(&name)
         .await?

@@ -307,7 +307,9 @@ pub async fn retry(
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "not_your_job",
-            format!("job {id} was launched by another account; a member retries its own jobs and those of its plans and ladders"),
+            format!(
+                "job {id} was launched by another account; a member retries its own jobs and those of its plans and ladders"
+            ),
         ));
     }
     let retry = s.store.retry_now(&id).await?;

@@ -123,7 +123,8 @@ pub(super) async fn claim_bench(
     cap: i64,
 ) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let (claimed, round, claim_time) = claim_all(dir.path(), postgres_url, "claim", jobs, harnesses, cap, false).await?;
+    let (claimed, round, claim_time) =
+        claim_all(dir.path(), postgres_url, "claim", jobs, harnesses, cap, false).await?;
     let claim_rate = claimed as f64 / claim_time.as_secs_f64();
 
     // Raw: the same number of single-row conditional updates, one statement and commit each.

@@ -35,7 +35,11 @@ async fn topped_up_job(b: &Belay, plan: &str) -> String {
 }
 
 async fn attempts(b: &Belay, job: &str) -> Vec<Value> {
-    b.get(&format!("/v1/jobs/{job}/attempts")).await.as_array().unwrap().clone()
+    b.get(&format!("/v1/jobs/{job}/attempts"))
+        .await
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 /// No job retries `job` (a retry names it in `retryOf`).
@@ -70,7 +74,12 @@ async fn a_provider_lane_of_one_across_two_harnesses_holds_the_second_job_pendin
     assert_eq!(held["heldBy"], "provider:acme", "{held}");
     // Raising the lane takes effect at the next claim: the second job starts at once.
     let (s, v) = b
-        .request("PATCH", "/v1/providers/acme", Some(&b.token), Some(r#"{"maxParallelism": 2}"#))
+        .request(
+            "PATCH",
+            "/v1/providers/acme",
+            Some(&b.token),
+            Some(r#"{"maxParallelism": 2}"#),
+        )
         .await;
     assert_eq!((s, &v["maxParallelism"]), (200, &json!(2)), "{v}");
     let running = b.wait_status(&second, &["running"], Duration::from_secs(30)).await;
@@ -93,9 +102,7 @@ async fn lanes_refuse_bad_input_and_a_provider_in_use_is_not_deleted() {
         assert_eq!(s, 422, "{body}: {v}");
         assert!(v["error"]["message"].as_str().unwrap().contains(field), "{v}");
     }
-    let (s, v) = b
-        .post("/v1/models", json!({"id": "m", "provider": "nowhere"}))
-        .await;
+    let (s, v) = b.post("/v1/models", json!({"id": "m", "provider": "nowhere"})).await;
     assert_eq!(s, 422, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("provider"), "{v}");
     let (s, v) = b.post("/v1/models", json!({"id": "m", "maxParallelism": 0})).await;
@@ -109,7 +116,12 @@ async fn lanes_refuse_bad_input_and_a_provider_in_use_is_not_deleted() {
     assert_eq!(b.get("/v1/models").await, json!([]), "nothing was written");
 
     created(&b, "/v1/providers", json!({"name": "acme", "maxParallelism": 3})).await;
-    created(&b, "/v1/models", json!({"id": "m", "provider": "acme", "maxParallelism": 2})).await;
+    created(
+        &b,
+        "/v1/models",
+        json!({"id": "m", "provider": "acme", "maxParallelism": 2}),
+    )
+    .await;
     created(
         &b,
         "/v1/harnesses",
@@ -120,14 +132,21 @@ async fn lanes_refuse_bad_input_and_a_provider_in_use_is_not_deleted() {
     assert_eq!(s, 409, "{v}");
     let msg = v["error"]["message"].as_str().unwrap();
     assert!(msg.contains("[h]") && msg.contains("[m]"), "{msg}");
-    assert_eq!(b.get("/v1/providers/acme").await["maxParallelism"], 3, "nothing was deleted");
+    assert_eq!(
+        b.get("/v1/providers/acme").await["maxParallelism"],
+        3,
+        "nothing was deleted"
+    );
     let (s, v) = b
-        .request("PATCH", "/v1/harnesses/h", Some(&b.token), Some(r#"{"provider": null}"#))
+        .request(
+            "PATCH",
+            "/v1/harnesses/h",
+            Some(&b.token),
+            Some(r#"{"provider": null}"#),
+        )
         .await;
     assert_eq!((s, &v["provider"]), (200, &Value::Null), "{v}");
-    let (s, v) = b
-        .request("PUT", "/v1/models/m", Some(&b.token), Some(r#"{}"#))
-        .await;
+    let (s, v) = b.request("PUT", "/v1/models/m", Some(&b.token), Some(r#"{}"#)).await;
     assert_eq!(s, 200, "{v}");
     let (s, v) = b.request("DELETE", "/v1/providers/acme", Some(&b.token), None).await;
     assert_eq!(s, 204, "{v}");
@@ -198,7 +217,9 @@ async fn a_task_failure_completes_as_evidence_and_is_not_retried() {
     .await;
     let plan = plan_of_one_cell(&b, "task").await;
     let job = topped_up_job(&b, &plan).await;
-    let done = b.wait_status(&job, &["completed", "failed"], Duration::from_secs(60)).await;
+    let done = b
+        .wait_status(&job, &["completed", "failed"], Duration::from_secs(60))
+        .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["failureClass"], "task");
     let runs = b.get(&format!("/v1/runs?jobId={job}")).await;
@@ -206,7 +227,10 @@ async fn a_task_failure_completes_as_evidence_and_is_not_retried() {
     assert_eq!(runs[0]["taskFailure"], "the tests did not pass");
     let tried = attempts(&b, &job).await;
     assert_eq!(tried.len(), 1, "{tried:?}");
-    assert_eq!((&tried[0]["failureClass"], &tried[0]["exit"]), (&json!("task"), &json!(1)));
+    assert_eq!(
+        (&tried[0]["failureClass"], &tried[0]["exit"]),
+        (&json!("task"), &json!(1))
+    );
     assert_not_retried(&b, &job).await;
     // The run counts: the cell is complete, and the plan is not paused.
     let cov = b.get(&format!("/v1/coverage-plans/{plan}/coverage")).await;
@@ -228,12 +252,17 @@ rm -f "$marker"; printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFES
     )
     .await;
     let job = b.launch("limited").await["id"].as_str().unwrap().to_string();
-    let done = b.wait_status(&job, &["completed", "failed"], Duration::from_secs(90)).await;
+    let done = b
+        .wait_status(&job, &["completed", "failed"], Duration::from_secs(90))
+        .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["attempt"], 1, "the rate limit used up no attempt");
     let tried = attempts(&b, &job).await;
     assert_eq!(tried.len(), 2, "{tried:?}");
-    assert_eq!((&tried[0]["failureClass"], &tried[0]["exit"]), (&json!("provider_rate_limited"), &json!(75)));
+    assert_eq!(
+        (&tried[0]["failureClass"], &tried[0]["exit"]),
+        (&json!("provider_rate_limited"), &json!(75))
+    );
     assert_eq!(tried[1]["failureClass"], Value::Null);
     assert_eq!(tried[1]["n"], 2);
     let waited = tried[1]["startedAt"].as_i64().unwrap() - tried[0]["endedAt"].as_i64().unwrap();
@@ -252,14 +281,23 @@ async fn an_unclassed_failure_is_infrastructure_and_retried_as_a_new_attempt() {
     assert_eq!(failed["failureClass"], "infra");
     let all = wait_until("the retries to run out", Duration::from_secs(120), async || {
         let tried = attempts(&b, &job).await;
-        if tried.len() == 3 { Ok(tried) } else { Err(format!("{} attempts", tried.len())) }
+        if tried.len() == 3 {
+            Ok(tried)
+        } else {
+            Err(format!("{} attempts", tried.len()))
+        }
     })
     .await;
     let jobs: Vec<i64> = all.iter().map(|a| a["jobAttempt"].as_i64().unwrap()).collect();
     assert_eq!(jobs, [1, 2, 3], "each retry is a job of the chain: {all:?}");
-    assert!(all.iter().all(|a| a["failureClass"] == "infra" && a["logTail"].as_str().unwrap().contains("boom")));
+    assert!(
+        all.iter()
+            .all(|a| a["failureClass"] == "infra" && a["logTail"].as_str().unwrap().contains("boom"))
+    );
     let (s, v) = b.post("/v1/jobs/job_missing/retry", json!({})).await;
     assert_eq!(s, 404, "{v}");
-    let (s, v) = b.request("GET", "/v1/jobs/job_missing/attempts", Some(&b.token), None).await;
+    let (s, v) = b
+        .request("GET", "/v1/jobs/job_missing/attempts", Some(&b.token), None)
+        .await;
     assert_eq!(s, 404, "{v}");
 }

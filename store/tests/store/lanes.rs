@@ -80,7 +80,10 @@ on_both!(
         let got = s.claim("k1").await.unwrap();
         assert_eq!(got.iter().map(|j| &j.id).collect::<Vec<_>>(), [&a.id]);
         let held = s.get_job(&b.id).await.unwrap().unwrap();
-        assert_eq!((held.status, held.held_by.as_deref()), (JobStatus::Pending, Some("provider:acme")));
+        assert_eq!(
+            (held.status, held.held_by.as_deref()),
+            (JobStatus::Pending, Some("provider:acme"))
+        );
         // The lane changes while a job runs: the next claim takes the second job.
         s.update_provider(
             "acme",
@@ -112,7 +115,10 @@ on_both!(
         assert_eq!(got, [ids[0].clone(), ids[2].clone(), ids[4].clone()]);
         for i in [1, 3] {
             let j = s.get_job(&ids[i]).await.unwrap().unwrap();
-            assert_eq!((j.status, j.held_by.as_deref()), (JobStatus::Pending, Some("model:big")));
+            assert_eq!(
+                (j.status, j.held_by.as_deref()),
+                (JobStatus::Pending, Some("model:big"))
+            );
         }
     }
 );
@@ -140,7 +146,11 @@ on_both!(
         .await
         .unwrap();
         assert!(matches!(
-            s.create_provider(&ProviderInput { name: "p".into(), max_parallelism: None }).await,
+            s.create_provider(&ProviderInput {
+                name: "p".into(),
+                max_parallelism: None
+            })
+            .await,
             Err(StoreError::Conflict(_))
         ));
         s.create_model(&model("m", Some("p"), Some(3))).await.unwrap();
@@ -183,9 +193,16 @@ on_both!(
             message: Some("boom".into()),
             log_tail: Some("x".repeat(10_000)),
         };
-        s.record_attempt(&attempt(&first.id, 1, Some(FailureClass::Infra))).await.unwrap();
-        s.record_attempt(&attempt(&first.id, 1, Some(FailureClass::Infra))).await.unwrap();
-        let f = s.fail_job_as(&first.id, "boom", true, Some(FailureClass::Infra)).await.unwrap();
+        s.record_attempt(&attempt(&first.id, 1, Some(FailureClass::Infra)))
+            .await
+            .unwrap();
+        s.record_attempt(&attempt(&first.id, 1, Some(FailureClass::Infra)))
+            .await
+            .unwrap();
+        let f = s
+            .fail_job_as(&first.id, "boom", true, Some(FailureClass::Infra))
+            .await
+            .unwrap();
         let retry = f.retry.expect("an infrastructure failure is retried");
         s.claim("k2").await.unwrap();
         running(&s, &retry.id).await;
@@ -213,13 +230,20 @@ on_both!(
         s.claim("k").await.unwrap();
         running(&s, &task.id).await;
         running(&s, &refused.id).await;
-        let run = match s.complete_job_as(&task.id, false, &[], Some("tests failed")).await.unwrap() {
+        let run = match s
+            .complete_job_as(&task.id, false, &[], Some("tests failed"))
+            .await
+            .unwrap()
+        {
             Completion::Recorded(r) => r,
             other => panic!("{other:?}"),
         };
         assert_eq!(run.task_failure.as_deref(), Some("tests failed"));
         let j = s.get_job(&task.id).await.unwrap().unwrap();
-        assert_eq!((j.status, j.failure_class), (JobStatus::Completed, Some(FailureClass::Task)));
+        assert_eq!(
+            (j.status, j.failure_class),
+            (JobStatus::Completed, Some(FailureClass::Task))
+        );
 
         let f = s
             .fail_job_as(&refused.id, "spend cap", true, Some(FailureClass::ProviderRefused))
@@ -227,7 +251,11 @@ on_both!(
             .unwrap();
         assert!(f.retry.is_none(), "a refusal is not retried");
         let events = s.events(0, None, 100).await.unwrap();
-        assert!(events.iter().any(|e| e.kind == "provider.refused" && e.entity == refused.id.as_str()));
+        assert!(
+            events
+                .iter()
+                .any(|e| e.kind == "provider.refused" && e.entity == refused.id.as_str())
+        );
 
         // The refusal paused the plan: a retry by hand is refused until it is resumed; then the
         // job is retried once, and never again.
