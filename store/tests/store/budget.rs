@@ -37,6 +37,7 @@ fn usd(x: f64) -> Micros {
 /// 200k × $1 + 20k × $2 = $0.24), cases a to d.
 async fn catalogue(s: &Store) {
     s.create_harness(&HarnessInput {
+        provider: None,
         name: "x".into(),
         provider_routed: false,
         max_parallelism: 100,
@@ -49,6 +50,8 @@ async fn catalogue(s: &Store) {
     .await
     .unwrap();
     s.create_model(&ModelInput {
+        provider: None,
+        max_parallelism: None,
         id: "m".into(),
         context_window: Some(1000),
         list_price: Some(ListPrice {
@@ -126,7 +129,7 @@ async fn run(s: &Store, id: &JobId) {
 async fn complete(s: &Store, id: &JobId, reported: Reported) {
     run(s, id).await;
     assert!(matches!(
-        s.complete_job_reported(id, true, &[], reported).await.unwrap(),
+        s.complete_job_reported(id, true, &[], None, reported).await.unwrap(),
         Completion::Recorded(_)
     ));
 }

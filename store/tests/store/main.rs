@@ -8,6 +8,7 @@ mod budget;
 mod candidates;
 mod coverage;
 mod ladders;
+mod lanes;
 mod metrics;
 mod promotion;
 mod repository;
