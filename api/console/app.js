@@ -746,14 +746,20 @@ async function queuePage(kind, id) {
   };
 
   const showCell = async (cell) => {
-    // Everything the repeats show is read at once (each run, its domains, its reviews and its
-    // build's signed URL), so the cell's builds start loading together, one round trip in.
+    // Everything the repeats show is read at once (each run, its domains, its reviews, and as
+    // soon as the run says it has a build, the build's signed URL), so the cell's builds start
+    // loading together.
     const each = (f) => Promise.all(cell.runs.map(f));
-    const [runs, offered, reviews, minted] = await Promise.all([
-      each((r) => api("GET", `/v1/runs/${r}`)),
+    const read = each(async (r) => {
+      const run = await api("GET", `/v1/runs/${r}`);
+      return [run, run.artifacts.length ? await mintArtifactUrl(r) : { grant: null, refused: null }];
+    });
+    const [both, offered, reviews] = await Promise.all([
+      read,
       each((r) => api("GET", `/v1/runs/${r}/review-domains`)),
-      each((r) => api("GET", `/v1/runs/${r}/reviews`)),
-      each((r) => mintArtifactUrl(r))]);
+      each((r) => api("GET", `/v1/runs/${r}/reviews`))]);
+    const runs = both.map(([run]) => run);
+    const minted = both.map(([, m]) => m);
     const sections = await Promise.all(runs.map((run, i) =>
       repeatView(run, me, offered[i], `${i + 1} of ${runs.length}`, async (section) => {
         if (!section.counted) { section.counted = true; left = Math.max(0, left - 1); showCount(); }
