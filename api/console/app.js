@@ -62,6 +62,32 @@ function link(href, ...children) {
   return h("a", { href, "data-nav": true }, ...children);
 }
 
+// ---- Temporal's Web UI --------------------------------------------------------------------
+
+// Temporal's Web UI pages of belay's namespace, as the API's configuration names it (the shell's
+// belay-temporal-ui meta tag); null when none is configured.
+function temporalUi() {
+  const meta = document.querySelector('meta[name="belay-temporal-ui"]');
+  return meta && meta.content ? meta.content : null;
+}
+
+// A line linking to the workflows behind this page in Temporal's Web UI: each [label, query]
+// opens the Web UI's list filtered by a visibility query (belay's search attributes). Nothing
+// when no Web UI is configured.
+function workflowsLine(...links) {
+  const ui = temporalUi();
+  if (!ui) return null;
+  const anchors = links.map(([label, query]) => h("a", {
+    href: `${ui}/workflows?query=${encodeURIComponent(query)}`,
+    target: "_blank",
+    rel: "noopener noreferrer",
+    class: "temporal-link",
+    title: query,
+  }, label));
+  return h("p", { class: "workflows muted", id: "workflows" }, "In Temporal: ",
+    anchors.flatMap((a, i) => (i ? [" · ", a] : [a])));
+}
+
 function showError(err) {
   const box = document.getElementById("error");
   if (!err) {
@@ -105,13 +131,54 @@ const SIGNED_OUT = {
   token_revoked: "Your token was revoked. Sign in with another (belay account token create makes one).",
   account_disabled: "Your account is disabled. An operator can enable it again.",
   unauthorized: "The API does not know that token.",
+  signed_out: "You signed out. Sign in again with your token.",
 };
 
 function signOut(err) {
   sessionStorage.removeItem(TOKEN_KEY);
+  signedIn = null;
+  showWho(null);
   if (err) sessionStorage.setItem(SIGNED_OUT_KEY, JSON.stringify({ code: err.code, message: err.message }));
   if (location.pathname !== "/sign-in") navigate("/sign-in");
   else showSignedOut();
+}
+
+// ---- who is signed in --------------------------------------------------------------------
+
+const ROLE_WORDS = { operator: "operator", member: "member" };
+// The account the session's token belongs to: { token, account } once the API answered.
+let signedIn = null;
+
+// The header's account line: name, role and Sign out; empty when nobody is signed in.
+function showWho(account) {
+  const who = document.getElementById("who");
+  document.getElementById("nav").hidden = !account;
+  if (!account) {
+    who.replaceChildren();
+    return;
+  }
+  who.replaceChildren(
+    h("span", { id: "who-name", title: account.id }, account.name || account.id), " ",
+    h("span", { id: "who-role", class: "tag role", dataset: { role: account.role } }, ROLE_WORDS[account.role] || account.role), " ",
+    h("button", {
+      type: "button",
+      id: "sign-out",
+      onclick: () => signOut({ code: "signed_out", message: "signed out" }),
+    }, "Sign out"));
+}
+
+// Asks the API who the token belongs to once per token (a refused token signs out with the
+// API's reason), without holding up the page.
+function whoAmI() {
+  const t = token();
+  if (!t) return showWho(null);
+  if (signedIn && signedIn.token === t) return showWho(signedIn.account);
+  act(async () => {
+    const account = await api("GET", "/v1/account");
+    if (token() !== t) return;
+    signedIn = { token: t, account };
+    showWho(account);
+  });
 }
 
 // The reason the last token was refused, on the sign-in page, until a sign-in succeeds.
@@ -164,6 +231,7 @@ function signInPage() {
       const me = await act(() => api("GET", "/v1/account"));
       if (me) {
         sessionStorage.removeItem(SIGNED_OUT_KEY);
+        signedIn = { token: token(), account: me };
         navigate("/plans");
       }
       else sessionStorage.removeItem(TOKEN_KEY);
@@ -393,6 +461,7 @@ async function planPage(id) {
     }));
   setMain(
     h("h1", {}, `Plan ${plan.name}`),
+    workflowsLine(["its top-ups and runs", `BelayPlanId = "${id}"`]),
     h("p", {}, link(`/plans/${id}/queue`, "Review queue"), " · ", `${plan.runsPerCell} runs per cell, outer axis ${plan.outerAxis}`),
     controls, dialog, answerBox, matrixBox);
 }
@@ -897,6 +966,7 @@ async function runPage(id) {
     h("tr", {}, h("th", {}, "Completed at"), h("td", {}, when(run.completedAt)))));
   setMain(
     h("h1", {}, `Run ${run.id}`),
+    workflowsLine(["this run's workflow", `WorkflowId = "run-${run.jobId}"`]),
     h("p", { class: "muted" }, "Keys: ", h("kbd", {}, "R"), " revise my review, then ", h("kbd", {}, "1"), "–", h("kbd", {}, "5"), " rate and ", h("kbd", {}, "Enter"), " submit."),
     h("table", { id: "run-facts" }, h("tbody", {},
       h("tr", {}, h("th", {}, "Pin"), h("td", { id: "run-pin" }, pinLabel(run.case))),
@@ -1090,6 +1160,7 @@ async function ladderPage(id) {
     h("span", { class: "muted" }, `buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review`));
   setMain(
     h("h1", {}, `Ladder ${ladder.name}`),
+    workflowsLine(["its climb, top-ups and runs", `BelayLadderId = "${id}"`]),
     h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ",
       `gate: ${ladder.gate.floor} or better, ${ladder.gate.threshold.kind === "count" ? `${ladder.gate.threshold.runs} run(s)` : `${ladder.gate.threshold.of} of the runs`}`,
       ladder.earlyStop ? " · early stop" : ""),
@@ -1122,6 +1193,7 @@ async function projectPage(id) {
   ]);
   setMain(
     h("h1", {}, `Project ${project.name}`),
+    workflowsLine(["its workflows", `BelayProjectId = "${id}"`]),
     h("p", { id: "canonical" }, `canonical generation ${project.generation}`, project.canonicalCommit ? ` at ${project.canonicalCommit.slice(0, 12)}` : ""),
     h("h2", {}, "Changes"),
     changes.length === 0 ? h("p", { class: "muted" }, "No Changes yet.")
@@ -1221,6 +1293,7 @@ async function changePage(id) {
   ]);
   setMain(
     h("h1", {}, `Change: ${change.goal}`),
+    workflowsLine(["its verifications and promotions", `BelayChangeId = "${id}"`]),
     h("p", {}, link(`/projects/${change.projectId}`, "Project"), " · status ", h("strong", { id: "change-status" }, words(change.status)),
       ""),
     h("h2", {}, "Candidates"),
@@ -1492,6 +1565,7 @@ async function candidatePage(id) {
   show(k);
   setMain(
     h("h1", {}, `Candidate ${k.id}`),
+    workflowsLine(["its verification and promotion", `BelayCandidateId = "${k.id}"`]),
     h("p", {}, link(`/changes/${k.changeId}`, "Change"), " · status ", status,
       k.statusReason ? h("span", { id: "candidate-reason" }, ` — ${k.statusReason}`) : null),
     h("p", { class: "muted" }, `base generation ${k.baseGeneration} · composed ${k.composedCommit ? k.composedCommit.slice(0, 12) : "—"}`),
@@ -1565,6 +1639,8 @@ async function render() {
     history.replaceState(null, "", "/sign-in");
     return render();
   }
+  if (path === "/sign-in") showWho(null);
+  else whoAmI();
   for (const [re, page] of ROUTES) {
     const m = path.match(re);
     if (m) {
