@@ -269,27 +269,40 @@ async function plansPage() {
 // chunks after it has painted, so a 10,000-row matrix does not hold the page blank while it is
 // built. `render` waits for every table still filling before it marks the page complete.
 const FIRST_ROWS = 100;
-const CHUNK_ROWS = 1000;
+const BLOCK_ROWS = 200;
 let filling = [];
 
-function fillRows(tbody, n, make, before, first = FIRST_ROWS, chunk = CHUNK_ROWS) {
-  const add = (from, to) => {
+// Rows rendered as they scroll into view: the first screenful (`first` rows) with the page, the
+// rest as placeholder rows of `block` rows each, as tall as those rows will be (`rowHeight` px),
+// which an IntersectionObserver swaps for their rows when they come within a screen of the
+// viewport. A 10,000-row table costs the page one screenful, and a jump to its end one block.
+// `cols` is the table's column count (a placeholder spans them).
+function fillRows(tbody, n, make, before, { first = FIRST_ROWS, block = BLOCK_ROWS, rowHeight = 25, cols = 1 } = {}) {
+  const add = (from, to, at) => {
     const f = document.createDocumentFragment();
     for (let i = from; i < to; i++) f.append(make(i));
-    tbody.insertBefore(f, before || null);
+    tbody.insertBefore(f, at);
   };
-  let at = Math.min(first, n);
-  add(0, at);
-  if (at >= n) return;
-  filling.push(new Promise((resolve) => {
-    const step = () => {
-      const to = Math.min(at + chunk, n);
-      add(at, to);
-      at = to;
-      if (at < n) setTimeout(step, 0); else resolve();
-    };
-    requestAnimationFrame(() => setTimeout(step, 0));
-  }));
+  add(0, Math.min(first, n), before || null);
+  if (first >= n) return;
+  const io = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      if (!e.isIntersecting || !e.target.isConnected) continue;
+      io.unobserve(e.target);
+      add(Number(e.target.dataset.from), Number(e.target.dataset.to), e.target);
+      e.target.remove();
+    }
+  }, { rootMargin: "100% 0px" });
+  const f = document.createDocumentFragment();
+  for (let from = first; from < n; from += block) {
+    const to = Math.min(from + block, n);
+    const cell = h("td", { colspan: cols });
+    cell.style.height = `${(to - from) * rowHeight}px`;
+    const placeholder = h("tr", { class: "pending-rows", dataset: { from, to } }, cell);
+    f.append(placeholder);
+    io.observe(placeholder);
+  }
+  tbody.insertBefore(f, before || null);
 }
 
 // One matrix row, cloned from a template and filled in: ten thousand of them are built on the
@@ -318,8 +331,39 @@ function matrixRow(c) {
   return tr;
 }
 
+// The matrix's filter: which cells a status names (every cell for "").
+const CELL_FILTERS = {
+  "": ["every cell", () => true],
+  inFlight: ["runs in flight", (c) => c.inFlight > 0],
+  pending: ["runs pending", (c) => c.pending > 0],
+  unreviewed: ["runs to review", (c) => c.unreviewed > 0],
+  remaining: ["runs still to launch", (c) => c.remaining > 0],
+  done: ["complete", (c) => c.remaining === 0 && c.inFlight === 0 && c.pending === 0],
+  flagged: ["stale or unlaunchable", (c) => !!(c.stale || c.unlaunchable)],
+};
+let matrixFilter = "";
+
+// The matrix with its filter by status: the filter keeps the cells it names, in the API's order
+// (the totals stay the plan's).
 function matrixTable(m) {
+  const table = matrixRows(m, matrixFilter);
+  const select = h("select", {
+    id: "matrix-filter",
+    "aria-label": "show cells with",
+    onchange: (e) => {
+      matrixFilter = e.target.value;
+      const next = matrixRows(m, matrixFilter);
+      box.replaceChild(next, box.querySelector("#matrix"));
+    },
+  }, Object.entries(CELL_FILTERS).map(([v, [label]]) => h("option", { value: v, selected: v === matrixFilter }, label)));
+  const box = h("div", { class: "matrix" }, h("p", { class: "filter" }, h("label", {}, "Show ", select)), table);
+  return box;
+}
+
+function matrixRows(m, filter) {
   const head = ["Case", "Combination", "Desired", "Completed", "In flight", "Pending", "Unreviewed", "Remaining", "Notes"];
+  const keep = (CELL_FILTERS[filter] || CELL_FILTERS[""])[1];
+  const cells = filter ? m.cells.filter(keep) : m.cells;
   const t = m.totals || {};
   const totals = h("tr", { class: "totals", id: "totals" },
     h("td", { colspan: 2 }, `Plan totals (${m.cells.length} cells)`),
@@ -327,8 +371,8 @@ function matrixTable(m) {
       h("td", { class: "n", dataset: { col: k } }, t[k] === undefined ? "" : t[k])),
     h("td", {}, ""));
   const body = h("tbody", {}, totals);
-  fillRows(body, m.cells.length, (i) => matrixRow(m.cells[i]), totals);
-  return h("table", { id: "matrix" },
+  fillRows(body, cells.length, (i) => matrixRow(cells[i]), totals, { cols: head.length });
+  return h("table", { id: "matrix", class: "sticky", dataset: { filter, shown: cells.length } },
     h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
     body);
 }
@@ -347,28 +391,76 @@ function topUpAnswer(a) {
   return h("div", { class: "answer", id: "topup-answer" }, h("h2", {}, "Top-up"), parts);
 }
 
+// Runs an action whose refusal belongs next to a field: the API's error is shown in the banner
+// (as act() does) and answered, so the field can say it too. Answers [value, error].
+async function attempt(fn) {
+  let failed = null;
+  const value = await act(async () => {
+    try {
+      return await fn();
+    } catch (err) {
+      failed = err;
+      throw err;
+    }
+  });
+  return [value, failed];
+}
+
+// A field's note: what was saved (with the stored value) or why it was refused.
+function fieldNote(id) {
+  return h("span", { id: `${id}-note`, class: "field-note", role: "status" });
+}
+
+function noteSaid(note, refused, text) {
+  note.textContent = text;
+  note.dataset.outcome = refused ? "refused" : "saved";
+}
+
+// A buffer target's editor. `onsave(value)` answers the target the API stored; the fields then
+// show it, and the note says it was saved (naming a clamp) or why it was refused, the fields
+// going back to the stored value. An empty or negative bound is caught before anything is sent.
 function targetEditor(id, label, current, allowInherit, onsave) {
   const kind = h("select", { id: `${id}-kind`, "aria-label": `${label}: kind` },
     allowInherit ? h("option", { value: "inherit" }, "inherit the account's (null)") : null,
     h("option", { value: "bounded" }, "bounded"),
     h("option", { value: "unbounded" }, "unbounded"));
   const runs = h("input", { id: `${id}-runs`, type: "number", min: 0, max: 500, "aria-label": `${label}: runs` });
-  kind.value = current === null || current === undefined ? (allowInherit ? "inherit" : "bounded") : current.kind;
-  runs.value = current && current.kind === "bounded" ? current.runs : "";
+  const note = fieldNote(id);
+  let stored = current;
   const sync = () => { runs.disabled = kind.value !== "bounded"; };
+  const show = (t) => {
+    kind.value = t === null || t === undefined ? (allowInherit ? "inherit" : "bounded") : t.kind;
+    runs.value = t && t.kind === "bounded" ? t.runs : "";
+    sync();
+  };
   kind.addEventListener("change", sync);
-  sync();
+  show(current);
   const save = h("button", {
     type: "button",
     id: `${id}-save`,
-    onclick: () => act(async () => {
+    onclick: async () => {
+      const raw = runs.value.trim();
+      if (kind.value === "bounded" && !/^[0-9]+$/.test(raw)) {
+        noteSaid(note, true, "runs: give a whole number of runs, 0 or more (0 never tops up)");
+        runs.focus();
+        return;
+      }
       const value = kind.value === "inherit" ? null
         : kind.value === "unbounded" ? { kind: "unbounded" }
-          : { kind: "bounded", runs: Number(runs.value) };
-      await onsave(value);
-    }),
+          : { kind: "bounded", runs: Number(raw) };
+      const [saved, err] = await attempt(() => onsave(value));
+      if (err) {
+        show(stored);
+        noteSaid(note, true, `refused: ${err.message}`);
+        return;
+      }
+      stored = saved;
+      show(saved);
+      const clamped = value && value.kind === "bounded" && saved && saved.runs !== value.runs;
+      noteSaid(note, false, `saved: ${targetLabel(saved)}` + (clamped ? ` (you asked for ${value.runs}; the API stores ${saved.runs})` : ""));
+    },
   }, "Save");
-  return h("fieldset", { id }, h("legend", {}, label), kind, " ", runs, " ", save);
+  return h("fieldset", { id }, h("legend", {}, label), kind, " ", runs, " ", save, " ", note);
 }
 
 function planInput(p, changes) {
@@ -455,9 +547,10 @@ async function planPage(id) {
     h("button", { type: "button", id: "halt-all", class: "danger", onclick: () => dialog.showModal() }, "Halt all…"),
     targetEditor("plan-target", "Buffer target of this plan", plan.bufferTarget, true, async (value) => {
       current = await api("PUT", `/v1/coverage-plans/${id}`, planInput(current, { bufferTarget: value }));
+      return current.bufferTarget;
     }),
     targetEditor("account-target", "Account default buffer target", settings.bufferTarget, false, async (value) => {
-      await api("PUT", "/v1/coverage-settings", { bufferTarget: value });
+      return (await api("PUT", "/v1/coverage-settings", { bufferTarget: value })).bufferTarget;
     }));
   setMain(
     h("h1", {}, `Plan ${plan.name}`),
@@ -1044,10 +1137,43 @@ const STATUSES = {
   toppedOut: "every rung cleared; it is done",
 };
 
-function standingCell(l, climber, rung, standings, onchange) {
+// A climber's state as the board shows it, in a short label and a colour: the spec's status,
+// read with the ladder's switch and what is in flight. A disabled ladder is off everywhere; an
+// enabled climber "climbing" with nothing in flight on its rung waits for a top-up.
+const STATES = {
+  off: ["off", "the ladder is disabled: nothing launches until it is enabled"],
+  waiting: ["waiting for a top-up", "nothing is in flight on its current rung: the next top-up (Top up now, or a review with auto top-up on) launches its runs"],
+  climbing: ["climbing", STATUSES.climbing],
+  awaitingReview: ["needs your review", STATUSES.awaitingReview],
+  walled: ["walled", STATUSES.walled],
+  held: ["held", STATUSES.held],
+  toppedOut: ["topped out", STATUSES.toppedOut],
+};
+
+function climberState(enabled, c) {
+  if (!enabled) return "off";
+  if (c.status !== "climbing") return c.status;
+  const here = c.rungs.find((st) => st.rungId === c.currentRung && !st.stale);
+  return here && here.tally && here.tally.pending > 0 ? "climbing" : "waiting";
+}
+
+// What a state means, on hover; the spec's status beside it when the board reads it otherwise.
+function stateTitle(state, c) {
+  const meaning = STATES[state][1];
+  return state === c.status ? meaning : `${meaning} (status ${c.status}: ${STATUSES[c.status] || ""})`;
+}
+
+function stateBadge(cls, state, c, prefix = "") {
+  return h("div", { class: `${cls} state`, dataset: { status: c.status, state }, title: stateTitle(state, c) }, prefix + STATES[state][0]);
+}
+
+// One climber's cell on one rung. Controls only on a rung the climber has reached (`reached`):
+// a verdict beyond it moves nothing.
+function standingCell(l, climber, rung, standings, onchange, reached, state) {
   const here = climber.currentRung === rung.rungId;
   const parts = [];
-  if (here) parts.push(h("div", { class: "status", dataset: { status: climber.status }, title: STATUSES[climber.status] || "" }, `▶ ${climber.status}`));
+  if (here) parts.push(stateBadge("status", state, climber, "▶ "));
+  const tallies = [];
   for (const st of standings) {
     // The gate's verdict first; an override sits beside it, never over it.
     const verdict = h("div", {
@@ -1059,8 +1185,11 @@ function standingCell(l, climber, rung, standings, onchange) {
     !st.recorded && !st.stale && st.verdict !== "undecided" ? h("span", { class: "tag live", title: "computed live; the next top-up records it" }, " recorded: false") : null,
     st.stale ? h("span", { class: "tag stale" }, ` stale: decided on ${st.version}`) : null);
     parts.push(verdict);
-    if (st.tally) parts.push(h("div", { class: "tally muted" }, tallyLabel(st.tally)));
-    if (!st.stale && st.verdict !== "undecided") {
+    if (st.tally) {
+      tallies.push(tallyLabel(st.tally));
+      parts.push(h("div", { class: "tally muted" }, tallyLabel(st.tally)));
+    }
+    if (reached && !st.stale && st.verdict !== "undecided") {
       const post = (outcome) => act(async () => {
         await api("POST", `/v1/ladders/${l.id}/outcomes`, { combination: climber.combination, rungId: rung.rungId, outcome });
         await onchange();
@@ -1078,7 +1207,11 @@ function standingCell(l, climber, rung, standings, onchange) {
         }, "Clear override") : null));
     }
   }
-  return h("td", { dataset: { climber: climber.climberKey, rung: rung.rungId } }, parts);
+  const live = standings.find((st) => !st.stale);
+  return h("td", {
+    dataset: { climber: climber.climberKey, rung: rung.rungId, reached: reached ? "true" : "false", state: here ? state : null, verdict: live ? live.outcome : null },
+    title: tallies.join("\n") || null,
+  }, parts);
 }
 
 function steeringControls(l, climber, onchange) {
@@ -1088,54 +1221,192 @@ function steeringControls(l, climber, onchange) {
     await onchange();
   });
   const priority = h("input", { type: "number", class: "priority", value: s.priority, min: -1000, max: 1000, size: 4, "aria-label": `priority of ${comboLabel(climber.combination)}` });
-  priority.addEventListener("change", () => send({ priority: Number(priority.value) }));
+  priority.addEventListener("change", async () => {
+    // A refused priority does not stay in its field: it shows the stored one again.
+    const [, err] = await attempt(async () => {
+      await api("POST", `/v1/ladders/${l.id}/climbers`, { combination: climber.combination, priority: Number(priority.value) });
+      await onchange();
+    });
+    if (err) priority.value = s.priority;
+  });
   return h("div", { class: "steering" },
     h("label", {}, "priority ", priority), " ",
     h("label", {}, h("input", { type: "checkbox", class: "focused", checked: s.focused, onchange: (e) => send({ focused: e.target.checked }) }), " focused"), " ",
     h("label", {}, h("input", { type: "checkbox", class: "held", checked: s.held, onchange: (e) => send({ held: e.target.checked }) }), " held"));
 }
 
-async function ladderPage(id) {
-  const [ladder, progress] = await Promise.all([
-    api("GET", `/v1/ladders/${id}`),
-    api("GET", `/v1/ladders/${id}/progress`),
-  ]);
-  const reload = () => render();
+// The board's table: rungs down, the climbers the filter keeps across, rows filled as they
+// scroll into view. `view.filter` is a state of STATES ("" keeps every climber).
+function boardTable(ladder, progress, view, onchange) {
+  const order = progress.rungs.map((r) => r.rungId);
+  const climbers = progress.climbers
+    .map((c) => ({ c, state: climberState(progress.enabled, c), at: c.currentRung === null ? order.length : order.indexOf(c.currentRung) }))
+    .filter((x) => !view.filter || x.state === view.filter);
   const head = h("tr", {}, h("th", {}, "Rung"),
-    progress.climbers.map((c) => h("th", { dataset: { climber: c.climberKey } },
+    climbers.map(({ c, state }) => h("th", { dataset: { climber: c.climberKey, state } },
       h("div", {}, comboLabel(c.combination)),
-      h("div", { class: "climber-status", dataset: { status: c.status }, title: STATUSES[c.status] || "" }, c.status),
+      stateBadge("climber-status", state, c),
       c.unlaunchable ? h("div", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`) : null,
-      steeringControls(ladder, c, reload))));
-  // Rows of rungs; the board fills a screenful first when it is large.
-  const perRow = Math.max(1, progress.climbers.length);
+      steeringControls(ladder, c, onchange))));
   const rows = h("tbody", {});
   const rungRow = (i) => {
     const r = progress.rungs[i];
     return h("tr", { dataset: { rung: r.rungId } },
-      h("th", {}, `${i + 1}. ${pinLabel(r.case)} · ${r.runs} runs`,
-        r.behind ? h("div", { class: "tag stale" }, `pin behind: ${r.latestVersion} is out`) : null),
-      progress.climbers.map((c) => standingCell(ladder, c, r, c.rungs.filter((st) => st.rungId === r.rungId), reload)));
+      h("th", {}, rungHeader(ladder, progress, i, onchange)),
+      climbers.map(({ c, state, at }) => standingCell(ladder, c, r, c.rungs.filter((st) => st.rungId === r.rungId), onchange, i <= at, state)));
   };
+  const table = h("table", { id: "board", class: `sticky${view.tallies ? " tallies" : ""}`, dataset: { filter: view.filter, shown: climbers.length } },
+    h("thead", {}, head), rows);
+  // A rung's row holds one cell per climber: a screenful is FIRST_ROWS cells' worth of rungs.
+  const perRow = Math.max(1, climbers.length);
+  fillRows(rows, progress.rungs.length, rungRow, null, {
+    first: Math.ceil(FIRST_ROWS / perRow) + 2, block: 4, rowHeight: 64, cols: climbers.length + 1,
+  });
+  return table;
+}
+
+// A rung's header: its place and pin, its runs (its own, or the ladder's), and moving it up or
+// down the ladder's order.
+function rungHeader(ladder, progress, i, onchange) {
+  const r = progress.rungs[i];
+  const rungs = progress.rungs.map((x) => x.rungId);
+  const move = (by) => act(async () => {
+    const to = i + by;
+    [rungs[i], rungs[to]] = [rungs[to], rungs[i]];
+    await api("POST", `/v1/ladders/${ladder.id}/rungs/order`, { rungIds: rungs });
+    await onchange();
+  });
+  return [
+    h("div", {}, `${i + 1}. ${pinLabel(r.case)} · ${r.runs} runs`),
+    r.behind ? h("div", { class: "tag stale" }, `pin behind: ${r.latestVersion} is out`) : null,
+    h("div", { class: "rung-order" },
+      h("button", { type: "button", class: "rung-up", disabled: i === 0, "aria-label": `move rung ${i + 1} up`, onclick: () => move(-1) }, "↑"),
+      h("button", { type: "button", class: "rung-down", disabled: i === rungs.length - 1, "aria-label": `move rung ${i + 1} down`, onclick: () => move(1) }, "↓")),
+  ];
+}
+
+// The ladder's settings the board edits, each checked as the API checks it before it is sent:
+// the gate (floor and threshold), runs per rung, auto top-up. `onsave(changes)` answers the
+// ladder the API stored; the fields then show it and the note says so.
+function ladderSettings(ladder, onsave) {
+  const floor = h("select", { id: "gate-floor", "aria-label": "gate floor" },
+    RATINGS.map((r) => h("option", { value: r, selected: r === ladder.gate.floor }, r)));
+  const kind = h("select", { id: "gate-kind", "aria-label": "gate threshold kind" },
+    h("option", { value: "count" }, "passing runs, at least"), h("option", { value: "fraction" }, "of the runs, at least"));
+  const amount = h("input", { id: "gate-amount", type: "number", step: "any", min: 0, "aria-label": "gate threshold" });
+  const perRung = h("input", { id: "runs-per-rung", type: "number", min: 1, max: 100, "aria-label": "runs per rung" });
+  const auto = h("input", { id: "ladder-auto-top-up", type: "checkbox" });
+  const note = fieldNote("ladder-settings");
+  const show = (l) => {
+    floor.value = l.gate.floor;
+    kind.value = l.gate.threshold.kind;
+    amount.value = l.gate.threshold.kind === "count" ? l.gate.threshold.runs : l.gate.threshold.of;
+    perRung.value = l.runsPerCell;
+    auto.checked = l.autoTopUp;
+  };
+  show(ladder);
+  let stored = ladder;
+  const refuse = (field, text) => { noteSaid(note, true, text); field.focus(); };
+  const save = h("button", {
+    type: "button",
+    id: "ladder-settings-save",
+    onclick: async () => {
+      const n = Number(amount.value);
+      if (kind.value === "count" && !(Number.isInteger(n) && n >= 1)) return refuse(amount, "gate.threshold.runs: at least 1 passing run");
+      if (kind.value === "fraction" && !(amount.value !== "" && n > 0 && n <= 1)) return refuse(amount, "gate.threshold.of: a fraction greater than 0 and at most 1");
+      const runs = Number(perRung.value);
+      if (!(Number.isInteger(runs) && runs >= 1 && runs <= 100)) return refuse(perRung, "runsPerCell: a whole number from 1 to 100");
+      const gate = { floor: floor.value, threshold: kind.value === "count" ? { kind: "count", runs: n } : { kind: "fraction", of: n } };
+      const [saved, err] = await attempt(() => onsave({ gate, runsPerCell: runs, autoTopUp: auto.checked }));
+      if (err) {
+        show(stored);
+        noteSaid(note, true, `refused: ${err.message}`);
+        return;
+      }
+      stored = saved;
+      show(saved);
+      const t = saved.gate.threshold;
+      noteSaid(note, false, `saved: gate ${saved.gate.floor} or better, ${t.kind === "count" ? `${t.runs} run(s)` : `${t.of} of the runs`}; ${saved.runsPerCell} runs per rung; auto top-up ${saved.autoTopUp ? "on" : "off"}`);
+    },
+  }, "Save");
+  return h("fieldset", { id: "ladder-settings" }, h("legend", {}, "Gate and runs"),
+    h("label", {}, "floor ", floor), " ", kind, " ", amount, " ",
+    h("label", {}, "runs per rung ", perRung), " ",
+    h("label", {}, auto, " auto top-up"), " ", save, " ", note);
+}
+
+// Halt all behind the same confirmation as a plan's: it also cancels in-flight jobs.
+function haltAllDialog(what, onconfirm) {
+  const dialog = h("dialog", { id: "halt-all-dialog" },
+    h("p", {}, `Halt all cancels this ${what}'s queued and pending jobs and also its dispatched, starting and running ones, which are partly or wholly paid for.`),
+    h("form", { method: "dialog" },
+      h("button", { value: "cancel", id: "halt-all-cancel" }, "Keep them running"), " ",
+      h("button", { value: "confirm", id: "halt-all-confirm", class: "danger" }, "Halt all")));
+  dialog.addEventListener("close", () => {
+    if (dialog.returnValue === "confirm") onconfirm();
+  });
+  return dialog;
+}
+
+async function ladderPage(id) {
+  let [ladder, progress] = await Promise.all([
+    api("GET", `/v1/ladders/${id}`),
+    api("GET", `/v1/ladders/${id}/progress`),
+  ]);
+  const view = { filter: "", tallies: false };
+  const boardBox = h("div", { id: "board-box" });
+  const summary = h("span", { class: "muted", id: "board-summary" });
+  const gateLine = h("span", { id: "gate-line" });
+  const answerBox = h("div", { id: "answer-box" });
   const enable = h("button", {
     type: "button",
     id: "enable",
     onclick: () => act(async () => {
       await api("POST", `/v1/ladders/${id}/${progress.enabled ? "disable" : "enable"}`);
-      await reload();
+      await redraw();
     }),
-  }, progress.enabled ? "Stop spending on this climb" : "Start spending on this climb");
-  const answerBox = h("div", { id: "answer-box" });
+  });
+  const draw = () => {
+    enable.textContent = progress.enabled ? "Stop spending on this climb" : "Start spending on this climb";
+    document.body.dataset.enabled = progress.enabled ? "true" : "false";
+    const t = ladder.gate.threshold;
+    gateLine.textContent = `gate: ${ladder.gate.floor} or better, ${t.kind === "count" ? `${t.runs} run(s)` : `${t.of} of the runs`}` +
+      ` · ${ladder.runsPerCell} runs per rung` + (ladder.earlyStop ? " · early stop" : "");
+    summary.textContent = `${progress.enabled ? "on" : "off"} · buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review`;
+    boardBox.replaceChildren(boardTable(ladder, progress, view, redraw));
+  };
+  // Read the board again (after any control) and draw it; the answers shown stay.
+  const redraw = async () => {
+    [ladder, progress] = await Promise.all([
+      api("GET", `/v1/ladders/${id}`),
+      api("GET", `/v1/ladders/${id}/progress`),
+    ]);
+    draw();
+  };
+  const put = async (changes) => {
+    const saved = await api("PUT", `/v1/ladders/${id}`, ladderInput(ladder, changes));
+    await redraw();
+    return saved;
+  };
   const axis = h("select", {
     id: "outer-axis",
     "aria-label": "outer axis",
-    onchange: (e) => act(async () => {
-      await api("PUT", `/v1/ladders/${id}`, ladderInput(ladder, { outerAxis: e.target.value }));
-      await reload();
-    }),
+    onchange: (e) => act(async () => { await put({ outerAxis: e.target.value }); }),
   }, Object.entries(AXIS_LABELS).map(([v, label]) => h("option", { value: v, selected: v === progress.outerAxis }, label)));
   const legend = h("p", { class: "muted", id: "statuses" }, Object.entries(STATUSES).map(([k, v], i) =>
     h("span", {}, i ? " · " : "", h("strong", {}, k), `: ${v}`)));
+  const filter = h("select", {
+    id: "board-filter",
+    "aria-label": "show climbers",
+    onchange: (e) => { view.filter = e.target.value; draw(); },
+  }, h("option", { value: "" }, "every climber"),
+  Object.entries(STATES).map(([k, [label]]) => h("option", { value: k }, label)));
+  const tallies = h("input", { type: "checkbox", id: "show-tallies", onchange: (e) => { view.tallies = e.target.checked; boardBox.firstChild.classList.toggle("tallies", view.tallies); } });
+  const dialog = haltAllDialog("ladder", () => act(async () => {
+    const r = await api("POST", `/v1/ladders/${id}/halt-all`, { confirm: true });
+    answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt all cancelled ${r.cancelled} jobs; the ladder is off.`));
+    await redraw();
+  }));
   const controls = h("div", { class: "controls" },
     enable,
     h("button", {
@@ -1146,6 +1417,7 @@ async function ladderPage(id) {
         const answer = topUpAnswer(a);
         answer.append(h("p", { id: "recorded" }, `Verdicts written down: ${a.recorded}; queued runs an early stop cancelled: ${a.cancelled.length}.`));
         answerBox.replaceChildren(answer);
+        await redraw();
       }),
     }, "Top up now"),
     h("button", {
@@ -1154,20 +1426,23 @@ async function ladderPage(id) {
       onclick: () => act(async () => {
         const r = await api("POST", `/v1/ladders/${id}/halt`);
         answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt cancelled ${r.cancelled} queued or pending jobs.`));
+        await redraw();
       }),
     }, "Halt"),
+    h("button", { type: "button", id: "halt-all", class: "danger", onclick: () => dialog.showModal() }, "Halt all…"),
     h("label", {}, "Order ", axis),
-    h("span", { class: "muted" }, `buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review`));
+    summary);
+  const settings = h("div", { class: "controls" },
+    ladderSettings(ladder, (changes) => put(changes)),
+    targetEditor("ladder-target", "Buffer target of this ladder", ladder.bufferTarget, true, async (value) => (await put({ bufferTarget: value })).bufferTarget));
+  draw();
   setMain(
     h("h1", {}, `Ladder ${ladder.name}`),
     workflowsLine(["its climb, top-ups and runs", `BelayLadderId = "${id}"`]),
-    h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ",
-      `gate: ${ladder.gate.floor} or better, ${ladder.gate.threshold.kind === "count" ? `${ladder.gate.threshold.runs} run(s)` : `${ladder.gate.threshold.of} of the runs`}`,
-      ladder.earlyStop ? " · early stop" : ""),
-    controls, legend, answerBox,
-    h("table", { id: "board" }, h("thead", {}, head), rows));
-  // A rung's row holds one cell per climber: a screenful is FIRST_ROWS cells' worth of rungs.
-  fillRows(rows, progress.rungs.length, rungRow, null, Math.ceil(FIRST_ROWS / perRow), Math.ceil(CHUNK_ROWS / perRow));
+    h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ", gateLine),
+    controls, settings, dialog, legend, answerBox,
+    h("p", { class: "filter" }, h("label", {}, "Show ", filter), " ", h("label", {}, tallies, " tallies")),
+    boardBox);
 }
 
 // ---- projects, Changes and Candidates ------------------------------------------------------
@@ -1649,7 +1924,13 @@ async function render() {
       document.body.removeAttribute("data-complete");
       filling = [];
       pageKeys = null;
-      await act(() => page(...m.slice(1)));
+      matrixFilter = "";
+      const [, failed] = await attempt(() => page(...m.slice(1)));
+      if (failed && location.pathname === path) {
+        // The page could not load: say so in place of it (never over a page still loading).
+        setMain(h("h1", {}, failed.status === 404 ? "Not found" : "This page could not load"),
+          h("p", { id: "page-error" }, failed.message));
+      }
       document.body.dataset.ready = path;
       markPainted(path);
       const rest = filling;

@@ -778,6 +778,12 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
     for status in ["climbing", "awaitingReview", "walled", "held", "toppedOut"] {
         assert!(legend.contains(status), "{legend}");
     }
+    // Disabled reads as off everywhere: each climber, and the board's line.
+    let states: Vec<String> = c
+        .eval("[...document.querySelectorAll('#board .climber-status')].map((e) => e.textContent)")
+        .await;
+    assert_eq!(states, ["off", "off"]);
+    assert!(c.text("#board-summary").await.starts_with("off"));
     c.screenshot("ladder-disabled").await;
 
     // Start spending: rung one launches for both climbers.
@@ -816,7 +822,16 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
     c.visit(&format!("/ladders/{id}")).await;
     assert_eq!(
         c.text(&format!("th[data-climber={}] .climber-status", json!(x))).await,
-        "awaitingReview"
+        "needs your review"
+    );
+    assert_eq!(
+        c.eval::<String>(&format!(
+            "document.querySelector({}).dataset.status",
+            json!(format!("th[data-climber={}] .climber-status", json!(x)))
+        ))
+        .await,
+        "awaitingReview",
+        "the spec's status stays on the element"
     );
     c.screenshot("ladder-awaiting-review").await;
     // x's run is broken, y's great: x walls at rung one, y moves on.
@@ -857,6 +872,14 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
     let passed = cell(&y, &rungs[0]);
     assert_eq!(c.count(&format!("{passed} button.wall")).await, 1);
     assert_eq!(c.count(&format!("{passed} button.promote")).await, 0);
+    // x has not reached rung two: its cell there has no controls.
+    let unreached = cell(&x, &rungs[1]);
+    assert_eq!(
+        c.eval::<String>(&format!("document.querySelector({}).dataset.reached", json!(unreached)))
+            .await,
+        "false"
+    );
+    assert_eq!(c.count(&format!("{unreached} button")).await, 0);
     assert!(c.text(&cell(&y, &rungs[1])).await.starts_with("▶ "));
     c.screenshot("ladder-walled").await;
 
@@ -892,6 +915,14 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
         "{st}"
     );
     assert_eq!(c.count(&format!("{wall} button.clear-override")).await, 1);
+    // Nothing in flight on rung two yet, the ladder on: x waits for a top-up, and says so.
+    let x_status = format!("th[data-climber={}] .climber-status", json!(x));
+    assert_eq!(c.text(&x_status).await, "waiting for a top-up");
+    assert_eq!(
+        c.eval::<String>(&format!("document.querySelector({}).dataset.status", json!(x_status)))
+            .await,
+        "climbing"
+    );
     c.screenshot("ladder-promoted-past-the-wall").await;
 
     // Top up now records the verdicts (no more `recorded: false`) and launches rung two for both;
@@ -904,6 +935,15 @@ async fn the_ladder_board_shows_a_wall_with_its_tally_and_a_promotion_past_it_be
         "{}",
         c.text("#topup-answer").await
     );
+    // The board redraws after its own top-up: x is no longer waiting.
+    c.until(
+        "x no longer waiting",
+        &format!(
+            "(() => {{ const s = document.querySelector({}); return !!s && s.dataset.state !== 'waiting'; }})()",
+            json!(x_status)
+        ),
+    )
+    .await;
     c.visit(&format!("/ladders/{id}")).await;
     assert_eq!(c.count(".tag.live").await, 0, "every decided verdict is recorded now");
     assert_eq!(
@@ -1258,9 +1298,26 @@ async fn a_long_matrix_shows_its_first_rows_with_the_page_and_every_row_in_the_a
     .await;
     assert_eq!(c.text("#totals td").await, "Plan totals (150 cells)");
     assert!(c.count("#matrix tr[data-cell]").await >= 100);
+    // The rest are rendered as they scroll into view: placeholders until then.
+    assert!(c.count("#matrix tr.pending-rows").await >= 1);
+    c.eval::<bool>("(() => { window.scrollTo(0, document.documentElement.scrollHeight); return true; })()")
+        .await;
+    c.until(
+        "the last rows, scrolled to",
+        "!document.querySelector('#totals').previousElementSibling.classList.contains('pending-rows')",
+    )
+    .await;
+    // The header stays in view while the rows scroll under it.
+    assert!(
+        c.eval::<f64>("document.querySelector('#matrix thead th').getBoundingClientRect().top")
+            .await
+            .abs()
+            < 1.0
+    );
     c.until(
         "every row",
-        &format!("document.body.dataset.complete === {}", json!(format!("/plans/{plan}"))),
+        "(() => { const p = document.querySelector('#matrix tr.pending-rows'); \
+           if (p) { p.scrollIntoView(); return false; } return true; })()",
     )
     .await;
     let shown: Vec<String> = c
@@ -1278,6 +1335,17 @@ async fn a_long_matrix_shows_its_first_rows_with_the_page_and_every_row_in_the_a
         c.eval::<String>("document.querySelector('#matrix tbody').lastElementChild.id")
             .await,
         "totals"
+    );
+    // The filter by status: nothing has run, so every cell has runs to launch and none is
+    // complete.
+    c.choose("#matrix-filter", "done").await;
+    assert_eq!(c.count("#matrix tr[data-cell]").await, 0);
+    assert_eq!(c.text("#totals td").await, "Plan totals (150 cells)");
+    c.choose("#matrix-filter", "remaining").await;
+    assert_eq!(
+        c.eval::<String>("document.querySelector('#matrix').dataset.shown")
+            .await,
+        "150"
     );
     c.screenshot("plan-long-matrix").await;
     c.assert_clean("after the long matrix");

@@ -12,6 +12,7 @@ mod boundaries;
 mod browser;
 mod compose;
 mod console;
+mod console_board;
 mod console_diff;
 mod console_play;
 mod console_review;
