@@ -219,6 +219,66 @@ function reasonLabel(r) {
   return r.message || r.reason || r.code || JSON.stringify(r);
 }
 
+// ---- live pages --------------------------------------------------------------------------
+
+// A page showing work in flight reads itself again every LIVE_EVERY ms (bounded polling: one
+// page, one read at a time) while anything is in flight, and says when it was last updated; it
+// stops when nothing is in flight, when the page is left, and while the tab is hidden. Every
+// control that starts work kicks it again.
+const LIVE_EVERY = 5000;
+let live = null;
+
+function stopLive() {
+  if (live) {
+    live.stopped = true;
+    clearTimeout(live.timer);
+  }
+  live = null;
+}
+
+// `line` shows the last update; `refresh()` reads and draws the page and answers whether
+// anything is still in flight. Answers kick(inFlight), to call after the page's first read and
+// after each control.
+function startLive(line, refresh) {
+  stopLive();
+  const me = { stopped: false, timer: null };
+  live = me;
+  const stamp = (inFlight) => {
+    line.dataset.live = inFlight ? "on" : "off";
+    line.dataset.updatedAt = String(Date.now());
+    line.textContent = `Last updated ${new Date().toLocaleTimeString()}` +
+      (inFlight ? " · updating while work is in flight" : " · nothing in flight, so not updating");
+  };
+  const schedule = (inFlight) => {
+    clearTimeout(me.timer);
+    if (inFlight && !me.stopped) me.timer = setTimeout(tick, LIVE_EVERY);
+  };
+  const tick = async () => {
+    if (me.stopped) return;
+    if (document.hidden) return schedule(true);
+    let inFlight = false;
+    try {
+      inFlight = await refresh();
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) return signOut(err);
+      showError(err);
+      inFlight = true;
+    }
+    if (me.stopped) return;
+    stamp(inFlight);
+    schedule(inFlight);
+  };
+  return (inFlight) => {
+    if (me.stopped) return;
+    stamp(inFlight);
+    schedule(inFlight);
+  };
+}
+
+function liveLine() {
+  return h("p", { class: "muted live-line", id: "last-updated", "aria-live": "polite" });
+}
+
 // ---- pages -------------------------------------------------------------------------------
 
 function signInPage() {
@@ -488,10 +548,15 @@ async function planPage(id) {
   let current = plan;
   const matrixBox = h("div", { id: "matrix-box" }, matrixTable(matrix));
   const answerBox = h("div", { id: "answer-box" });
-  const refresh = async () => {
+  const matrixInFlight = (m) => !!m.totals && (m.totals.inFlight + m.totals.pending) > 0;
+  const lastUpdated = liveLine();
+  const read = async () => {
     const m = await api("GET", `/v1/coverage-plans/${id}/coverage`);
     matrixBox.replaceChildren(matrixTable(m));
+    return matrixInFlight(m);
   };
+  const kick = startLive(lastUpdated, read);
+  const refresh = async () => kick(await read());
   const auto = h("input", {
     type: "checkbox",
     id: "auto-top-up",
@@ -501,7 +566,9 @@ async function planPage(id) {
       current = await api("PUT", `/v1/coverage-plans/${id}`, planInput(current, { autoTopUp: on, paused: !on }));
       if (on) {
         // Turned on: the plan is opened again, which tops it up.
-        matrixBox.replaceChildren(matrixTable(await api("POST", `/v1/coverage-plans/${id}/open`)));
+        const m = await api("POST", `/v1/coverage-plans/${id}/open`);
+        matrixBox.replaceChildren(matrixTable(m));
+        kick(matrixInFlight(m));
       } else {
         await refresh();
       }
@@ -556,7 +623,8 @@ async function planPage(id) {
     h("h1", {}, `Plan ${plan.name}`),
     workflowsLine(["its top-ups and runs", `BelayPlanId = "${id}"`]),
     h("p", {}, link(`/plans/${id}/queue`, "Review queue"), " · ", `${plan.runsPerCell} runs per cell, outer axis ${plan.outerAxis}`),
-    controls, dialog, answerBox, matrixBox);
+    controls, dialog, answerBox, lastUpdated, matrixBox);
+  kick(matrixInFlight(matrix));
 }
 
 // What a build in a review frame may and may not do: the frame's sandbox and the artifact
@@ -1375,14 +1443,20 @@ async function ladderPage(id) {
     summary.textContent = `${progress.enabled ? "on" : "off"} · buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review`;
     boardBox.replaceChildren(boardTable(ladder, progress, view, redraw));
   };
-  // Read the board again (after any control) and draw it; the answers shown stay.
-  const redraw = async () => {
+  // Anything in flight on the board: a rung's runs not completed yet.
+  const boardInFlight = () => progress.climbers.some((c) => c.rungs.some((st) => !st.stale && st.tally && st.tally.pending > 0));
+  const lastUpdated = liveLine();
+  const read = async () => {
     [ladder, progress] = await Promise.all([
       api("GET", `/v1/ladders/${id}`),
       api("GET", `/v1/ladders/${id}/progress`),
     ]);
     draw();
+    return boardInFlight();
   };
+  const kick = startLive(lastUpdated, read);
+  // Read the board again (after any control) and draw it; the answers shown stay.
+  const redraw = async () => kick(await read());
   const put = async (changes) => {
     const saved = await api("PUT", `/v1/ladders/${id}`, ladderInput(ladder, changes));
     await redraw();
@@ -1442,7 +1516,8 @@ async function ladderPage(id) {
     h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ", gateLine),
     controls, settings, dialog, legend, answerBox,
     h("p", { class: "filter" }, h("label", {}, "Show ", filter), " ", h("label", {}, tallies, " tallies")),
-    boardBox);
+    lastUpdated, boardBox);
+  kick(boardInFlight());
 }
 
 // ---- projects, Changes and Candidates ------------------------------------------------------
@@ -1925,6 +2000,7 @@ async function render() {
       filling = [];
       pageKeys = null;
       matrixFilter = "";
+      stopLive();
       const [, failed] = await attempt(() => page(...m.slice(1)));
       if (failed && location.pathname === path) {
         // The page could not load: say so in place of it (never over a page still loading).

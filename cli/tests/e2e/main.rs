@@ -14,6 +14,7 @@ mod compose;
 mod console;
 mod console_board;
 mod console_diff;
+mod console_live;
 mod console_play;
 mod console_review;
 mod console_session;
