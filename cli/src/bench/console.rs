@@ -14,6 +14,11 @@
 //! (`longtask` entries); and the page's weight (every byte the page loaded: the console's own
 //! files and the API's answers) against the bytes of that one answer. The ratios say what the
 //! page adds to the API's own time and size.
+//!
+//! And what live boards cost the API: `GET …/progress`'s p50 and p95 alone, and again while 20
+//! boards read themselves as a live board does while work is in flight (`GET …/{id}` and
+//! `GET …/progress` together every [`LIVE_EVERY`], the boards staggered across it), their calls
+//! made by this process's HTTP client so the browser's own drawing does not take the machine.
 
 use super::support::{fresh_store, ladder_body, plan_body, run_stack, seed_ladder, seed_plan, stats, temporal};
 use anyhow::{Context, bail, ensure};
@@ -102,6 +107,62 @@ async fn screen(which: Screen, dir: &Path, address: &str, browser: &Browser, sam
     let figures = run_stack(&store, &client, &dir, measure).await;
     store.close().await;
     figures
+}
+
+/// How often a live page reads itself while work is in flight (the console's `LIVE_EVERY`).
+const LIVE_EVERY: Duration = Duration::from_secs(5);
+/// Live boards open at once.
+const LIVE_BOARDS: usize = 20;
+
+/// `GET path`'s times, `n` in turn, in ms.
+async fn timed_gets(http: &reqwest::Client, url: &str, token: &str, n: usize) -> anyhow::Result<Vec<f64>> {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let resp = http.get(url).bearer_auth(token).send().await?;
+        ensure!(resp.status().is_success(), "GET {url}: {}", resp.status());
+        resp.bytes().await?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok(times)
+}
+
+/// The cost of [`LIVE_BOARDS`] live boards on `GET …/progress` (see the module doc).
+async fn live_boards(api: &str, token: &str, id: &str, samples: usize) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let progress = format!("{api}/v1/ladders/{id}/progress");
+    let n = (samples * 4).max(20);
+    timed_gets(&http, &progress, token, 2).await?;
+    let (alone50, alone95) = stats(timed_gets(&http, &progress, token, n).await?);
+    let mut boards = Vec::new();
+    for b in 0..LIVE_BOARDS {
+        let (http, token) = (http.clone(), token.to_owned());
+        let (ladder, progress) = (format!("{api}/v1/ladders/{id}"), progress.clone());
+        let offset = LIVE_EVERY.mul_f64(b as f64 / LIVE_BOARDS as f64);
+        boards.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + offset, LIVE_EVERY);
+            loop {
+                tick.tick().await;
+                let a = http.get(&ladder).bearer_auth(&token).send();
+                let b = http.get(&progress).bearer_auth(&token).send();
+                if let (Ok(a), Ok(b)) = tokio::join!(a, b) {
+                    let _ = tokio::join!(a.bytes(), b.bytes());
+                }
+            }
+        }));
+    }
+    // One full round of every board first, then the same calls as alone.
+    tokio::time::sleep(LIVE_EVERY).await;
+    let (live50, live95) = stats(timed_gets(&http, &progress, token, n).await?);
+    for b in boards {
+        b.abort();
+    }
+    println!(
+        "{LIVE_BOARDS} live boards (each GET /v1/ladders/{{id}} and …/progress every {} s): GET …/progress alone p50 {alone50:.0} ms, p95 {alone95:.0} ms; with the boards p50 {live50:.0} ms, p95 {live95:.0} ms; p95 moved {:+.0}% (target within +20%)",
+        LIVE_EVERY.as_secs(),
+        (live95 / alone95 - 1.0) * 100.0
+    );
+    Ok(())
 }
 
 /// Records the longest main-thread task of the page (`window.belayLongestTask`, ms), from the
@@ -279,5 +340,8 @@ async fn measure(which: Screen, api: &str, token: &str, browser: &Browser, sampl
         kib(answer_bytes),
         (last.own + last.answers) as f64 / answer_bytes as f64
     );
+    if let Screen::Board = which {
+        live_boards(api, token, &id, samples).await?;
+    }
     Ok(())
 }
