@@ -38,9 +38,9 @@ psql "$BELAY_TEST_POSTGRES_URL" -Atqc "select datname from pg_database where dat
 step "compose.yaml"
 # The file requires a token secret of its deployment; the check supplies a placeholder.
 if docker compose version >/dev/null 2>&1; then
-    BELAY_GIT_TOKEN_SECRET=compose-check docker compose -f compose.yaml config -q
+    BELAY_GIT_TOKEN_SECRET=compose-check BELAY_ARTIFACT_SECRET=compose-check-artifact-secret-32-bytes docker compose -f compose.yaml config -q
 elif command -v docker-compose >/dev/null 2>&1; then
-    BELAY_GIT_TOKEN_SECRET=compose-check docker-compose -f compose.yaml config -q
+    BELAY_GIT_TOKEN_SECRET=compose-check BELAY_ARTIFACT_SECRET=compose-check-artifact-secret-32-bytes docker-compose -f compose.yaml config -q
 else
     belay_log "skipped: neither 'docker compose' nor 'docker-compose' is installed"
 fi

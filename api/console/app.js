@@ -649,23 +649,27 @@ function entryArtifact(run) {
   return pages[0] || null;
 }
 
+// A signed URL for a run's artifacts, or why not: `{grant, refused}`. A signed-out session is
+// the page's to handle, not the frame's.
+async function mintArtifactUrl(runId) {
+  try {
+    return { grant: await api("POST", `/v1/runs/${runId}/artifact-url`), refused: null };
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) throw err;
+    return { grant: null, refused: err };
+  }
+}
+
 // One run's artifacts: its HTML build playing in a sandboxed frame on the artifact origin (under
 // a short-lived URL granting this run's files only), its text artifacts inline, and the whole
 // tree as one download. Self-contained (no ids): a page may show several runs side by side.
-async function artifactView(run) {
+async function artifactView(run, minted) {
   const view = h("section", { class: "artifact-view", dataset: { run: run.id } }, h("h2", {}, "Artifacts"));
   if (!run.artifacts.length) {
     view.append(h("p", { class: "muted" }, "No artifacts."));
     return view;
   }
-  let grant = null;
-  let refused = null;
-  try {
-    grant = await api("POST", `/v1/runs/${run.id}/artifact-url`);
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 401) throw err;
-    refused = err;
-  }
+  let { grant, refused } = minted || await mintArtifactUrl(run.id);
   const entry = entryArtifact(run);
   const tools = h("p", { class: "artifact-tools" });
   if (grant) {
@@ -684,6 +688,8 @@ async function artifactView(run) {
       src: artifactHref(grant.url, entry.path),
       dataset: { run: run.id, entry: entry.path },
     });
+    // The build has loaded with its scripts and assets: `belay bench console` reads the mark.
+    frame.addEventListener("load", () => performance.mark(`belay:frame ${run.id}`), { once: true });
     const expires = h("span", { class: "artifact-expiry" });
     const showExpiry = (g) => {
       expires.textContent = `This link works until ${new Date(g.expiresAt * 1000).toLocaleTimeString()}.`;
@@ -888,8 +894,7 @@ function runFacts(run) {
 }
 
 // One repeat of the queue's current cell: its facts, the caller's review (or the form) and its build.
-async function repeatView(run, me, offered, position, onreviewed) {
-  const reviews = await api("GET", `/v1/runs/${run.id}/reviews`);
+async function repeatView(run, me, offered, position, onreviewed, reviews, minted) {
   const mine = reviews.find((rv) => rv.accountId === me.id) || null;
   let current = mine;
   const section = h("section", { class: "repeat", dataset: { run: run.id, reviewed: mine ? "true" : "false" } });
@@ -921,7 +926,7 @@ async function repeatView(run, me, offered, position, onreviewed) {
     runFacts(run),
     others ? h("p", { class: "muted" }, `${others} other reviewer${others === 1 ? "" : "s"} reviewed it.`) : null,
     body,
-    await artifactView(run)].filter((x) => x !== null && x !== undefined));
+    await artifactView(run, minted)].filter((x) => x !== null && x !== undefined));
   return section;
 }
 
@@ -963,19 +968,23 @@ async function queuePage(kind, id) {
   };
 
   const showCell = async (cell) => {
-    const runs = await Promise.all(cell.runs.map((r) => api("GET", `/v1/runs/${r}`)));
-    const offered = await Promise.all(runs.map((r) => api("GET", `/v1/runs/${r.id}/review-domains`)));
-    const sections = [];
-    for (let i = 0; i < runs.length; i++) {
-      sections.push(await repeatView(runs[i], me, offered[i], `${i + 1} of ${runs.length}`, async (section) => {
+    // Everything the repeats show is read at once (each run, its domains, its reviews and its
+    // build's signed URL), so the cell's builds start loading together, one round trip in.
+    const each = (f) => Promise.all(cell.runs.map(f));
+    const [runs, offered, reviews, minted] = await Promise.all([
+      each((r) => api("GET", `/v1/runs/${r}`)),
+      each((r) => api("GET", `/v1/runs/${r}/review-domains`)),
+      each((r) => api("GET", `/v1/runs/${r}/reviews`)),
+      each((r) => mintArtifactUrl(r))]);
+    const sections = await Promise.all(runs.map((run, i) =>
+      repeatView(run, me, offered[i], `${i + 1} of ${runs.length}`, async (section) => {
         if (!section.counted) { section.counted = true; left = Math.max(0, left - 1); showCount(); }
         if (!focusNext(section)) {
           passed.add(cell.cellKey);
           if (at === walked.length - 1) await go(at + 1);
           else section.querySelector("button.revise").focus();
         }
-      }));
-    }
+      }, reviews[i], minted[i])));
     for (const s of sections) s.counted = s.dataset.reviewed === "true";
     const r0 = runs[0];
     stage.replaceChildren(h("div", { id: "cell", dataset: { cell: cell.cellKey } },

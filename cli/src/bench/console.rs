@@ -4,7 +4,8 @@
 //!
 //! - the matrix page of a 10,000-cell plan (`/plans/{id}`), against `POST …/open`, the call that
 //!   answers its matrix;
-//! - the ladder board of 50 rungs × 100 climbers (`/ladders/{id}`), against `GET …/progress`.
+//! - the ladder board of 50 rungs × 100 climbers (`/ladders/{id}`), against `GET …/progress`;
+//! - the review page of a cell of five repeats playing side by side (`review.rs`).
 //!
 //! For each: the time from navigation to the page painted with its first screenful of rows (the
 //! console marks it; the shell's first contentful paint is reported beside it), and from a jump
@@ -43,14 +44,29 @@ impl Screen {
     }
 }
 
-pub(super) async fn console(samples: usize) -> anyhow::Result<()> {
+/// The pages `belay bench console` can time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConsolePage {
+    Matrix,
+    Board,
+    Review,
+}
+
+pub(super) async fn console(samples: usize, only: Option<ConsolePage>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (server, address) = temporal(dir.path()).await?;
+    let wanted = |p: ConsolePage| only.is_none_or(|o| o == p);
     let result = async {
         let (mut browser, handler) = launch(&dir.path().join("profile")).await?;
-        let mut r = screen(Screen::Matrix, dir.path(), &address, &browser, samples).await;
-        if r.is_ok() {
+        let mut r = Ok(());
+        if wanted(ConsolePage::Matrix) {
+            r = screen(Screen::Matrix, dir.path(), &address, &browser, samples).await;
+        }
+        if r.is_ok() && wanted(ConsolePage::Board) {
             r = screen(Screen::Board, dir.path(), &address, &browser, samples).await;
+        }
+        if r.is_ok() && wanted(ConsolePage::Review) {
+            r = super::review::review(dir.path(), &address, &browser, samples).await;
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), browser.close()).await;
         let _ = browser.kill().await;

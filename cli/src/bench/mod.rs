@@ -23,6 +23,7 @@ mod ladder;
 mod lanes;
 mod objects;
 mod promote;
+mod review;
 mod sandbox;
 mod sandbox_leases;
 mod selection;
@@ -192,6 +193,9 @@ pub enum BenchCommand {
         /// Timed page loads of each page.
         #[arg(long, default_value_t = 5)]
         samples: usize,
+        /// Time this page only (default: every page).
+        #[arg(long, value_enum)]
+        only: Option<console::ConsolePage>,
     },
 }
 
@@ -238,7 +242,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Ladder { postgres_url, samples } => ladder::ladder(postgres_url, samples).await,
-        BenchCommand::Console { samples } => console::console(samples).await,
+        BenchCommand::Console { samples, only } => console::console(samples, only).await,
         BenchCommand::Objects {
             samples,
             files,

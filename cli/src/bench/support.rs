@@ -242,36 +242,88 @@ where
     F: FnOnce(String) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
+    run_stack_with(store, client, dir, &[Pool::Workflows, Pool::Db], false, |api, _| {
+        measure(api)
+    })
+    .await
+}
+
+/// [`run_stack`] with the worker pools `pools`, and when `artifacts` is set an artifact origin
+/// on a listener of its own (the API's URL its console origin): `measure` gets the API's base URL
+/// and the artifact origin's.
+pub(crate) async fn run_stack_with<F, Fut>(
+    store: &Store,
+    client: &temporalio_client::Client,
+    dir: &Path,
+    pools: &[Pool],
+    artifacts: bool,
+    measure: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(String, Option<String>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let api = format!("http://{}", listener.local_addr()?);
+    let origin = match artifacts {
+        true => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let ttl = crate::artifact_origin::ArtifactTtl {
+                seconds: belay_domain::artifact_url::DEFAULT_TTL_SECS,
+            };
+            let origin = crate::artifact_origin::artifact_origin(
+                listener.local_addr()?,
+                None,
+                &api,
+                b"belay bench artifact origin secret, 32+ bytes".to_vec(),
+                &ttl,
+            )?;
+            Some((listener, origin))
+        }
+        false => None,
+    };
     let state = belay_api::AppState {
         store: store.clone(),
         temporal: client.clone(),
         git: None,
         objects: dir_store(&dir.join("objects"))?,
         auth: Default::default(),
-        artifacts: None,
+        artifacts: origin.as_ref().map(|(_, o)| o.clone()),
         temporal_ui: None,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut api_stop = stop_rx.clone();
-    let api_task = tokio::spawn(belay_api::serve(listener, state, async move {
+    let api_task = tokio::spawn(belay_api::serve(listener, state.clone(), async move {
         let _ = api_stop.wait_for(|s| *s).await;
     }));
+    let artifacts_url = origin.as_ref().map(|(_, o)| o.public_url.clone());
+    let artifacts_task = origin.map(|(listener, _)| {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(belay_api::artifact_origin::serve_artifacts(
+            listener,
+            state,
+            async move {
+                let _ = stop.wait_for(|s| *s).await;
+            },
+        ))
+    });
     let deps = worker_deps(client, store, dir)?;
     let mut worker_stop = stop_rx.clone();
     let measure = async {
-        let r = measure(api).await;
+        let r = measure(api, artifacts_url).await;
         let _ = stop_tx.send(true);
         r
     };
     let (pools, figures) = tokio::join!(
-        belay_worker::run_pools(&[Pool::Workflows, Pool::Db], deps, async move {
+        belay_worker::run_pools(pools, deps, async move {
             let _ = worker_stop.wait_for(|s| *s).await;
         }),
         measure
     );
     let _ = api_task.await;
+    if let Some(task) = artifacts_task {
+        let _ = task.await;
+    }
     pools?;
     figures
 }

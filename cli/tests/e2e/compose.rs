@@ -146,3 +146,26 @@ fn compose_passes_the_model_key_under_belays_name_and_the_tls_settings() {
         );
     }
 }
+
+/// The API plays run builds from an artifact origin of its own (decision 0051): its listener,
+/// its URL as browsers reach it, the console's origin and the signing secret are set on the API
+/// service, whose port is published beside the API's; the git-only twin serves no builds.
+#[test]
+fn compose_serves_run_builds_from_an_origin_of_their_own() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../compose.yaml");
+    let text = std::fs::read_to_string(&path).expect("compose.yaml");
+    let api = service(&text, "belay-api");
+    for line in [
+        "BELAY_API_ARTIFACT_LISTEN: 0.0.0.0:8090",
+        "BELAY_API_ARTIFACT_URL: ${BELAY_API_ARTIFACT_URL:-http://localhost:8090}",
+        "BELAY_CONSOLE_ORIGIN: ${BELAY_CONSOLE_ORIGIN:-http://localhost:8080}",
+        "BELAY_ARTIFACT_SECRET: ${BELAY_ARTIFACT_SECRET:?",
+        "- \"8090:8090\"",
+    ] {
+        assert!(api.contains(line), "belay-api lacks {line}:\n{api}");
+    }
+    assert!(
+        !service(&text, "belay-git").contains("ARTIFACT"),
+        "the git-only twin serves no builds"
+    );
+}

@@ -569,7 +569,7 @@ async fn a_multi_file_game_is_played_in_the_review_frame_and_a_hostile_build_rea
     let shown: usize = c
         .eval(&format!(
             "(async () => {{ const runs = await Promise.all({}.map((id) => api('GET', '/v1/runs/' + id))); \
-               const views = await Promise.all(runs.map(artifactView)); \
+               const views = await Promise.all(runs.map((r) => artifactView(r))); \
                const box = h('div', {{ id: 'side-by-side' }}, views); \
                document.getElementById('main').append(box); return views.length; }})()",
             json!([game_run, hostile_run])
