@@ -325,9 +325,8 @@ async function plansPage() {
         h("tbody", {}, rows)));
 }
 
-// Long tables are shown a screenful first: the first rows go in with the page, the rest in
-// chunks after it has painted, so a 10,000-row matrix does not hold the page blank while it is
-// built. `render` waits for every table still filling before it marks the page complete.
+// Long tables are shown a screenful first (fillRows below). `filling` holds work a page still
+// does after it has painted; `render` waits for it before it marks the page complete.
 const FIRST_ROWS = 100;
 const BLOCK_ROWS = 200;
 let filling = [];
