@@ -1424,6 +1424,34 @@ function haltAllDialog(what, onconfirm) {
   return dialog;
 }
 
+// The ladder's actions: `before`, Top up now and Halt (each answer shown in `answerBox`, the
+// board read again after it), then `after`.
+function ladderControls(id, answerBox, redraw, before, after) {
+  return h("div", { class: "controls" },
+    before,
+    h("button", {
+      type: "button",
+      id: "top-up-now",
+      onclick: () => act(async () => {
+        const a = await api("POST", `/v1/ladders/${id}/topup`, {});
+        const answer = topUpAnswer(a);
+        answer.append(h("p", { id: "recorded" }, `Verdicts written down: ${a.recorded}; queued runs an early stop cancelled: ${a.cancelled.length}.`));
+        answerBox.replaceChildren(answer);
+        await redraw();
+      }),
+    }, "Top up now"),
+    h("button", {
+      type: "button",
+      id: "halt",
+      onclick: () => act(async () => {
+        const r = await api("POST", `/v1/ladders/${id}/halt`);
+        answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt cancelled ${r.cancelled} queued or pending jobs.`));
+        await redraw();
+      }),
+    }, "Halt"),
+    after);
+}
+
 async function ladderPage(id) {
   let [ladder, progress] = await Promise.all([
     api("GET", `/v1/ladders/${id}`),
@@ -1489,31 +1517,10 @@ async function ladderPage(id) {
     answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt all cancelled ${r.cancelled} jobs; the ladder is off.`));
     await redraw();
   }));
-  const controls = h("div", { class: "controls" },
-    enable,
-    h("button", {
-      type: "button",
-      id: "top-up-now",
-      onclick: () => act(async () => {
-        const a = await api("POST", `/v1/ladders/${id}/topup`, {});
-        const answer = topUpAnswer(a);
-        answer.append(h("p", { id: "recorded" }, `Verdicts written down: ${a.recorded}; queued runs an early stop cancelled: ${a.cancelled.length}.`));
-        answerBox.replaceChildren(answer);
-        await redraw();
-      }),
-    }, "Top up now"),
-    h("button", {
-      type: "button",
-      id: "halt",
-      onclick: () => act(async () => {
-        const r = await api("POST", `/v1/ladders/${id}/halt`);
-        answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt cancelled ${r.cancelled} queued or pending jobs.`));
-        await redraw();
-      }),
-    }, "Halt"),
+  const controls = ladderControls(id, answerBox, redraw, [enable], [
     h("button", { type: "button", id: "halt-all", class: "danger", onclick: () => dialog.showModal() }, "Halt all…"),
     h("label", {}, "Order ", axis),
-    summary);
+    summary]);
   const settings = h("div", { class: "controls" },
     ladderSettings(ladder, (changes) => put(changes)),
     targetEditor("ladder-target", "Buffer target of this ladder", ladder.bufferTarget, true, async (value) => (await put({ bufferTarget: value })).bufferTarget));
