@@ -3,9 +3,10 @@
 //! object store.
 
 use crate::{fatal, retryable};
+use belay_domain::attempt::log_tail;
 use belay_domain::run::Artifact;
 use belay_harness::{AdapterRunError, run_adapter_in};
-use belay_workflows::contracts::{AdapterResult, AdapterRun};
+use belay_workflows::contracts::{AdapterResult, AdapterRun, AttemptReport};
 use object_store::ObjectStore;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +23,17 @@ pub struct HarnessActivities {
     pub sandbox: Option<Arc<belay_sandbox::Sandboxes>>,
     /// The worker's variables an adapter started on its host inherits.
     pub env: belay_harness::InheritedEnv,
+    /// How this worker names itself in the attempts it reports (host and process).
+    pub worker: String,
+}
+
+/// How a harness worker names itself in the attempts it reports: its host and process id.
+pub fn worker_name() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".into());
+    format!("{host}/{}", std::process::id())
 }
 
 /// How often a running adapter's activity heartbeats.
@@ -37,6 +49,7 @@ impl HarnessActivities {
         input: AdapterRun,
     ) -> Result<AdapterResult, ActivityError> {
         let AdapterRun { job, adapter: spec } = input;
+        let started_at = belay_store::now_ms();
         let run = run_adapter_in(
             &spec,
             job,
@@ -64,6 +77,18 @@ impl HarnessActivities {
         };
         match result {
             Ok(run) => Ok(AdapterResult {
+                report: Some(AttemptReport {
+                    started_at,
+                    ended_at: belay_store::now_ms(),
+                    worker: self.worker.clone(),
+                    exit_code: run.exit_code,
+                    log_tail: log_tail(if run.stderr_tail.trim().is_empty() {
+                        &run.stdout_tail
+                    } else {
+                        &run.stderr_tail
+                    })
+                    .to_string(),
+                }),
                 outcome: run.outcome,
                 artifacts: run
                     .artifacts

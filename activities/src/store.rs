@@ -26,7 +26,8 @@ use belay_store::meter::Reserve;
 use belay_store::workspaces::Admission;
 use belay_store::{StoreError, ladders, now_ms};
 use belay_workflows::contracts::{
-    ClaimedJob, CompleteInput, Ended, FailInput, ProjectFailure, ProjectProvisioned, StartedJob, VersionFacts,
+    AttemptInput, ClaimedJob, CompleteInput, Ended, FailInput, ProjectFailure, ProjectProvisioned, StartedJob,
+    VersionFacts,
 };
 use belay_workflows::edit_session::{EndSession, ForkedRequest};
 use belay_workflows::ladder::{ClimbStep, ClimbStepInput, ClimberLine};
@@ -91,6 +92,7 @@ impl ActivityImplementer for LocalStoreActivities {
         local(defs, s, StoreActivities::mark_running);
         local(defs, s, StoreActivities::complete_job);
         local(defs, s, StoreActivities::fail_job);
+        local(defs, s, StoreActivities::record_attempt);
         local(defs, s, StoreActivities::facts);
         local(defs, s, StoreActivities::cas);
         local(defs, s, StoreActivities::pushed);
@@ -203,7 +205,12 @@ impl StoreActivities {
     ) -> Result<Ended, ActivityError> {
         let completion = self
             .store
-            .complete_job(&input.job_id, input.loaded, &input.artifacts)
+            .complete_job_as(
+                &input.job_id,
+                input.loaded,
+                &input.artifacts,
+                input.task_failure.as_deref(),
+            )
             .await
             .map_err(store_error)?;
         if matches!(completion, Completion::Recorded(_) | Completion::AlreadyRecorded(_)) {
@@ -228,7 +235,7 @@ impl StoreActivities {
     pub async fn fail_job(self: Arc<Self>, _ctx: ActivityContext, input: FailInput) -> Result<Ended, ActivityError> {
         let f = self
             .store
-            .fail_job(&input.job_id, &input.reason, input.infrastructure)
+            .fail_job_as(&input.job_id, &input.reason, input.infrastructure, input.class)
             .await
             .map_err(store_error)?;
         info!(job.status = %f.job.status, job.retry = ?f.retry.as_ref().map(|r| &r.id), "recorded failure");
@@ -237,6 +244,27 @@ impl StoreActivities {
             run_id: None,
             retry_job_id: f.retry.map(|r| r.id),
         })
+    }
+
+    #[activity(definition = belay_workflows::contracts::definitions::RecordAttempt)]
+    #[instrument(skip_all, fields(job.id = %input.job_id, attempt.n = input.n), err(Debug))]
+    pub async fn record_attempt(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: AttemptInput,
+    ) -> Result<(), ActivityError> {
+        let attempt = belay_store::attempts::NewAttempt {
+            job_id: input.job_id,
+            n: input.n,
+            started_at: input.started_at,
+            ended_at: input.ended_at,
+            worker: input.worker,
+            exit: input.exit,
+            failure_class: input.class,
+            message: input.message,
+            log_tail: input.log_tail,
+        };
+        self.store.record_attempt(&attempt).await.map_err(store_error)
     }
 
     // ProjectProvisionWorkflow and ProjectCleanupWorkflow: the project's rows.

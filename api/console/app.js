@@ -1078,24 +1078,28 @@ function when(ms) {
   return ms ? new Date(ms).toLocaleString() : "—";
 }
 
-// The job that produced the run and the attempts before it (an infrastructure failure is retried
-// as a new job that names the one it retries).
+// Every attempt of the run's job and of the jobs it retries (an infrastructure failure is
+// retried as a new job; a rate limit runs the adapter again in the same job): where each ran,
+// its exit, its failure class and message, and the end of its log.
+const FAILURE_CLASS_WORDS = {
+  infra: "infrastructure (retried)", task: "task failed (kept as evidence)",
+  provider_rate_limited: "rate limited (retried after a backoff)", provider_refused: "refused by the provider (plan paused)",
+};
+
 async function attemptsView(run) {
-  const jobs = [];
-  let jobId = run.jobId;
-  while (jobId && jobs.length < 20) {
-    const job = await api("GET", `/v1/jobs/${jobId}`);
-    jobs.push(job);
-    jobId = job.retryOf;
-  }
-  jobs.reverse();
+  const attempts = await api("GET", `/v1/jobs/${run.jobId}/attempts`);
   return h("table", { id: "attempts" },
-    h("thead", {}, h("tr", {}, ["Attempt", "Job", "Status", "Failure message"].map((t) => h("th", {}, t)))),
-    h("tbody", {}, jobs.map((j) => h("tr", { dataset: { job: j.id, status: j.status } },
-      h("td", { class: "n" }, j.attempt),
-      h("td", {}, j.id),
-      h("td", {}, JOB_STATUS_WORDS[j.status] || j.status),
-      h("td", { class: "failure" }, j.error || (j.status === "completed" ? "none: the adapter reported the run completed" : "none"))))));
+    h("thead", {}, h("tr", {}, ["Attempt", "Job", "Started", "Ended", "Worker", "Exit", "Outcome", "Failure message", "Log tail"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, attempts.map((a) => h("tr", { dataset: { job: a.jobId, class: a.failureClass || "" } },
+      h("td", { class: "n" }, `${a.jobAttempt}.${a.n}`),
+      h("td", {}, a.jobId),
+      h("td", {}, when(a.startedAt)),
+      h("td", {}, when(a.endedAt)),
+      h("td", {}, a.worker || "—"),
+      h("td", {}, a.exit === null || a.exit === undefined ? "—" : `exit ${a.exit}`),
+      h("td", {}, a.failureClass ? (FAILURE_CLASS_WORDS[a.failureClass] || a.failureClass) : "completed"),
+      h("td", { class: "failure" }, a.message || "none"),
+      h("td", {}, a.logTail ? h("details", {}, h("summary", {}, "log"), h("pre", {}, a.logTail)) : "—")))));
 }
 
 async function runPage(id) {

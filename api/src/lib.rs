@@ -105,6 +105,17 @@ fn operations() -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(jobs::cancel_bulk))
         .routes(utoipa_axum::routes!(jobs::get))
         .routes(utoipa_axum::routes!(jobs::cancel))
+        .routes(utoipa_axum::routes!(jobs::attempts))
+        .routes(utoipa_axum::routes!(jobs::retry))
+        .routes(utoipa_axum::routes!(
+            catalogue::create_provider,
+            catalogue::list_providers
+        ))
+        .routes(utoipa_axum::routes!(
+            catalogue::get_provider,
+            catalogue::update_provider,
+            catalogue::delete_provider
+        ))
         .routes(utoipa_axum::routes!(jobs::transitions))
         .routes(utoipa_axum::routes!(runs::list))
         .routes(utoipa_axum::routes!(runs::get))

@@ -36,6 +36,7 @@ pub async fn seed(store: &Store) -> Result<(), StoreError> {
     ok_if_exists(
         store
             .create_harness(&HarnessInput {
+                provider: None,
                 name: "script".into(),
                 provider_routed: false,
                 max_parallelism: 2,
@@ -51,6 +52,8 @@ pub async fn seed(store: &Store) -> Result<(), StoreError> {
         ok_if_exists(
             store
                 .create_model(&ModelInput {
+                    provider: None,
+                    max_parallelism: None,
                     id: id.into(),
                     context_window: Some(200_000),
                     list_price: Some(ListPrice {

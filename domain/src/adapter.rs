@@ -3,6 +3,7 @@
 //!
 //! The adapter itself runs in the `harness` activity; this module holds the rules.
 
+use crate::attempt::FailureClass;
 use crate::ids::JobId;
 use crate::job::{CasePin, Combination};
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,13 @@ pub struct Manifest {
     pub artifacts: Vec<String>,
     #[serde(default)]
     pub message: Option<String>,
+    /// Why a failed run failed: `infra` (the default), `task`, `provider_rate_limited` or
+    /// `provider_refused` (see [`crate::attempt`]).
+    #[serde(default)]
+    pub failure_class: Option<FailureClass>,
+    /// For `provider_rate_limited`: how long the provider asked to wait (clamped to 1 s – 1 h).
+    #[serde(default)]
+    pub retry_after_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,37 +69,71 @@ pub enum ProcessEnd {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum AdapterOutcome {
-    Completed { loaded: bool, artifacts: Vec<String> },
-    Failed { reason: String },
+    Completed {
+        loaded: bool,
+        artifacts: Vec<String>,
+    },
+    Failed {
+        reason: String,
+        /// Absent in results recorded before failure classes: `infra`.
+        #[serde(default)]
+        class: FailureClass,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_seconds: Option<u64>,
+    },
+}
+
+impl AdapterOutcome {
+    /// A failure of the infrastructure (the class of a failure no adapter reported).
+    pub fn infra(reason: impl Into<String>) -> Self {
+        AdapterOutcome::Failed {
+            reason: reason.into(),
+            class: FailureClass::Infra,
+            retry_after_seconds: None,
+        }
+    }
 }
 
 pub const MAX_ARTIFACTS: usize = 256;
 
-/// Exit code 0 and a manifest saying `completed` make a completed run; anything else fails.
+/// Exit code 0 and a manifest saying `completed` make a completed run; anything else fails. A
+/// failure's class is the manifest's `failureClass` when a manifest was written, else what the
+/// exit code says ([`FailureClass::of_exit`]), else `infra`.
 pub fn decide_outcome(end: ProcessEnd, manifest: Option<&str>) -> AdapterOutcome {
-    let failed = |reason: String| AdapterOutcome::Failed { reason };
+    let parsed: Option<Manifest> = manifest.and_then(|t| serde_json::from_str(t).ok());
+    let failed = |reason: String, exit: Option<i32>| AdapterOutcome::Failed {
+        reason: parsed.as_ref().and_then(|m| m.message.clone()).unwrap_or(reason),
+        class: parsed
+            .as_ref()
+            .and_then(|m| m.failure_class)
+            .or_else(|| exit.and_then(FailureClass::of_exit))
+            .unwrap_or_default(),
+        retry_after_seconds: parsed.as_ref().and_then(|m| m.retry_after_seconds),
+    };
     match end {
-        ProcessEnd::TimedOut => return failed("the adapter ran past its timeout and was killed".into()),
-        ProcessEnd::Killed => return failed("the adapter was killed by a signal".into()),
-        ProcessEnd::Exited(code) if code != 0 => return failed(format!("the adapter exited with code {code}")),
+        ProcessEnd::TimedOut => return AdapterOutcome::infra("the adapter ran past its timeout and was killed"),
+        ProcessEnd::Killed => return AdapterOutcome::infra("the adapter was killed by a signal"),
+        ProcessEnd::Exited(code) if code != 0 => {
+            return failed(format!("the adapter exited with code {code}"), Some(code));
+        }
         ProcessEnd::Exited(_) => {}
     }
     let Some(text) = manifest else {
-        return failed(format!("the adapter exited 0 but wrote no {MANIFEST_FILE}"));
+        return AdapterOutcome::infra(format!("the adapter exited 0 but wrote no {MANIFEST_FILE}"));
     };
     let m: Manifest = match serde_json::from_str(text) {
         Ok(m) => m,
-        Err(e) => return failed(format!("{MANIFEST_FILE} is not valid: {e}")),
+        Err(e) => return AdapterOutcome::infra(format!("{MANIFEST_FILE} is not valid: {e}")),
     };
     if m.status == ManifestStatus::Failed {
-        return failed(m.message.unwrap_or_else(|| "the adapter reported failure".into()));
+        return failed("the adapter reported failure".into(), None);
     }
     if m.artifacts.len() > MAX_ARTIFACTS {
-        return failed(format!("{MANIFEST_FILE} lists more than {MAX_ARTIFACTS} artifacts"));
+        return AdapterOutcome::infra(format!("{MANIFEST_FILE} lists more than {MAX_ARTIFACTS} artifacts"));
     }
     for a in &m.artifacts {
         if let Err(why) = check_artifact_path(a) {
-            return failed(format!("{MANIFEST_FILE} artifact {a:?}: {why}"));
+            return AdapterOutcome::infra(format!("{MANIFEST_FILE} artifact {a:?}: {why}"));
         }
     }
     AdapterOutcome::Completed {
@@ -250,6 +292,48 @@ mod tests {
             decide_outcome(ProcessEnd::Exited(0), Some("{")),
             AdapterOutcome::Failed { .. }
         ));
+    }
+
+    #[test]
+    fn a_failure_is_classed_by_the_manifest_else_the_exit_code_else_infra() {
+        let class = |o: AdapterOutcome| match o {
+            AdapterOutcome::Failed {
+                class,
+                retry_after_seconds,
+                ..
+            } => (class, retry_after_seconds),
+            AdapterOutcome::Completed { .. } => panic!("completed"),
+        };
+        let m = r#"{"status":"failed","failureClass":"provider_rate_limited","retryAfterSeconds":5,"message":"429"}"#;
+        assert_eq!(
+            class(decide_outcome(ProcessEnd::Exited(0), Some(m))),
+            (FailureClass::ProviderRateLimited, Some(5))
+        );
+        let m = r#"{"status":"failed","failureClass":"task"}"#;
+        assert_eq!(
+            class(decide_outcome(ProcessEnd::Exited(1), Some(m))).0,
+            FailureClass::Task
+        );
+        assert_eq!(
+            class(decide_outcome(ProcessEnd::Exited(77), None)).0,
+            FailureClass::ProviderRefused
+        );
+        assert_eq!(
+            class(decide_outcome(ProcessEnd::Exited(3), None)).0,
+            FailureClass::Infra
+        );
+        let m = r#"{"status":"failed"}"#;
+        assert_eq!(
+            class(decide_outcome(ProcessEnd::Exited(0), Some(m))).0,
+            FailureClass::Infra
+        );
+        assert_eq!(class(decide_outcome(ProcessEnd::TimedOut, None)).0, FailureClass::Infra);
+    }
+
+    #[test]
+    fn a_result_recorded_before_failure_classes_reads_as_infra() {
+        let old: AdapterOutcome = serde_json::from_str(r#"{"outcome":"failed","reason":"x"}"#).unwrap();
+        assert_eq!(old, AdapterOutcome::infra("x"));
     }
 
     #[test]

@@ -271,6 +271,9 @@ pub struct HarnessInput {
     /// The parallelism cap: at most this many jobs dispatched, starting or running at once.
     pub max_parallelism: i64,
     pub adapter: AdapterSpec,
+    /// The provider this harness's runs go to when a launch names none (its lane is occupied).
+    #[serde(default)]
+    pub provider: Option<String>,
 }
 
 /// The editable part of a harness.
@@ -284,6 +287,19 @@ pub struct HarnessUpdate {
     pub max_parallelism: Option<i64>,
     #[serde(default)]
     pub adapter: Option<AdapterSpec>,
+    /// The provider the harness runs on; `null` clears it, absent leaves it.
+    #[serde(default, deserialize_with = "present")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub provider: Option<Option<String>>,
+}
+
+/// Reads a field that may be present with `null` (`Some(None)`) as distinct from absent (`None`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 pub const MAX_PARALLELISM_CEILING: i64 = 1000;
@@ -302,6 +318,9 @@ impl HarnessInput {
     pub fn validate(&self) -> Result<(), ValidationError> {
         check_slug("name", &self.name, 64)?;
         check_cap(self.max_parallelism)?;
+        if let Some(p) = &self.provider {
+            check_slug("provider", p, 64)?;
+        }
         self.adapter.validate()
     }
 }
@@ -314,10 +333,17 @@ impl HarnessUpdate {
         if let Some(a) = &self.adapter {
             a.validate()?;
         }
-        if self.provider_routed.is_none() && self.max_parallelism.is_none() && self.adapter.is_none() {
+        if let Some(Some(p)) = &self.provider {
+            check_slug("provider", p, 64)?;
+        }
+        if self.provider_routed.is_none()
+            && self.max_parallelism.is_none()
+            && self.adapter.is_none()
+            && self.provider.is_none()
+        {
             return Err(ValidationError::new(
                 "body",
-                "must change at least one of providerRouted, maxParallelism, adapter",
+                "must change at least one of providerRouted, maxParallelism, adapter, provider",
             ));
         }
         Ok(())
@@ -343,6 +369,12 @@ pub struct ModelInput {
     pub context_window: Option<i64>,
     #[serde(default)]
     pub list_price: Option<ListPrice>,
+    /// The provider this model is served by (its lane is occupied by the model's runs).
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// The model's own lane: at most this many of its jobs dispatched, starting or running.
+    #[serde(default)]
+    pub max_parallelism: Option<i64>,
 }
 
 /// The editable part of a model; a present `null` clears a value.
@@ -354,6 +386,10 @@ pub struct ModelUpdate {
     pub context_window: Option<i64>,
     #[serde(default)]
     pub list_price: Option<ListPrice>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub max_parallelism: Option<i64>,
 }
 
 fn check_model_facts(context_window: Option<i64>, price: Option<ListPrice>) -> Result<(), ValidationError> {
@@ -381,16 +417,90 @@ fn check_model_facts(context_window: Option<i64>, price: Option<ListPrice>) -> R
     Ok(())
 }
 
+/// The largest cap a provider or model lane takes.
+pub const MAX_LANE: i64 = 10_000;
+
+/// A provider or model lane's cap: absent (unbounded) or 1 to [`MAX_LANE`].
+pub fn check_lane(field: &str, cap: Option<i64>) -> Result<(), ValidationError> {
+    match cap {
+        Some(c) if !(1..=MAX_LANE).contains(&c) => Err(ValidationError::new(
+            field,
+            format!("must be an integer from 1 to {MAX_LANE} (or null: no lane)"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_model_lane(provider: Option<&str>, cap: Option<i64>) -> Result<(), ValidationError> {
+    if let Some(p) = provider {
+        check_slug("provider", p, 64)?;
+    }
+    check_lane("maxParallelism", cap)
+}
+
+/// A provider: where harnesses and models send their calls, rate-limited per key. Its optional
+/// lane caps how many jobs that reach it run at once, across every harness.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderInput {
+    pub name: String,
+    #[serde(default)]
+    pub max_parallelism: Option<i64>,
+}
+
+impl ProviderInput {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        check_slug("name", &self.name, 64)?;
+        check_lane("maxParallelism", self.max_parallelism)
+    }
+}
+
+/// The editable part of a provider: `maxParallelism` set, or cleared with `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderUpdate {
+    #[serde(default, deserialize_with = "present")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
+    pub max_parallelism: Option<Option<i64>>,
+}
+
+impl ProviderUpdate {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        match self.max_parallelism {
+            None => Err(ValidationError::new(
+                "maxParallelism",
+                "must be given (a number, or null: no lane)",
+            )),
+            Some(cap) => check_lane("maxParallelism", cap),
+        }
+    }
+}
+
+/// A provider as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Provider {
+    pub name: String,
+    pub max_parallelism: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
 impl ModelInput {
     pub fn validate(&self) -> Result<(), ValidationError> {
         check_name("id", &self.id, 128)?;
-        check_model_facts(self.context_window, self.list_price)
+        check_model_facts(self.context_window, self.list_price)?;
+        check_model_lane(self.provider.as_deref(), self.max_parallelism)
     }
 }
 
 impl ModelUpdate {
     pub fn validate(&self) -> Result<(), ValidationError> {
-        check_model_facts(self.context_window, self.list_price)
+        check_model_facts(self.context_window, self.list_price)?;
+        check_model_lane(self.provider.as_deref(), self.max_parallelism)
     }
 }
 
@@ -622,6 +732,7 @@ mod tests {
     #[test]
     fn a_harness_cap_must_be_positive() {
         let h = HarnessInput {
+            provider: None,
             name: "claude-code".into(),
             provider_routed: false,
             max_parallelism: 0,
@@ -654,6 +765,7 @@ pub struct Harness {
     pub provider_routed: bool,
     pub max_parallelism: i64,
     pub adapter: AdapterSpec,
+    pub provider: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -666,6 +778,8 @@ pub struct Model {
     pub id: String,
     pub context_window: Option<i64>,
     pub list_price: Option<ListPrice>,
+    pub provider: Option<String>,
+    pub max_parallelism: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }

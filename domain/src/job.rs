@@ -508,6 +508,8 @@ mod tests {
             attempt: 1,
             retry_of: None,
             retry_withheld: false,
+            held_by: None,
+            failure_class: None,
             error: Some("lost".into()),
             created_at: 1,
             timestamps: JobTimestamps::default(),
@@ -576,6 +578,13 @@ pub struct Job {
     /// was withheld (the plan's next top-up counts the missing run instead).
     #[serde(default)]
     pub retry_withheld: bool,
+    /// What holds a pending job back: the lane at its cap (`harness:…`, `provider:…`,
+    /// `model:…`) or the game-jam rule (`jam:<model>`).
+    #[serde(default)]
+    pub held_by: Option<String>,
+    /// How the job's last attempt failed, when it failed (a `task` failure completes the job).
+    #[serde(default)]
+    pub failure_class: Option<crate::attempt::FailureClass>,
     pub created_at: i64,
     pub timestamps: JobTimestamps,
 }

@@ -8,6 +8,7 @@ pub mod access;
 pub mod adapter;
 pub mod api_token;
 pub mod artifact_url;
+pub mod attempt;
 pub mod buffer;
 pub mod calendar;
 pub mod catalogue;

@@ -42,6 +42,10 @@ pub struct Run {
     /// only. Null for other runs and before the first review.
     pub category: Option<JamCategory>,
     pub review_count: i64,
+    /// Set when the agent failed the task (its adapter's failure class `task`): the adapter's
+    /// message. Such a run is a failed result, counted as evidence like any other.
+    #[serde(default)]
+    pub task_failure: Option<String>,
 }
 
 /// One account's review of a run.

@@ -41,6 +41,7 @@ fn harness_row(r: &AnyRow) -> Result<Harness, StoreError> {
         provider_routed: r.try_get::<i64, _>("provider_routed")? != 0,
         max_parallelism: r.try_get("max_parallelism")?,
         adapter: json::<AdapterSpec>(&r.try_get::<String, _>("adapter")?, "adapter")?,
+        provider: r.try_get("provider")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
@@ -59,6 +60,8 @@ fn model_row(r: &AnyRow) -> Result<Model, StoreError> {
             }),
             _ => None,
         },
+        provider: r.try_get("provider")?,
+        max_parallelism: r.try_get("max_parallelism")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
@@ -203,16 +206,18 @@ pub async fn list_test_cases(tx: &mut Tx) -> Result<Vec<TestCase>, StoreError> {
 
 pub async fn create_harness(tx: &mut Tx, input: &HarnessInput) -> Result<Harness, StoreError> {
     input.validate()?;
+    crate::providers::require_provider(tx, "provider", input.provider.as_deref()).await?;
     let now = now_ms();
     let res = sqlx::query(
-        r#"insert into harnesses (name, provider_routed, max_parallelism, adapter, created_at, updated_at)
-           values ($1, $2, $3, $4, $5, $5)"#,
+        r#"insert into harnesses (name, provider_routed, max_parallelism, adapter, provider, created_at, updated_at)
+           values ($1, $2, $3, $4, $6, $5, $5)"#,
     )
     .bind(input.name.as_str())
     .bind(input.provider_routed as i64)
     .bind(input.max_parallelism)
     .bind(to_json(&input.adapter))
     .bind(now)
+    .bind(input.provider.as_deref())
     .execute(tx.conn())
     .await;
     match res {
@@ -232,19 +237,24 @@ pub async fn create_harness(tx: &mut Tx, input: &HarnessInput) -> Result<Harness
 pub async fn update_harness(tx: &mut Tx, name: &str, update: &HarnessUpdate) -> Result<Harness, StoreError> {
     update.validate()?;
     let current = sqlx::query(
-        "select name, provider_routed, max_parallelism, adapter, created_at, updated_at from harnesses where name = $1",
+        "select name, provider_routed, max_parallelism, adapter, provider, created_at, updated_at from harnesses where name = $1",
     )
     .bind(name)
     .fetch_optional(tx.conn())
     .await?
     .ok_or_else(|| StoreError::not_found("harness", name))?;
     let current = harness_row(&current)?;
-    sqlx::query("update harnesses set provider_routed = $2, max_parallelism = $3, adapter = $4, updated_at = $5 where name = $1")
+    if let Some(p) = &update.provider {
+        crate::providers::require_provider(tx, "provider", p.as_deref()).await?;
+    }
+    let provider = update.provider.clone().unwrap_or(current.provider);
+    sqlx::query("update harnesses set provider_routed = $2, max_parallelism = $3, adapter = $4, updated_at = $5, provider = $6 where name = $1")
         .bind(name)
         .bind(update.provider_routed.unwrap_or(current.provider_routed) as i64)
         .bind(update.max_parallelism.unwrap_or(current.max_parallelism))
         .bind(to_json(update.adapter.as_ref().unwrap_or(&current.adapter)))
         .bind(now_ms())
+        .bind(provider)
         .execute(tx.conn())
         .await?;
     get_harness(tx, name)
@@ -254,7 +264,7 @@ pub async fn update_harness(tx: &mut Tx, name: &str, update: &HarnessUpdate) -> 
 
 pub async fn get_harness(tx: &mut Tx, name: &str) -> Result<Option<Harness>, StoreError> {
     let row = sqlx::query(
-        "select name, provider_routed, max_parallelism, adapter, created_at, updated_at from harnesses where name = $1",
+        "select name, provider_routed, max_parallelism, adapter, provider, created_at, updated_at from harnesses where name = $1",
     )
     .bind(name)
     .fetch_optional(tx.conn())
@@ -264,7 +274,7 @@ pub async fn get_harness(tx: &mut Tx, name: &str) -> Result<Option<Harness>, Sto
 
 pub async fn list_harnesses(tx: &mut Tx) -> Result<Vec<Harness>, StoreError> {
     let rows = sqlx::query(
-        "select name, provider_routed, max_parallelism, adapter, created_at, updated_at from harnesses order by name",
+        "select name, provider_routed, max_parallelism, adapter, provider, created_at, updated_at from harnesses order by name",
     )
     .fetch_all(tx.conn())
     .await?;
@@ -273,16 +283,20 @@ pub async fn list_harnesses(tx: &mut Tx) -> Result<Vec<Harness>, StoreError> {
 
 pub async fn create_model(tx: &mut Tx, input: &ModelInput) -> Result<Model, StoreError> {
     input.validate()?;
+    crate::providers::require_provider(tx, "provider", input.provider.as_deref()).await?;
     let now = now_ms();
     let res = sqlx::query(
-        r#"insert into models (id, context_window, input_per_mtok_usd, output_per_mtok_usd, created_at, updated_at)
-           values ($1, $2, $3, $4, $5, $5)"#,
+        r#"insert into models (id, context_window, input_per_mtok_usd, output_per_mtok_usd, provider, max_parallelism,
+               created_at, updated_at)
+           values ($1, $2, $3, $4, $6, $7, $5, $5)"#,
     )
     .bind(input.id.as_str())
     .bind(input.context_window)
     .bind(input.list_price.map(|p| p.input_per_mtok_usd))
     .bind(input.list_price.map(|p| p.output_per_mtok_usd))
     .bind(now)
+    .bind(input.provider.as_deref())
+    .bind(input.max_parallelism)
     .execute(tx.conn())
     .await;
     match res {
@@ -299,14 +313,18 @@ pub async fn create_model(tx: &mut Tx, input: &ModelInput) -> Result<Model, Stor
 /// Replaces a model's facts: an absent or null value becomes unknown.
 pub async fn update_model(tx: &mut Tx, id: &str, update: &ModelUpdate) -> Result<Model, StoreError> {
     update.validate()?;
+    crate::providers::require_provider(tx, "provider", update.provider.as_deref()).await?;
     let res = sqlx::query(
-        "update models set context_window = $2, input_per_mtok_usd = $3, output_per_mtok_usd = $4, updated_at = $5 where id = $1",
+        "update models set context_window = $2, input_per_mtok_usd = $3, output_per_mtok_usd = $4, updated_at = $5, \
+         provider = $6, max_parallelism = $7 where id = $1",
     )
     .bind(id)
     .bind(update.context_window)
     .bind(update.list_price.map(|p| p.input_per_mtok_usd))
     .bind(update.list_price.map(|p| p.output_per_mtok_usd))
     .bind(now_ms())
+    .bind(update.provider.as_deref())
+    .bind(update.max_parallelism)
     .execute(tx.conn())
     .await?;
     if res.rows_affected() == 0 {
@@ -318,7 +336,7 @@ pub async fn update_model(tx: &mut Tx, id: &str, update: &ModelUpdate) -> Result
 }
 
 pub async fn get_model(tx: &mut Tx, id: &str) -> Result<Option<Model>, StoreError> {
-    let row = sqlx::query("select id, context_window, input_per_mtok_usd, output_per_mtok_usd, created_at, updated_at from models where id = $1")
+    let row = sqlx::query("select id, context_window, input_per_mtok_usd, output_per_mtok_usd, provider, max_parallelism, created_at, updated_at from models where id = $1")
         .bind(id)
         .fetch_optional(tx.conn())
         .await?;
@@ -326,7 +344,7 @@ pub async fn get_model(tx: &mut Tx, id: &str) -> Result<Option<Model>, StoreErro
 }
 
 pub async fn list_models(tx: &mut Tx) -> Result<Vec<Model>, StoreError> {
-    let rows = sqlx::query("select id, context_window, input_per_mtok_usd, output_per_mtok_usd, created_at, updated_at from models order by id")
+    let rows = sqlx::query("select id, context_window, input_per_mtok_usd, output_per_mtok_usd, provider, max_parallelism, created_at, updated_at from models order by id")
         .fetch_all(tx.conn())
         .await?;
     rows.iter().map(model_row).collect()

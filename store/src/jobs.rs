@@ -6,10 +6,12 @@
 //! a claim see every job enqueued before it.
 
 use crate::Tx;
+use crate::providers::{SharedLanes, shared_lanes};
 use crate::rows::{self, JOB_COLUMNS, enum_text, status_list, timestamp_column, to_json};
 use crate::{StoreError, events, new_id_body, now_ms, plans};
+use belay_domain::attempt::FailureClass;
 use belay_domain::catalogue::{AdapterSpec, TestCaseVersion, TestType};
-use belay_domain::dispatch::{ClaimPlan, Lane, Waiting, plan_claims};
+use belay_domain::dispatch::{ClaimPlan, Lane, LaneKey, Waiting, plan_claims};
 use belay_domain::ids::{JobId, RunId};
 use belay_domain::job::{CellKey, Combination, Job, JobStatus, JobTransition, RetryDecision, retry_decision};
 use sqlx::Row;
@@ -276,7 +278,8 @@ pub async fn claim(tx: &mut Tx, claim_key: &str) -> Result<Vec<Job>, StoreError>
     take_dispatch_lock(tx).await?;
 
     let (mut lanes, jams) = lanes_in_flight(tx).await?;
-    let (plan, candidates) = walk_waiting(tx, &mut lanes, &jams).await?;
+    let shared = shared_in_flight(tx).await?;
+    let (plan, candidates) = walk_waiting(tx, &mut lanes, &shared, &jams).await?;
     let claimed = apply_claim(tx, &plan, &candidates, claim_key, now).await?;
     require_jobs(tx, &claimed).await
 }
@@ -321,21 +324,75 @@ async fn lanes_in_flight(tx: &mut Tx) -> Result<(BTreeMap<String, Lane>, BTreeSe
     Ok((lanes, jams))
 }
 
+/// The provider and model lanes with a cap, each with the jobs occupying it (none are read when
+/// no such lane exists, so a catalogue without them claims as before).
+async fn shared_in_flight(tx: &mut Tx) -> Result<SharedLanes, StoreError> {
+    let mut shared = shared_lanes(tx).await?;
+    if shared.is_empty() {
+        return Ok(shared);
+    }
+    let sql = format!(
+        "select harness, provider, model, gg_bindings from jobs where status in ({})",
+        status_list(&JobStatus::OCCUPYING)
+    );
+    let mut occupied: BTreeMap<LaneKey, i64> = BTreeMap::new();
+    for r in sqlx::query(&sql).fetch_all(tx.conn()).await? {
+        for k in job_lanes(&shared, &r)? {
+            *occupied.entry(k).or_default() += 1;
+        }
+    }
+    for (k, n) in occupied {
+        if let Some(l) = shared.caps.get_mut(&k) {
+            l.occupied = n;
+        }
+    }
+    Ok(shared)
+}
+
+/// The shared lanes of a job row carrying `harness`, `provider`, `model` and `gg_bindings`.
+fn job_lanes(shared: &SharedLanes, r: &sqlx::any::AnyRow) -> Result<Vec<LaneKey>, StoreError> {
+    if shared.is_empty() {
+        return Ok(vec![]);
+    }
+    let harness: String = r.try_get("harness")?;
+    let provider: Option<String> = r.try_get("provider")?;
+    let models: Vec<String> = match r.try_get::<Option<String>, _>("model")? {
+        Some(m) => vec![m],
+        None => match r.try_get::<Option<String>, _>("gg_bindings")? {
+            Some(b) => rows::json::<BTreeMap<String, String>>(&b, "gg_bindings")?
+                .into_values()
+                .collect(),
+            None => vec![],
+        },
+    };
+    Ok(shared.of(&harness, provider.as_deref(), &models))
+}
+
 /// Reads each lane's waiting jobs in `queue_seq` order, a screenful deeper than its free slots,
 /// and plans the claim over them; a lane the plan starved (every job read was passed over while
 /// slots stayed free) is read four times deeper and the plan made again.
 async fn walk_waiting(
     tx: &mut Tx,
     lanes: &mut BTreeMap<String, Lane>,
+    shared: &SharedLanes,
     jams: &BTreeSet<String>,
 ) -> Result<(ClaimPlan, BTreeMap<String, Vec<Waiting>>), StoreError> {
     let lane_sql = format!(
-        "select id, queue_seq, harness, jam_models, status from jobs where harness = $1 and status in ({}) order by queue_seq limit $2",
+        "select id, queue_seq, harness, provider, model, gg_bindings, jam_models, status, held_by from jobs \
+         where harness = $1 and status in ({}) order by queue_seq limit $2",
         status_list(&JobStatus::WAITING)
     );
+    // A harness whose bound provider lane is full at the start takes nothing: not read.
+    let bound_full = |h: &str| {
+        shared
+            .bound
+            .get(h)
+            .and_then(|k| shared.caps.get(k))
+            .is_some_and(|l| l.free() == 0)
+    };
     let mut depth: BTreeMap<String, i64> = lanes
         .iter()
-        .filter(|(_, l)| l.free() > 0)
+        .filter(|(h, l)| l.free() > 0 && !bound_full(h))
         .map(|(h, l)| (h.clone(), l.free() + LANE_SLACK))
         .collect();
     let mut candidates: BTreeMap<String, Vec<Waiting>> = BTreeMap::new();
@@ -351,16 +408,19 @@ async fn walk_waiting(
                     id: r.try_get::<String, _>("id")?.into(),
                     queue_seq: r.try_get("queue_seq")?,
                     harness: r.try_get("harness")?,
+                    lanes: job_lanes(shared, r)?,
                     jam_models: rows::json(&r.try_get::<String, _>("jam_models")?, "jam_models")?,
                     pending: r.try_get::<String, _>("status")? == "pending",
+                    held_by: r.try_get("held_by")?,
                 });
             }
-            let lane = lanes.get_mut(h).expect("lane");
-            lane.truncated = (list.len() as i64) == *limit;
+            if let Some(lane) = lanes.get_mut(h) {
+                lane.truncated = (list.len() as i64) == *limit;
+            }
             candidates.insert(h.clone(), list);
         }
         let all: Vec<Waiting> = candidates.values().flatten().cloned().collect();
-        let plan = plan_claims(&all, lanes, jams);
+        let plan = plan_claims(&all, lanes, &shared.caps, &shared.bound, jams);
         if plan.starved.is_empty() {
             break plan;
         }
@@ -392,7 +452,7 @@ async fn apply_claim(
             JobStatus::Queued
         };
         let moved = sqlx::query(&format!(
-            "update jobs set status = 'dispatched', dispatched_at = $2, claim_key = $3 where id = $1 and status in ({})",
+            "update jobs set status = 'dispatched', dispatched_at = $2, claim_key = $3, held_by = null where id = $1 and status in ({})",
             status_list(&JobStatus::WAITING)
         ))
         .bind(id.as_str())
@@ -405,23 +465,34 @@ async fn apply_claim(
             claimed.push(id.clone());
         }
     }
-    for id in &plan.hold {
-        let moved =
-            sqlx::query("update jobs set status = 'pending', pending_at = $2 where id = $1 and status = 'queued'")
-                .bind(id.as_str())
-                .bind(now)
-                .execute(tx.conn())
-                .await?;
+    for held in &plan.hold {
+        let id = &held.id;
+        let moved = sqlx::query(
+            "update jobs set status = 'pending', pending_at = $2, held_by = $3 where id = $1 and status = 'queued'",
+        )
+        .bind(id.as_str())
+        .bind(now)
+        .bind(&held.by)
+        .execute(tx.conn())
+        .await?;
         if moved.rows_affected() == 1 {
             record_transition(tx, id, Some(JobStatus::Queued), JobStatus::Pending, now).await?;
+        } else {
+            // Already pending, now held by another lane: name it (no transition).
+            sqlx::query("update jobs set held_by = $2 where id = $1 and status = 'pending'")
+                .bind(id.as_str())
+                .bind(&held.by)
+                .execute(tx.conn())
+                .await?;
         }
     }
-    for h in &plan.full {
+    for (h, by) in &plan.full {
         let held = sqlx::query(
-            "update jobs set status = 'pending', pending_at = $2 where harness = $1 and status = 'queued' returning id",
+            "update jobs set status = 'pending', pending_at = $2, held_by = $3 where harness = $1 and status = 'queued' returning id",
         )
         .bind(h)
         .bind(now)
+        .bind(by)
         .fetch_all(tx.conn())
         .await?;
         let ids: Vec<String> = held.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
@@ -485,6 +556,18 @@ pub async fn complete_job(
     loaded: bool,
     artifacts: &[belay_domain::run::Artifact],
 ) -> Result<Completion, StoreError> {
+    complete_job_as(tx, id, loaded, artifacts, None).await
+}
+
+/// As [`complete_job`]; with `task_failure`, the agent failed the task: the run is recorded as a
+/// failed result (class `task`, with the adapter's message), which counts as evidence.
+pub async fn complete_job_as(
+    tx: &mut Tx,
+    id: &JobId,
+    loaded: bool,
+    artifacts: &[belay_domain::run::Artifact],
+    task_failure: Option<&str>,
+) -> Result<Completion, StoreError> {
     if let Some(run) = crate::runs::run_of_job(tx, id).await? {
         return Ok(Completion::AlreadyRecorded(run));
     }
@@ -494,12 +577,16 @@ pub async fn complete_job(
     if job.status != JobStatus::Running {
         return Ok(Completion::Refused(job));
     }
-    let moved =
-        sqlx::query("update jobs set status = 'completed', completed_at = $2 where id = $1 and status = 'running'")
-            .bind(id.as_str())
-            .bind(now)
-            .execute(tx.conn())
-            .await?;
+    let task_class = task_failure.map(|_| FailureClass::Task.as_str());
+    let moved = sqlx::query(
+        "update jobs set status = 'completed', completed_at = $2, failure_class = $3, error = $4 where id = $1 and status = 'running'",
+    )
+    .bind(id.as_str())
+    .bind(now)
+    .bind(task_class)
+    .bind(task_failure)
+    .execute(tx.conn())
+    .await?;
     if moved.rows_affected() == 0 {
         let job = require_job(tx, id).await?;
         return Ok(Completion::Refused(job));
@@ -523,9 +610,9 @@ pub async fn complete_job(
     sqlx::query(
         r#"insert into runs (id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model,
                provider, gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, loaded, artifacts,
-               user_id, origin, completed_at)
+               user_id, origin, completed_at, failure_class, failure)
            select $1, id, case_slug, case_version, case_variant, engine, combo_kind, harness, model, provider,
-               gg_config_id, gg_config_name, gg_bindings, cell_key, $3, $4, $5, user_id, origin, $6
+               gg_config_id, gg_config_name, gg_bindings, cell_key, $3, $4, $5, user_id, origin, $6, $7, $8
            from jobs where id = $2"#,
     )
     .bind(run_id.as_str())
@@ -534,6 +621,8 @@ pub async fn complete_job(
     .bind(loaded as i64)
     .bind(to_json(&artifacts))
     .bind(now)
+    .bind(task_class)
+    .bind(task_failure)
     .execute(tx.conn())
     .await?;
     events::append(
@@ -552,6 +641,20 @@ pub async fn complete_job(
 /// Records that a claimed job failed. An infrastructure failure is retried as a new job with
 /// `attempt + 1` that keeps the launcher and the origin, unless the origin is paused.
 pub async fn fail_job(tx: &mut Tx, id: &JobId, reason: &str, infrastructure: bool) -> Result<Failure, StoreError> {
+    fail_job_as(tx, id, reason, infrastructure, None).await
+}
+
+/// As [`fail_job`], recording the attempt's failure class. A `provider_refused` failure is never
+/// retried: the plan or ladder that launched the job is paused and an event names the provider
+/// and the cause.
+pub async fn fail_job_as(
+    tx: &mut Tx,
+    id: &JobId,
+    reason: &str,
+    infrastructure: bool,
+    class: Option<FailureClass>,
+) -> Result<Failure, StoreError> {
+    let infrastructure = infrastructure && class.is_none_or(|c| c == FailureClass::Infra);
     let now = now_ms();
     take_dispatch_lock(tx).await?;
     let job = require_job(tx, id).await?;
@@ -573,14 +676,16 @@ pub async fn fail_job(tx: &mut Tx, id: &JobId, reason: &str, infrastructure: boo
         });
     }
     let reason: String = reason.chars().take(4000).collect();
-    let moved =
-        sqlx::query("update jobs set status = 'failed', failed_at = $3, error = $4 where id = $1 and status = $2")
-            .bind(id.as_str())
-            .bind(enum_text(&job.status))
-            .bind(now)
-            .bind(&reason)
-            .execute(tx.conn())
-            .await?;
+    let moved = sqlx::query(
+        "update jobs set status = 'failed', failed_at = $3, error = $4, failure_class = $5 where id = $1 and status = $2",
+    )
+    .bind(id.as_str())
+    .bind(enum_text(&job.status))
+    .bind(now)
+    .bind(&reason)
+    .bind(class.map(FailureClass::as_str))
+    .execute(tx.conn())
+    .await?;
     if moved.rows_affected() == 0 {
         let job = require_job(tx, id).await?;
         return Ok(Failure {
@@ -590,6 +695,9 @@ pub async fn fail_job(tx: &mut Tx, id: &JobId, reason: &str, infrastructure: boo
         });
     }
     record_transition(tx, id, Some(job.status), JobStatus::Failed, now).await?;
+    if class == Some(FailureClass::ProviderRefused) {
+        crate::attempts::provider_refused(tx, &job, &reason).await?;
+    }
     let paused = match &job.origin {
         Some(o) => plans::origin_paused(tx.conn(), o).await?,
         None => false,
@@ -631,6 +739,62 @@ pub async fn fail_job(tx: &mut Tx, id: &JobId, reason: &str, infrastructure: boo
         decision: Some(decision),
         retry,
     })
+}
+
+/// Retries a failed job now, by hand: a new job with the next attempt number, the same pin,
+/// combination, launcher and origin, `retry_of` naming this one. Refused (409) unless the job
+/// failed, when it was retried already, or while its plan or ladder is paused.
+pub async fn retry_now(tx: &mut Tx, id: &JobId) -> Result<Job, StoreError> {
+    let now = now_ms();
+    take_dispatch_lock(tx).await?;
+    let job = require_job(tx, id).await?;
+    if job.status != JobStatus::Failed {
+        return Err(StoreError::Conflict(format!(
+            "status: job {id} is {}, and only a failed job is retried",
+            job.status
+        )));
+    }
+    let sql = format!("select {JOB_COLUMNS} from jobs where retry_of = $1");
+    if let Some(r) = sqlx::query(&sql).bind(id.as_str()).fetch_optional(tx.conn()).await? {
+        let retry = rows::job(&r)?;
+        return Err(StoreError::Conflict(format!(
+            "job {id} was retried already, by job {}",
+            retry.id
+        )));
+    }
+    if let Some(o) = &job.origin
+        && plans::origin_paused(tx.conn(), o).await?
+    {
+        return Err(StoreError::Conflict(format!(
+            "origin: {o} is paused; resume it before retrying its jobs"
+        )));
+    }
+    let capabilities: Option<String> = sqlx::query("select capabilities from jobs where id = $1")
+        .bind(id.as_str())
+        .fetch_one(tx.conn())
+        .await?
+        .try_get("capabilities")?;
+    let capabilities = capabilities
+        .as_deref()
+        .map(|c| rows::json(c, "capabilities"))
+        .transpose()?;
+    let decision = RetryDecision::Retry {
+        attempt: job.attempt + 1,
+    };
+    let new = job
+        .retry(&decision, capabilities)
+        .ok_or_else(|| StoreError::Conflict("job was not retried".into()))?;
+    let new_id = insert_job(tx, &new, now)
+        .await?
+        .ok_or_else(|| StoreError::Conflict(format!("job {id} was retried already")))?;
+    events::append(
+        tx.conn(),
+        id,
+        "job.retried",
+        &serde_json::json!({ "retry": new_id, "by": "hand" }),
+    )
+    .await?;
+    require_job(tx, &new_id).await
 }
 
 /// The one atomic cancel transition, from any state that is not final.
@@ -807,8 +971,11 @@ crate::one_step! {
     write claim(claim_key: &str) -> Vec<Job>;
     write advance_job(id: &JobId, to: JobStatus) -> Transition;
     write complete_job(id: &JobId, loaded: bool, artifacts: &[belay_domain::run::Artifact]) -> Completion;
+    write complete_job_as(id: &JobId, loaded: bool, artifacts: &[belay_domain::run::Artifact], task_failure: Option<&str>) -> Completion;
     write fail_job(id: &JobId, reason: &str, infrastructure: bool) -> Failure;
+    write fail_job_as(id: &JobId, reason: &str, infrastructure: bool, class: Option<FailureClass>) -> Failure;
     write cancel_job(id: &JobId) -> Cancel;
+    write retry_now(id: &JobId) -> Job;
     write cancel_jobs(statuses: &[JobStatus], origin: Option<&str>) -> Vec<(Job, JobStatus)>;
     read transitions(after_seq: i64, limit: i64) -> Vec<JobTransition>;
     read job_context(id: &JobId) -> JobContext;

@@ -8,6 +8,7 @@
 pub mod access;
 pub mod accounts;
 pub mod approvals;
+pub mod attempts;
 pub mod browser_meter;
 pub mod candidates;
 pub mod catalogue;
@@ -25,6 +26,7 @@ pub mod model_meter;
 pub mod plans;
 pub mod projects;
 pub mod promotion;
+pub mod providers;
 pub mod receipts;
 mod rows;
 pub mod runs;

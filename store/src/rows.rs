@@ -1,6 +1,7 @@
 //! Reading rows into domain types: JSON text columns, 0/1 booleans and the job and run shapes.
 
 use crate::StoreError;
+use belay_domain::attempt::FailureClass;
 use belay_domain::catalogue::TestType;
 use belay_domain::job::{CasePin, Combination, Job, JobStatus, JobTimestamps, Origin};
 use serde::de::DeserializeOwned;
@@ -43,7 +44,7 @@ pub(crate) fn test_type(text: &str) -> Result<TestType, StoreError> {
 pub(crate) const JOB_COLUMNS: &str = "queue_seq, id, status, case_slug, case_version, case_variant, engine, \
      combo_kind, harness, model, provider, gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, \
      user_id, origin, attempt, retry_of, error, created_at, queued_at, pending_at, dispatched_at, starting_at, \
-     running_at, completed_at, failed_at, canceled_at, retry_withheld";
+     running_at, completed_at, failed_at, canceled_at, retry_withheld, held_by, failure_class";
 
 pub(crate) fn combination(row: &AnyRow) -> Result<Combination, StoreError> {
     let kind: String = row.try_get("combo_kind")?;
@@ -98,6 +99,12 @@ pub(crate) fn job(row: &AnyRow) -> Result<Job, StoreError> {
         retry_of: row.try_get::<Option<String>, _>("retry_of")?.map(Into::into),
         error: row.try_get("error")?,
         retry_withheld: row.try_get::<i64, _>("retry_withheld")? != 0,
+        held_by: row.try_get("held_by")?,
+        failure_class: row
+            .try_get::<Option<String>, _>("failure_class")?
+            .as_deref()
+            .map(|c| FailureClass::parse(c).ok_or_else(|| StoreError::Corrupt(format!("failure class {c}"))))
+            .transpose()?,
         created_at: row.try_get("created_at")?,
         timestamps: JobTimestamps {
             queued_at: row.try_get("queued_at")?,

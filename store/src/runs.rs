@@ -16,7 +16,8 @@ use sqlx::any::AnyRow;
 use std::collections::BTreeMap;
 
 const RUN_COLUMNS: &str = "id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model, provider, \
-     gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, loaded, artifacts, completed_at";
+     gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, loaded, artifacts, completed_at, \
+     failure_class, failure";
 
 /// Which runs a listing returns.
 #[derive(Debug, Clone, Default)]
@@ -64,6 +65,10 @@ pub(crate) async fn run_from_row(tx: &mut Tx, r: &AnyRow) -> Result<Run, StoreEr
         rating,
         category,
         review_count: reviews.len() as i64,
+        task_failure: match r.try_get::<Option<String>, _>("failure_class")? {
+            Some(_) => Some(r.try_get::<Option<String>, _>("failure")?.unwrap_or_default()),
+            None => None,
+        },
         id,
     })
 }

@@ -353,6 +353,7 @@ async fn harness_activities(deps: &WorkerDeps) -> anyhow::Result<HarnessActiviti
         work_root: deps.work_root.clone(),
         sandbox,
         env: deps.settings.adapter_env.clone(),
+        worker: belay_activities::harness::worker_name(),
     })
 }
 

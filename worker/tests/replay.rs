@@ -21,7 +21,9 @@
 //! store's Evidence once, for the gate, where the ones before read it after every step), and
 //! `selection`'s lone-Candidate acceptance repair (`verification-lone-acceptance-repair-v1`);
 //! `dispatcher-v3` (run_lane) and `dispatcher-refusals-v1` (`metrics`' refused-start test) since
-//! the dispatcher outlives refused starts (`dispatch-starts-outlive-refusals`).
+//! the dispatcher outlives refused starts (`dispatch-starts-outlive-refusals`); `run-*-v3`
+//! (run_lane) and `run-rate-limited-v1` (`lanes`' rate-limit test) since runs keep their attempts
+//! and act on failure classes (`run-failure-classes`).
 
 /// Every history file here and the workflow it records; a file not listed fails the test, so a new
 /// recording is added to the list with the change that made it.
@@ -60,6 +62,9 @@ const HISTORIES: &[&str] = &[
     "verification-lone-acceptance-repair-v1",
     "dispatcher-v3",
     "dispatcher-refusals-v1",
+    "run-completed-v3",
+    "run-failed-v3",
+    "run-rate-limited-v1",
 ];
 
 fn dir() -> std::path::PathBuf {

@@ -156,6 +156,7 @@ async fn an_activity_failing_because_the_database_is_busy_is_retried_until_it_su
     let db = fresh(Backend::Sqlite).await;
     db.store
         .create_harness(&HarnessInput {
+            provider: None,
             name: "h".into(),
             provider_routed: false,
             max_parallelism: 1,

@@ -2,6 +2,7 @@
 //! implements them. Activity names are stable strings: renaming one breaks running histories.
 
 use belay_domain::adapter::{AdapterOutcome, JobFile};
+use belay_domain::attempt::FailureClass;
 use belay_domain::catalogue::AdapterSpec;
 use belay_domain::ids::{JobId, ProjectId, RunId};
 use belay_domain::job::CasePin;
@@ -58,6 +59,21 @@ pub struct AdapterRun {
 pub struct AdapterResult {
     pub outcome: AdapterOutcome,
     pub artifacts: Vec<Artifact>,
+    /// Where and how the adapter ran (absent in results recorded before attempts were kept).
+    #[serde(default)]
+    pub report: Option<AttemptReport>,
+}
+
+/// What the harness worker saw of one adapter run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptReport {
+    /// Wall clock, ms since the epoch.
+    pub started_at: i64,
+    pub ended_at: i64,
+    pub worker: String,
+    pub exit_code: Option<i32>,
+    /// The end of the adapter's stderr, then of its stdout.
+    pub log_tail: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,6 +81,10 @@ pub struct CompleteInput {
     pub job_id: JobId,
     pub loaded: bool,
     pub artifacts: Vec<Artifact>,
+    /// The agent failed the task (class `task`): the adapter's message. The run is recorded as a
+    /// failed result.
+    #[serde(default)]
+    pub task_failure: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +93,23 @@ pub struct FailInput {
     pub reason: String,
     /// An infrastructure failure is retried as a new job; a pin problem is not.
     pub infrastructure: bool,
+    /// The attempt's failure class (absent before failure classes: decided by `infrastructure`).
+    #[serde(default)]
+    pub class: Option<FailureClass>,
+}
+
+/// One attempt of a job's adapter, to keep; `n` counts the job's attempts from 1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptInput {
+    pub job_id: JobId,
+    pub n: i64,
+    pub started_at: i64,
+    pub ended_at: i64,
+    pub worker: Option<String>,
+    pub exit: Option<i64>,
+    pub class: Option<FailureClass>,
+    pub message: Option<String>,
+    pub log_tail: Option<String>,
 }
 
 /// How a job ended, as far as its run knows.
@@ -117,6 +154,12 @@ impl StoreApi {
     pub fn fail_job(input: FailInput) -> Result<Ended, ActivityError> {
         unimplemented!()
     }
+
+    /// Keeps one attempt of the job's adapter (once per job and number).
+    #[activity(name = "db.record_attempt")]
+    pub fn record_attempt(input: AttemptInput) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
 }
 
 /// Harness adapter activities, on the `belay.harness` queue.
@@ -156,7 +199,7 @@ impl ClientApi {
 pub mod definitions {
     pub use super::client_api::{StartRuns, WakeDispatcher};
     pub use super::harness_api::RunAdapter;
-    pub use super::store_api::{Claim, CompleteJob, FailJob, MarkRunning, StartJob};
+    pub use super::store_api::{Claim, CompleteJob, FailJob, MarkRunning, RecordAttempt, StartJob};
 }
 
 /// A no-op activity on the `belay.db` queue, for [`crate::probe::ProbeWorkflow`].

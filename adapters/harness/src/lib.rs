@@ -103,6 +103,8 @@ pub struct AdapterRun {
     pub stderr_tail: String,
     /// How long the adapter process ran, from spawn until it was reaped.
     pub duration_ms: u64,
+    /// The adapter's exit code, when it exited (not when it was killed or timed out).
+    pub exit_code: Option<i32>,
 }
 
 /// Why a run could not be carried out. An adapter that fails is not an error (it is
@@ -210,7 +212,7 @@ pub async fn run_adapter_in(
     if let Ok(run) = &result {
         let (name, reason) = match &run.outcome {
             AdapterOutcome::Completed { .. } => ("completed", None),
-            AdapterOutcome::Failed { reason } => ("failed", Some(reason.as_str())),
+            AdapterOutcome::Failed { reason, .. } => ("failed", Some(reason.as_str())),
         };
         info!(
             job.id = %job_id,
@@ -276,7 +278,7 @@ async fn run_in(
         let manifest = read_manifest(&manifest_path).await;
         let mut outcome = match (ran.end, manifest) {
             // A manifest problem only matters when the exit code would otherwise let it decide.
-            (ProcessEnd::Exited(0), Manifest::Unusable(reason)) => AdapterOutcome::Failed { reason },
+            (ProcessEnd::Exited(0), Manifest::Unusable(reason)) => AdapterOutcome::infra(reason),
             (end, Manifest::Text(text)) => adapter::decide_outcome(end, Some(&text)),
             (end, _) => adapter::decide_outcome(end, None),
         };
@@ -284,7 +286,7 @@ async fn run_in(
         if let AdapterOutcome::Completed { artifacts: listed, .. } = &outcome {
             match store_artifacts(dir, &job, listed, objects).await? {
                 Ok(stored) => artifacts = stored,
-                Err(reason) => outcome = AdapterOutcome::Failed { reason },
+                Err(reason) => outcome = AdapterOutcome::infra(reason),
             }
         }
         Ok::<_, AdapterRunError>((outcome, artifacts))
@@ -298,6 +300,10 @@ async fn run_in(
         stdout_tail: ran.stdout_tail,
         stderr_tail: ran.stderr_tail,
         duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
+        exit_code: match ran.end {
+            ProcessEnd::Exited(code) => Some(code),
+            _ => None,
+        },
     })
 }
 
@@ -860,7 +866,7 @@ mod tests {
 
     fn failure(run: &AdapterRun) -> &str {
         match &run.outcome {
-            AdapterOutcome::Failed { reason } => reason,
+            AdapterOutcome::Failed { reason, .. } => reason,
             other => panic!("expected a failed run, got {other:?}"),
         }
     }

@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use belay_domain::catalogue::{
     GgConfig, GgConfigInput, GgConfigUpdate, Harness, HarnessInput, HarnessUpdate, Model, ModelInput, ModelUpdate,
-    TestCase, TestCaseVersion, TestCaseVersionInput, TestCaseVersionUpdate,
+    Provider, ProviderInput, ProviderUpdate, TestCase, TestCaseVersion, TestCaseVersionInput, TestCaseVersionUpdate,
 };
 use belay_domain::ids::GgConfigId;
 
@@ -165,7 +165,9 @@ pub async fn update_model(
     ApiJson(update): ApiJson<ModelUpdate>,
 ) -> ApiResult<Json<Model>> {
     update.validate()?;
-    Ok(Json(s.store.update_model(&id, &update).await?))
+    let m = s.store.update_model(&id, &update).await?;
+    wake(&s).await;
+    Ok(Json(m))
 }
 
 /// Saves a gg configuration in the caller's account.
@@ -242,6 +244,67 @@ pub async fn delete_gg_config(
             "gg configuration {id} not found in this account"
         )))
     }
+}
+
+/// Adds a provider, with an optional lane (`maxParallelism`, 1 to 10000).
+#[utoipa::path(post, path = "/v1/providers", tag = "catalogue", request_body = ProviderInput,
+    responses((status = 201, body = Provider), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn create_provider(
+    _c: Operator,
+    State(s): State<AppState>,
+    ApiJson(input): ApiJson<ProviderInput>,
+) -> ApiResult<(StatusCode, Json<Provider>)> {
+    input.validate()?;
+    Ok((StatusCode::CREATED, Json(s.store.create_provider(&input).await?)))
+}
+
+/// Every provider.
+#[utoipa::path(get, path = "/v1/providers", tag = "catalogue", responses((status = 200, body = [Provider])))]
+pub async fn list_providers(_c: Caller, State(s): State<AppState>) -> ApiResult<Json<Vec<Provider>>> {
+    Ok(Json(s.store.list_providers().await?))
+}
+
+/// One provider.
+#[utoipa::path(get, path = "/v1/providers/{name}", tag = "catalogue", params(("name" = String, Path)),
+    responses((status = 200, body = Provider), (status = 404, body = ErrorBody)))]
+pub async fn get_provider(
+    _c: Caller,
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Provider>> {
+    s.store
+        .get_provider(&name)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("provider {name} not found")))
+}
+
+/// Sets a provider's lane (`null`: no lane). It takes effect at the next claim, running jobs
+/// included.
+#[utoipa::path(patch, path = "/v1/providers/{name}", tag = "catalogue", params(("name" = String, Path)), request_body = ProviderUpdate,
+    responses((status = 200, body = Provider), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn update_provider(
+    _c: Operator,
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(update): ApiJson<ProviderUpdate>,
+) -> ApiResult<Json<Provider>> {
+    update.validate()?;
+    let p = s.store.update_provider(&name, &update).await?;
+    wake(&s).await;
+    Ok(Json(p))
+}
+
+/// Deletes a provider no harness or model names; one still named is refused (409) naming them.
+#[utoipa::path(delete, path = "/v1/providers/{name}", tag = "catalogue", params(("name" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 403, body = ErrorBody, description = "The caller is a member (`operator_required`)"), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "Harnesses or models still name the provider")))]
+pub async fn delete_provider(
+    _c: Operator,
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    s.store.delete_provider(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Wakes the dispatcher; a failure is logged, and its backstop timer covers it.

@@ -7,6 +7,7 @@ use crate::extract::{ApiJson, ApiQuery, Caller, Operator, int_param};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use belay_domain::attempt::Attempt;
 use belay_domain::ids::{GgConfigId, JobId};
 use belay_domain::job::{Combination, Job, JobStatus, JobTransition, LaunchInput};
 use belay_domain::launch::{HarnessFacts, Unlaunchable, check_launchable};
@@ -265,4 +266,53 @@ pub async fn transitions(
     let after = int_param("afterSeq", q.after_seq.as_deref(), 0, 0, i64::MAX)?;
     let limit = int_param("limit", q.limit.as_deref(), 1000, 1, 10_000)?;
     Ok(Json(s.store.transitions(after, limit).await?))
+}
+
+/// Every attempt of a job's adapter, across its retry chain (the job it retries and those that
+/// retry it), in the order they ran: when and where each ran, its exit, the adapter's failure
+/// message and log tail, and its failure class.
+#[utoipa::path(get, path = "/v1/jobs/{id}/attempts", tag = "jobs", params(("id" = String, Path)),
+    responses((status = 200, body = [Attempt]), (status = 404, body = ErrorBody)))]
+pub async fn attempts(_c: Caller, State(s): State<AppState>, Path(id): Path<JobId>) -> ApiResult<Json<Vec<Attempt>>> {
+    s.store
+        .list_attempts(&id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
+}
+
+/// Retries a failed job now: a new job (the next attempt) with the same origin and launcher.
+/// Refused (409) unless the job failed, when it was retried already, or while its plan or ladder
+/// is paused.
+#[utoipa::path(post, path = "/v1/jobs/{id}/retry", tag = "jobs", params(("id" = String, Path)),
+    responses((status = 201, body = Job),
+        (status = 403, body = ErrorBody, description = "A member retries only the jobs it launched and those of its own plans and ladders (`not_your_job`)"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The job did not fail, was retried already, or its plan or ladder is paused")))]
+pub async fn retry(
+    Caller(a): Caller,
+    State(s): State<AppState>,
+    Path(id): Path<JobId>,
+) -> ApiResult<(StatusCode, Json<Job>)> {
+    let job = s
+        .store
+        .get_job(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
+    let origin_owner = match &job.origin {
+        Some(o) => s.store.origin_owner(o).await?,
+        None => None,
+    };
+    if !belay_domain::access::may_cancel_job(a.role, &a.id, job.user_id.as_deref(), origin_owner.as_deref()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_your_job",
+            format!(
+                "job {id} was launched by another account; a member retries its own jobs and those of its plans and ladders"
+            ),
+        ));
+    }
+    let retry = s.store.retry_now(&id).await?;
+    wake(&s).await;
+    Ok((StatusCode::CREATED, Json(retry)))
 }

@@ -38,6 +38,7 @@ async fn lane_with_server(dir: &Path, address: &str, measure: Measure) -> anyhow
     let noop = r#"printf '{"status":"completed","loaded":true}' > "$BELAY_MANIFEST""#;
     store
         .create_harness(&HarnessInput {
+            provider: None,
             name: "noop".into(),
             provider_routed: false,
             max_parallelism: match measure {
@@ -64,6 +65,8 @@ async fn lane_with_server(dir: &Path, address: &str, measure: Measure) -> anyhow
         .await?;
     store
         .create_model(&ModelInput {
+            provider: None,
+            max_parallelism: None,
             id: "m".into(),
             context_window: Some(1000),
             list_price: Some(ListPrice {

@@ -548,6 +548,7 @@ pub(crate) async fn catalogue(store: &Store) -> anyhow::Result<()> {
     for h in 0..HARNESSES {
         store
             .create_harness(&HarnessInput {
+                provider: None,
                 name: format!("h{h}"),
                 provider_routed: false,
                 max_parallelism: 1,
@@ -562,6 +563,8 @@ pub(crate) async fn catalogue(store: &Store) -> anyhow::Result<()> {
     for m in 0..MODELS {
         store
             .create_model(&ModelInput {
+                provider: None,
+                max_parallelism: None,
                 id: format!("m{m}"),
                 context_window: Some(100_000),
                 list_price: Some(ListPrice {

@@ -22,6 +22,7 @@ mod coverage;
 mod dead_ends;
 mod dev;
 mod ladders;
+mod lanes;
 mod metrics;
 mod model_client;
 mod projects;

@@ -383,8 +383,9 @@ async fn records_replayable_histories() {
     b.wait_status(&ok, &["completed"], Duration::from_secs(60)).await;
     let bad = b.launch("bad").await["id"].as_str().unwrap().to_string();
     b.wait_status(&bad, &["failed"], Duration::from_secs(60)).await;
-    // v2: the store steps are local activities (the `run-local-db-steps` patch).
-    for (name, job) in [("run-completed-v2", &ok), ("run-failed-v2", &bad)] {
+    // v2: the store steps are local activities (the `run-local-db-steps` patch); v3: each attempt
+    // is kept and its failure class decides (`run-failure-classes`).
+    for (name, job) in [("run-completed-v3", &ok), ("run-failed-v3", &bad)] {
         let json = replays(&b, name, &format!("run-{job}")).await;
         assert_eq!(
             scheduled_activities(&json),

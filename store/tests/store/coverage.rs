@@ -37,6 +37,7 @@ fn combo(h: &str) -> Combination {
 async fn catalogue(s: &Store, harnesses: &[(&str, i64)]) {
     for (name, cap) in harnesses {
         s.create_harness(&HarnessInput {
+            provider: None,
             name: (*name).into(),
             provider_routed: false,
             max_parallelism: *cap,
@@ -50,6 +51,8 @@ async fn catalogue(s: &Store, harnesses: &[(&str, i64)]) {
         .unwrap();
     }
     s.create_model(&ModelInput {
+        provider: None,
+        max_parallelism: None,
         id: "m".into(),
         context_window: Some(1000),
         list_price: Some(ListPrice {

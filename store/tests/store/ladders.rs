@@ -38,6 +38,7 @@ fn rung(slug: &str) -> RungInput {
 async fn catalogue(s: &Store) {
     for h in ["x", "y"] {
         s.create_harness(&HarnessInput {
+            provider: None,
             name: h.into(),
             provider_routed: false,
             max_parallelism: 1,
@@ -51,6 +52,8 @@ async fn catalogue(s: &Store) {
         .unwrap();
     }
     s.create_model(&ModelInput {
+        provider: None,
+        max_parallelism: None,
         id: "m".into(),
         context_window: Some(1000),
         list_price: Some(ListPrice {

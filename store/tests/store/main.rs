@@ -7,6 +7,7 @@ mod browser_meter;
 mod candidates;
 mod coverage;
 mod ladders;
+mod lanes;
 mod metrics;
 mod promotion;
 mod repository;

@@ -46,6 +46,7 @@ fn new_job(h: &str) -> NewJob {
 
 async fn add_harness(s: &Store, name: &str, cap: i64) {
     s.create_harness(&HarnessInput {
+        provider: None,
         name: name.into(),
         provider_routed: false,
         max_parallelism: cap,
@@ -162,6 +163,7 @@ on_both!(
         add_harness(&s, "cc", 2).await;
         let dup = s
             .create_harness(&HarnessInput {
+                provider: None,
                 name: "cc".into(),
                 provider_routed: true,
                 max_parallelism: 1,
@@ -177,6 +179,7 @@ on_both!(
             .update_harness(
                 "cc",
                 &belay_domain::catalogue::HarnessUpdate {
+                    provider: None,
                     provider_routed: None,
                     max_parallelism: Some(7),
                     adapter: None,
@@ -189,6 +192,8 @@ on_both!(
 
         let m = s
             .create_model(&ModelInput {
+                provider: None,
+                max_parallelism: None,
                 id: "claude-x".into(),
                 context_window: Some(200_000),
                 list_price: Some(ListPrice {
@@ -200,6 +205,8 @@ on_both!(
             .unwrap();
         assert_eq!(m.list_price.unwrap().output_per_mtok_usd, 15.0);
         s.create_model(&ModelInput {
+            provider: None,
+            max_parallelism: None,
             id: "mystery".into(),
             context_window: None,
             list_price: None,
@@ -214,6 +221,8 @@ on_both!(
             .update_model(
                 "claude-x",
                 &belay_domain::catalogue::ModelUpdate {
+                    provider: None,
+                    max_parallelism: None,
                     context_window: Some(1000),
                     list_price: None,
                 },
