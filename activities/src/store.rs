@@ -134,6 +134,8 @@ impl StoreActivities {
             .map(|j| ClaimedJob {
                 harness: j.combination.harness().to_string(),
                 origin: j.origin.map(|o| o.to_string()),
+                case: Some(j.case.to_string()),
+                models: j.combination.distinct_models(),
                 job_id: j.id,
             })
             .collect())

@@ -62,6 +62,32 @@ function link(href, ...children) {
   return h("a", { href, "data-nav": true }, ...children);
 }
 
+// ---- Temporal's Web UI --------------------------------------------------------------------
+
+// Temporal's Web UI pages of belay's namespace, as the API's configuration names it (the shell's
+// belay-temporal-ui meta tag); null when none is configured.
+function temporalUi() {
+  const meta = document.querySelector('meta[name="belay-temporal-ui"]');
+  return meta && meta.content ? meta.content : null;
+}
+
+// A line linking to the workflows behind this page in Temporal's Web UI: each [label, query]
+// opens the Web UI's list filtered by a visibility query (belay's search attributes). Nothing
+// when no Web UI is configured.
+function workflowsLine(...links) {
+  const ui = temporalUi();
+  if (!ui) return null;
+  const anchors = links.map(([label, query]) => h("a", {
+    href: `${ui}/workflows?query=${encodeURIComponent(query)}`,
+    target: "_blank",
+    rel: "noopener noreferrer",
+    class: "temporal-link",
+    title: query,
+  }, label));
+  return h("p", { class: "workflows muted", id: "workflows" }, "In Temporal: ",
+    anchors.flatMap((a, i) => (i ? [" · ", a] : [a])));
+}
+
 function showError(err) {
   const box = document.getElementById("error");
   if (!err) {
@@ -105,13 +131,54 @@ const SIGNED_OUT = {
   token_revoked: "Your token was revoked. Sign in with another (belay account token create makes one).",
   account_disabled: "Your account is disabled. An operator can enable it again.",
   unauthorized: "The API does not know that token.",
+  signed_out: "You signed out. Sign in again with your token.",
 };
 
 function signOut(err) {
   sessionStorage.removeItem(TOKEN_KEY);
+  signedIn = null;
+  showWho(null);
   if (err) sessionStorage.setItem(SIGNED_OUT_KEY, JSON.stringify({ code: err.code, message: err.message }));
   if (location.pathname !== "/sign-in") navigate("/sign-in");
   else showSignedOut();
+}
+
+// ---- who is signed in --------------------------------------------------------------------
+
+const ROLE_WORDS = { operator: "operator", member: "member" };
+// The account the session's token belongs to: { token, account } once the API answered.
+let signedIn = null;
+
+// The header's account line: name, role and Sign out; empty when nobody is signed in.
+function showWho(account) {
+  const who = document.getElementById("who");
+  document.getElementById("nav").hidden = !account;
+  if (!account) {
+    who.replaceChildren();
+    return;
+  }
+  who.replaceChildren(
+    h("span", { id: "who-name", title: account.id }, account.name || account.id), " ",
+    h("span", { id: "who-role", class: "tag role", dataset: { role: account.role } }, ROLE_WORDS[account.role] || account.role), " ",
+    h("button", {
+      type: "button",
+      id: "sign-out",
+      onclick: () => signOut({ code: "signed_out", message: "signed out" }),
+    }, "Sign out"));
+}
+
+// Asks the API who the token belongs to once per token (a refused token signs out with the
+// API's reason), without holding up the page.
+function whoAmI() {
+  const t = token();
+  if (!t) return showWho(null);
+  if (signedIn && signedIn.token === t) return showWho(signedIn.account);
+  act(async () => {
+    const account = await api("GET", "/v1/account");
+    if (token() !== t) return;
+    signedIn = { token: t, account };
+    showWho(account);
+  });
 }
 
 // The reason the last token was refused, on the sign-in page, until a sign-in succeeds.
@@ -159,6 +226,66 @@ function reasonLabel(r) {
   return r.message || r.reason || r.code || JSON.stringify(r);
 }
 
+// ---- live pages --------------------------------------------------------------------------
+
+// A page showing work in flight reads itself again every LIVE_EVERY ms (bounded polling: one
+// page, one read at a time) while anything is in flight, and says when it was last updated; it
+// stops when nothing is in flight, when the page is left, and while the tab is hidden. Every
+// control that starts work kicks it again.
+const LIVE_EVERY = 5000;
+let live = null;
+
+function stopLive() {
+  if (live) {
+    live.stopped = true;
+    clearTimeout(live.timer);
+  }
+  live = null;
+}
+
+// `line` shows the last update; `refresh()` reads and draws the page and answers whether
+// anything is still in flight. Answers kick(inFlight), to call after the page's first read and
+// after each control.
+function startLive(line, refresh) {
+  stopLive();
+  const me = { stopped: false, timer: null };
+  live = me;
+  const stamp = (inFlight) => {
+    line.dataset.live = inFlight ? "on" : "off";
+    line.dataset.updatedAt = String(Date.now());
+    line.textContent = `Last updated ${new Date().toLocaleTimeString()}` +
+      (inFlight ? " · updating while work is in flight" : " · nothing in flight, so not updating");
+  };
+  const schedule = (inFlight) => {
+    clearTimeout(me.timer);
+    if (inFlight && !me.stopped) me.timer = setTimeout(tick, LIVE_EVERY);
+  };
+  const tick = async () => {
+    if (me.stopped) return;
+    if (document.hidden) return schedule(true);
+    let inFlight = false;
+    try {
+      inFlight = await refresh();
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) return signOut(err);
+      showError(err);
+      inFlight = true;
+    }
+    if (me.stopped) return;
+    stamp(inFlight);
+    schedule(inFlight);
+  };
+  return (inFlight) => {
+    if (me.stopped) return;
+    stamp(inFlight);
+    schedule(inFlight);
+  };
+}
+
+function liveLine() {
+  return h("p", { class: "muted live-line", id: "last-updated", "aria-live": "polite" });
+}
+
 // ---- pages -------------------------------------------------------------------------------
 
 function signInPage() {
@@ -171,6 +298,7 @@ function signInPage() {
       const me = await act(() => api("GET", "/v1/account"));
       if (me) {
         sessionStorage.removeItem(SIGNED_OUT_KEY);
+        signedIn = { token: token(), account: me };
         navigate("/plans");
       }
       else sessionStorage.removeItem(TOKEN_KEY);
@@ -204,31 +332,43 @@ async function plansPage() {
         h("tbody", {}, rows)));
 }
 
-// Long tables are shown a screenful first: the first rows go in with the page, the rest in
-// chunks after it has painted, so a 10,000-row matrix does not hold the page blank while it is
-// built. `render` waits for every table still filling before it marks the page complete.
+// Long tables are shown a screenful first (fillRows below). `filling` holds work a page still
+// does after it has painted; `render` waits for it before it marks the page complete.
 const FIRST_ROWS = 100;
-const CHUNK_ROWS = 1000;
+const BLOCK_ROWS = 200;
 let filling = [];
 
-function fillRows(tbody, n, make, before, first = FIRST_ROWS, chunk = CHUNK_ROWS) {
-  const add = (from, to) => {
+// Rows rendered as they scroll into view: the first screenful (`first` rows) with the page, the
+// rest as placeholder rows of `block` rows each, as tall as those rows will be (`rowHeight` px),
+// which an IntersectionObserver swaps for their rows when they come within a screen of the
+// viewport. A 10,000-row table costs the page one screenful, and a jump to its end one block.
+// `cols` is the table's column count (a placeholder spans them).
+function fillRows(tbody, n, make, before, { first = FIRST_ROWS, block = BLOCK_ROWS, rowHeight = 25, cols = 1 } = {}) {
+  const add = (from, to, at) => {
     const f = document.createDocumentFragment();
     for (let i = from; i < to; i++) f.append(make(i));
-    tbody.insertBefore(f, before || null);
+    tbody.insertBefore(f, at);
   };
-  let at = Math.min(first, n);
-  add(0, at);
-  if (at >= n) return;
-  filling.push(new Promise((resolve) => {
-    const step = () => {
-      const to = Math.min(at + chunk, n);
-      add(at, to);
-      at = to;
-      if (at < n) setTimeout(step, 0); else resolve();
-    };
-    requestAnimationFrame(() => setTimeout(step, 0));
-  }));
+  add(0, Math.min(first, n), before || null);
+  if (first >= n) return;
+  const io = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      if (!e.isIntersecting || !e.target.isConnected) continue;
+      io.unobserve(e.target);
+      add(Number(e.target.dataset.from), Number(e.target.dataset.to), e.target);
+      e.target.remove();
+    }
+  }, { rootMargin: "100% 0px" });
+  const f = document.createDocumentFragment();
+  for (let from = first; from < n; from += block) {
+    const to = Math.min(from + block, n);
+    const cell = h("td", { colspan: cols });
+    cell.style.height = `${(to - from) * rowHeight}px`;
+    const placeholder = h("tr", { class: "pending-rows", dataset: { from, to } }, cell);
+    f.append(placeholder);
+    io.observe(placeholder);
+  }
+  tbody.insertBefore(f, before || null);
 }
 
 // One matrix row, cloned from a template and filled in: ten thousand of them are built on the
@@ -257,8 +397,39 @@ function matrixRow(c) {
   return tr;
 }
 
+// The matrix's filter: which cells a status names (every cell for "").
+const CELL_FILTERS = {
+  "": ["every cell", () => true],
+  inFlight: ["runs in flight", (c) => c.inFlight > 0],
+  pending: ["runs pending", (c) => c.pending > 0],
+  unreviewed: ["runs to review", (c) => c.unreviewed > 0],
+  remaining: ["runs still to launch", (c) => c.remaining > 0],
+  done: ["complete", (c) => c.remaining === 0 && c.inFlight === 0 && c.pending === 0],
+  flagged: ["stale or unlaunchable", (c) => !!(c.stale || c.unlaunchable)],
+};
+let matrixFilter = "";
+
+// The matrix with its filter by status: the filter keeps the cells it names, in the API's order
+// (the totals stay the plan's).
 function matrixTable(m) {
+  const table = matrixRows(m, matrixFilter);
+  const select = h("select", {
+    id: "matrix-filter",
+    "aria-label": "show cells with",
+    onchange: (e) => {
+      matrixFilter = e.target.value;
+      const next = matrixRows(m, matrixFilter);
+      box.replaceChild(next, box.querySelector("#matrix"));
+    },
+  }, Object.entries(CELL_FILTERS).map(([v, [label]]) => h("option", { value: v, selected: v === matrixFilter }, label)));
+  const box = h("div", { class: "matrix" }, h("p", { class: "filter" }, h("label", {}, "Show ", select)), table);
+  return box;
+}
+
+function matrixRows(m, filter) {
   const head = ["Case", "Combination", "Desired", "Completed", "In flight", "Pending", "Unreviewed", "Remaining", "Notes"];
+  const keep = (CELL_FILTERS[filter] || CELL_FILTERS[""])[1];
+  const cells = filter ? m.cells.filter(keep) : m.cells;
   const t = m.totals || {};
   const totals = h("tr", { class: "totals", id: "totals" },
     h("td", { colspan: 2 }, `Plan totals (${m.cells.length} cells)`),
@@ -266,9 +437,9 @@ function matrixTable(m) {
       h("td", { class: "n", dataset: { col: k } }, t[k] === undefined ? "" : t[k])),
     h("td", {}, ""));
   const body = h("tbody", {}, totals);
-  fillRows(body, m.cells.length, (i) => matrixRow(m.cells[i]), totals);
+  fillRows(body, cells.length, (i) => matrixRow(cells[i]), totals, { cols: head.length });
   return h("div", {}, h("p", { id: "spend", class: "muted" }, spendLabel(m)),
-    h("table", { id: "matrix" },
+    h("table", { id: "matrix", class: "sticky", dataset: { filter, shown: cells.length } },
       h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
       body));
 }
@@ -287,28 +458,76 @@ function topUpAnswer(a) {
   return h("div", { class: "answer", id: "topup-answer" }, h("h2", {}, "Top-up"), parts);
 }
 
+// Runs an action whose refusal belongs next to a field: the API's error is shown in the banner
+// (as act() does) and answered, so the field can say it too. Answers [value, error].
+async function attempt(fn) {
+  let failed = null;
+  const value = await act(async () => {
+    try {
+      return await fn();
+    } catch (err) {
+      failed = err;
+      throw err;
+    }
+  });
+  return [value, failed];
+}
+
+// A field's note: what was saved (with the stored value) or why it was refused.
+function fieldNote(id) {
+  return h("span", { id: `${id}-note`, class: "field-note", role: "status" });
+}
+
+function noteSaid(note, refused, text) {
+  note.textContent = text;
+  note.dataset.outcome = refused ? "refused" : "saved";
+}
+
+// A buffer target's editor. `onsave(value)` answers the target the API stored; the fields then
+// show it, and the note says it was saved (naming a clamp) or why it was refused, the fields
+// going back to the stored value. An empty or negative bound is caught before anything is sent.
 function targetEditor(id, label, current, allowInherit, onsave) {
   const kind = h("select", { id: `${id}-kind`, "aria-label": `${label}: kind` },
     allowInherit ? h("option", { value: "inherit" }, "inherit the account's (null)") : null,
     h("option", { value: "bounded" }, "bounded"),
     h("option", { value: "unbounded" }, "unbounded"));
   const runs = h("input", { id: `${id}-runs`, type: "number", min: 0, max: 500, "aria-label": `${label}: runs` });
-  kind.value = current === null || current === undefined ? (allowInherit ? "inherit" : "bounded") : current.kind;
-  runs.value = current && current.kind === "bounded" ? current.runs : "";
+  const note = fieldNote(id);
+  let stored = current;
   const sync = () => { runs.disabled = kind.value !== "bounded"; };
+  const show = (t) => {
+    kind.value = t === null || t === undefined ? (allowInherit ? "inherit" : "bounded") : t.kind;
+    runs.value = t && t.kind === "bounded" ? t.runs : "";
+    sync();
+  };
   kind.addEventListener("change", sync);
-  sync();
+  show(current);
   const save = h("button", {
     type: "button",
     id: `${id}-save`,
-    onclick: () => act(async () => {
+    onclick: async () => {
+      const raw = runs.value.trim();
+      if (kind.value === "bounded" && !/^[0-9]+$/.test(raw)) {
+        noteSaid(note, true, "runs: give a whole number of runs, 0 or more (0 never tops up)");
+        runs.focus();
+        return;
+      }
       const value = kind.value === "inherit" ? null
         : kind.value === "unbounded" ? { kind: "unbounded" }
-          : { kind: "bounded", runs: Number(runs.value) };
-      await onsave(value);
-    }),
+          : { kind: "bounded", runs: Number(raw) };
+      const [saved, err] = await attempt(() => onsave(value));
+      if (err) {
+        show(stored);
+        noteSaid(note, true, `refused: ${err.message}`);
+        return;
+      }
+      stored = saved;
+      show(saved);
+      const clamped = value && value.kind === "bounded" && saved && saved.runs !== value.runs;
+      noteSaid(note, false, `saved: ${targetLabel(saved)}` + (clamped ? ` (you asked for ${value.runs}; the API stores ${saved.runs})` : ""));
+    },
   }, "Save");
-  return h("fieldset", { id }, h("legend", {}, label), kind, " ", runs, " ", save);
+  return h("fieldset", { id }, h("legend", {}, label), kind, " ", runs, " ", save, " ", note);
 }
 
 function planInput(p, changes) {
@@ -336,10 +555,15 @@ async function planPage(id) {
   let current = plan;
   const matrixBox = h("div", { id: "matrix-box" }, matrixTable(matrix));
   const answerBox = h("div", { id: "answer-box" });
-  const refresh = async () => {
+  const matrixInFlight = (m) => !!m.totals && (m.totals.inFlight + m.totals.pending) > 0;
+  const lastUpdated = liveLine();
+  const read = async () => {
     const m = await api("GET", `/v1/coverage-plans/${id}/coverage`);
     matrixBox.replaceChildren(matrixTable(m));
+    return matrixInFlight(m);
   };
+  const kick = startLive(lastUpdated, read);
+  const refresh = async () => kick(await read());
   const auto = h("input", {
     type: "checkbox",
     id: "auto-top-up",
@@ -349,7 +573,9 @@ async function planPage(id) {
       current = await api("PUT", `/v1/coverage-plans/${id}`, planInput(current, { autoTopUp: on, paused: !on }));
       if (on) {
         // Turned on: the plan is opened again, which tops it up.
-        matrixBox.replaceChildren(matrixTable(await api("POST", `/v1/coverage-plans/${id}/open`)));
+        const m = await api("POST", `/v1/coverage-plans/${id}/open`);
+        matrixBox.replaceChildren(matrixTable(m));
+        kick(matrixInFlight(m));
       } else {
         await refresh();
       }
@@ -395,14 +621,17 @@ async function planPage(id) {
     h("button", { type: "button", id: "halt-all", class: "danger", onclick: () => dialog.showModal() }, "Halt all…"),
     targetEditor("plan-target", "Buffer target of this plan", plan.bufferTarget, true, async (value) => {
       current = await api("PUT", `/v1/coverage-plans/${id}`, planInput(current, { bufferTarget: value }));
+      return current.bufferTarget;
     }),
     targetEditor("account-target", "Account default buffer target", settings.bufferTarget, false, async (value) => {
-      await api("PUT", "/v1/coverage-settings", { bufferTarget: value });
+      return (await api("PUT", "/v1/coverage-settings", { bufferTarget: value })).bufferTarget;
     }));
   setMain(
     h("h1", {}, `Plan ${plan.name}`),
+    workflowsLine(["its top-ups and runs", `BelayPlanId = "${id}"`]),
     h("p", {}, link(`/plans/${id}/queue`, "Review queue"), " · ", `${plan.runsPerCell} runs per cell, outer axis ${plan.outerAxis}`),
-    controls, dialog, answerBox, matrixBox);
+    controls, dialog, answerBox, lastUpdated, matrixBox);
+  kick(matrixInFlight(matrix));
 }
 
 // What a build in a review frame may and may not do: the frame's sandbox and the artifact
@@ -924,6 +1153,7 @@ async function runPage(id) {
     h("tr", {}, h("th", {}, "Completed at"), h("td", {}, when(run.completedAt)))));
   setMain(
     h("h1", {}, `Run ${run.id}`),
+    workflowsLine(["this run's workflow", `WorkflowId = "run-${run.jobId}"`]),
     h("p", { class: "muted" }, "Keys: ", h("kbd", {}, "R"), " revise my review, then ", h("kbd", {}, "1"), "–", h("kbd", {}, "5"), " rate and ", h("kbd", {}, "Enter"), " submit."),
     h("table", { id: "run-facts" }, h("tbody", {},
       h("tr", {}, h("th", {}, "Pin"), h("td", { id: "run-pin" }, pinLabel(run.case))),
@@ -1001,10 +1231,43 @@ const STATUSES = {
   toppedOut: "every rung cleared; it is done",
 };
 
-function standingCell(l, climber, rung, standings, onchange) {
+// A climber's state as the board shows it, in a short label and a colour: the spec's status,
+// read with the ladder's switch and what is in flight. A disabled ladder is off everywhere; an
+// enabled climber "climbing" with nothing in flight on its rung waits for a top-up.
+const STATES = {
+  off: ["off", "the ladder is disabled: nothing launches until it is enabled"],
+  waiting: ["waiting for a top-up", "nothing is in flight on its current rung: the next top-up (Top up now, or a review with auto top-up on) launches its runs"],
+  climbing: ["climbing", STATUSES.climbing],
+  awaitingReview: ["needs your review", STATUSES.awaitingReview],
+  walled: ["walled", STATUSES.walled],
+  held: ["held", STATUSES.held],
+  toppedOut: ["topped out", STATUSES.toppedOut],
+};
+
+function climberState(enabled, c) {
+  if (!enabled) return "off";
+  if (c.status !== "climbing") return c.status;
+  const here = c.rungs.find((st) => st.rungId === c.currentRung && !st.stale);
+  return here && here.tally && here.tally.pending > 0 ? "climbing" : "waiting";
+}
+
+// What a state means, on hover; the spec's status beside it when the board reads it otherwise.
+function stateTitle(state, c) {
+  const meaning = STATES[state][1];
+  return state === c.status ? meaning : `${meaning} (status ${c.status}: ${STATUSES[c.status] || ""})`;
+}
+
+function stateBadge(cls, state, c, prefix = "") {
+  return h("div", { class: `${cls} state`, dataset: { status: c.status, state }, title: stateTitle(state, c) }, prefix + STATES[state][0]);
+}
+
+// One climber's cell on one rung. Controls only on a rung the climber has reached (`reached`):
+// a verdict beyond it moves nothing.
+function standingCell(l, climber, rung, standings, onchange, reached, state) {
   const here = climber.currentRung === rung.rungId;
   const parts = [];
-  if (here) parts.push(h("div", { class: "status", dataset: { status: climber.status }, title: STATUSES[climber.status] || "" }, `▶ ${climber.status}`));
+  if (here) parts.push(stateBadge("status", state, climber, "▶ "));
+  const tallies = [];
   for (const st of standings) {
     // The gate's verdict first; an override sits beside it, never over it.
     const verdict = h("div", {
@@ -1016,8 +1279,11 @@ function standingCell(l, climber, rung, standings, onchange) {
     !st.recorded && !st.stale && st.verdict !== "undecided" ? h("span", { class: "tag live", title: "computed live; the next top-up records it" }, " recorded: false") : null,
     st.stale ? h("span", { class: "tag stale" }, ` stale: decided on ${st.version}`) : null);
     parts.push(verdict);
-    if (st.tally) parts.push(h("div", { class: "tally muted" }, tallyLabel(st.tally)));
-    if (!st.stale && st.verdict !== "undecided") {
+    if (st.tally) {
+      tallies.push(tallyLabel(st.tally));
+      parts.push(h("div", { class: "tally muted" }, tallyLabel(st.tally)));
+    }
+    if (reached && !st.stale && st.verdict !== "undecided") {
       const post = (outcome) => act(async () => {
         await api("POST", `/v1/ladders/${l.id}/outcomes`, { combination: climber.combination, rungId: rung.rungId, outcome });
         await onchange();
@@ -1035,7 +1301,11 @@ function standingCell(l, climber, rung, standings, onchange) {
         }, "Clear override") : null));
     }
   }
-  return h("td", { dataset: { climber: climber.climberKey, rung: rung.rungId } }, parts);
+  const live = standings.find((st) => !st.stale);
+  return h("td", {
+    dataset: { climber: climber.climberKey, rung: rung.rungId, reached: reached ? "true" : "false", state: here ? state : null, verdict: live ? live.outcome : null },
+    title: tallies.join("\n") || null,
+  }, parts);
 }
 
 function steeringControls(l, climber, onchange) {
@@ -1045,56 +1315,138 @@ function steeringControls(l, climber, onchange) {
     await onchange();
   });
   const priority = h("input", { type: "number", class: "priority", value: s.priority, min: -1000, max: 1000, size: 4, "aria-label": `priority of ${comboLabel(climber.combination)}` });
-  priority.addEventListener("change", () => send({ priority: Number(priority.value) }));
+  priority.addEventListener("change", async () => {
+    // A refused priority does not stay in its field: it shows the stored one again.
+    const [, err] = await attempt(async () => {
+      await api("POST", `/v1/ladders/${l.id}/climbers`, { combination: climber.combination, priority: Number(priority.value) });
+      await onchange();
+    });
+    if (err) priority.value = s.priority;
+  });
   return h("div", { class: "steering" },
     h("label", {}, "priority ", priority), " ",
     h("label", {}, h("input", { type: "checkbox", class: "focused", checked: s.focused, onchange: (e) => send({ focused: e.target.checked }) }), " focused"), " ",
     h("label", {}, h("input", { type: "checkbox", class: "held", checked: s.held, onchange: (e) => send({ held: e.target.checked }) }), " held"));
 }
 
-async function ladderPage(id) {
-  const [ladder, progress] = await Promise.all([
-    api("GET", `/v1/ladders/${id}`),
-    api("GET", `/v1/ladders/${id}/progress`),
-  ]);
-  const reload = () => render();
+// The board's table: rungs down, the climbers the filter keeps across, rows filled as they
+// scroll into view. `view.filter` is a state of STATES ("" keeps every climber).
+function boardTable(ladder, progress, view, onchange) {
+  const order = progress.rungs.map((r) => r.rungId);
+  const climbers = progress.climbers
+    .map((c) => ({ c, state: climberState(progress.enabled, c), at: c.currentRung === null ? order.length : order.indexOf(c.currentRung) }))
+    .filter((x) => !view.filter || x.state === view.filter);
   const head = h("tr", {}, h("th", {}, "Rung"),
-    progress.climbers.map((c) => h("th", { dataset: { climber: c.climberKey } },
+    climbers.map(({ c, state }) => h("th", { dataset: { climber: c.climberKey, state } },
       h("div", {}, comboLabel(c.combination)),
-      h("div", { class: "climber-status", dataset: { status: c.status }, title: STATUSES[c.status] || "" }, c.status),
+      stateBadge("climber-status", state, c),
       c.unlaunchable ? h("div", { class: "tag unlaunchable" }, `unlaunchable: ${reasonLabel(c.unlaunchable)}`) : null,
-      steeringControls(ladder, c, reload))));
-  // Rows of rungs; the board fills a screenful first when it is large.
-  const perRow = Math.max(1, progress.climbers.length);
+      steeringControls(ladder, c, onchange))));
   const rows = h("tbody", {});
   const rungRow = (i) => {
     const r = progress.rungs[i];
     return h("tr", { dataset: { rung: r.rungId } },
-      h("th", {}, `${i + 1}. ${pinLabel(r.case)} · ${r.runs} runs`,
-        r.behind ? h("div", { class: "tag stale" }, `pin behind: ${r.latestVersion} is out`) : null),
-      progress.climbers.map((c) => standingCell(ladder, c, r, c.rungs.filter((st) => st.rungId === r.rungId), reload)));
+      h("th", {}, rungHeader(ladder, progress, i, onchange)),
+      climbers.map(({ c, state, at }) => standingCell(ladder, c, r, c.rungs.filter((st) => st.rungId === r.rungId), onchange, i <= at, state)));
   };
-  const enable = h("button", {
+  const table = h("table", { id: "board", class: `sticky${view.tallies ? " tallies" : ""}`, dataset: { filter: view.filter, shown: climbers.length } },
+    h("thead", {}, head), rows);
+  // A rung's row holds one cell per climber: a screenful is FIRST_ROWS cells' worth of rungs.
+  const perRow = Math.max(1, climbers.length);
+  fillRows(rows, progress.rungs.length, rungRow, null, {
+    first: Math.ceil(FIRST_ROWS / perRow) + 2, block: 4, rowHeight: 64, cols: climbers.length + 1,
+  });
+  return table;
+}
+
+// A rung's header: its place and pin, its runs (its own, or the ladder's), and moving it up or
+// down the ladder's order.
+function rungHeader(ladder, progress, i, onchange) {
+  const r = progress.rungs[i];
+  const rungs = progress.rungs.map((x) => x.rungId);
+  const move = (by) => act(async () => {
+    const to = i + by;
+    [rungs[i], rungs[to]] = [rungs[to], rungs[i]];
+    await api("POST", `/v1/ladders/${ladder.id}/rungs/order`, { rungIds: rungs });
+    await onchange();
+  });
+  return [
+    h("div", {}, `${i + 1}. ${pinLabel(r.case)} · ${r.runs} runs`),
+    r.behind ? h("div", { class: "tag stale" }, `pin behind: ${r.latestVersion} is out`) : null,
+    h("div", { class: "rung-order" },
+      h("button", { type: "button", class: "rung-up", disabled: i === 0, "aria-label": `move rung ${i + 1} up`, onclick: () => move(-1) }, "↑"),
+      h("button", { type: "button", class: "rung-down", disabled: i === rungs.length - 1, "aria-label": `move rung ${i + 1} down`, onclick: () => move(1) }, "↓")),
+  ];
+}
+
+// The ladder's settings the board edits, each checked as the API checks it before it is sent:
+// the gate (floor and threshold), runs per rung, auto top-up. `onsave(changes)` answers the
+// ladder the API stored; the fields then show it and the note says so.
+function ladderSettings(ladder, onsave) {
+  const floor = h("select", { id: "gate-floor", "aria-label": "gate floor" },
+    RATINGS.map((r) => h("option", { value: r, selected: r === ladder.gate.floor }, r)));
+  const kind = h("select", { id: "gate-kind", "aria-label": "gate threshold kind" },
+    h("option", { value: "count" }, "passing runs, at least"), h("option", { value: "fraction" }, "of the runs, at least"));
+  const amount = h("input", { id: "gate-amount", type: "number", step: "any", min: 0, "aria-label": "gate threshold" });
+  const perRung = h("input", { id: "runs-per-rung", type: "number", min: 1, max: 100, "aria-label": "runs per rung" });
+  const auto = h("input", { id: "ladder-auto-top-up", type: "checkbox" });
+  const note = fieldNote("ladder-settings");
+  const show = (l) => {
+    floor.value = l.gate.floor;
+    kind.value = l.gate.threshold.kind;
+    amount.value = l.gate.threshold.kind === "count" ? l.gate.threshold.runs : l.gate.threshold.of;
+    perRung.value = l.runsPerCell;
+    auto.checked = l.autoTopUp;
+  };
+  show(ladder);
+  let stored = ladder;
+  const refuse = (field, text) => { noteSaid(note, true, text); field.focus(); };
+  const save = h("button", {
     type: "button",
-    id: "enable",
-    onclick: () => act(async () => {
-      await api("POST", `/v1/ladders/${id}/${progress.enabled ? "disable" : "enable"}`);
-      await reload();
-    }),
-  }, progress.enabled ? "Stop spending on this climb" : "Start spending on this climb");
-  const answerBox = h("div", { id: "answer-box" });
-  const axis = h("select", {
-    id: "outer-axis",
-    "aria-label": "outer axis",
-    onchange: (e) => act(async () => {
-      await api("PUT", `/v1/ladders/${id}`, ladderInput(ladder, { outerAxis: e.target.value }));
-      await reload();
-    }),
-  }, Object.entries(AXIS_LABELS).map(([v, label]) => h("option", { value: v, selected: v === progress.outerAxis }, label)));
-  const legend = h("p", { class: "muted", id: "statuses" }, Object.entries(STATUSES).map(([k, v], i) =>
-    h("span", {}, i ? " · " : "", h("strong", {}, k), `: ${v}`)));
-  const controls = h("div", { class: "controls" },
-    enable,
+    id: "ladder-settings-save",
+    onclick: async () => {
+      const n = Number(amount.value);
+      if (kind.value === "count" && !(Number.isInteger(n) && n >= 1)) return refuse(amount, "gate.threshold.runs: at least 1 passing run");
+      if (kind.value === "fraction" && !(amount.value !== "" && n > 0 && n <= 1)) return refuse(amount, "gate.threshold.of: a fraction greater than 0 and at most 1");
+      const runs = Number(perRung.value);
+      if (!(Number.isInteger(runs) && runs >= 1 && runs <= 100)) return refuse(perRung, "runsPerCell: a whole number from 1 to 100");
+      const gate = { floor: floor.value, threshold: kind.value === "count" ? { kind: "count", runs: n } : { kind: "fraction", of: n } };
+      const [saved, err] = await attempt(() => onsave({ gate, runsPerCell: runs, autoTopUp: auto.checked }));
+      if (err) {
+        show(stored);
+        noteSaid(note, true, `refused: ${err.message}`);
+        return;
+      }
+      stored = saved;
+      show(saved);
+      const t = saved.gate.threshold;
+      noteSaid(note, false, `saved: gate ${saved.gate.floor} or better, ${t.kind === "count" ? `${t.runs} run(s)` : `${t.of} of the runs`}; ${saved.runsPerCell} runs per rung; auto top-up ${saved.autoTopUp ? "on" : "off"}`);
+    },
+  }, "Save");
+  return h("fieldset", { id: "ladder-settings" }, h("legend", {}, "Gate and runs"),
+    h("label", {}, "floor ", floor), " ", kind, " ", amount, " ",
+    h("label", {}, "runs per rung ", perRung), " ",
+    h("label", {}, auto, " auto top-up"), " ", save, " ", note);
+}
+
+// Halt all behind the same confirmation as a plan's: it also cancels in-flight jobs.
+function haltAllDialog(what, onconfirm) {
+  const dialog = h("dialog", { id: "halt-all-dialog" },
+    h("p", {}, `Halt all cancels this ${what}'s queued and pending jobs and also its dispatched, starting and running ones, which are partly or wholly paid for.`),
+    h("form", { method: "dialog" },
+      h("button", { value: "cancel", id: "halt-all-cancel" }, "Keep them running"), " ",
+      h("button", { value: "confirm", id: "halt-all-confirm", class: "danger" }, "Halt all")));
+  dialog.addEventListener("close", () => {
+    if (dialog.returnValue === "confirm") onconfirm();
+  });
+  return dialog;
+}
+
+// The ladder's actions: `before`, Top up now and Halt (each answer shown in `answerBox`, the
+// board read again after it), then `after`.
+function ladderControls(id, answerBox, redraw, before, after) {
+  return h("div", { class: "controls" },
+    before,
     h("button", {
       type: "button",
       id: "top-up-now",
@@ -1103,6 +1455,7 @@ async function ladderPage(id) {
         const answer = topUpAnswer(a);
         answer.append(h("p", { id: "recorded" }, `Verdicts written down: ${a.recorded}; queued runs an early stop cancelled: ${a.cancelled.length}.`));
         answerBox.replaceChildren(answer);
+        await redraw();
       }),
     }, "Top up now"),
     h("button", {
@@ -1111,19 +1464,93 @@ async function ladderPage(id) {
       onclick: () => act(async () => {
         const r = await api("POST", `/v1/ladders/${id}/halt`);
         answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt cancelled ${r.cancelled} queued or pending jobs.`));
+        await redraw();
       }),
     }, "Halt"),
+    after);
+}
+
+async function ladderPage(id) {
+  let [ladder, progress] = await Promise.all([
+    api("GET", `/v1/ladders/${id}`),
+    api("GET", `/v1/ladders/${id}/progress`),
+  ]);
+  const view = { filter: "", tallies: false };
+  const boardBox = h("div", { id: "board-box" });
+  const summary = h("span", { class: "muted", id: "board-summary" });
+  const gateLine = h("span", { id: "gate-line" });
+  const answerBox = h("div", { id: "answer-box" });
+  const enable = h("button", {
+    type: "button",
+    id: "enable",
+    onclick: () => act(async () => {
+      await api("POST", `/v1/ladders/${id}/${progress.enabled ? "disable" : "enable"}`);
+      await redraw();
+    }),
+  });
+  const draw = () => {
+    enable.textContent = progress.enabled ? "Stop spending on this climb" : "Start spending on this climb";
+    document.body.dataset.enabled = progress.enabled ? "true" : "false";
+    const t = ladder.gate.threshold;
+    gateLine.textContent = `gate: ${ladder.gate.floor} or better, ${t.kind === "count" ? `${t.runs} run(s)` : `${t.of} of the runs`}` +
+      ` · ${ladder.runsPerCell} runs per rung` + (ladder.earlyStop ? " · early stop" : "");
+    summary.textContent = `${progress.enabled ? "on" : "off"} · buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review; ${spendLabel(progress)}`;
+    boardBox.replaceChildren(boardTable(ladder, progress, view, redraw));
+  };
+  // Anything in flight on the board: a rung's runs not completed yet.
+  const boardInFlight = () => progress.climbers.some((c) => c.rungs.some((st) => !st.stale && st.tally && st.tally.pending > 0));
+  const lastUpdated = liveLine();
+  const read = async () => {
+    [ladder, progress] = await Promise.all([
+      api("GET", `/v1/ladders/${id}`),
+      api("GET", `/v1/ladders/${id}/progress`),
+    ]);
+    draw();
+    return boardInFlight();
+  };
+  const kick = startLive(lastUpdated, read);
+  // Read the board again (after any control) and draw it; the answers shown stay.
+  const redraw = async () => kick(await read());
+  const put = async (changes) => {
+    const saved = await api("PUT", `/v1/ladders/${id}`, ladderInput(ladder, changes));
+    await redraw();
+    return saved;
+  };
+  const axis = h("select", {
+    id: "outer-axis",
+    "aria-label": "outer axis",
+    onchange: (e) => act(async () => { await put({ outerAxis: e.target.value }); }),
+  }, Object.entries(AXIS_LABELS).map(([v, label]) => h("option", { value: v, selected: v === progress.outerAxis }, label)));
+  const legend = h("p", { class: "muted", id: "statuses" }, Object.entries(STATUSES).map(([k, v], i) =>
+    h("span", {}, i ? " · " : "", h("strong", {}, k), `: ${v}`)));
+  const filter = h("select", {
+    id: "board-filter",
+    "aria-label": "show climbers",
+    onchange: (e) => { view.filter = e.target.value; draw(); },
+  }, h("option", { value: "" }, "every climber"),
+  Object.entries(STATES).map(([k, [label]]) => h("option", { value: k }, label)));
+  const tallies = h("input", { type: "checkbox", id: "show-tallies", onchange: (e) => { view.tallies = e.target.checked; boardBox.firstChild.classList.toggle("tallies", view.tallies); } });
+  const dialog = haltAllDialog("ladder", () => act(async () => {
+    const r = await api("POST", `/v1/ladders/${id}/halt-all`, { confirm: true });
+    answerBox.replaceChildren(h("div", { class: "answer", id: "halt-answer" }, `Halt all cancelled ${r.cancelled} jobs; the ladder is off.`));
+    await redraw();
+  }));
+  const controls = ladderControls(id, answerBox, redraw, [enable], [
+    h("button", { type: "button", id: "halt-all", class: "danger", onclick: () => dialog.showModal() }, "Halt all…"),
     h("label", {}, "Order ", axis),
-    h("span", { class: "muted" }, `buffer ${progress.buffered} of ${targetLabel(progress.bufferTarget)}; ${progress.toReview} to review; ${spendLabel(progress)}`));
+    summary]);
+  const settings = h("div", { class: "controls" },
+    ladderSettings(ladder, (changes) => put(changes)),
+    targetEditor("ladder-target", "Buffer target of this ladder", ladder.bufferTarget, true, async (value) => (await put({ bufferTarget: value })).bufferTarget));
+  draw();
   setMain(
     h("h1", {}, `Ladder ${ladder.name}`),
-    h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ",
-      `gate: ${ladder.gate.floor} or better, ${ladder.gate.threshold.kind === "count" ? `${ladder.gate.threshold.runs} run(s)` : `${ladder.gate.threshold.of} of the runs`}`,
-      ladder.earlyStop ? " · early stop" : ""),
-    controls, legend, answerBox,
-    h("table", { id: "board" }, h("thead", {}, head), rows));
-  // A rung's row holds one cell per climber: a screenful is FIRST_ROWS cells' worth of rungs.
-  fillRows(rows, progress.rungs.length, rungRow, null, Math.ceil(FIRST_ROWS / perRow), Math.ceil(CHUNK_ROWS / perRow));
+    workflowsLine(["its climb, top-ups and runs", `BelayLadderId = "${id}"`]),
+    h("p", {}, link(`/ladders/${id}/queue`, "Review queue"), " · ", gateLine),
+    controls, settings, dialog, legend, answerBox,
+    h("p", { class: "filter" }, h("label", {}, "Show ", filter), " ", h("label", {}, tallies, " tallies")),
+    lastUpdated, boardBox);
+  kick(boardInFlight());
 }
 
 // ---- projects, Changes and Candidates ------------------------------------------------------
@@ -1149,6 +1576,7 @@ async function projectPage(id) {
   ]);
   setMain(
     h("h1", {}, `Project ${project.name}`),
+    workflowsLine(["its workflows", `BelayProjectId = "${id}"`]),
     h("p", { id: "canonical" }, `canonical generation ${project.generation}`, project.canonicalCommit ? ` at ${project.canonicalCommit.slice(0, 12)}` : ""),
     h("h2", {}, "Changes"),
     changes.length === 0 ? h("p", { class: "muted" }, "No Changes yet.")
@@ -1248,6 +1676,7 @@ async function changePage(id) {
   ]);
   setMain(
     h("h1", {}, `Change: ${change.goal}`),
+    workflowsLine(["its verifications and promotions", `BelayChangeId = "${id}"`]),
     h("p", {}, link(`/projects/${change.projectId}`, "Project"), " · status ", h("strong", { id: "change-status" }, words(change.status)),
       ""),
     h("h2", {}, "Candidates"),
@@ -1519,6 +1948,7 @@ async function candidatePage(id) {
   show(k);
   setMain(
     h("h1", {}, `Candidate ${k.id}`),
+    workflowsLine(["its verification and promotion", `BelayCandidateId = "${k.id}"`]),
     h("p", {}, link(`/changes/${k.changeId}`, "Change"), " · status ", status,
       k.statusReason ? h("span", { id: "candidate-reason" }, ` — ${k.statusReason}`) : null),
     h("p", { class: "muted" }, `base generation ${k.baseGeneration} · composed ${k.composedCommit ? k.composedCommit.slice(0, 12) : "—"}`),
@@ -1592,6 +2022,8 @@ async function render() {
     history.replaceState(null, "", "/sign-in");
     return render();
   }
+  if (path === "/sign-in") showWho(null);
+  else whoAmI();
   for (const [re, page] of ROUTES) {
     const m = path.match(re);
     if (m) {
@@ -1600,7 +2032,14 @@ async function render() {
       document.body.removeAttribute("data-complete");
       filling = [];
       pageKeys = null;
-      await act(() => page(...m.slice(1)));
+      matrixFilter = "";
+      stopLive();
+      const [, failed] = await attempt(() => page(...m.slice(1)));
+      if (failed && location.pathname === path) {
+        // The page could not load: say so in place of it (never over a page still loading).
+        setMain(h("h1", {}, failed.status === 404 ? "Not found" : "This page could not load"),
+          h("p", { id: "page-error" }, failed.message));
+      }
       document.body.dataset.ready = path;
       markPainted(path);
       const rest = filling;

@@ -60,25 +60,50 @@ fn asset(policy: &HeaderValue, content_type: &'static str, body: &'static str) -
     r
 }
 
-fn shell(policy: &HeaderValue) -> Response {
-    let mut r = asset(policy, "text/html; charset=utf-8", INDEX);
+/// The Web UI's pages of `namespace`, from the Web UI's address (`http://host:port`).
+pub fn temporal_ui_for(ui: &str, namespace: &str) -> String {
+    format!("{}/namespaces/{namespace}", ui.trim_end_matches('/'))
+}
+
+/// The shell with the Web UI's address in a `belay-temporal-ui` meta tag (the page's script
+/// reads it to link each page to its workflows; no tag when none is configured).
+fn index_with(temporal_ui: Option<&str>) -> &'static str {
+    match temporal_ui {
+        None => INDEX,
+        Some(ui) => {
+            let escaped = ui
+                .replace('&', "&amp;")
+                .replace('"', "&quot;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;");
+            let meta = format!("<meta name=\"belay-temporal-ui\" content=\"{escaped}\">\n</head>");
+            // Built once per router: the shell lives as long as the process serves it.
+            Box::leak(INDEX.replacen("</head>", &meta, 1).into_boxed_str())
+        }
+    }
+}
+
+fn shell(policy: &HeaderValue, index: &'static str) -> Response {
+    let mut r = asset(policy, "text/html; charset=utf-8", index);
     r.headers_mut()
         .insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     r
 }
 
 /// The console's routes, merged beside the API's; `artifact_origin` is where run builds are
-/// served (the only other origin the console frames).
-pub fn router<S: Clone + Send + Sync + 'static>(artifact_origin: Option<&str>) -> Router<S> {
+/// served (the only other origin the console frames), `temporal_ui` the Web UI's pages of
+/// belay's namespace ([`temporal_ui_for`]).
+pub fn router<S: Clone + Send + Sync + 'static>(artifact_origin: Option<&str>, temporal_ui: Option<&str>) -> Router<S> {
     // The origin is checked where it is configured; a value no header can carry leaves frames
     // to this origin only.
     let policy = HeaderValue::from_str(&policy(artifact_origin)).unwrap_or_else(|_| {
         HeaderValue::from_str(&policy(None)).unwrap_or(HeaderValue::from_static("default-src 'self'"))
     });
+    let index = index_with(temporal_ui);
     let mut r = Router::new();
     for page in PAGES {
         let p = policy.clone();
-        r = r.route(page, get(move || async move { shell(&p) }));
+        r = r.route(page, get(move || async move { shell(&p, index) }));
     }
     let (js, css, icon) = (policy.clone(), policy.clone(), policy);
     r.route(
@@ -93,4 +118,23 @@ pub fn router<S: Clone + Send + Sync + 'static>(artifact_origin: Option<&str>) -
         "/console/icon.svg",
         get(move || async move { asset(&icon, "image/svg+xml", ICON) }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_web_ui_address_reaches_the_shell_escaped_and_only_when_configured() {
+        assert_eq!(
+            temporal_ui_for("http://127.0.0.1:8233/", "default"),
+            "http://127.0.0.1:8233/namespaces/default"
+        );
+        assert!(!index_with(None).contains("belay-temporal-ui"));
+        let shell = index_with(Some("http://ui/\"><script>"));
+        assert!(
+            shell.contains(r#"<meta name="belay-temporal-ui" content="http://ui/&quot;&gt;&lt;script&gt;">"#),
+            "{shell}"
+        );
+    }
 }

@@ -43,6 +43,9 @@ pub struct AppState {
     /// Where run builds are served to be played, and how their URLs are signed; `None` when this
     /// API serves no artifact origin.
     pub artifacts: Option<artifact_origin::ArtifactOrigin>,
+    /// Temporal's Web UI for belay's namespace (`http://host:port/namespaces/<ns>`), which the
+    /// console links every page's workflows to; `None` when no Web UI is configured.
+    pub temporal_ui: Option<String>,
 }
 
 /// Where the bare repositories are and how repository tokens are signed. Revocations live in the
@@ -258,6 +261,7 @@ pub async fn serve_git_only(
 pub fn router(state: AppState) -> Router {
     let git = git_routes(&state);
     let artifact_origin = state.artifacts.as_ref().map(|a| a.public_url.clone());
+    let temporal_ui = state.temporal_ui.clone();
     let guard = state.auth.clone();
     let metrics = metrics::metrics_router_with(state.store.clone(), std::sync::Arc::new(move || guard.exposition()));
     let (api, _) = operations().split_for_parts();
@@ -277,7 +281,7 @@ pub fn router(state: AppState) -> Router {
     // scraper expects (the figures are counts, no names or contents).
     let api = metrics.merge(api);
     // The console's pages and assets: outside `/v1`, no token (its script sends the caller's).
-    let api = console::router(artifact_origin.as_deref()).merge(api);
+    let api = console::router(artifact_origin.as_deref(), temporal_ui.as_deref()).merge(api);
     match git {
         Some(git) => git.merge(api),
         None => api,

@@ -149,6 +149,10 @@ async fn run_with_server(
         objects: dir_store(&data_dir.join("objects"))?,
         auth: args.auth.guard()?,
         artifacts: Some(artifact_origin),
+        temporal_ui: Some(belay_api::console::temporal_ui_for(
+            &format!("http://127.0.0.1:{}", args.ui_port),
+            "default",
+        )),
     };
     let artifacts = tokio::spawn(belay_api::artifact_origin::serve_artifacts(
         artifact_listener,

@@ -40,6 +40,9 @@ pub struct Conn {
     pub temporal_address: String,
     #[arg(long, env = "BELAY_TEMPORAL_NAMESPACE", default_value = "default")]
     pub namespace: String,
+    /// Temporal's Web UI (`http://host:port`): the console links each page to its workflows there.
+    #[arg(long, env = "BELAY_TEMPORAL_UI_URL")]
+    pub temporal_ui_url: Option<String>,
     #[command(flatten)]
     pub temporal_tls: tls::TemporalTlsArgs,
     #[command(flatten)]
@@ -51,10 +54,25 @@ impl Conn {
     /// the Temporal TLS files, the CA bundle), before anything connects.
     pub fn check(&self) -> anyhow::Result<Checked> {
         tls::check_database_url(&self.database_url)?;
+        if let Some(ui) = self.temporal_ui_url.as_deref().filter(|u| !u.trim().is_empty())
+            && !(ui.starts_with("http://") || ui.starts_with("https://"))
+        {
+            anyhow::bail!("BELAY_TEMPORAL_UI_URL {ui:?}: expected http://HOST:PORT or https://HOST:PORT");
+        }
         Ok(Checked {
             temporal_tls: self.temporal_tls.resolve(&self.temporal_address)?,
             http_roots: self.http_tls.extra_roots()?,
         })
+    }
+
+    /// The Web UI's pages of belay's namespace, when a Web UI is configured.
+    pub fn temporal_ui(&self) -> Option<String> {
+        let url = self
+            .temporal_ui_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())?;
+        Some(belay_api::console::temporal_ui_for(url, &self.namespace))
     }
 
     /// A Temporal client over the checked settings.
@@ -204,13 +222,24 @@ enum AccountCommand {
 }
 
 fn init_tracing() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("RUST_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,temporalio_sdk_core=warn,tower_http=info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour_logs(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").is_some(),
+        ))
         .with_writer(std::io::stderr)
         .init();
+}
+
+/// Colour codes only for a person's terminal: a log written to a file or a pipe (a service
+/// manager's journal, `belay dev > dev.log`) carries plain text, and `NO_COLOR` turns them off.
+fn colour_logs(terminal: bool, no_color: bool) -> bool {
+    terminal && !no_color
 }
 
 /// A command that fails says why in one line (its causes joined with `: `) and exits non-zero.

@@ -67,6 +67,7 @@ pub async fn api(
         objects,
         auth: auth.guard()?,
         artifacts: artifact_origin.as_ref().map(|(_, o)| o.clone()),
+        temporal_ui: conn.temporal_ui(),
     };
     let artifacts_only = match artifact_origin {
         Some((listener, origin)) => {

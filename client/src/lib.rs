@@ -107,8 +107,11 @@ pub async fn connect_with(
 
 /// Starts the dispatcher unless it is running (with `input`, when it starts), then wakes it.
 pub async fn ensure_dispatcher(client: &Client, input: DispatcherInput) -> Result<(), ClientError> {
+    let described = belay_workflows::metadata::dispatcher();
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, queues::DISPATCHER_ID)
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build();
     client
         .start_workflow(DispatcherWorkflow::run, input, opts)
@@ -124,9 +127,12 @@ pub async fn ensure_dispatcher(client: &Client, input: DispatcherInput) -> Resul
 /// this process's worker serves the workflows queue. False when it exists already (started
 /// before: a retried or replayed start).
 pub async fn start_run(client: &Client, job: &ClaimedJob) -> Result<bool, ClientError> {
+    let described = belay_workflows::metadata::run(job);
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, queues::run_workflow_id(&job.job_id))
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
         .search_attributes(run_search_attributes(job))
+        .static_summary(described.summary)
+        .static_details(described.details)
         .enable_eager_workflow_start(true)
         .build();
     let input = RunInput {

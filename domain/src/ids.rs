@@ -178,6 +178,14 @@ id_type!(
     /// A reservation on a project's monthly Sandbox meter.
     ReservationId, "sres_");
 
+impl RunId {
+    /// The run a job records when it completes: the job's own body under the run prefix, so a
+    /// run's workflow (`run-<job id>`) carries its run id (`BelayRunId`) from its start.
+    pub fn for_job(job: &JobId) -> Self {
+        Self::from_body(job.strip_prefix(JobId::PREFIX).unwrap_or(job.as_str()))
+    }
+}
+
 impl TaskRunId {
     /// The prefix task-run ids had before they got their own.
     pub const LEGACY_PREFIX: &'static str = "run_";
@@ -230,6 +238,12 @@ id_type!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jobs_run_shares_its_body() {
+        assert_eq!(RunId::for_job(&JobId::from("job_0a1b")).as_str(), "run_0a1b");
+        assert!(RunId::is_valid(RunId::for_job(&JobId::from("job_0a1b")).as_str()));
+    }
 
     #[test]
     fn an_id_needs_its_own_prefix() {

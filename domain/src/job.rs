@@ -186,6 +186,17 @@ impl Combination {
         }
     }
 
+    /// Every model this combination drives, each once, in slot order (a run's `BelayModel`).
+    pub fn distinct_models(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for m in self.models() {
+            if !out.iter().any(|o| o == m) {
+                out.push(m.to_owned());
+            }
+        }
+        out
+    }
+
     pub fn validate_shape(&self) -> Result<(), ValidationError> {
         self.validate_shape_at("combination")
     }
@@ -389,6 +400,27 @@ impl Job {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distinct_models_names_each_model_once() {
+        let harness = Combination::Harness {
+            harness: "codex".into(),
+            model: "m1".into(),
+            provider: None,
+        };
+        assert_eq!(harness.distinct_models(), ["m1"]);
+        let gg = |models: &[&str]| Combination::Gg {
+            gg_config_id: "gg_1".into(),
+            bindings: models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (format!("slot{i}"), m.to_string()))
+                .collect(),
+        };
+        assert_eq!(gg(&["m1", "m1"]).distinct_models(), ["m1"]);
+        assert_eq!(gg(&["m2", "m1", "m2"]).distinct_models(), ["m2", "m1"]);
+        assert!(gg(&[]).distinct_models().is_empty());
+    }
 
     fn pin(engine: &str) -> CasePin {
         CasePin {

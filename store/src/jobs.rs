@@ -625,7 +625,7 @@ pub async fn complete_job_reported(
             }
         }
     };
-    let run_id = RunId::from_body(&new_id_body());
+    let run_id = RunId::for_job(id);
     sqlx::query(
         r#"insert into runs (id, job_id, case_slug, case_version, case_variant, engine, combo_kind, harness, model,
                provider, gg_config_id, gg_config_name, gg_bindings, cell_key, test_type, loaded, artifacts,

@@ -17,6 +17,13 @@ pub struct ClaimedJob {
     pub job_id: JobId,
     pub harness: String,
     pub origin: Option<String>,
+    /// The case it evaluates, `slug@version/variant/engine`: the run's `BelayCase` and its
+    /// summary. Claims recorded before it was carried have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
+    /// Every model it drives, each once (a gg run's slots may bind several).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
 }
 
 /// What a run learns when it takes its job from `dispatched` to `starting`.

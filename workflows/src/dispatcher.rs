@@ -19,8 +19,10 @@
 
 use crate::contracts::{ClaimedJob, ClientApi, StoreApi};
 use crate::run::{RunInput, RunWorkflow};
-use crate::search;
+use crate::{metadata, search};
 use crate::{options, queues};
+use belay_domain::ids::RunId;
+use belay_domain::job::Origin;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_common::search_attributes::SearchAttributes;
@@ -182,24 +184,40 @@ impl DispatcherWorkflow {
     }
 }
 
-/// The search attributes of a job's run: its job id, harness and origin.
+/// The search attributes of a job's run: its job id, run id, harness, case, model and origin,
+/// and the plan's or ladder's id when one launched it.
 pub fn run_search_attributes(job: &ClaimedJob) -> SearchAttributes {
     let mut attrs = vec![
         search::JOB_ID.value_set(job.job_id.to_string()),
+        search::RUN_ID.value_set(RunId::for_job(&job.job_id).to_string()),
         search::HARNESS.value_set(job.harness.clone()),
     ];
+    if let Some(case) = &job.case {
+        attrs.push(search::CASE.value_set(case.clone()));
+    }
+    if !job.models.is_empty() {
+        attrs.push(search::MODEL.value_set(job.models.clone()));
+    }
     if let Some(o) = &job.origin {
         attrs.push(search::ORIGIN.value_set(o.clone()));
+        match Origin::parse(o) {
+            Ok(Origin::Plan(id)) => attrs.push(search::PLAN_ID.value_set(id)),
+            Ok(Origin::Ladder(id)) => attrs.push(search::LADDER_ID.value_set(id)),
+            Err(_) => {}
+        }
     }
     SearchAttributes::new(attrs)
 }
 
 fn child_options(job: &ClaimedJob) -> ChildWorkflowOptions {
+    let described = metadata::run(job);
     ChildWorkflowOptions::builder()
         .workflow_id(queues::run_workflow_id(&job.job_id))
         .task_queue(queues::WORKFLOWS.to_string())
         .parent_close_policy(ParentClosePolicy::Abandon)
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+        .static_summary(described.summary)
+        .static_details(described.details)
         .search_attributes(run_search_attributes(job))
         .build()
 }

@@ -13,6 +13,7 @@ pub mod contracts;
 pub mod dispatcher;
 pub mod edit_session;
 pub mod ladder;
+pub mod metadata;
 pub mod options;
 pub mod probe;
 pub mod promotion;

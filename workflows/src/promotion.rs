@@ -10,6 +10,7 @@
 //! older-base Candidates are settled. A retry after success answers `alreadyPromoted` and does the
 //! same sync again, so a crash between the swap and the push leaves nothing behind for good.
 
+use crate::metadata::{self, Described};
 use crate::verification::{
     CandidateVerificationWorkflow, StaleRequest, VerifyInput, VerifyStoreApi, verify_workflow_id,
 };
@@ -315,13 +316,15 @@ pub struct PromotionProgress {
     pub promotability: Option<Promotability>,
 }
 
-fn child_options(workflow_id: String, task_attrs: SearchAttributes) -> ChildWorkflowOptions {
+fn child_options(workflow_id: String, task_attrs: SearchAttributes, described: Described) -> ChildWorkflowOptions {
     ChildWorkflowOptions::builder()
         .workflow_id(workflow_id)
         .task_queue(queues::WORKFLOWS.to_string())
         .parent_close_policy(ParentClosePolicy::Abandon)
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
         .search_attributes(task_attrs)
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build()
 }
 
@@ -343,7 +346,11 @@ async fn verify_each<W>(ctx: &WorkflowContext<W>, k: &Candidate, new: &[Candidat
                 VerifyInput {
                     candidate_id: id.clone(),
                 },
-                child_options(verify_workflow_id(id.as_str()), attributes(id, k)),
+                child_options(
+                    verify_workflow_id(id.as_str()),
+                    attributes(id, k),
+                    metadata::verification(id, &k.change_id),
+                ),
             )
             .await;
     }
@@ -395,6 +402,7 @@ pub async fn winner_ready<W>(
                     child_options(
                         promotion_workflow_id(candidate_id, k.base_generation),
                         attributes(candidate_id, k),
+                        metadata::promotion(candidate_id, k.base_generation),
                     ),
                 )
                 .await;

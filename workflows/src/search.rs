@@ -12,9 +12,19 @@ pub const PLAN_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("Bel
 pub const CANDIDATE_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayCandidateId");
 pub const CHANGE_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayChangeId");
 pub const PROJECT_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayProjectId");
+/// The run a job records when it completes (`run_<job body>`), or a task run (`trun_…`).
+pub const RUN_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayRunId");
+/// The case a run evaluates: `slug@version/variant/engine`.
+pub const CASE: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayCase");
+/// Every model a run drives (a gg run's slots may bind several): a KeywordList, so
+/// `BelayModel = 'm'` finds a run with `m` among them. (A SQL-backed visibility store allows ten
+/// Keyword attributes, which the others take.)
+pub const MODEL: SearchAttributeKey<Vec<String>> = SearchAttributeKey::keyword_list("BelayModel");
+/// The ladder a climb, a top-up or a run belongs to.
+pub const LADDER_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("BelayLadderId");
 
 /// Every attribute with its type name, as `temporal` expects them (`Name=Keyword`).
-pub const ALL: [(&str, &str); 7] = [
+pub const ALL: [(&str, &str); 11] = [
     ("BelayJobId", "Keyword"),
     ("BelayHarness", "Keyword"),
     ("BelayOrigin", "Keyword"),
@@ -22,4 +32,8 @@ pub const ALL: [(&str, &str); 7] = [
     ("BelayCandidateId", "Keyword"),
     ("BelayChangeId", "Keyword"),
     ("BelayProjectId", "Keyword"),
+    ("BelayRunId", "Keyword"),
+    ("BelayCase", "Keyword"),
+    ("BelayModel", "KeywordList"),
+    ("BelayLadderId", "Keyword"),
 ];

@@ -10,7 +10,7 @@
 //! last check; preview-smoke only for a live app whose build passed; `gateRequiredChecks`;
 //! `verified`, or `rejected` with the gaps as the reason.
 
-use crate::{options, queues, search};
+use crate::{metadata, options, queues, search};
 use belay_domain::acceptance::acceptance_criteria_to_judge;
 use belay_domain::candidate::{Candidate, CandidateStatus, VerificationStart, verification_start};
 use belay_domain::change::{Change, ChangeSet, Task};
@@ -452,12 +452,15 @@ impl CandidateVerificationWorkflow {
                     )
                     .await?;
                 if let Some(new) = new {
+                    let described = metadata::verification(&new, &loaded.candidate.change_id);
                     let opts = ChildWorkflowOptions::builder()
                         .workflow_id(verify_workflow_id(new.as_str()))
                         .task_queue(queues::WORKFLOWS.to_string())
                         .parent_close_policy(ParentClosePolicy::Abandon)
                         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
                         .search_attributes(search_attributes(&new, &loaded))
+                        .static_summary(described.summary)
+                        .static_details(described.details)
                         .build();
                     // A start refused because the workflow exists was made by an earlier attempt.
                     let _ = ctx

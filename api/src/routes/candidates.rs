@@ -102,9 +102,12 @@ async fn start_workflow(s: &AppState, candidate: &Candidate) -> ApiResult<()> {
         search::CHANGE_ID.value_set(candidate.change_id.to_string()),
         search::PROJECT_ID.value_set(candidate.project_id.to_string()),
     ]);
+    let described = belay_workflows::metadata::verification(&candidate.id, &candidate.change_id);
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, verify_workflow_id(candidate.id.as_str()))
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .search_attributes(attrs)
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build();
     s.temporal
         .start_workflow(

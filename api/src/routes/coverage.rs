@@ -301,18 +301,26 @@ pub(crate) async fn start_top_up(
     of: Feed,
     wait: bool,
 ) -> ApiResult<Option<Option<TopUpOutcome>>> {
-    let (origin, workflow_id, mut attrs) = match of {
+    let (origin, workflow_id, mut attrs, described) = match of {
         Feed::Plan => (
             Origin::Plan(plan_id.to_string()),
             plan_workflow_id(plan_id),
             vec![belay_workflows::search::PLAN_ID.value_set(plan_id.to_string())],
+            belay_workflows::metadata::top_up("plan", plan_id),
         ),
-        Feed::Ladder => (Origin::Ladder(plan_id.to_string()), ladder_workflow_id(plan_id), vec![]),
+        Feed::Ladder => (
+            Origin::Ladder(plan_id.to_string()),
+            ladder_workflow_id(plan_id),
+            vec![belay_workflows::search::LADDER_ID.value_set(plan_id.to_string())],
+            belay_workflows::metadata::top_up("ladder", plan_id),
+        ),
     };
     attrs.push(belay_workflows::search::ORIGIN.value_set(origin.to_string()));
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, workflow_id)
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
         .search_attributes(SearchAttributes::new(attrs))
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build();
     let input = TopUpInput {
         plan_id: plan_id.to_string(),

@@ -69,8 +69,14 @@ pub async fn open(
             ));
         }
     };
+    let described = belay_workflows::metadata::edit_session(&id, &project);
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, edit_workflow_id(&id))
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .search_attributes(temporalio_common::search_attributes::SearchAttributes::new(vec![
+            belay_workflows::search::PROJECT_ID.value_set(project.to_string()),
+        ]))
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build();
     let input = EditInput {
         session_id: id.clone(),

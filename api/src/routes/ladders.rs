@@ -40,11 +40,15 @@ fn ladder_not_found(id: &str) -> ApiError {
 /// Makes sure the ladder's climb (LadderClimbWorkflow `ladder-{id}`) runs, and tells it to read
 /// the board.
 async fn climb(s: &AppState, account_id: &AccountId, id: &LadderId) -> ApiResult<()> {
+    let described = belay_workflows::metadata::climb(id);
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, climb_workflow_id(id))
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .search_attributes(SearchAttributes::new(vec![
             belay_workflows::search::ORIGIN.value_set(Origin::Ladder(id.to_string()).to_string()),
+            belay_workflows::search::LADDER_ID.value_set(id.to_string()),
         ]))
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build();
     let input = ClimbInput {
         ladder_id: id.into(),

@@ -26,8 +26,12 @@ pub async fn create(
 ) -> ApiResult<(StatusCode, Json<Project>)> {
     input.validate()?;
     let project = s.store.create_project(&a.id, &input).await?;
+    let described = belay_workflows::metadata::project(&project.id, false);
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, provision_workflow_id(&project.id))
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .search_attributes(project_attributes(&project.id))
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build();
     if let Err(e) = s
         .temporal
@@ -75,8 +79,12 @@ pub async fn delete(
     if !s.store.mark_project_deleting(&a.id, &id).await? {
         return Err(ApiError::not_found(format!("project {id} not found")));
     }
+    let described = belay_workflows::metadata::project(&id, true);
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, delete_workflow_id(&id))
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .search_attributes(project_attributes(&id))
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build();
     s.temporal
         .start_workflow(ProjectDeleteWorkflow::run, ProjectId::from(id.as_str()), opts)
@@ -85,4 +93,11 @@ pub async fn delete(
     let mut project = visible.ok_or_else(|| ApiError::not_found(format!("project {id} not found")))?;
     project.status = ProjectStatus::Deleting;
     Ok((StatusCode::ACCEPTED, Json(project)))
+}
+
+/// `BelayProjectId`: a project's provisioning and deletion are found by the project.
+fn project_attributes(id: &str) -> temporalio_common::search_attributes::SearchAttributes {
+    temporalio_common::search_attributes::SearchAttributes::new(vec![
+        belay_workflows::search::PROJECT_ID.value_set(id.to_string()),
+    ])
 }

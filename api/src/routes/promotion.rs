@@ -46,9 +46,12 @@ async fn promote(s: &AppState, k: &Candidate) -> ApiResult<PromotionOutcome> {
         search::CHANGE_ID.value_set(k.change_id.to_string()),
         search::PROJECT_ID.value_set(k.project_id.to_string()),
     ]);
+    let described = belay_workflows::metadata::promotion(&k.id, k.base_generation);
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, id.clone())
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
         .search_attributes(attrs)
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build();
     let input = PromoteInput {
         candidate_id: k.id.clone(),

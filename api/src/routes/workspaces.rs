@@ -45,9 +45,15 @@ async fn workspace(
     run_id: &str,
 ) -> ApiResult<temporalio_client::WorkflowHandle<temporalio_client::Client, WorkspaceWorkflow>> {
     // `start_workflow`'s handle is typed by the run method; a handle by id is typed by the workflow.
+    let described = belay_workflows::metadata::workspace(run_id);
     let opts = WorkflowStartOptions::new(queues::WORKFLOWS, workspace_workflow_id(run_id))
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .id_reuse_policy(WorkflowIdReusePolicy::AllowDuplicate)
+        .search_attributes(temporalio_common::search_attributes::SearchAttributes::new(vec![
+            belay_workflows::search::RUN_ID.value_set(run_id.to_string()),
+        ]))
+        .static_summary(described.summary)
+        .static_details(described.details)
         .build();
     s.temporal
         .start_workflow(WorkspaceWorkflow::run, WorkspaceInput { run_id: run_id.into() }, opts)

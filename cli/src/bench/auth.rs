@@ -38,6 +38,7 @@ async fn serve(store: &Store, client: &temporalio_client::Client, dir: &Path, tr
         objects: crate::objects::dir_store(&dir.join(if track { "objects-t" } else { "objects-u" }))?,
         auth: belay_api::auth::AuthGuard::default().with_last_used_tracking(track),
         artifacts: None,
+        temporal_ui: None,
     };
     tokio::spawn(belay_api::serve(listener, state, std::future::pending()));
     Ok(url)

@@ -289,6 +289,7 @@ where
         objects: dir_store(&dir.join("objects"))?,
         auth: Default::default(),
         artifacts: origin.as_ref().map(|(_, o)| o.clone()),
+        temporal_ui: None,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut api_stop = stop_rx.clone();

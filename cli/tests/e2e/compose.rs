@@ -15,21 +15,22 @@ fn compose_registers_every_search_attribute() {
     let line = service
         .lines()
         .map(str::trim)
-        .find(|l| l.starts_with("for name in "))
-        .expect("the service loops over the attribute names");
-    let registered: BTreeSet<&str> = line
-        .trim_start_matches("for name in ")
+        .find(|l| l.starts_with("for spec in "))
+        .expect("the service loops over the attributes as NAME:TYPE");
+    let registered: BTreeSet<(&str, &str)> = line
+        .trim_start_matches("for spec in ")
         .trim_end_matches("; do")
         .split_whitespace()
+        .map(|spec| spec.split_once(':').expect("NAME:TYPE"))
         .collect();
-    let set: BTreeSet<&str> = belay_workflows::search::ALL.iter().map(|(name, _)| *name).collect();
+    let set: BTreeSet<(&str, &str)> = belay_workflows::search::ALL.into_iter().collect();
     assert_eq!(
         registered, set,
-        "compose.yaml's attribute list differs from search::ALL"
+        "compose.yaml's attributes (names and types) differ from search::ALL"
     );
     assert!(
-        belay_workflows::search::ALL.iter().all(|(_, kind)| *kind == "Keyword"),
-        "the service creates every attribute as a Keyword"
+        service.contains(r#"--name "$$name" --type "$$type""#),
+        "the service creates each attribute with its own type"
     );
     // Every belay service (the shared x-belay block and the sandbox pool, which restates its
     // dependencies) waits for the registration to complete.
