@@ -422,7 +422,8 @@ function matrixTable(m) {
       box.replaceChild(next, box.querySelector("#matrix"));
     },
   }, Object.entries(CELL_FILTERS).map(([v, [label]]) => h("option", { value: v, selected: v === matrixFilter }, label)));
-  const box = h("div", { class: "matrix" }, h("p", { class: "filter" }, h("label", {}, "Show ", select)), table);
+  const box = h("div", { class: "matrix" }, h("p", { id: "spend", class: "muted" }, spendLabel(m)),
+    h("p", { class: "filter" }, h("label", {}, "Show ", select)), table);
   return box;
 }
 
@@ -438,10 +439,9 @@ function matrixRows(m, filter) {
     h("td", {}, ""));
   const body = h("tbody", {}, totals);
   fillRows(body, cells.length, (i) => matrixRow(cells[i]), totals, { cols: head.length });
-  return h("div", {}, h("p", { id: "spend", class: "muted" }, spendLabel(m)),
-    h("table", { id: "matrix", class: "sticky", dataset: { filter, shown: cells.length } },
-      h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
-      body));
+  return h("table", { id: "matrix", class: "sticky", dataset: { filter, shown: cells.length } },
+    h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
+    body);
 }
 
 function topUpAnswer(a) {
