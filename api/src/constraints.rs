@@ -6,7 +6,7 @@
 //! of the document (see the tests), so a renamed field cannot silently lose its rule. The
 //! schemathesis step of `scripts/test.sh` checks both directions against a running API.
 
-use belay_domain::catalogue::{MAX_ADAPTER_TIMEOUT_SECONDS, MAX_PARALLELISM_CEILING};
+use belay_domain::catalogue::{MAX_ADAPTER_TIMEOUT_SECONDS, MAX_LANE, MAX_PARALLELISM_CEILING};
 use serde_json::{Value, json};
 
 /// Rust's `char::is_whitespace` (Unicode White_Space), which `str::trim` and `split_whitespace`
@@ -96,6 +96,21 @@ fn one_of_present(fields: &[&str]) -> Value {
     Value::Array(arms)
 }
 
+/// At least one of `fields` present and not null, or one of `clearable` present (its `null`
+/// clears a value, which is a change too).
+fn present_or_cleared(fields: &[&str], clearable: &[&str]) -> Value {
+    let mut arms = one_of_present(fields);
+    if let Value::Array(a) = &mut arms {
+        a.extend(clearable.iter().map(|f| json!({"required": [f]})));
+    }
+    arms
+}
+
+/// `check_lane`: a provider's or a model's lane, 1 to `MAX_LANE` (null: no lane).
+fn lane() -> Value {
+    json!({"minimum": 1, "maximum": MAX_LANE})
+}
+
 /// The rules, as (JSON pointer into the document, keywords merged into the schema found there).
 fn rules() -> Vec<(String, Value)> {
     let schema = |name: &str, rest: &str| format!("/components/schemas/{name}{rest}");
@@ -116,9 +131,11 @@ fn rules() -> Vec<(String, Value)> {
             schema("HarnessUpdate", "/properties/maxParallelism"),
             json!({"minimum": 1, "maximum": MAX_PARALLELISM_CEILING}),
         ),
+        (schema("HarnessInput", "/properties/provider"), slug(64)),
+        (schema("HarnessUpdate", "/properties/provider"), slug(64)),
         (
             schema("HarnessUpdate", ""),
-            json!({"anyOf": one_of_present(&["providerRouted", "maxParallelism", "adapter"])}),
+            json!({"anyOf": present_or_cleared(&["providerRouted", "maxParallelism", "adapter"], &["provider"])}),
         ),
         (
             schema("AdapterSpec", "/oneOf/0"),
@@ -134,6 +151,15 @@ fn rules() -> Vec<(String, Value)> {
         ),
         // Models.
         (schema("ModelInput", "/properties/id"), name(128)),
+        (schema("ModelInput", "/properties/provider"), slug(64)),
+        (schema("ModelUpdate", "/properties/provider"), slug(64)),
+        (schema("ModelInput", "/properties/maxParallelism"), lane()),
+        (schema("ModelUpdate", "/properties/maxParallelism"), lane()),
+        // Providers: `maxParallelism` must be given on a change (null clears the lane).
+        (schema("ProviderInput", "/properties/name"), slug(64)),
+        (schema("ProviderInput", "/properties/maxParallelism"), lane()),
+        (schema("ProviderUpdate", "/properties/maxParallelism"), lane()),
+        (schema("ProviderUpdate", ""), json!({"required": ["maxParallelism"]})),
         (
             schema("ModelInput", "/properties/contextWindow"),
             json!({"minimum": 1, "maximum": 100_000_000}),

@@ -132,6 +132,8 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
     // The owner (`tester`, an operator) and its resources.
     b.catalogue().await;
     b.harness("h", 1, "sleep 30").await;
+    let (st, v) = b.post("/v1/providers", json!({"name": "p", "maxParallelism": 3})).await;
+    assert_eq!(st, 201, "{v}");
     let job = id(&b.launch("h").await);
     let project = ready_project(&b, "mine").await;
     let (s, change) = b
@@ -262,7 +264,9 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         "/v1/test-cases/c/versions/1.0.0".into(),
         "/v1/harnesses/h".into(),
         "/v1/models/m".into(),
+        "/v1/providers/p".into(),
         format!("/v1/jobs/{job}"),
+        format!("/v1/jobs/{job}/attempts"),
     ];
     let before = owner_view(&b, &watched).await;
     let (_, owner_events) = b.request("GET", "/v1/events?limit=1000", Some(&b.token), None).await;
@@ -675,6 +679,23 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
             403,
         ),
         ("POST", format!("/v1/jobs/{job}/cancel"), None, None, 403),
+        ("POST", format!("/v1/jobs/{job}/retry"), None, None, 403),
+        // Providers are the catalogue's: an operator's to make, change and delete.
+        (
+            "POST",
+            "/v1/providers".into(),
+            Some(json!({"name": "p2", "maxParallelism": 1})),
+            None,
+            403,
+        ),
+        (
+            "PATCH",
+            "/v1/providers/p".into(),
+            Some(json!({"maxParallelism": 1})),
+            None,
+            403,
+        ),
+        ("DELETE", "/v1/providers/p".into(), None, None, 403),
         // Readable by every account.
         ("GET", format!("/v1/jobs/{job}"), None, Some(200), 200),
         ("GET", "/v1/jobs".into(), None, Some(200), 200),
@@ -686,6 +707,9 @@ async fn every_route_walked_by_another_account_and_by_a_member_changes_nothing_o
         ("GET", "/v1/harnesses/h".into(), None, Some(200), 200),
         ("GET", "/v1/models".into(), None, Some(200), 200),
         ("GET", "/v1/models/m".into(), None, Some(200), 200),
+        ("GET", "/v1/providers".into(), None, Some(200), 200),
+        ("GET", "/v1/providers/p".into(), None, Some(200), 200),
+        ("GET", format!("/v1/jobs/{job}/attempts"), None, Some(200), 200),
         ("GET", "/v1/runs".into(), None, Some(200), 200),
     ];
     // Every operation the API documents is walked or named in GLOBAL, and GLOBAL names only
